@@ -1,0 +1,3 @@
+from amas_code.amas import main
+
+main()
