@@ -95,7 +95,7 @@ class Checkpoint:
         shas = []
         for i in range(0, len(found), 500):
             shas += self.run("hash-object", "-w", "--", *found[i:i + 500]).split()
-        return {**dict.fromkeys(rels), **dict(zip(found, shas))}
+        return {**dict.fromkeys(rels), **dict(zip(found, shas, strict=True))}
 
     def blobs_at(self, commit: str | None, rels) -> dict:
         """Blob id of each path in a commit, None when absent."""
@@ -160,11 +160,11 @@ class Checkpoint:
         return commit[:8]
 
     # -- undo, redo, list -----------------------------------------------------------------------
-    def log(self, limit: int = 200) -> list[tuple[str, list[str], str]]:
-        """(sha, parents, subject) from HEAD back."""
+    def log(self, rev: str = "HEAD", limit: int = 200) -> list[tuple[str, list[str], str]]:
+        """(sha, parents, subject) from rev back, newest first."""
         if not self.head():
             return []
-        raw = self.run("log", f"-n{limit}", "--first-parent", "-z", "--format=%H%x1f%P%x1f%s")
+        raw = self.run("log", f"-n{limit}", "--first-parent", "-z", "--format=%H%x1f%P%x1f%s", rev)
         return [(c, p.split(), s) for c, p, s in (e.split("\x1f") for e in raw.split("\0") if e)]
 
     def _undo_chain(self, n: int) -> list[tuple]:
@@ -228,10 +228,9 @@ class Checkpoint:
         head, redo = self.head(), self._redo_tip()
         if not redo or redo == head or not self._is_ancestor(head, redo):
             raise CheckpointError("nothing to redo")
-        ahead = self.run("rev-list", "--reverse", "--first-parent", f"{head}..{redo}").split()
-        take = next(i for i, c in enumerate(ahead) if not self.run("log", "-1", "--format=%s", c).startswith(SAVE))
-        chain = [(c, [p], self.run("log", "-1", "--format=%s", c))
-                 for c, p in zip(ahead[:take + 1], [head, *ahead[:take]])][::-1]
+        ahead = self.log(f"{head}..{redo}")[::-1]
+        take = next(i for i, c in enumerate(ahead) if not c[2].startswith(SAVE))
+        chain = ahead[:take + 1][::-1]
         top = chain[0][0]
         rels = sorted({r for c in chain for r in self.files_in(c[0])})
         self._apply(rels, self._before(chain, rels), self.blobs_at(top, rels), ask)

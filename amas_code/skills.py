@@ -1,0 +1,50 @@
+"""Project rules (.amas/rules.md, AGENTS.md) and skills (.amas/skills/*.md, ~/.amas/skills/*.md)."""
+
+import re
+from pathlib import Path
+
+FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
+
+
+def rules(root: Path) -> str:
+    """The project's rules, verbatim."""
+    parts = [p.read_text(encoding="utf-8", errors="replace").strip()
+             for p in (root / ".amas" / "rules.md", root / "AGENTS.md") if p.is_file()]
+    return "\n\n".join(p for p in parts if p)
+
+
+def parse(path: Path) -> dict:
+    """One skill file: optional YAML front matter (name, description, keywords), then the body."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    meta, match = {}, FRONT.match(text)
+    if match:
+        import yaml
+
+        try:
+            meta = yaml.safe_load(match.group(1)) or {}
+        except yaml.YAMLError:
+            meta = {}
+        text = text[match.end():]
+    meta = meta if isinstance(meta, dict) else {}
+    keywords = meta.get("keywords") or re.split(r"[-_\s]+", path.stem)
+    if isinstance(keywords, str):
+        keywords = re.split(r"[,\s]+", keywords)
+    first = next((line.strip("# ").strip() for line in text.splitlines() if line.strip()), "")
+    return {"name": str(meta.get("name") or path.stem), "description": str(meta.get("description") or first),
+            "keywords": [str(k).lower() for k in keywords if str(k).strip()], "body": text.strip(), "path": path}
+
+
+def load(root: Path) -> list[dict]:
+    """Project skills, then user-wide ones; a project skill wins over a user skill of the same name."""
+    found = {}
+    for folder in (Path.home() / ".amas" / "skills", root / ".amas" / "skills"):
+        for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+            skill = parse(path)
+            found[skill["name"]] = skill
+    return list(found.values())
+
+
+def matches(skill: dict, message: str) -> bool:
+    """A keyword of the skill appears as a word in the message."""
+    words = set(re.findall(r"[\w.+#-]+", message.lower()))
+    return any(k in words or (" " in k and k in message.lower()) for k in skill["keywords"])

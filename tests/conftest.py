@@ -1,0 +1,90 @@
+"""Shared fixtures: a scripted model server, a temp git project, and ways to run amas."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from llm_server import ScriptedLLM  # noqa: E402
+
+API_KEY = "sk-test-secret-key-12345"
+
+
+@pytest.fixture
+def llm():
+    server = ScriptedLLM()
+    yield server
+    server.close()
+
+
+def git(cwd, *args) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in list(os.environ):
+        if var.startswith("AMAS_") or var.endswith("_API_KEY") or var.endswith("_API_BASE"):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test User")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "user@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test User")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "user@example.com")
+    return home
+
+
+@pytest.fixture
+def bare(tmp_path, home, monkeypatch):
+    """An empty project folder (no git), as the current directory."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture
+def project(bare):
+    """A git repository with one commit, as the current directory."""
+    (bare / "README.md").write_text("# demo\n")
+    git(bare, "init", "-q", "-b", "main")
+    git(bare, "add", ".")
+    git(bare, "commit", "-qm", "initial")
+    return bare
+
+
+@pytest.fixture
+def amas(llm, monkeypatch):
+    """Run amas in-process (click's CliRunner) against the scripted model; stdin is not a terminal."""
+    monkeypatch.setenv("AMAS_MODEL", "openai/test-model")
+    monkeypatch.setenv("AMAS_API_BASE", llm.url)
+    monkeypatch.setenv("AMAS_API_KEY", API_KEY)
+    monkeypatch.setenv("COLUMNS", "100")
+
+    def run(*args, input=None):
+        from amas_code.amas import cli
+
+        return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
+
+    return run
+
+
+def amas_env(llm=None, **extra) -> dict:
+    """Environment for amas in a subprocess."""
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(Path(__file__).parents[1]), **extra}
+    if llm:
+        env.update(AMAS_MODEL="openai/test-model", AMAS_API_BASE=llm.url, AMAS_API_KEY=API_KEY)
+    return env
+
+
+def run_amas(*args, llm=None, input=None, env=None, timeout=120):
+    """Run `python -m amas_code` as a user would, in the current directory."""
+    return subprocess.run([sys.executable, "-m", "amas_code", *args], input=input, capture_output=True, text=True,
+                          env={**amas_env(llm), **(env or {})}, timeout=timeout)

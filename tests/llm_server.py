@@ -1,0 +1,113 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1: SSE streaming, tool-call deltas, errors."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class ScriptedLLM:
+    """Enqueue replies with reply()/error(); read what the model received from .requests."""
+
+    def __init__(self):
+        self.script, self.requests = [], []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def reply(self, text: str = "", tool: str | None = None, raw_args: str | None = None, calls=None, **args):
+        """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`."""
+        calls = list(calls or [])
+        if tool:
+            calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
+        self.script.append({"text": text, "calls": calls})
+        return self
+
+    def error(self, status: int, message: str = "error", cut_after: str | None = None):
+        """An HTTP error; or with cut_after, stream that text then drop the connection."""
+        self.script.append({"status": status, "message": message, "cut_after": cut_after})
+        return self
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self):
+        llm = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # /models and the like
+                self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                llm.requests.append(body)
+                step = llm.script.pop(0) if llm.script else {"text": "(no scripted reply left)", "calls": []}
+                if step.get("status") and not step.get("cut_after"):
+                    return self._json(step["status"], {"error": {"message": step["message"], "type": "error",
+                                                                 "code": step["status"]}})
+                if body.get("stream"):
+                    return self._stream(step)
+                return self._json(200, completion(step))
+
+            def _json(self, status, data):
+                raw = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _stream(self, step):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in chunks(step.get("cut_after") or step["text"], step.get("calls", [])):
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                if step.get("cut_after"):  # a connection reset mid-answer
+                    self.close_connection = True
+                    return
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
+
+        return Handler
+
+
+def _chunk(delta: dict, finish=None) -> dict:
+    return {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": "test-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def chunks(text: str, calls: list) -> list[dict]:
+    """Text in small pieces, then each tool call's arguments split across several deltas."""
+    out = [_chunk({"role": "assistant", "content": ""})]
+    out += [_chunk({"content": text[i:i + 7]}) for i in range(0, len(text), 7)]
+    for n, (name, args) in enumerate(calls):
+        out.append(_chunk({"tool_calls": [{"index": n, "id": f"call_{n}_{int(time.time() * 1000) % 100000}",
+                                           "type": "function", "function": {"name": name, "arguments": ""}}]}))
+        out += [_chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i:i + 9]}}]})
+                for i in range(0, len(args), 9)]
+    out.append(_chunk({}, "tool_calls" if calls else "stop"))
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    out.append({**_chunk({}), "choices": [], "usage": usage})
+    return out
+
+
+def completion(step: dict) -> dict:
+    calls = [{"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": args}}
+             for n, (name, args) in enumerate(step.get("calls", []))]
+    message = {"role": "assistant", "content": step.get("text", "")}
+    if calls:
+        message["tool_calls"] = calls
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": "test-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
