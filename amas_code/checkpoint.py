@@ -53,10 +53,12 @@ class Checkpoint:
     def _make_shadow(self) -> None:
         """A separate git dir under .amas/ with the project as work tree: no .git in the user's folder."""
         self.shadow, gitdir = True, self.root / ".amas" / "shadow.git"
-        self._git.update_environment(GIT_DIR=str(gitdir), GIT_WORK_TREE=str(self.root))
-        if not (gitdir / "HEAD").exists():
+        fresh = not (gitdir / "HEAD").exists()
+        if fresh:
             gitdir.parent.mkdir(parents=True, exist_ok=True)
             self.run("init", "-q", "--bare", str(gitdir))
+        self._git.update_environment(GIT_DIR=str(gitdir), GIT_WORK_TREE=str(self.root))
+        if fresh:
             (gitdir / "info").mkdir(exist_ok=True)
             (gitdir / "info" / "exclude").write_text("\n".join(["/.amas/", *self.ignore]) + "\n")
             empty = self.run("hash-object", "-t", "tree", "-w", "--stdin", istream=tempfile.TemporaryFile())
@@ -83,7 +85,7 @@ class Checkpoint:
             return None
         rel = full.relative_to(top).as_posix()
         try:
-            self.run("check-ignore", "-q", rel)
+            self.run("check-ignore", "-q", rel, env={"GIT_LITERAL_PATHSPECS": "0"})
             return None
         except GitCommandError:
             return rel

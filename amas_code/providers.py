@@ -17,6 +17,11 @@ HINTS = {  # litellm exception class -> what the user should do
     "ServiceUnavailableError": "the provider is unavailable (503); try again later",
     "BadRequestError": "the provider rejected the request",
 }
+RETRY = {"TimeoutErrorRetries": 1, "RateLimitErrorRetries": 2, "InternalServerErrorRetries": 1,
+         "ServiceUnavailableErrorRetries": 1, "DefaultRetries": 0}  # auth, 404, bad requests: never retried
+CONNECTION = re.compile(r"connection error|connection refused|cannot connect|name or service not known", re.I)
+STATUS = {401: "AuthenticationError", 403: "PermissionDeniedError"}  # litellm maps Gemini's 403 to BadRequestError
+MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
 NO_TOOLS = re.compile(r"does not support tools|tools? (?:are|is) not supported|tool use is not supported", re.I)
 TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
@@ -61,11 +66,15 @@ def _kwargs(messages: list[dict], tools: list | None, config: dict) -> dict:
 def explain(e: Exception, config: dict) -> ProviderError:
     """One clear line for a litellm exception, from HINTS."""
     kinds = [c.__name__ for c in type(e).__mro__]
-    kind = next((k for k in kinds if k in HINTS), type(e).__name__)
+    kind = STATUS.get(getattr(e, "status_code", None)) or next((k for k in kinds if k in HINTS), type(e).__name__)
+    if CONNECTION.search(str(e)):  # litellm reports a refused connection as a 500
+        kind = "APIConnectionError"
     env = ", ".join(_env_keys(config["model"])) or "the provider's API key variable"
     hint = HINTS.get(kind, "the model call failed").format(
         model=config["model"], env=env, base=config.get("api_base") or "the provider")
-    detail = re.sub(r"\s+", " ", str(getattr(e, "message", e)))[:300]
+    detail = re.sub(r"\s+", " ", str(getattr(e, "message", e)))
+    found = MESSAGE.search(detail)  # the provider's own words, not litellm's wrapping of its JSON body
+    detail = (re.sub(r"\\(.)", r"\1", found.group(1)) if found else detail)[:300]
     cls = ToolsUnsupported if NO_TOOLS.search(detail) else ProviderError
     return cls(f"{hint} ({detail})" if detail else hint, kind)
 
@@ -101,6 +110,8 @@ def complete(messages: list[dict], tools: list | None, config: dict, on_chunk=No
 
 
 def _message(litellm, chunks: list, messages: list[dict], config: dict, partial) -> dict:
+    if config["model"].startswith("ollama"):
+        _number_calls(chunks)
     built = litellm.stream_chunk_builder(chunks, messages=messages)
     msg = built.choices[0].message
     _count(litellm, built)
@@ -115,6 +126,15 @@ def _message(litellm, chunks: list, messages: list[dict], config: dict, partial)
     if partial:
         reply["content"] += f"\n\n[connection lost mid-answer: {partial}]"
     return reply
+
+
+def _number_calls(chunks: list) -> None:
+    """Ollama streams each tool call whole, with no index and no id (litellm adds an id only when there
+    are arguments): without this, calls in separate chunks merge into one and a call with no arguments
+    is dropped by stream_chunk_builder."""
+    calls = [c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or []]
+    for i, call in enumerate(calls):
+        call.index, call.id = i, call.id or f"call_{i}"
 
 
 def _count(litellm, built) -> None:

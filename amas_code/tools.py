@@ -12,7 +12,7 @@ from pathlib import Path
 from amas_code import safety, ui
 
 MAX_READ = 50_000  # bytes of a file shown at once
-MAX_RESULT = 40_000  # characters of any tool result the model gets
+MAX_RESULT = 60_000  # characters of any tool result the model gets
 MAX_LINES = 300  # lines of search and list output
 STATE = {"root": Path.cwd(), "config": {}, "checkpoint": None, "accept_all": False, "browser": None}
 
@@ -75,12 +75,22 @@ def _change(p: Path, new: str, verb: str) -> str:
     ui.show_diff(old, new, name)
     if not _approve(f"Apply {verb} to {name}?", outside):
         return "Edit declined by user."
-    cp = STATE["checkpoint"] if not outside else None
-    snap = cp.begin([str(p)]) if cp else None
+    snap = _checkpoint("begin", [str(p)]) if not outside else None
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(new.encode("utf-8"))
-    sha = cp.commit(snap, f"{verb} {name}") if cp else None
+    sha = _checkpoint("commit", snap, f"{verb} {name}")
     return f"{verb.capitalize()} {name}: {len(new.splitlines())} lines" + (f" (checkpoint {sha})" if sha else "")
+
+
+def _checkpoint(method: str, *args):
+    """Call the checkpoint; a git failure warns but never undoes or hides the change itself."""
+    if STATE["checkpoint"] is None or (method == "commit" and not args[0]):
+        return None
+    try:
+        return getattr(STATE["checkpoint"], method)(*args)
+    except Exception as e:
+        ui.warning(f"checkpoint failed, /undo will not cover this change: {str(e).strip()[:300]}")
+        return None
 
 
 def write_file(path: str, content: str) -> str:
@@ -133,10 +143,9 @@ def shell_command(command: str, timeout: int | None = None) -> str:
             return "Command declined by user."
         if answer == "a":
             _allow_always(command)
-    cp = STATE["checkpoint"]
-    snap = cp.begin() if cp else None
+    snap = _checkpoint("begin")
     result = _run(command, timeout or config.get("shell_timeout", 30))
-    sha = cp.commit(snap, f"shell: {command[:60]}") if cp else None
+    sha = _checkpoint("commit", snap, f"shell: {command[:60]}")
     return result + (f"\n[files changed; checkpoint {sha}]" if sha else "")
 
 
@@ -175,9 +184,9 @@ def _kill(proc) -> None:
         pass
 
 
-def project_files(base: Path) -> list[Path]:
-    """Files under base, honouring the `ignore` config and .gitignore (git ls-files when in a repo)."""
-    ignore = STATE["config"].get("ignore") or []
+def project_files(base: Path, ignore: list[str] | None = None) -> list[Path]:
+    """Files under base, honouring `ignore` (default: the config's) and .gitignore (git ls-files in a repo)."""
+    ignore = (STATE["config"].get("ignore") or []) if ignore is None else ignore
     git = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=base,
                          capture_output=True, text=True)
     if git.returncode == 0:

@@ -11,7 +11,7 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def _say(con: Console, mark: str, style: str, msg: str) -> None:
-    con.print(Text.assemble((mark + " ", style), msg))  # Text: a "[" in msg is not markup
+    con.print(Text.assemble((mark + " ", style), msg), soft_wrap=True)  # Text: "[" is not markup
 
 
 def info(msg: str) -> None:

@@ -1,8 +1,11 @@
 """One-shot runs end to end through real litellm against the scripted server."""
 
-import json
+import subprocess
+import sys
 
-from conftest import API_KEY, git, run_amas
+from conftest import amas_env, git, run_amas
+
+from amas_code import __version__
 
 
 def test_create_file_with_yes(project, llm, amas):
@@ -17,7 +20,96 @@ def test_create_file_with_yes(project, llm, amas):
     assert first["messages"][0]["role"] == "system" and "You are Amas Code" in first["messages"][0]["content"]
     assert first["messages"][-1] == {"role": "user", "content": "create hello.py that prints hello"}
     assert {t["function"]["name"] for t in first["tools"]} >= {"read_file", "edit_file", "shell_command"}
-    assert "_skip_mcp_handler" not in first  # litellm consumed its private flag; `mcp` is not needed
+    # litellm consumed its own options; the `mcp` package is not needed for tool calls
+    assert not {"_skip_mcp_handler", "retry_policy", "retry_strategy"} & set(first)
     tool_result = second["messages"][-1]
     assert tool_result["role"] == "tool" and "Create hello.py" in tool_result["content"]
     assert second["messages"][-2]["tool_calls"][0]["function"]["name"] == "create_file"
+
+
+def test_edit_without_terminal_is_declined(project, llm, amas):
+    (project / "app.py").write_text("x = 1\n")
+    llm.reply(tool="edit_file", path="app.py", old_str="x = 1", new_str="x = 2").reply(text="ok")
+    result = amas("change x to 2")
+    assert result.exit_code == 0
+    assert (project / "app.py").read_text() == "x = 1\n"
+    assert "no terminal to ask on (run with --yes to accept)" in result.output
+    assert llm.requests[1]["messages"][-1]["content"] == "Edit declined by user."
+    assert git(project, "log", "--format=%s") == "initial\n"
+
+
+def test_prompt_from_stdin(project, llm, amas):
+    llm.reply(text="Hello from the model")
+    result = amas(input="say hello\n")
+    assert result.exit_code == 0 and "Hello from the model" in result.output
+    assert llm.requests[0]["messages"][-1]["content"] == "say hello"
+
+
+def test_401_exits_1_with_a_clear_line(project, llm):
+    llm.error(401, "Incorrect API key provided")
+    result = run_amas("hello", llm=llm, input="")
+    assert result.returncode == 1
+    assert "authentication failed for openai/test-model" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_dead_api_base_exits_1(project, llm):
+    result = run_amas("hello", llm=llm, input="", env={"AMAS_API_BASE": "http://127.0.0.1:9/v1"})
+    assert result.returncode == 1
+    assert "cannot reach http://127.0.0.1:9/v1: is the server running" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_missing_api_key_says_which_variable(project):
+    result = run_amas("hello", input="", env={"AMAS_MODEL": "gemini/gemini-2.5-flash"})
+    assert result.returncode == 1
+    assert "no API key for gemini/gemini-2.5-flash: export GOOGLE_API_KEY or GEMINI_API_KEY" in result.stderr
+
+
+def test_bad_config_names_file_and_line(project, amas):
+    (project / ".amas").mkdir()
+    (project / ".amas/config.yaml").write_text("model: x\nignore: [unclosed\n")
+    result = amas("hi")
+    assert result.exit_code == 1
+    assert "config.yaml: line 3: invalid YAML" in result.output
+
+
+def test_unknown_config_key_warns(project, llm, amas):
+    (project / ".amas").mkdir()
+    (project / ".amas/config.yaml").write_text("modle: typo\n")
+    llm.reply(text="fine")
+    result = amas("hi")
+    assert result.exit_code == 0 and "unknown config key 'modle' ignored" in result.output
+
+
+def test_config_merge_order(project, home, monkeypatch):
+    from amas_code import config
+
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text("model: user/m\nshell_timeout: 5\nmax_context_tokens: 1000\n")
+    (project / ".amas").mkdir()
+    (project / ".amas/config.yaml").write_text("model: project/m\nshell_timeout: 7\n")
+    monkeypatch.setenv("AMAS_MODEL", "env/m")
+    merged, warnings = config.load(project, {"model": None, "api_base": "http://flag"})
+    assert (merged["model"], merged["shell_timeout"], merged["max_context_tokens"]) == ("env/m", 7, 1000)
+    assert merged["api_base"] == "http://flag" and warnings == []
+    assert config.load(project, {"model": "flag/m"})[0]["model"] == "flag/m"
+
+
+def test_version_and_help_import_nothing_heavy(bare):
+    code = ("import sys, runpy; sys.argv = ['amas', '{arg}']\n"
+            "try: runpy.run_module('amas_code', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "heavy = [m for m in ('litellm', 'playwright', 'tree_sitter', 'git', 'httpx', 'prompt_toolkit',"
+            " 'googlesearch', 'html2text', 'yaml') if m in sys.modules]\n"
+            "sys.stderr.write(repr(heavy))")
+    for arg in ("--version", "--help"):
+        result = subprocess.run([sys.executable, "-c", code.format(arg=arg)], capture_output=True, text=True,
+                                env=amas_env())
+        assert result.stderr == "[]", arg
+    assert run_amas("--version").stdout == f"amas {__version__}\n"
+
+
+def test_python_dash_m_help(bare):
+    result = run_amas("--help")
+    assert result.returncode == 0 and "amas init" in result.stdout and "--continue" in result.stdout

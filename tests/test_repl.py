@@ -1,0 +1,116 @@
+"""The REPL in a real pseudo-terminal, typed at as a person would."""
+
+import sys
+
+import pexpect
+import pytest
+from conftest import amas_env, git
+
+
+@pytest.fixture
+def repl(project, llm):
+    def start(*args):
+        env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40")
+        child = pexpect.spawn(sys.executable, ["-m", "amas_code", *args], cwd=str(project), env=env,
+                              encoding="utf-8", timeout=30, dimensions=(40, 120))
+        child.expect("›")
+        children.append(child)
+        return child
+
+    children = []
+    yield start
+    for child in children:
+        child.close(force=True)
+
+
+def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
+    llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project")
+    llm.reply(text="Renamed the title.")
+    llm.reply(tool="edit_file", path="README.md", old_str="# Demo Project", new_str="# Nope")
+    llm.reply(text="Left it alone.")
+    child = repl()
+    child.sendline("rename the title")
+    child.expect(r"Apply edit to README\.md\?")
+    child.sendline("y")
+    child.expect("Renamed the title.")
+    child.expect("›")
+    assert (project / "README.md").read_text() == "# Demo Project\n"
+
+    child.sendline("rename it again")
+    child.expect(r"Apply edit to README\.md\?")
+    child.sendline("n")
+    child.expect("Left it alone.")
+    child.expect("›")
+    assert (project / "README.md").read_text() == "# Demo Project\n"
+    assert llm.requests[3]["messages"][-1]["content"] == "Edit declined by user."
+
+    child.sendline("/help")
+    child.expect("/undo")
+    child.expect("/redo")
+    child.expect("›")
+    child.sendline("/checkpoint")
+    child.expect("edit README.md")
+    child.expect("›")
+    child.sendline("/und")  # a unique prefix selects the command
+    child.expect("undone: README.md")
+    child.expect("›")
+    assert (project / "README.md").read_text() == "# demo\n"
+    child.sendline("/redo")
+    child.expect("redone: README.md")
+    child.sendline("/nonsense")
+    child.expect("unknown command /nonsense, /help lists them")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (project / "README.md").read_text() == "# Demo Project\n"
+    assert git(project, "log", "-1", "--format=%s") == "[amas] edit README.md\n"
+
+
+def test_always_accepts_rest_of_session_and_ctrl_d_quits(repl, project, llm):
+    llm.reply(tool="create_file", path="a.txt", content="a\n").reply(
+        tool="create_file", path="b.txt", content="b\n").reply(text="Both made.")
+    child = repl()
+    child.sendline("make two files")
+    child.expect(r"Apply create to a\.txt\?")
+    child.sendline("a")
+    child.expect("Both made.")
+    child.expect("›")
+    assert (project / "b.txt").read_text() == "b\n"
+    child.sendeof()
+    child.expect(pexpect.EOF)
+
+
+def test_continue_sees_previous_turn_and_history_is_jsonl(repl, project, llm):
+    import json
+
+    llm.reply(text="The answer is 42.")
+    child = repl()
+    child.sendline("what is the answer?")
+    child.expect("The answer is 42.")
+    child.expect("›")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    lines = (project / ".amas/history.jsonl").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    assert [e["role"] for e in entries] == ["user", "assistant"]
+    assert len({e["session"] for e in entries}) == 1 and all(e["time"] > 0 for e in entries)
+
+    (project / ".amas/history.jsonl").open("a").write("{corrupt\n")
+    llm.reply(text="You asked about the answer.")
+    child = repl("--continue")
+    child.sendline("what did I ask?")
+    child.expect("You asked about the answer.")
+    messages = llm.requests[-1]["messages"]
+    assert [m["content"] for m in messages[1:]] == ["what is the answer?", "The answer is 42.", "what did I ask?"]
+
+
+def test_up_arrow_history_persists(repl, project, llm):
+    llm.reply(text="first reply")
+    child = repl()
+    child.sendline("remember this line")
+    child.expect("first reply")
+    child.expect("›")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert "remember this line" in (project / ".amas/input_history").read_text()

@@ -1,0 +1,142 @@
+"""Each tool and its edge cases, called through the dispatcher the model uses."""
+
+import json
+import time
+
+import psutil
+import pytest
+
+from amas_code import tools
+from amas_code.config import DEFAULT_CONFIG
+
+
+@pytest.fixture
+def run(bare):
+    config = {**DEFAULT_CONFIG, "auto_accept": True, "shell_timeout": 5}
+    tools.setup(bare, config)
+
+    def call(name, **args):
+        return tools.execute(name, json.dumps(args))
+
+    return call
+
+
+def test_read_file_numbers_lines_and_pages(run, bare):
+    (bare / "a.py").write_text("one\ntwo\nthree\n")
+    assert run("read_file", path="a.py") == "     1\tone\n     2\ttwo\n     3\tthree"
+    assert run("read_file", path="a.py", offset=1, limit=1) == (
+        "     2\ttwo\n[more lines follow: lines 2-2 of 3 shown; read_file offset=2 reads on]")
+
+
+def test_read_file_binary_missing_and_empty(run, bare):
+    (bare / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0")
+    (bare / "empty.txt").write_text("")
+    assert run("read_file", path="img.png") == "Binary file, cannot display"
+    assert run("read_file", path="nope.py").startswith("Error: FileNotFoundError")
+    assert run("read_file", path="empty.txt") == "(empty file: empty.txt)"
+
+
+def test_read_file_truncates_at_50kb_and_says_how_to_go_on(run, bare):
+    (bare / "big.txt").write_text("".join(f"line {i} " + "x" * 90 + "\n" for i in range(2000)))
+    out = run("read_file", path="big.txt")
+    assert len(out) < 52_000
+    assert "[truncated at 50 KB: lines 1-" in out and "read_file offset=" in out
+    offset = int(out.rsplit("offset=", 1)[1].split()[0])
+    assert run("read_file", path="big.txt", offset=offset).startswith(f"{offset + 1:6}\tline {offset} ")
+
+
+def test_write_create_edit(run, bare):
+    assert run("write_file", path="pkg/mod.py", content="x = 1\n") == "Write pkg/mod.py: 1 lines"
+    assert (bare / "pkg/mod.py").read_text() == "x = 1\n"
+    assert run("create_file", path="pkg/mod.py", content="y").startswith("Error: pkg/mod.py already exists")
+    assert run("edit_file", path="pkg/mod.py", old_str="x = 1", new_str="x = 2") == "Edit pkg/mod.py: 1 lines"
+    assert (bare / "pkg/mod.py").read_text() == "x = 2\n"
+
+
+def test_edit_keeps_crlf_bytes(run, bare):
+    (bare / "w.txt").write_bytes(b"a\r\nb\r\n")
+    run("edit_file", path="w.txt", old_str="b", new_str="c")
+    assert (bare / "w.txt").read_bytes() == b"a\r\nc\r\n"
+
+
+def test_edit_not_found_quotes_closest_region(run, bare):
+    (bare / "m.py").write_text("def alpha():\n    return 1\n\ndef beta():\n    return 2\n")
+    out = run("edit_file", path="m.py", old_str="def beta():\n    return 3", new_str="")
+    assert out.startswith("Error: old_str not found in m.py.")
+    assert "lines 4-5" in out and "     4\tdef beta():" in out and "     5\t    return 2" in out
+
+
+def test_edit_ambiguous_gives_line_numbers(run, bare):
+    (bare / "m.py").write_text("x = 1\ny = 2\nx = 1\n")
+    assert run("edit_file", path="m.py", old_str="x = 1", new_str="z") == (
+        "Error: old_str occurs 2 times in m.py (lines 1, 3); include more context to make it unique")
+    assert (bare / "m.py").read_text() == "x = 1\ny = 2\nx = 1\n"
+
+
+def test_declined_edit_leaves_file_byte_identical(run, bare):
+    tools.STATE["config"]["auto_accept"] = False  # stdin is not a terminal under pytest: declined
+    (bare / "keep.txt").write_bytes(b"orig\n")
+    assert run("edit_file", path="keep.txt", old_str="orig", new_str="new") == "Edit declined by user."
+    assert run("write_file", path="keep.txt", content="x") == "Edit declined by user."
+    assert (bare / "keep.txt").read_bytes() == b"orig\n"
+
+
+def test_shell_command_output_and_exit_code(run):
+    out = run("shell_command", command="echo out; echo err >&2; exit 3")
+    assert out == "$ echo out; echo err >&2; exit 3\nout\n[stderr]\nerr\n[exit code 3]"
+
+
+def test_shell_timeout_kills_background_children(run):
+    start = time.monotonic()
+    out = run("shell_command", command="sleep 300 & echo started; wait", timeout=1)
+    assert "started" in out and "[timed out after 1s" in out
+    assert time.monotonic() - start < 30
+    sleepers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]]
+    assert sleepers == []
+
+
+def test_shell_leaves_nothing_running(run):
+    out = run("shell_command", command="nohup sleep 301 >/dev/null 2>&1 & echo started")
+    assert "started" in out and "[exit code 0]" in out
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "301"]]
+
+
+def test_search_files_respects_ignore_and_gitignore(run, bare):
+    (bare / "src").mkdir()
+    (bare / "src/a.py").write_text("import os\nTODO = 1\n")
+    (bare / "node_modules").mkdir()
+    (bare / "node_modules/x.js").write_text("TODO\n")
+    (bare / "secret.log").write_text("TODO\n")
+    (bare / ".gitignore").write_text("*.log\n")
+    assert run("search_files", pattern=r"TODO\b") == "src/a.py:2: TODO = 1"
+    assert run("search_files", pattern="zzz") == "No matches for 'zzz'"
+    assert run("search_files", pattern="(").startswith("Error: error:")
+
+
+def test_search_output_is_capped(run, bare):
+    (bare / "many.txt").write_text("hit\n" * 1000)
+    out = run("search_files", pattern="hit")
+    assert out.count("\n") == tools.MAX_LINES and out.endswith("narrow the pattern or path]")
+
+
+def test_list_files_tree(run, bare):
+    for rel in ("b.txt", "src/a.py", "src/sub/c.py", "__pycache__/x.pyc"):
+        (bare / rel).parent.mkdir(parents=True, exist_ok=True)
+        (bare / rel).write_text("")
+    assert run("list_files") == "b.txt\nsrc/\n  a.py\n  sub/\n    c.py"
+    assert run("list_files", path="src/sub") == "c.py"
+
+
+def test_dispatcher_answers_bad_calls_with_text(run):
+    assert run("no_such_tool").startswith("Error: unknown tool 'no_such_tool'; available tools: read_file")
+    assert tools.execute("read_file", "{not json").startswith("Error: arguments for read_file are not valid JSON")
+    assert tools.execute("read_file", "[1]") == "Error: arguments for read_file must be a JSON object, got list"
+    assert run("read_file") == "Error: read_file is missing required argument(s): path"
+    assert run("read_file", path=3) == "Error: argument 'path' of read_file must be a string, got int"
+    assert run("read_file", path="x", colour="red").startswith("Error: read_file has no argument(s) colour")
+    assert run("shell_command", command="true") == "$ true\n[exit code 0]"
+
+
+def test_huge_tool_result_is_capped(run):
+    out = run("shell_command", command="python3 -c \"print('x' * 3_000_000)\"")
+    assert len(out) < tools.MAX_RESULT + 200 and "[output capped at" in out
