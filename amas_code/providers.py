@@ -17,9 +17,11 @@ HINTS = {  # litellm exception class -> what the user should do
     "ServiceUnavailableError": "the provider is unavailable (503); try again later",
     "BadRequestError": "the provider rejected the request",
 }
+TIMEOUT = 600  # seconds without an answer before a request counts as timed out (local models are slow)
 RETRY = {"TimeoutErrorRetries": 1, "RateLimitErrorRetries": 2, "InternalServerErrorRetries": 1,
          "ServiceUnavailableErrorRetries": 1, "DefaultRetries": 0}  # auth, 404, bad requests: never retried
-CONNECTION = re.compile(r"connection error|connection refused|cannot connect|name or service not known", re.I)
+SYMPTOMS = {"Timeout": re.compile(r"timed out|timeout", re.I),  # litellm often wraps these as 500 or 503
+            "APIConnectionError": re.compile(r"connection error|connection refused|name or service not known", re.I)}
 STATUS = {401: "AuthenticationError", 403: "PermissionDeniedError"}  # litellm maps Gemini's 403 to BadRequestError
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
 NO_TOOLS = re.compile(r"does not support tools|tools? (?:are|is) not supported|tool use is not supported", re.I)
@@ -54,8 +56,10 @@ def native_tools(model: str) -> bool:
 
 def _kwargs(messages: list[dict], tools: list | None, config: dict) -> dict:
     model = config["model"]
-    kwargs = dict(model=model, messages=messages, stream=True, api_key=config.get("api_key"),
-                  api_base=config.get("api_base"), num_retries=1, stream_options={"include_usage": True})
+    kwargs = dict(model=model, messages=_outgoing(messages), stream=True, api_key=config.get("api_key"),
+                  api_base=config.get("api_base"), stream_options={"include_usage": True},
+                  retry_policy=RETRY, retry_strategy="exponential_backoff_retry", timeout=TIMEOUT,
+                  max_retries=0)  # the OpenAI SDK would retry on its own; RETRY decides
     if tools:  # the private flag skips litellm's MCP gateway, which needs the absent `mcp` package
         kwargs.update(tools=tools, _skip_mcp_handler=True)
     if model.startswith("ollama"):  # Ollama's default context window is tiny
@@ -63,12 +67,17 @@ def _kwargs(messages: list[dict], tools: list | None, config: dict) -> dict:
     return kwargs
 
 
+def _outgoing(messages: list[dict]) -> list[dict]:
+    """A turn that only called tools goes out with content None, not "": Gemini rejects an empty text
+    part, and litellm fills an empty Anthropic text block with a made-up sentence."""
+    return [{**m, "content": None} if m.get("tool_calls") and not m.get("content") else m for m in messages]
+
+
 def explain(e: Exception, config: dict) -> ProviderError:
     """One clear line for a litellm exception, from HINTS."""
     kinds = [c.__name__ for c in type(e).__mro__]
     kind = STATUS.get(getattr(e, "status_code", None)) or next((k for k in kinds if k in HINTS), type(e).__name__)
-    if CONNECTION.search(str(e)):  # litellm reports a refused connection as a 500
-        kind = "APIConnectionError"
+    kind = next((k for k, pattern in SYMPTOMS.items() if pattern.search(str(e))), kind)
     env = ", ".join(_env_keys(config["model"])) or "the provider's API key variable"
     hint = HINTS.get(kind, "the model call failed").format(
         model=config["model"], env=env, base=config.get("api_base") or "the provider")
@@ -106,6 +115,8 @@ def complete(messages: list[dict], tools: list | None, config: dict, on_chunk=No
         if not any(c.choices and c.choices[0].delta.content for c in chunks):
             raise explain(e, config) from None
         partial = explain(e, config)
+        if on_chunk:
+            on_chunk(f"\n\n[connection lost mid-answer: {partial}]")
     return _message(litellm, chunks, messages, config, partial)
 
 

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from llm_server import ScriptedLLM  # noqa: E402
 
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before any test imports litellm
 API_KEY = "sk-test-secret-key-12345"
 
 

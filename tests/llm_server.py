@@ -17,17 +17,19 @@ class ScriptedLLM:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def reply(self, text: str = "", tool: str | None = None, raw_args: str | None = None, calls=None, **args):
-        """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`."""
+    def reply(self, text: str = "", tool: str | None = None, raw_args: str | None = None, calls=None,
+              delay: float = 0, wait: float = 0, **args):
+        """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
+        `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a hung one."""
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
-        self.script.append({"text": text, "calls": calls})
+        self.script.append({"text": text, "calls": calls, "delay": delay, "wait": wait})
         return self
 
-    def error(self, status: int, message: str = "error", cut_after: str | None = None):
-        """An HTTP error; or with cut_after, stream that text then drop the connection."""
-        self.script.append({"status": status, "message": message, "cut_after": cut_after})
+    def error(self, status: int, message: str = "error", cut_after: str | None = None, delay: float = 0):
+        """An HTTP error; or with cut_after, stream that text then drop the connection mid-body."""
+        self.script.append({"status": status, "message": message, "cut_after": cut_after, "delay": delay})
         return self
 
     def close(self):
@@ -50,6 +52,7 @@ class ScriptedLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 llm.requests.append(body)
                 step = llm.script.pop(0) if llm.script else {"text": "(no scripted reply left)", "calls": []}
+                time.sleep(step.get("wait", 0) + (step.get("delay", 0) if step.get("status") else 0))
                 if step.get("status") and not step.get("cut_after"):
                     return self._json(step["status"], {"error": {"message": step["message"], "type": "error",
                                                                  "code": step["status"]}})
@@ -68,16 +71,26 @@ class ScriptedLLM:
             def _stream(self, step):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for chunk in chunks(step.get("cut_after") or step["text"], step.get("calls", [])):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    self.wfile.flush()
-                if step.get("cut_after"):  # a connection reset mid-answer
+                cut = step.get("cut_after")
+                for chunk in chunks(cut, [])[:-2] if cut else chunks(step["text"], step.get("calls", [])):
+                    time.sleep(step.get("delay", 0))
+                    self._send(f"data: {json.dumps(chunk)}\n\n".encode())
+                if step.get("cut_after"):  # a connection reset mid-answer: no end of body
                     self.close_connection = True
+                    self.connection.shutdown(2)
                     return
-                self.wfile.write(b"data: [DONE]\n\n")
+                self._send(b"data: [DONE]\n\n")
+                self._send(b"")
                 self.close_connection = True
+
+            def _send(self, data: bytes):
+                try:
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                except OSError:  # the client went away (Ctrl+C)
+                    pass
 
         return Handler
 

@@ -1,0 +1,159 @@
+"""The agent loop in-process: the system prompt it sends, compaction, text tool calls, Ctrl+C."""
+
+import json
+
+import litellm
+import pytest
+from conftest import API_KEY
+
+from amas_code import tools
+from amas_code.agent import PROMPT_BUDGET, Agent
+from amas_code.config import DEFAULT_CONFIG
+
+
+@pytest.fixture
+def agent(project, llm):
+    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": API_KEY,
+              "auto_accept": True}
+    tools.setup(project, config)
+    return Agent(config, project)
+
+
+def system(request) -> str:
+    return request["messages"][0]["content"]
+
+
+def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
+    (project / ".amas/skills").mkdir(parents=True)
+    (project / ".amas/rules.md").write_text("Always use tabs in Makefiles.\n")
+    (project / "AGENTS.md").write_text("Run pytest before you finish.\n")
+    (project / ".amas/skills/docker.md").write_text(
+        "---\nname: docker\ndescription: Build and run containers\nkeywords: [docker, container]\n---\n"
+        "Use multi-stage builds and pin base images.\n")
+    (project / ".amas/skills/release-notes.md").write_text("# Write release notes\nGroup by Added/Fixed.\n")
+    (home / ".amas/skills").mkdir(parents=True)
+    (home / ".amas/skills/sql.md").write_text("---\ndescription: SQL style\n---\nUppercase keywords.\n")
+    (project / ".amas/project_map.md").write_text("# Project map\n\n## src/app.py\n- L3 def main()\n")
+    llm.reply(text="ok")
+    agent.turn("please fix the Docker build")
+    prompt = system(llm.requests[0])
+    assert prompt.startswith("You are Amas Code, an elite AI coding assistant")
+    assert "Always use tabs in Makefiles." in prompt and "Run pytest before you finish." in prompt
+    assert "### Skill: docker\nUse multi-stage builds and pin base images." in prompt
+    assert "- release-notes: Write release notes" in prompt and "Group by Added/Fixed." not in prompt
+    assert "- sql: SQL style" in prompt and "Uppercase keywords." not in prompt
+    assert "## src/app.py\n- L3 def main()" in prompt
+    assert "# Browser Control & Web Interaction" in prompt
+
+
+def test_prompt_stays_under_budget_with_a_huge_map(agent, project, llm):
+    sections = [f"## pkg/module_{i}.py\n" + "".join(f"- L{j} def function_{i}_{j}(a, b)\n" for j in range(8))
+                for i in range(3000)]
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas/project_map.md").write_text("# Project map\n\n" + "".join(sections))
+    llm.reply(text="ok")
+    agent.turn("look at pkg/module_2999.py please")
+    prompt = system(llm.requests[0])
+    assert litellm.token_counter(model="openai/test-model", messages=[{"role": "system", "content": prompt}]) \
+        <= PROMPT_BUDGET
+    assert "## pkg/module_2999.py" in prompt  # the file the user mentioned is ranked first
+    assert "more files in .amas/project_map.md)" in prompt
+
+
+def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
+    for i in range(3):
+        llm.reply(text=f"answer {i} " + "words " * 400)
+        agent.turn(f"question {i} " + "context " * 400)
+    llm.reply(text="SUMMARY: three questions were answered.")
+    freed = agent.compact()
+    assert freed > 0
+    summary_request = llm.requests[3]
+    assert "Summarize this conversation" in summary_request["messages"][0]["content"]
+    assert "question 0" in summary_request["messages"][1]["content"] and "tools" not in summary_request
+    llm.reply(text="fine")
+    agent.turn("question 3")
+    after = llm.requests[4]["messages"]
+    assert "SUMMARY: three questions were answered." in after[1]["content"]
+    assert after[-1]["content"] == "question 3"
+    assert any(m["content"].startswith("question 2") for m in after)  # the last turns stay verbatim
+    assert len(json.dumps(after)) < len(json.dumps(llm.requests[2]["messages"]))
+
+
+def test_auto_compaction_past_max_context_tokens(agent, llm):
+    agent.config["max_context_tokens"] = 1500
+    for i in range(3):
+        llm.reply(text="long answer " * 300)
+        agent.turn(f"turn {i}")
+    summaries = [r for r in llm.requests if "Summarize this conversation" in r["messages"][0]["content"]]
+    assert summaries, "no summarization request was sent"
+
+
+def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys):
+    llm.error(400, "model 'tiny' does not support tools")
+    llm.reply(text='Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>')
+    llm.reply(text="The README says demo.")
+    llm.reply(text="second turn")
+    agent.turn("what is in the README?")
+    retry, after_tool = llm.requests[1], llm.requests[2]
+    assert "tools" in llm.requests[0] and "tools" not in retry
+    assert "<tool_call>" in system(retry) and "- read_file(path, offset?, limit?)" in system(retry)
+    response = '<tool_response name="read_file">\n     1\t# demo\n</tool_response>'
+    assert after_tool["messages"][-1] == {"role": "user", "content": response}
+    assert "<tool_call>" in after_tool["messages"][-2]["content"]
+    agent.turn("again")
+    assert "tools" not in llm.requests[3]  # the fallback holds for the session
+    assert capsys.readouterr().err.count("no native tool calling") == 1
+
+
+def test_ctrl_c_during_a_tool_keeps_messages_valid(agent, llm, monkeypatch):
+    llm.reply(calls=[("read_file", '{"path": "README.md"}'), ("list_files", "{}")])
+    real = tools.execute
+    monkeypatch.setattr(tools, "execute", lambda name, raw: (_ for _ in ()).throw(KeyboardInterrupt)
+                        if name == "list_files" else real(name, raw))
+    assert agent.turn("look around") is False
+    calls = agent.messages[1]["tool_calls"]
+    results = {m["tool_call_id"]: m["content"] for m in agent.messages if m["role"] == "tool"}
+    assert set(results) == {c["id"] for c in calls}
+    assert results[calls[1]["id"]] == "Cancelled by the user."
+    llm.reply(text="ready")
+    agent.turn("continue")
+    assert llm.requests[-1]["messages"][-1]["content"] == "continue"
+
+
+def test_repeated_identical_calls_warn(agent, llm, capsys):
+    for _ in range(3):
+        llm.reply(tool="list_files")
+    llm.reply(text="done")
+    agent.turn("list")
+    assert "repeated the same list_files call 3 times" in capsys.readouterr().err
+    assert "you have made this exact call several times" in llm.requests[3]["messages"][-1]["content"]
+
+
+def test_soft_warning_after_20_rounds(agent, llm, capsys):
+    for _ in range(21):
+        llm.reply(tool="read_file", path="README.md", offset=0)
+    llm.reply(text="finally")
+    agent.turn("loop")
+    assert "20 tool rounds in this turn" in capsys.readouterr().err
+    assert len(llm.requests) == 22  # no hard cap
+
+
+def test_empty_reply_is_reported(agent, llm, capsys):
+    llm.reply(text="   ")
+    assert agent.turn("hi") is True
+    assert "the model sent an empty reply" in capsys.readouterr().err
+    assert [m["role"] for m in agent.messages] == ["user"]
+
+
+def test_attach_puts_files_in_the_next_message(agent, project, llm):
+    from amas_code import repl
+
+    (project / "src").mkdir()
+    (project / "src/a.py").write_text("A = 1\n")
+    (project / "src/b.py").write_text("B = 2\n")
+    repl.command(agent, "/attach src/*.py")
+    llm.reply(text="seen")
+    agent.turn("review these")
+    content = llm.requests[0]["messages"][-1]["content"]
+    assert "Attached file src/a.py:\n```\nA = 1\n" in content and "Attached file src/b.py" in content
+    assert content.endswith("review these")

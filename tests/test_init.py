@@ -1,0 +1,297 @@
+"""`amas init`: symbols in nine grammars, 1,000 files, the incremental cache, bad files, ignore rules."""
+
+import json
+import os
+
+from conftest import git, run_amas
+
+from amas_code import repomap
+from amas_code.config import DEFAULT_CONFIG
+
+SOURCES = {
+    "app.py": '''import os
+
+
+class Greeter(Base):
+    """Says hello."""
+
+    def greet(self, name: str) -> str:  # the main one
+        return f"hi {name}"
+
+    @staticmethod
+    def make(
+        loud: bool = False,
+    ):
+        return Greeter()
+
+
+async def main(argv=None) -> int:
+    def inner():
+        pass
+    return 0
+''',
+    "web.js": """import fs from "fs";
+
+export function load(path) {
+  return fs.readFileSync(path);
+}
+
+class Store {
+  constructor(items) {
+    this.items = items;
+  }
+  get(key) {
+    return this.items[key];
+  }
+}
+
+const handler = async (req, res) => {
+  res.end();
+};
+const limit = 10;
+""",
+    "types.ts": """export interface User {
+  id: number;
+}
+
+export type Id = string | number;
+
+export abstract class Repo<T> {
+  abstract find(id: Id): T;
+  count(): number {
+    return 0;
+  }
+}
+
+export function makeUser(id: number): User {
+  return { id };
+}
+""",
+    "App.tsx": """import React from "react";
+
+type Props = { title: string };
+
+export default function App({ title }: Props) {
+  return <h1>{title}</h1>;
+}
+
+export const Button = ({ label }: { label: string }) => <button>{label}</button>;
+""",
+    "server.go": """package server
+
+import "context"
+
+type Server struct {
+    addr string
+}
+
+func New(addr string) *Server {
+    return &Server{addr: addr}
+}
+
+func (s *Server) Start(ctx context.Context) error {
+    return nil
+}
+""",
+    "lib.rs": """pub struct Point {
+    x: i32,
+}
+
+pub trait Shape {
+    fn area(&self) -> f64;
+}
+
+impl Point {
+    pub fn new(x: i32) -> Self {
+        Point { x }
+    }
+}
+
+fn helper() {}
+""",
+    "Main.java": """package demo;
+
+public class Main {
+    private int count;
+
+    public Main(int count) {
+        this.count = count;
+    }
+
+    @Override
+    public String toString() {
+        return "Main";
+    }
+
+    interface Listener {
+        void onEvent(String name);
+    }
+}
+""",
+    "util.c": """#include <stdio.h>
+
+struct point {
+    int x;
+};
+
+typedef struct {
+    int a;
+} pair;
+
+typedef struct node node_t;
+
+static int
+add(int a, int b)
+{
+    return a + b;
+}
+""",
+    "shape.cpp": """#include <string>
+
+namespace geo {
+
+class Shape {
+ public:
+  virtual double area() const { return 0; }
+  void draw();
+};
+
+template <typename T>
+T biggest(T a, T b) {
+  return a > b ? a : b;
+}
+
+}  // namespace geo
+
+int main() { return 0; }
+""",
+}
+
+EXPECTED = {
+    "App.tsx": ["- L3 type Props = { title: string }", "- L5 function App({ title }: Props)",
+                "- L9 Button = ({ label }: { label: string }) =>"],
+    "Main.java": ["- L3 public class Main", "  - L6 public Main(int count)",
+                  "  - L11 @Override public String toString()", "  - L15 interface Listener",
+                  "    - L16 void onEvent(String name)"],
+    "README.md": [],
+    "app.py": ["- L4 class Greeter(Base)", "  - L7 def greet(self, name: str) -> str",
+               "  - L11 def make(loud: bool = False)", "- L17 async def main(argv=None) -> int"],
+    "lib.rs": ["- L1 pub struct Point", "- L5 pub trait Shape", "  - L6 fn area(&self) -> f64", "- L9 impl Point",
+               "  - L10 pub fn new(x: i32) -> Self", "- L15 fn helper()"],
+    "server.go": ["- L5 type Server struct", "- L9 func New(addr string) *Server",
+                  "- L13 func (s *Server) Start(ctx context.Context) error"],
+    "shape.cpp": ["- L3 namespace geo", "  - L5 class Shape", "    - L7 virtual double area() const",
+                  "  - L12 T biggest(T a, T b)", "- L18 int main()"],
+    "types.ts": ["- L1 interface User", "- L5 type Id = string | number", "- L7 abstract class Repo<T>",
+                 "  - L8 abstract find(id: Id): T", "  - L9 count(): number",
+                 "- L14 function makeUser(id: number): User"],
+    "util.c": ["- L3 struct point", "- L7 typedef struct pair", "- L13 static int add(int a, int b)"],
+    "web.js": ["- L3 function load(path)", "- L7 class Store", "  - L8 constructor(items)", "  - L11 get(key)",
+               "- L16 handler = async (req, res) =>"],
+}
+
+
+def write(root, files: dict) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
+
+
+def sections(root) -> dict[str, list[str]]:
+    """The map as {path: symbol lines}, read the way the agent reads it."""
+    text = (root / ".amas" / "project_map.md").read_text()
+    return {s.split("\n")[0]: [line for line in s.split("\n")[1:] if line] for s in text.split("\n## ")[1:]}
+
+
+def init(root, capsys=None, **config) -> str:
+    assert repomap.run(root, {**DEFAULT_CONFIG, **config}) == 0
+    return capsys.readouterr().out if capsys else ""
+
+
+PY_FILE = "class C{i}:\n    def run(self, x):\n        return x\n\n\ndef f{i}(a, b):\n    return a + b\n"
+JS_FILE = "export function f{i}(a) {{\n  return a;\n}}\n"
+
+
+def generated(n: int) -> dict:
+    """n small files, Python and JavaScript by turns, in folders of 50."""
+    return {f"pkg{i // 50}/m{i}.{'py' if i % 2 else 'js'}": (PY_FILE if i % 2 else JS_FILE).format(i=i)
+            for i in range(n)}
+
+
+def test_nine_grammars_give_symbols_with_line_numbers(project):
+    write(project, SOURCES)
+    init(project)
+    assert sections(project) == EXPECTED
+    text = (project / ".amas" / "project_map.md").read_text()
+    assert text.startswith("# Project map\n10 files, 40 symbols (")
+
+
+def test_a_thousand_files(bare, capsys):
+    write(bare, generated(1000))
+    out = init(bare, capsys)
+    mapped = sections(bare)
+    assert len(mapped) == 1000
+    assert mapped["pkg3/m151.py"] == ["- L1 class C151", "  - L2 def run(self, x)", "- L6 def f151(a, b)"]
+    assert mapped["pkg19/m998.js"] == ["- L1 function f998(a)"]
+    assert "mapped 1000 files, 2000 symbols" in out and "1000 reparsed, 0 cached, 0 skipped" in out
+
+
+def test_rerun_parses_only_changed_files_and_drops_removed_ones(project, capsys, monkeypatch):
+    write(project, generated(30))
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "thirty files")
+    init(project, capsys)
+    with (project / "pkg0/m5.py").open("a") as f:
+        f.write("\n\ndef added():\n    pass\n")
+    (project / "pkg0/m6.js").unlink()  # still tracked: git ls-files lists it until the deletion is staged
+    parsed = []
+    monkeypatch.setattr(repomap, "symbols", lambda source, language: parsed.append(source) or [[0, 1, "stub"]])
+    out = init(project, capsys)
+    assert parsed == [(project / "pkg0/m5.py").read_bytes()]
+    assert "1 reparsed, 28 cached, 0 skipped" in out
+    mapped = sections(project)
+    assert mapped["pkg0/m5.py"] == ["- L1 stub"] and mapped["pkg0/m7.py"][0] == "- L1 class C7"
+    assert "pkg0/m6.js" not in mapped and len(mapped) == 30  # 29 left plus README.md
+    cache = json.loads((project / ".amas" / "map_cache.json").read_text())["files"]
+    assert "pkg0/m6.js" not in cache and len(cache) == 29
+
+
+def test_bad_files_are_skipped_and_counted(bare, capsys, monkeypatch):
+    write(bare, {"binary.py": b"\x7fELF\x00\x01def f(): pass\n", "huge.js": "//" + "x" * repomap.MAX_BYTES,
+                 "broken.py": "def ok():\n    return 1\n\ndef broken(:\n    pass\n\nclass Later:\n    pass\n",
+                 "latin1.py": b"def caf\xe9():\n    pass\n", "main.go": "package main\n\nfunc main() {}\n"})
+    os.symlink("loop.py", bare / "loop.py")  # reading it fails with "too many levels of symbolic links"
+    os.mkfifo(bare / "pipe.rs")  # reading a FIFO would block forever
+    monkeypatch.setitem(repomap.LANGUAGES, "go", ("tree_sitter_no_such_grammar", "language", {}))
+    monkeypatch.setattr(repomap, "PARSERS", {})
+    out = init(bare, capsys)
+    assert "2 reparsed, 0 cached, 5 skipped" in out
+    for reason in ("1 binary", "1 too large", "1 unparsable", "2 unreadable"):
+        assert reason in out
+    mapped = sections(bare)
+    assert mapped["broken.py"][0] == "- L1 def ok()" and "- L7 class Later" in mapped["broken.py"]
+    assert mapped["latin1.py"] == ["- L1 def caf\N{REPLACEMENT CHARACTER}()"]
+    for rel in ("binary.py", "huge.js", "loop.py", "pipe.rs", "main.go"):
+        assert mapped[rel] == []
+
+
+def test_init_through_the_cli(project):
+    write(project, {"app.py": SOURCES["app.py"], "lib.rs": SOURCES["lib.rs"]})
+    first = run_amas("init")
+    assert first.returncode == 0, first.stderr
+    assert "mapped 3 files, 10 symbols" in first.stdout and "2 reparsed, 0 cached, 0 skipped" in first.stdout
+    assert "languages: python 1, rust 1" in first.stdout
+    again = run_amas("init")
+    assert again.returncode == 0 and "0 reparsed, 2 cached" in again.stdout
+    assert sections(project)["app.py"] == EXPECTED["app.py"]
+
+
+def test_a_folder_without_git_respects_ignore_and_gitignore(bare):
+    write(bare, {"src/main.py": "def main():\n    pass\n", "node_modules/left/index.js": "function pad() {}\n",
+                 ".gitignore": "generated/\n*.log\n", "generated/out.py": "def out():\n    pass\n",
+                 "debug.log": "noise\n", "vendor/lib.py": "def lib():\n    pass\n"})
+    init(bare)
+    assert sections(bare) == {".gitignore": [], "src/main.py": ["- L1 def main()"], "vendor/lib.py": ["- L1 def lib()"]}
+    init(bare, ignore=["vendor"])  # the config's list replaces the defaults
+    assert set(sections(bare)) == {".gitignore", "node_modules/left/index.js", "src/main.py"}

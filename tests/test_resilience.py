@@ -1,0 +1,84 @@
+"""Provider trouble and bad model output: each becomes one clear line or tool result, never a traceback."""
+
+
+import pytest
+from conftest import API_KEY, run_amas
+
+from amas_code import providers, tools
+from amas_code.agent import Agent
+from amas_code.config import DEFAULT_CONFIG
+
+
+@pytest.fixture
+def agent(project, llm):
+    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": API_KEY,
+              "auto_accept": True}
+    tools.setup(project, config)
+    return Agent(config, project)
+
+
+@pytest.mark.parametrize("status, message, line, sent", [
+    (401, "Incorrect API key", "authentication failed for openai/test-model", 1),
+    (403, "forbidden", "access denied (403) for openai/test-model", 1),
+    (404, "The model `test-model` does not exist", "model openai/test-model not found (404)", 1),
+    (429, "Rate limit reached", "rate limited (429) by the provider, even after a retry", 3),
+    (500, "boom", "the provider failed with a server error (5xx)", 2),
+])
+def test_http_errors_give_one_clear_line(agent, llm, status, message, line, sent):
+    for _ in range(sent):
+        llm.error(status, message)
+    with pytest.raises(providers.ProviderError) as err:
+        agent.turn("hello")
+    assert line in str(err.value)
+    assert len(llm.requests) == sent  # 429 and 5xx retried through litellm; auth errors never
+
+
+def test_one_shot_error_is_a_line_not_a_traceback(project, llm):
+    llm.error(404, "The model `test-model` does not exist")
+    result = run_amas("hello", llm=llm, input="")
+    assert result.returncode == 1
+    assert result.stderr.startswith("✗ model openai/test-model not found (404)")
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_connection_reset_mid_stream_keeps_the_partial_answer(agent, llm, capsys):
+    llm.error(200, cut_after="The first half of a long answer")
+    agent.turn("explain")
+    out = capsys.readouterr().out
+    assert "The first half of a long answer" in out and "connection lost mid-answer" in out
+    assert agent.messages[-1]["content"].startswith("The first half of a long answer")
+
+
+def test_context_window_exceeded_compacts_and_retries_once(agent, llm):
+    llm.reply(text="first answer").reply(text="second answer")
+    agent.turn("first question")
+    agent.turn("second question")
+    llm.error(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 "
+                   "tokens. Please reduce the length of the messages.")
+    llm.reply(text="summary of earlier work")
+    llm.reply(text="third answer")
+    agent.turn("third question")
+    assert "Summarize this conversation" in llm.requests[3]["messages"][0]["content"]
+    assert llm.requests[4]["messages"][-1]["content"] == "third question"
+    assert agent.messages[-1]["content"] == "third answer"
+
+
+def test_network_timeout_is_retried_once_then_reported(agent, llm, monkeypatch):
+    monkeypatch.setattr(providers, "TIMEOUT", 0.5)
+    llm.reply(text="late", wait=3).reply(text="late again", wait=3)
+    with pytest.raises(providers.ProviderError, match="no answer from .* in time, even after a retry"):
+        agent.turn("hello")
+    assert len(llm.requests) == 2
+
+
+def test_malformed_tool_calls_become_tool_results(agent, llm):
+    llm.reply(calls=[("read_file", "{broken json"), ("read_file", '{"path": 7}'), ("edit_file", '{"path": "x"}'),
+                     ("teleport", "{}")])
+    llm.reply(text="recovered")
+    agent.turn("go")
+    results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert results[0].startswith("Error: arguments for read_file are not valid JSON")
+    assert results[1] == "Error: argument 'path' of read_file must be a string, got int"
+    assert results[2] == "Error: edit_file is missing required argument(s): old_str, new_str"
+    assert results[3].startswith("Error: unknown tool 'teleport'")
+    assert agent.messages[-1]["content"] == "recovered"
