@@ -113,7 +113,7 @@ def cmd_permissions(agent, arg):
     """Show the shell permission rules and which matched last."""
     perms = agent.config.get("permissions") or {}
     for kind in ("deny", "allow"):
-        ui.console.print(f"  [bold]{kind}[/]: {', '.join(perms.get(kind) or []) or '(none)'}", highlight=False)
+        ui.console.print(f"  {kind}: {', '.join(perms.get(kind) or []) or '(none)'}", markup=False, highlight=False)
     last = safety.LAST_RULE
     if last["command"]:
         ui.info(f"last: {last['command']!r} -> {last['verdict']}" + (f" by {last['rule']!r}" if last["rule"] else ""))

@@ -129,15 +129,6 @@ def test_repeated_identical_calls_warn(agent, llm, capsys):
     assert "you have made this exact call several times" in llm.requests[3]["messages"][-1]["content"]
 
 
-def test_soft_warning_after_20_rounds(agent, llm, capsys):
-    for _ in range(21):
-        llm.reply(tool="read_file", path="README.md", offset=0)
-    llm.reply(text="finally")
-    agent.turn("loop")
-    assert "20 tool rounds in this turn" in capsys.readouterr().err
-    assert len(llm.requests) == 22  # no hard cap
-
-
 def test_empty_reply_is_reported(agent, llm, capsys):
     llm.reply(text="   ")
     assert agent.turn("hi") is True
