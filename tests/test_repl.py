@@ -114,3 +114,43 @@ def test_up_arrow_history_persists(repl, project, llm):
     child.sendline("/quit")
     child.expect(pexpect.EOF)
     assert "remember this line" in (project / ".amas/input_history").read_text()
+
+
+def test_other_commands_multiline_and_completion(repl, project, llm):
+    (project / "notes.md").write_text("attached content\n")
+    (project / ".amas/skills").mkdir(parents=True, exist_ok=True)
+    (project / ".amas/skills/deploy.md").write_text("---\ndescription: Ship it\n---\nUse the deploy script.\n")
+    llm.reply(text="Got both lines.").reply(text="after clear")
+    child = repl()
+    child.send("/he\t")  # Tab completes the slash command
+    child.expect("/help")
+    child.sendline("")
+    child.expect("/attach")
+    child.expect("›")
+    child.sendline("/attach notes.md")
+    child.expect("attached notes.md")
+    child.send("line one\x1b\r")  # Esc-Enter: a new line, not sent yet
+    child.sendline("line two about deploy")
+    child.expect("Got both lines.")
+    child.expect("›")
+    assert llm.requests[0]["messages"][-1]["content"] == (
+        "Attached file notes.md:\n```\nattached content\n\n```\n\nline one\nline two about deploy")
+    child.sendline("/skills")
+    child.expect("active")
+    child.expect("deploy")
+    child.sendline("/tokens")
+    child.expect(r"prompt 10 \+ completion 5 tokens")
+    child.sendline("/model openai/other-model")
+    child.expect("model: openai/other-model")
+    child.sendline("/clear")
+    child.expect("new conversation")
+    child.sendline("fresh start")
+    child.expect("after clear")
+    assert llm.requests[1]["model"] == "other-model"
+    assert [m["role"] for m in llm.requests[1]["messages"]] == ["system", "user"]
+    child.sendline("/init")
+    child.expect("mapped")
+    child.expect("›")
+    assert (project / ".amas/project_map.md").is_file()
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
