@@ -87,6 +87,8 @@ class Agent:
                     reply = providers.complete(self.prompted(), self.schemas(), self.config, stream)
                 break
             except providers.ToolsUnsupported:
+                if self.config.get("text_tools"):
+                    raise
                 self.use_text_tools()
             except providers.ProviderError as e:
                 if e.kind != "ContextWindowExceededError" or attempt or not self.compact():
