@@ -25,11 +25,15 @@ def _cap(text: str) -> str:
 
 
 def _chromium(own: str, config: dict) -> str | None:
-    """None to use Playwright's own Chromium, else the path of an installed one; RuntimeError if none."""
+    """The configured browser_path first, then Playwright's own Chromium (None), then a system one."""
+    if config.get("browser_path"):
+        if shutil.which(config["browser_path"]):
+            return shutil.which(config["browser_path"])
+        raise RuntimeError(f"browser_path {config['browser_path']!r} is not an executable; " + INSTALL)
     if Path(own).exists():
         return None
-    for name in [config.get("browser_path"), *SYSTEM_CHROMIUM]:
-        if name and shutil.which(name):
+    for name in SYSTEM_CHROMIUM:
+        if shutil.which(name):
             return shutil.which(name)
     raise RuntimeError(INSTALL)
 

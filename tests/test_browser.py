@@ -1,0 +1,164 @@
+"""The browser tools end to end in an installed Chromium, against pages served on 127.0.0.1."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from pages import TEXT, Pages
+
+from amas_code import browser, tools
+from amas_code.browser import Browser
+
+CHROMIUM = next((shutil.which(name) for name in browser.SYSTEM_CHROMIUM if shutil.which(name)), None)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (sudo apt install chromium)")
+
+
+@pytest.fixture(scope="module")
+def pages():
+    server = Pages()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One browser for the module; it starts on first use, so a test may close it to start from nothing."""
+    b = Browser({})
+    yield b
+    b.close()
+
+
+def processes() -> dict[int, psutil.Process]:
+    return {p.pid: p for p in psutil.Process().children(recursive=True)}
+
+
+def test_importing_browser_loads_no_playwright():
+    code = "import sys, amas_code.browser; print('playwright' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_chromium_lookup_order(monkeypatch):
+    monkeypatch.setattr(browser, "SYSTEM_CHROMIUM", ["/nonexistent/chromium", sys.executable])
+    assert browser._chromium(sys.executable, {"browser_path": "/bin/sh"}) == "/bin/sh"  # the user's choice wins
+    assert browser._chromium(sys.executable, {"browser_path": None}) is None  # then Playwright's own
+    assert browser._chromium("/nonexistent/own", {"browser_path": None}) == sys.executable
+    monkeypatch.setattr(browser, "SYSTEM_CHROMIUM", [])
+    with pytest.raises(RuntimeError, match="sudo apt install chromium"):
+        browser._chromium("/nonexistent/own", {})
+
+
+def test_no_browser_says_what_to_install(shared, monkeypatch, tmp_path):
+    shared.close()  # one Playwright per thread at a time
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path))  # no Playwright-installed browser here
+    monkeypatch.setattr(browser, "SYSTEM_CHROMIUM", [])
+    before = processes()
+    b = Browser({"browser_path": str(tmp_path / "no-such-chrome")})
+    missing = f"Error: browser_path {str(tmp_path / 'no-such-chrome')!r} is not an executable; {browser.INSTALL}"
+    assert b.navigate("about:blank") == missing
+    b.config["browser_path"] = None
+    assert b.get_text() == f"Error: {browser.INSTALL}"
+    psutil.wait_procs([p for pid, p in processes().items() if pid not in before], timeout=10)
+    assert set(processes()) <= set(before)  # Playwright's driver was stopped too
+
+
+@needs_chromium
+def test_navigate_and_get_text(shared, pages):
+    out = shared.navigate(pages.url + "/")
+    assert out.startswith(f"Form page\n{pages.url}/\n\nSign up\n")
+    assert "waiting" in out and "addEventListener" not in out
+    assert shared.get_text("#result") == "waiting"
+    assert shared.get_text().startswith("Sign up\n")
+
+
+@needs_chromium
+def test_type_then_click_changes_the_page(shared, pages):
+    shared.navigate(pages.url + "/")
+    assert shared.type("#name", "Ada") == "Typed 3 characters into #name"
+    assert shared.get_text("#echo") == "typed: Ada"  # the page's own input handler saw it
+    assert shared.click("#go") == f"Clicked #go; page is now 'Greeted' at {pages.url}/"
+    assert shared.get_text("#result") == "Hello, Ada"
+
+
+@needs_chromium
+def test_click_a_link_reports_where_it_went(shared, pages):
+    shared.navigate(pages.url + "/")
+    out = shared.click("a[href='/other']")
+    assert out == f"Clicked a[href='/other']; page is now 'Other page' at {pages.url}/other"
+    assert shared.get_text() == "You arrived."
+
+
+@needs_chromium
+def test_screenshot_is_a_png(shared, pages, tmp_path):
+    shared.navigate(pages.url + "/")
+    path = tmp_path / "shots" / "page.png"
+    assert shared.screenshot(str(path)) == str(path)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+
+
+@needs_chromium
+def test_missing_selector_fails_fast(shared, pages, monkeypatch):
+    shared.navigate(pages.url + "/")
+    start = time.monotonic()
+    out = shared.click("#nope")
+    assert time.monotonic() - start < 15  # a 5 s wait, not Playwright's 30 s default
+    assert out == "Error: Page.click: Timeout 5000ms exceeded. (no element matched, or the page did not load in time)"
+    monkeypatch.setattr(browser, "WAIT", 200)
+    for out in (shared.type("#nope", "x"), shared.get_text("#nope")):
+        assert out.startswith("Error: Page.") and "Timeout 200ms exceeded. (no element matched" in out
+    assert shared.get_text("#result") == "waiting"  # the page is still usable
+
+
+@needs_chromium
+def test_http_error_and_failed_navigation(shared, pages, monkeypatch):
+    assert shared.navigate(pages.url + "/nowhere").startswith(f"Not found\n{pages.url}/nowhere (HTTP 404)")
+    assert shared.navigate("http://127.0.0.1:1/").startswith("Error: Page.goto: net::ERR_")
+    monkeypatch.setattr(browser, "LOAD", 500)
+    assert shared.navigate(pages.url + "/slow").startswith("Error: Page.goto: Timeout 500ms exceeded")
+    assert shared.navigate(pages.url + "/other").startswith("Other page\n")
+
+
+@needs_chromium
+def test_close_leaves_no_process(shared, pages):
+    shared.close()
+    before = processes()
+    assert shared.navigate(pages.url + "/other").startswith("Other page")
+    started = [p for pid, p in processes().items() if pid not in before]
+    assert any("chrom" in p.name() for p in started) and any("node" in p.name() for p in started)
+    shared.close()
+    shared.close()  # idempotent
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert alive == []
+    assert shared.get_text() == "(no visible text in body)"  # used again: starts again, on a blank page
+
+
+@needs_chromium
+def test_a_killed_chromium_is_started_again(shared, pages):
+    shared.navigate(pages.url + "/")
+    main = next(p for p in processes().values() if "chrom" in p.name() and "--type=" not in " ".join(p.cmdline()))
+    main.kill()
+    psutil.wait_procs([main], timeout=10)
+    out = shared.navigate(pages.url + "/other")
+    assert out.startswith("Error: ") and out.endswith("(the browser had stopped; the next call starts a new one)")
+    assert shared.navigate(pages.url + "/other").startswith("Other page\n")
+
+
+@needs_chromium
+def test_tools_dispatch_to_the_browser(shared, pages, tmp_path):
+    shared.close()  # the tools open their own browser
+    tools.setup(tmp_path, {})
+    try:
+        assert tools.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
+        assert tools.execute("navigate", json.dumps({"url": pages.url + "/"})).startswith("Form page\n")
+        assert tools.execute("type", json.dumps({"selector": "#name", "text": "Bo"})) == "Typed 2 characters into #name"
+        assert tools.execute("click", json.dumps({"selector": "#go"})).startswith("Clicked #go; page is now 'Greeted'")
+        assert tools.execute("get_text", json.dumps({"selector": "#result"})) == "Hello, Bo"
+        assert tools.execute("screenshot", "{}") == str(tmp_path / "screenshot.png")
+        assert (tmp_path / "screenshot.png").read_bytes()[:4] == b"\x89PNG"
+    finally:
+        tools.close()
+    assert tools.STATE["browser"] is None

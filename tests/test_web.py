@@ -1,0 +1,237 @@
+"""fetch_url and search_google against pages served on 127.0.0.1, and search backends at their boundary."""
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+from pages import TEXT, Pages
+
+from amas_code import tools, web
+
+
+@pytest.fixture(scope="module")
+def pages():
+    server = Pages()
+    yield server
+    server.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_importing_web_loads_no_heavy_library():
+    code = "import sys, amas_code.web; print(sorted({'httpx', 'html2text', 'googlesearch', 'ddgs'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# fetch
+
+
+def test_html_becomes_markdown_with_absolute_links(pages):
+    out = web.fetch(pages.url + "/")
+    assert out.startswith("# Sign up")
+    assert f"[plain text]({pages.url}/text)" in out
+    assert "Go" in out and "waiting" in out
+    assert "<input" not in out and "addEventListener" not in out
+
+
+def test_scripts_styles_and_images_are_left_out(pages):
+    out = web.fetch(pages.url + "/scripted")
+    assert "Visible words with **bold**" in out
+    for hidden in ("SCRIPT_SECRET", "STYLE_SECRET", "WRITTEN_BY_SCRIPT", "LOGO_ALT", "logo.png"):
+        assert hidden not in out
+
+
+@pytest.mark.parametrize("path, body", [("/text", TEXT), ("/data.json", '{"name": "amas", "tools": [1, 2]}')])
+def test_text_and_json_pass_through_unchanged(pages, path, body):
+    assert web.fetch(pages.url + path) == body
+
+
+def test_redirect_is_followed(pages):
+    pages.requests.clear()
+    assert web.fetch(pages.url + "/redirect") == TEXT
+    assert pages.requests == ["/redirect", "/text"]
+
+
+@pytest.mark.parametrize("path, kind", [("/logo.png", "image/png"), ("/file.bin", "application/octet-stream")])
+def test_binary_content_types_are_refused(pages, path, kind):
+    assert web.fetch(pages.url + path) == f"Error: {pages.url}{path} is {kind}, not a text page; " \
+                                          "fetch_url reads HTML, text and JSON only"
+
+
+def test_binary_without_a_content_type_is_refused(pages):
+    assert web.fetch(pages.url + "/untyped") == f"Error: {pages.url}/untyped looks like binary data, not a text page"
+
+
+def test_http_error_status(pages):
+    assert web.fetch(pages.url + "/nowhere") == f"Error: HTTP 404 Not Found for {pages.url}/nowhere"
+
+
+def test_long_page_is_capped_with_its_size(pages):
+    out = web.fetch(pages.url + "/long")
+    assert out.startswith("0123456789" * 100)
+    assert out.endswith("\n\n[page capped at 20,000 of 100,000 characters]")
+    assert len(out) < web.MAX_CHARS + 100
+
+
+def test_download_stops_at_the_size_cap(pages):
+    pages.requests.clear()
+    out = web.fetch(pages.url + "/huge")  # 3 MB
+    assert out == "x" * 20_000 + "\n\n[page capped at 20,000 of 2,000,000 characters from the first 2,000,000 bytes]"
+    assert pages.requests == ["/huge"]
+
+
+def test_declared_charset_is_used(pages):
+    assert web.fetch(pages.url + "/latin1") == "Café crème, señor"
+
+
+def test_slow_page_times_out(pages, monkeypatch):
+    monkeypatch.setattr(web, "TIMEOUT", 0.5)
+    assert web.fetch(pages.url + "/slow").startswith(f"Error: timed out fetching {pages.url}/slow after 0.5s")
+
+
+def test_page_that_never_ends_hits_the_total_deadline(pages, monkeypatch):
+    monkeypatch.setattr(web, "TIMEOUT", 0.5)  # each byte comes well within the read timeout
+    out = web.fetch(pages.url + "/trickle")
+    assert out == f"Error: timed out fetching {pages.url}/trickle after 0.5s (the page did not finish loading)"
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.org/x", "example.org"])
+def test_only_http_urls(url):
+    assert web.fetch(url) == f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
+
+
+def test_unreachable_server_and_bad_urls():
+    url = f"http://127.0.0.1:{free_port()}/"
+    assert web.fetch(url).startswith(f"Error: cannot fetch {url}: ConnectError:")
+    assert web.fetch("http://").startswith("Error: cannot fetch http://: ")
+    assert web.fetch("http://bad host/").startswith("Error: cannot fetch http://bad host/: ")
+
+
+# search: searxng against the local server
+
+
+def test_searxng_results_and_the_query_it_received(pages):
+    pages.requests.clear()
+    config = {"search_backend": "searxng", "searxng_url": pages.url + "/"}
+    assert web.search("pi zero", 5, config) == (
+        "1. Result one\n   https://example.org/1\n   first snippet\n"
+        "2. Result two\n   https://example.org/2\n   second snippet")
+    assert pages.queries() == [{"q": ["pi zero"], "format": ["json"]}]
+    assert web.search("pi zero", 1, config).count("\n") == 2
+
+
+@pytest.mark.parametrize("path, why", [("/broken", "500 Internal Server Error"),
+                                       ("/limited", "429 Too Many Requests")])
+def test_searxng_errors_suggest_another_backend(pages, path, why):
+    out = web.search("q", 5, {"search_backend": "searxng", "searxng_url": pages.url + path})
+    assert out.startswith("Error: searxng search failed: HTTPStatusError:") and why in out
+    assert out.endswith("Try another backend in .amas/config.yaml: `search_backend: google` or "
+                        "`search_backend: duckduckgo`")
+    assert ("(blocked or rate-limited)" in out) == (path == "/limited")
+
+
+def test_searxng_unreachable():
+    out = web.search("q", 5, {"search_backend": "searxng", "searxng_url": f"http://127.0.0.1:{free_port()}"})
+    assert out.startswith("Error: searxng search failed: ConnectError") and "`search_backend: duckduckgo`" in out
+
+
+# search: google and duckduckgo at their function boundary
+
+
+def test_google_results(monkeypatch):
+    import googlesearch
+
+    calls = []
+
+    def fake(term, num_results=10, advanced=False, **kwargs):
+        calls.append((term, num_results, advanced))
+        yield googlesearch.SearchResult("https://python.org", "Welcome to Python", "The official home")
+
+    monkeypatch.setattr(googlesearch, "search", fake)
+    assert web.search("python", 3, {}) == "1. Welcome to Python\n   https://python.org\n   The official home"
+    assert calls == [("python", 3, True)]
+
+
+def test_google_empty_results_mean_blocked(monkeypatch):
+    import googlesearch
+
+    monkeypatch.setattr(googlesearch, "search", lambda *a, **k: iter([]))
+    out = web.search("python", 3, {"search_backend": "google"})
+    assert out == ("Error: google search failed: LookupError: no results, which usually means Google blocked the "
+                   "request. Try another backend in .amas/config.yaml: `search_backend: duckduckgo` or "
+                   "`search_backend: searxng`")
+
+
+def test_google_rate_limit(monkeypatch):
+    import googlesearch
+    import requests
+
+    def blocked(*args, **kwargs):
+        response = requests.Response()
+        response.status_code = 429
+        raise requests.HTTPError("429 Client Error: Too Many Requests for url: https://www.google.com/search",
+                                 response=response)
+
+    monkeypatch.setattr(googlesearch, "search", blocked)
+    out = web.search("python", 3, {})
+    assert out.startswith("Error: google search failed: HTTPError: 429 Client Error")
+    assert "(blocked or rate-limited)" in out and "`search_backend: duckduckgo`" in out
+
+
+def test_duckduckgo_results(monkeypatch):
+    import ddgs
+
+    class FakeDDGS:
+        def text(self, query, max_results=10):
+            assert (query, max_results) == ("raspberry pi", 2)
+            return [{"title": "Raspberry Pi", "href": "https://raspberrypi.com", "body": "Small computers"},
+                    {"title": "Pi OS", "href": "https://raspberrypi.com/os", "body": "The operating system"}]
+
+    monkeypatch.setattr(ddgs, "DDGS", FakeDDGS)
+    assert web.search("raspberry pi", 2, {"search_backend": "duckduckgo"}) == (
+        "1. Raspberry Pi\n   https://raspberrypi.com\n   Small computers\n"
+        "2. Pi OS\n   https://raspberrypi.com/os\n   The operating system")
+
+
+def test_duckduckgo_failure_and_no_results(monkeypatch):
+    import ddgs
+    from ddgs.exceptions import RatelimitException
+
+    class Limited:
+        def text(self, query, max_results=10):
+            raise RatelimitException("https://duckduckgo.com 202 Ratelimit")
+
+    monkeypatch.setattr(ddgs, "DDGS", Limited)
+    out = web.search("q", 5, {"search_backend": "duckduckgo"})
+    assert out.startswith("Error: duckduckgo search failed: RatelimitException: https://duckduckgo.com 202 Ratelimit")
+    assert out.endswith("`search_backend: google` or `search_backend: searxng`")
+    monkeypatch.setattr(ddgs, "DDGS", type("Empty", (), {"text": lambda self, q, max_results: []}))
+    assert web.search("q", 5, {"search_backend": "duckduckgo"}) == "No results for 'q' (duckduckgo)."
+
+
+def test_duckduckgo_not_installed(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ddgs", None)  # what `import ddgs` meets when it is not installed
+    out = web.search("q", 5, {"search_backend": "duckduckgo"})
+    assert "pip install 'amas-code[duckduckgo]'" in out and out.startswith("Error: duckduckgo search failed")
+
+
+def test_unknown_backend():
+    assert web.search("q", 5, {"search_backend": "bing"}) == (
+        "Error: unknown search_backend 'bing'; set it to one of: google, duckduckgo, searxng")
+
+
+# through the tool dispatcher
+
+
+def test_tools_dispatch_to_web(pages, tmp_path):
+    tools.setup(tmp_path, {"search_backend": "searxng", "searxng_url": pages.url})
+    assert tools.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
+    assert tools.execute("search_google", json.dumps({"query": "pi", "num_results": 1})).startswith("1. Result one")
+    assert tools.execute("fetch_url", "{}") == "Error: fetch_url is missing required argument(s): url"
