@@ -64,6 +64,18 @@ def run(root: Path, config: dict, text: str, resume: bool) -> int:
 def main() -> None:
     try:
         cli()
+        code = 0
     except KeyboardInterrupt:
         ui.warning("interrupted")
-        sys.exit(130)
+        code = 130
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    if "litellm" in sys.modules:  # tearing down its ~1,100 modules takes a second: skip it
+        import atexit
+        import os
+
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

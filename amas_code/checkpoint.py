@@ -132,7 +132,8 @@ class Checkpoint:
             return None
         before = snap["before"]
         rels = list(before) if snap["explicit"] else sorted(set(before) | set(self.dirty()))
-        head, after = self.blobs_at(self.head(), rels), self.blobs_now(rels)
+        top = self.head()
+        head, after = self.blobs_at(top, rels), self.blobs_now(rels)
         for r in rels:
             before.setdefault(r, head[r])
         changed = [r for r in rels if after[r] != before[r]]
@@ -140,12 +141,12 @@ class Checkpoint:
             return None
         saves = {r: before[r] for r in changed if before[r] != head[r]}
         if saves:
-            self._commit(saves, f"{SAVE}: your uncommitted changes to {', '.join(saves)}")
-        return self._commit({r: after[r] for r in changed}, PREFIX + message)
+            top = self._commit(saves, f"{SAVE}: your uncommitted changes to {', '.join(saves)}", top)
+        return self._commit({r: after[r] for r in changed}, PREFIX + message, top)[:8]
 
-    def _commit(self, blobs: dict, message: str) -> str:
-        """Commit blobs for paths through a temporary index; the user's index is reset only for them."""
-        head = self.head()
+    def _commit(self, blobs: dict, message: str, head: str | None) -> str:
+        """Commit blobs for paths on top of head through a temporary index; the user's index is reset
+        only for those paths."""
         with tempfile.TemporaryDirectory() as tmp:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
             self.run("read-tree", *([head] if head else ["--empty"]), env=env)
@@ -159,7 +160,7 @@ class Checkpoint:
         commit = self.run("commit-tree", tree, *(["-p", head] if head else []), "-m", message)
         self.run("update-ref", "-m", message, "HEAD", commit, *([head] if head else []))
         self.run("reset", "-q", "HEAD", "--", *blobs)
-        return commit[:8]
+        return commit
 
     # -- undo, redo, list -----------------------------------------------------------------------
     def log(self, rev: str = "HEAD", limit: int = 200) -> list[tuple[str, list[str], str]]:

@@ -64,6 +64,8 @@ def _kwargs(messages: list[dict], tools: list | None, config: dict) -> dict:
         kwargs.update(tools=tools, _skip_mcp_handler=True)
     if model.startswith("ollama"):  # Ollama's default context window is tiny
         kwargs["num_ctx"] = config["max_context_tokens"]
+    if model.startswith("openai/") and kwargs["api_base"] and not (kwargs["api_key"] or os.getenv("OPENAI_API_KEY")):
+        kwargs["api_key"] = "no-key"  # llama.cpp and LM Studio need no key, but the OpenAI SDK insists on one
     return kwargs
 
 
@@ -78,7 +80,7 @@ def explain(e: Exception, config: dict) -> ProviderError:
     kinds = [c.__name__ for c in type(e).__mro__]
     kind = STATUS.get(getattr(e, "status_code", None)) or next((k for k in kinds if k in HINTS), type(e).__name__)
     kind = next((k for k, pattern in SYMPTOMS.items() if pattern.search(str(e))), kind)
-    env = ", ".join(_env_keys(config["model"])) or "the provider's API key variable"
+    env = ", ".join(_env_keys(config["model"])) or "AMAS_API_KEY"
     hint = HINTS.get(kind, "the model call failed").format(
         model=config["model"], env=env, base=config.get("api_base") or "the provider")
     detail = re.sub(r"\s+", " ", str(getattr(e, "message", e)))

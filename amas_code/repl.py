@@ -146,13 +146,19 @@ def command(agent, line: str) -> None:
     COMMANDS[found[0]](agent, arg)
 
 
-def preload(config: dict) -> None:
-    """Import litellm in the background while the user types, where memory allows (SPEC §9)."""
+def preload(config: dict, app) -> None:
+    """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
     want = config.get("preload", "auto")
     if want == "auto":
         want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
-    if want is True or want == "true":
+    if want is not True and want != "true":
+        return
+
+    def start(_):  # after the first render, so the import does not slow the prompt's appearance
+        app.after_render.remove_handler(start)
         threading.Thread(target=providers._litellm, daemon=True).start()
+
+    app.after_render.add_handler(start)
 
 
 def session(root: Path):
@@ -186,8 +192,8 @@ def session(root: Path):
 
 def run(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
-    preload(agent.config)
     prompt = session(agent.root)
+    preload(agent.config, prompt.app)
     ui.info(f"amas · {agent.config['model']} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit")
     while True:
         try:

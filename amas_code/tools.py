@@ -189,25 +189,30 @@ def project_files(base: Path, ignore: list[str] | None = None) -> list[Path]:
     ignore = (STATE["config"].get("ignore") or []) if ignore is None else ignore
     git = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=base,
                          capture_output=True, text=True)
+    if git.returncode != 0:
+        gitignore = base / ".gitignore"
+        ignore = ignore + (gitignore.read_text().split() if gitignore.is_file() else [])
+    skip = _ignore_regex(ignore)
     if git.returncode == 0:
         rels = [Path(r) for r in git.stdout.split("\0") if r]
     else:
-        gitignore = base / ".gitignore"
-        ignore = ignore + (gitignore.read_text().split() if gitignore.is_file() else [])
         rels = []
         for folder, dirs, names in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if not _ignored(d, ignore))
+            dirs[:] = sorted(d for d in dirs if not skip.match(d))
             rels += [Path(folder, n).relative_to(base) for n in sorted(names)]
-    return [base / r for r in rels if not any(_ignored(part, ignore) for part in r.parts)]
+    return [base / r for r in rels if not any(skip.match(part) for part in r.parts)]
 
 
-def _ignored(name: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatch(name, p.strip("/")) for p in patterns if p and not p.startswith("#"))
+def _ignore_regex(patterns: list[str]) -> re.Pattern:
+    """One regex for all the glob patterns: a name matches if any pattern does."""
+    globs = [fnmatch.translate(p.strip("/")) for p in patterns if p.strip("/") and not p.startswith("#")]
+    return re.compile("|".join(globs) or "(?!)")
 
 
 def search_files(pattern: str, path: str = ".") -> str:
     """Regex search over project files: path:line: text."""
     regex, base, hits = re.compile(pattern), _path(path), []
+    anywhere = re.compile(pattern, re.MULTILINE)  # ^ and $ at every line, as in the per-line search
     files = project_files(base) if base.is_dir() else [base]
     for f in files:
         try:
@@ -215,6 +220,8 @@ def search_files(pattern: str, path: str = ".") -> str:
                 continue
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
+            continue
+        if not anywhere.search(text):  # most files do not match: skip splitting them into lines
             continue
         hits += [f"{_show(f)}:{n}: {line.strip()[:200]}" for n, line in enumerate(text.splitlines(), 1)
                  if regex.search(line)]

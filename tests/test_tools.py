@@ -86,19 +86,24 @@ def test_shell_command_output_and_exit_code(run):
     assert out == "$ echo out; echo err >&2; exit 3\nout\n[stderr]\nerr\n[exit code 3]"
 
 
+def still_running(cmdline: list[str]) -> list:
+    """Processes with this command line that outlive a short grace period (SIGKILL is asynchronous)."""
+    found = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == cmdline]
+    return psutil.wait_procs(found, timeout=5)[1]
+
+
 def test_shell_timeout_kills_background_children(run):
     start = time.monotonic()
     out = run("shell_command", command="sleep 300 & echo started; wait", timeout=1)
     assert "started" in out and "[timed out after 1s" in out
     assert time.monotonic() - start < 30
-    sleepers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]]
-    assert sleepers == []
+    assert still_running(["sleep", "300"]) == []
 
 
 def test_shell_leaves_nothing_running(run):
     out = run("shell_command", command="nohup sleep 301 >/dev/null 2>&1 & echo started")
     assert "started" in out and "[exit code 0]" in out
-    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "301"]]
+    assert still_running(["sleep", "301"]) == []
 
 
 def test_search_files_respects_ignore_and_gitignore(run, bare):
@@ -109,6 +114,7 @@ def test_search_files_respects_ignore_and_gitignore(run, bare):
     (bare / "secret.log").write_text("TODO\n")
     (bare / ".gitignore").write_text("*.log\n")
     assert run("search_files", pattern=r"TODO\b") == "src/a.py:2: TODO = 1"
+    assert run("search_files", pattern=r"^TODO") == "src/a.py:2: TODO = 1"  # ^ anchors at each line
     assert run("search_files", pattern="zzz") == "No matches for 'zzz'"
     assert run("search_files", pattern="(").startswith("Error: error:")
 
