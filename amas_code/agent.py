@@ -83,8 +83,9 @@ class Agent:
         self.maybe_compact()
         for attempt in range(3):
             try:
+                schemas = self.schemas()  # first: it may switch to text tools, which the prompt describes
                 with ui.Stream() as stream:
-                    reply = providers.complete(self.prompted(), self.schemas(), self.config, stream)
+                    reply = providers.complete(self.prompted(), schemas, self.config, stream)
                 break
             except providers.ToolsUnsupported:
                 if self.config.get("text_tools"):
@@ -166,7 +167,7 @@ class Agent:
         return head + tail + (f"\n### Project map\n{project_map}\n" if project_map else "")
 
     def tokens(self, text: str) -> int:
-        return count(self.config["model"], [{"role": "system", "content": text}], PROMPT_BUDGET)
+        return providers.token_count(self.config["model"], [{"role": "system", "content": text}])
 
     def project_map(self, room: int) -> str:
         """The map from `amas init`, files mentioned in the conversation first, cut to `room` tokens."""
@@ -190,8 +191,7 @@ class Agent:
 
     # -- compaction -----------------------------------------------------------------------------
     def maybe_compact(self) -> None:
-        limit = self.config["max_context_tokens"]
-        if count(self.config["model"], self.prompted(), limit) > limit:
+        if providers.token_count(self.config["model"], self.prompted()) > self.config["max_context_tokens"]:
             ui.info("the conversation passed max_context_tokens; compacting")
             self.compact()
 
@@ -213,13 +213,6 @@ class Agent:
         freed = before - providers.token_count(self.config["model"], self.prompted())
         ui.success(f"compacted {cut} messages: {freed} tokens freed")
         return max(freed, 1)
-
-
-def count(model: str, messages: list[dict], limit: int) -> int:
-    """Tokens, by litellm's counter only when a cheap upper estimate (3 bytes a token) nears the limit:
-    the counter loads a 40 MB tokenizer that a short conversation does not need."""
-    estimate = len(json.dumps(messages, ensure_ascii=False).encode()) // 3
-    return estimate if estimate < limit * 0.6 else providers.token_count(model, messages)
 
 
 def tool_list() -> str:

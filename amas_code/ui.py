@@ -42,7 +42,8 @@ def show_tool_call(name: str, args: dict) -> None:
     body = Text()
     for key, value in args.items():
         body.append(f"{key}: ", style="bold").append(short(value) + "\n")
-    console.print(Panel(body.rstrip() or Text("(no arguments)"), title=f"[cyan]{name}", expand=False))
+    body.rstrip()
+    console.print(Panel(body if body else Text("(no arguments)"), title=f"[cyan]{name}", expand=False))
 
 
 def show_result(text: str) -> None:
@@ -105,7 +106,7 @@ class Stream:
     def __call__(self, chunk: str) -> None:
         self.text += chunk
         if self.live:
-            self.live.update(Text("\n".join(self.text.splitlines()[-self.TAIL:])))
+            self.live.update(Text("\n".join(self.text[-4000:].splitlines()[-self.TAIL:])))  # O(1) a token
 
     def __exit__(self, *exc) -> None:
         if self.live:

@@ -148,3 +148,13 @@ def test_attach_puts_files_in_the_next_message(agent, project, llm):
     content = llm.requests[0]["messages"][-1]["content"]
     assert "Attached file src/a.py:\n```\nA = 1\n" in content and "Attached file src/b.py" in content
     assert content.endswith("review these")
+
+
+def test_text_tools_when_litellm_says_the_model_cannot_call_functions(agent, llm, capsys):
+    agent.config["model"] = "deepseek/deepseek-reasoner"  # supports_function_calling: false in litellm's map
+    llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(text="listed")
+    agent.turn("list the files")
+    first = llm.requests[0]
+    assert "tools" not in first and "<tool_call>" in system(first)
+    assert "README.md" in llm.requests[1]["messages"][-1]["content"]
+    assert "deepseek/deepseek-reasoner has no native tool calling" in capsys.readouterr().err

@@ -14,6 +14,7 @@ def test_create_file_with_yes(project, llm, amas):
     assert result.exit_code == 0, result.output
     assert (project / "hello.py").read_text() == "print('hello')\n"
     assert "Created hello.py" in result.output
+    assert "│ path: hello.py" in result.output and "│ content: print('hello')" in result.output  # the tool panel
     assert "[amas] create hello.py" in git(project, "log", "--format=%s")
     first, second = llm.requests
     assert first["stream"] is True
