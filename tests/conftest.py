@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
 from click.testing import CliRunner
 
@@ -89,3 +90,34 @@ def run_amas(*args, llm=None, input=None, env=None, timeout=120):
     """Run `python -m amas_code` as a user would, in the current directory."""
     return subprocess.run([sys.executable, "-m", "amas_code", *args], input=input, capture_output=True, text=True,
                           env={**amas_env(llm), **(env or {})}, timeout=timeout)
+
+
+@pytest.fixture
+def agent(project, llm):
+    """An in-process Agent on the project, talking to the scripted model, edits auto-accepted."""
+    from amas_code import tools
+    from amas_code.agent import Agent
+    from amas_code.config import DEFAULT_CONFIG
+
+    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": API_KEY,
+              "auto_accept": True}
+    tools.setup(project, config)
+    return Agent(config, project)
+
+
+@pytest.fixture
+def repl(project, llm):
+    """Start `amas [args]` in a pseudo-terminal and wait for its prompt."""
+    children = []
+
+    def start(*args):
+        env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40")
+        child = pexpect.spawn(sys.executable, ["-m", "amas_code", *args], cwd=str(project), env=env,
+                              encoding="utf-8", timeout=30, dimensions=(40, 120))
+        children.append(child)
+        child.expect("›")
+        return child
+
+    yield start
+    for child in children:
+        child.close(force=True)

@@ -3,20 +3,9 @@
 import json
 
 import litellm
-import pytest
-from conftest import API_KEY
 
 from amas_code import tools
-from amas_code.agent import PROMPT_BUDGET, Agent
-from amas_code.config import DEFAULT_CONFIG
-
-
-@pytest.fixture
-def agent(project, llm):
-    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": API_KEY,
-              "auto_accept": True}
-    tools.setup(project, config)
-    return Agent(config, project)
+from amas_code.agent import PROMPT_BUDGET
 
 
 def system(request) -> str:

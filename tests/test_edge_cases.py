@@ -1,23 +1,11 @@
 """The twelve edge cases of the design notes, one test each, named after them."""
 
 import json
-import sys
 
-import pexpect
-import pytest
-from conftest import API_KEY, amas_env, run_amas
+from conftest import run_amas
 
 from amas_code import providers, tools
-from amas_code.agent import Agent
 from amas_code.config import DEFAULT_CONFIG, load
-
-
-@pytest.fixture
-def agent(project, llm):
-    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": API_KEY,
-              "auto_accept": True}
-    tools.setup(project, config)
-    return Agent(config, project)
 
 
 def call(name, **args):
@@ -78,24 +66,18 @@ def test_edge_08_network_timeout(agent, llm, monkeypatch):
     assert len(llm.requests) == 2 and agent.messages[-1]["content"] == "quick"
 
 
-def test_edge_09_ctrl_c_during_generation(project, llm):
+def test_edge_09_ctrl_c_during_generation(repl, llm):
     llm.reply(text="word " * 400, delay=0.05)  # a slow stream, interrupted
     llm.reply(text="Still here.")
-    env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1")
-    child = pexpect.spawn(sys.executable, ["-m", "amas_code"], cwd=str(project), env=env, encoding="utf-8",
-                          timeout=30, dimensions=(40, 120))
-    try:
-        child.expect("›")
-        child.sendline("write a lot")
-        child.expect("word")
-        child.sendintr()
-        child.expect("cancelled")
-        child.expect("›")
-        child.sendline("are you there?")
-        child.expect("Still here.")
-        assert llm.requests[-1]["messages"][-1]["content"] == "are you there?"
-    finally:
-        child.close(force=True)
+    child = repl()
+    child.sendline("write a lot")
+    child.expect("word")
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect("›")
+    child.sendline("are you there?")
+    child.expect("Still here.")
+    assert llm.requests[-1]["messages"][-1]["content"] == "are you there?"
 
 
 def test_edge_10_concurrent_file_edit(bare):

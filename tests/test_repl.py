@@ -1,26 +1,7 @@
 """The REPL in a real pseudo-terminal, typed at as a person would."""
 
-import sys
-
 import pexpect
-import pytest
-from conftest import amas_env, git
-
-
-@pytest.fixture
-def repl(project, llm):
-    def start(*args):
-        env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40")
-        child = pexpect.spawn(sys.executable, ["-m", "amas_code", *args], cwd=str(project), env=env,
-                              encoding="utf-8", timeout=30, dimensions=(40, 120))
-        child.expect("›")
-        children.append(child)
-        return child
-
-    children = []
-    yield start
-    for child in children:
-        child.close(force=True)
+from conftest import git
 
 
 def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):

@@ -2,19 +2,9 @@
 
 
 import pytest
-from conftest import API_KEY, run_amas
+from conftest import run_amas
 
-from amas_code import providers, tools
-from amas_code.agent import Agent
-from amas_code.config import DEFAULT_CONFIG
-
-
-@pytest.fixture
-def agent(project, llm):
-    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": API_KEY,
-              "auto_accept": True}
-    tools.setup(project, config)
-    return Agent(config, project)
+from amas_code import providers
 
 
 @pytest.mark.parametrize("status, message, line, sent", [

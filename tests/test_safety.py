@@ -1,11 +1,9 @@
 """Safety: shell permissions, paths outside the project, secret redaction, a fuzzed dispatcher."""
 
 import json
-import sys
 
-import pexpect
 import yaml
-from conftest import API_KEY, amas_env
+from conftest import API_KEY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,30 +35,24 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
     assert not (bare / "made.txt").exists()
 
 
-def test_always_answer_saves_an_allow_rule(project, llm):
+def test_always_answer_saves_an_allow_rule(repl, project, llm):
     llm.reply(tool="shell_command", command="echo first").reply(text="one")
     llm.reply(tool="shell_command", command="echo first").reply(text="two")
-    env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1")
-    child = pexpect.spawn(sys.executable, ["-m", "amas_code"], cwd=str(project), env=env, encoding="utf-8",
-                          timeout=30, dimensions=(40, 120))
-    try:
-        child.expect("›")
-        child.sendline("run it")
-        child.expect(r"Run `echo first`\?")
-        child.sendline("a")
-        child.expect("one")
-        child.expect("›")
-        saved = yaml.safe_load((project / ".amas/config.yaml").read_text())
-        assert saved == {"permissions": {"allow": ["echo first"]}}
-        child.sendline("run it again")
-        child.expect("two")  # no question this time
-        child.expect("›")
-        assert "Run `echo first`?" not in child.before
-        child.sendline("/permissions")
-        child.expect(r"allow: echo first")
-        child.expect_exact("last: 'echo first' -> allow by 'echo first'")
-    finally:
-        child.close(force=True)
+    child = repl()
+    child.sendline("run it")
+    child.expect(r"Run `echo first`\?")
+    child.sendline("a")
+    child.expect("one")
+    child.expect("›")
+    saved = yaml.safe_load((project / ".amas/config.yaml").read_text())
+    assert saved == {"permissions": {"allow": ["echo first"]}}
+    child.sendline("run it again")
+    child.expect("two")  # no question this time
+    child.expect("›")
+    assert "Run `echo first`?" not in child.before
+    child.sendline("/permissions")
+    child.expect(r"allow: echo first")
+    child.expect_exact("last: 'echo first' -> allow by 'echo first'")
 
 
 def test_reading_outside_the_project_warns(bare, tmp_path, capsys):
