@@ -49,6 +49,7 @@ def run(root: Path, config: dict, text: str, resume: bool) -> int:
     if resume:
         ui.info(f"resuming session {session} ({len(messages)} messages)" if session else "no earlier session")
     agent = Agent(config, root, session, messages)
+    agent.repair()  # a session killed mid-tool resumes with every tool call answered
     try:
         if not text:
             repl.run(agent)

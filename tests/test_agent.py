@@ -6,6 +6,7 @@ import litellm
 
 from amas_code import tools
 from amas_code.agent import PROMPT_BUDGET
+from amas_code.config import DEFAULT_CONFIG
 
 
 def system(request) -> str:
@@ -147,3 +148,23 @@ def test_text_tools_when_litellm_says_the_model_cannot_call_functions(agent, llm
     assert "tools" not in first and "<tool_call>" in system(first)
     assert "README.md" in llm.requests[1]["messages"][-1]["content"]
     assert "deepseek/deepseek-reasoner has no native tool calling" in capsys.readouterr().err
+
+
+def test_resumed_session_killed_mid_tool_is_repaired(project, llm):
+    from amas_code import history
+    from amas_code.agent import Agent
+
+    log = project / ".amas/history.jsonl"
+    call = {"id": "call_9", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}
+    history.append(log, "s1", {"role": "user", "content": "list"})
+    history.append(log, "s1", {"role": "assistant", "content": "", "tool_calls": [call]})  # killed here
+    session, messages = history.latest(log)
+    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": "k" * 12}
+    tools.setup(project, config)
+    agent = Agent(config, project, session, messages)
+    agent.repair()
+    llm.reply(text="resumed")
+    agent.turn("go on")
+    sent = llm.requests[0]["messages"]
+    assert sent[3] == {"role": "tool", "tool_call_id": "call_9", "content": "Cancelled by the user."}
+    assert sent[4]["content"] == "go on" and session == "s1"
