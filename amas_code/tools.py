@@ -45,8 +45,8 @@ def read_file(path: str, offset: int = 0, limit: int = 2000) -> str:
     data = p.read_bytes()
     if b"\0" in data[:8192]:
         return "Binary file, cannot display"
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    out, size, end = [], 0, min(len(lines), offset + limit)
+    lines, offset = data.decode("utf-8", errors="replace").splitlines(), max(0, offset)
+    out, size, end = [], 0, min(len(lines), offset + max(1, limit))
     for i in range(offset, end):
         size += len(lines[i]) + 8
         if size > MAX_READ:
