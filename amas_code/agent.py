@@ -84,7 +84,7 @@ class Agent:
         for attempt in range(3):
             try:
                 schemas = self.schemas()  # first: it may switch to text tools, which the prompt describes
-                with ui.Stream() as stream:
+                with ui.Stream(self.config.get("stream", True)) as stream:
                     reply = providers.complete(self.prompted(), schemas, self.config, stream)
                 break
             except providers.ToolsUnsupported:

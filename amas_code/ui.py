@@ -4,6 +4,7 @@ import difflib
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 console = Console(highlight=False)
@@ -64,7 +65,7 @@ def confirm(question: str) -> str:
         warning(f"{question} declined: no terminal to ask on (run with --yes to accept)")
         return "n"
     while True:
-        answer = console.input(f"[bold]{question}[/] [y]es/[n]o/[a]lways: ").strip().lower()
+        answer = console.input(f"[bold]{escape(question)}[/] \\[y]es/\\[n]o/\\[a]lways: ").strip().lower()
         if answer[:1] in ("y", "n", "a"):
             return answer[:1]
 
@@ -90,11 +91,11 @@ class Stream:
 
     TAIL = 12  # lines kept on screen while streaming, so a long answer never re-renders whole
 
-    def __init__(self):
-        self.text, self.live = "", None
+    def __init__(self, live: bool = True):
+        self.text, self.live, self.show_live = "", None, live
 
     def __enter__(self):
-        if console.is_terminal:
+        if console.is_terminal and self.show_live:
             from rich.live import Live
             from rich.spinner import Spinner
 
