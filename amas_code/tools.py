@@ -1,5 +1,6 @@
 """The model's tools: each handler beside its schema, one table at the end, one dispatcher."""
 
+import contextlib
 import difflib
 import fnmatch
 import json
@@ -168,20 +169,16 @@ def _run(command: str, timeout: float) -> str:
         _kill(proc)
         out, err = proc.communicate()
         note = f"\n[timed out after {timeout}s; the command and its children were killed]"
-    except KeyboardInterrupt:
+    finally:  # also on Ctrl+C; and leave nothing running in the background
         _kill(proc)
-        raise
-    _kill(proc)  # leave nothing running in the background
     parts = [f"$ {command}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else "",
              f"[exit code {proc.returncode}]{note}"]
     return "\n".join(p for p in parts if p)
 
 
 def _kill(proc) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def project_files(base: Path, ignore: list[str] | None = None) -> list[Path]:

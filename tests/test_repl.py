@@ -108,7 +108,9 @@ def test_other_commands_multiline_and_completion(repl, project, llm):
     child.sendline("")
     child.expect("/attach")
     child.expect("›")
-    child.sendline("/attach notes.md")
+    child.send("/attach not\t")  # Tab completes a file path too
+    child.expect("es.md")
+    child.sendline("")
     child.expect("attached notes.md")
     child.send("line one\x1b\r")  # Esc-Enter: a new line, not sent yet
     child.sendline("line two about deploy")
