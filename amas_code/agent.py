@@ -76,6 +76,7 @@ class Agent:
         finally:
             if actions:
                 ui.show_summary(actions)
+            tools.close(idle_only=True)  # a browser unused for a whole turn gives its memory back
         return True
 
     def call(self) -> dict | None:

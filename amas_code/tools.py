@@ -263,14 +263,16 @@ def _browser():
         from amas_code.browser import Browser
 
         STATE["browser"] = Browser(STATE["config"])
+    STATE["browser_used"] = True
     return STATE["browser"]
 
 
-def close() -> None:
-    """Free what the session holds: the browser."""
-    if STATE["browser"] is not None:
+def close(idle_only: bool = False) -> None:
+    """Free the browser (~500 MB); with idle_only, only if no tool used it since the last call."""
+    if STATE["browser"] is not None and not (idle_only and STATE.get("browser_used")):
         STATE["browser"].close()
         STATE["browser"] = None
+    STATE["browser_used"] = False
 
 
 def navigate(url: str) -> str:

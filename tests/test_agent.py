@@ -168,3 +168,25 @@ def test_resumed_session_killed_mid_tool_is_repaired(project, llm):
     sent = llm.requests[0]["messages"]
     assert sent[3] == {"role": "tool", "tool_call_id": "call_9", "content": "Cancelled by the user."}
     assert sent[4]["content"] == "go on" and session == "s1"
+
+
+def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch):
+    closed = []
+
+    class FakeBrowser:  # the real one is tested in test_browser.py; here only its lifetime matters
+        def __init__(self, config):
+            pass
+
+        def navigate(self, url):
+            return f"Title\n{url}"
+
+        def close(self):
+            closed.append(True)
+
+    monkeypatch.setattr("amas_code.browser.Browser", FakeBrowser)
+    llm.reply(tool="navigate", url="http://127.0.0.1:1/").reply(text="opened")
+    agent.turn("open the page")
+    assert closed == [] and tools.STATE["browser"] is not None  # used this turn: kept for the next
+    llm.reply(text="no browsing here")
+    agent.turn("just talk")
+    assert closed == [True] and tools.STATE["browser"] is None
