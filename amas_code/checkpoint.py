@@ -18,9 +18,8 @@ class CheckpointError(Exception):
 class Checkpoint:
     """Agent changes as commits on the current branch, or in .amas/shadow.git outside a repo."""
 
-    def __init__(self, root: Path, enabled: bool = True, ignore: list[str] | None = None):
-        self.root, self.enabled, self.ignore, self._git = Path(root).resolve(), enabled, ignore or [], None
-        self.shadow = False
+    def __init__(self, root: Path, ignore: list[str] | None = None):
+        self.root, self.ignore, self._git = Path(root).resolve(), ignore or [], None
 
     @property
     def git(self):
@@ -52,7 +51,7 @@ class Checkpoint:
 
     def _make_shadow(self) -> None:
         """A separate git dir under .amas/ with the project as work tree: no .git in the user's folder."""
-        self.shadow, gitdir = True, self.root / ".amas" / "shadow.git"
+        gitdir = self.root / ".amas" / "shadow.git"
         fresh = not (gitdir / "HEAD").exists()
         if fresh:
             gitdir.parent.mkdir(parents=True, exist_ok=True)
@@ -119,10 +118,8 @@ class Checkpoint:
                                     commit).split("\0") if p]
 
     # -- saving ---------------------------------------------------------------------------------
-    def begin(self, paths: list[str] | None = None) -> dict | None:
+    def begin(self, paths: list[str] | None = None) -> dict:
         """Snapshot before a change: the given paths, or every dirty file (for shell commands)."""
-        if not self.enabled:
-            return None
         rels = [r for r in map(self.rel, paths) if r] if paths is not None else self.dirty()
         return {"explicit": paths is not None, "before": self.blobs_now(rels)}
 
