@@ -71,6 +71,9 @@ def main() -> None:
         code = 130
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    except Exception as e:  # never a traceback on the user's screen
+        ui.error(f"unexpected {type(e).__name__}: {e}")
+        code = 1
     if "litellm" in sys.modules:  # tearing down its ~1,100 modules takes a second: skip it
         import atexit
         import os

@@ -54,13 +54,12 @@ def _report(verb: str, action) -> None:
 def cmd_attach(agent, arg):
     """Add files to your next message: /attach <path or glob>..."""
     for pattern in arg.split():
-        paths = sorted(glob.glob(str(agent.root / pattern), recursive=True)) or [str(agent.root / pattern)]
-        for path in paths:
-            result = tools.read_file(path)
-            if result.startswith("Binary") or not Path(path).is_file():
-                ui.error(f"cannot attach {pattern}: {'binary file' if Path(path).is_file() else 'no such file'}")
+        for path in sorted(glob.glob(str(agent.root / pattern), recursive=True)) or [str(agent.root / pattern)]:
+            data = Path(path).read_bytes() if Path(path).is_file() else None
+            if data is None or b"\0" in data[:8192]:
+                ui.error(f"cannot attach {pattern}: {'no such file' if data is None else 'binary file'}")
                 continue
-            agent.attachments.append((os.path.relpath(path, agent.root), Path(path).read_text(errors="replace")))
+            agent.attachments.append((os.path.relpath(path, agent.root), data.decode(errors="replace")))
             ui.success(f"attached {os.path.relpath(path, agent.root)}")
 
 
@@ -213,3 +212,5 @@ def run(agent) -> None:
             ui.warning("cancelled")
         except providers.ProviderError as e:
             ui.error(str(e))
+        except Exception as e:  # a bug must not end the session or show a traceback
+            ui.error(f"{type(e).__name__}: {e}")

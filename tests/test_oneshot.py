@@ -114,3 +114,10 @@ def test_version_and_help_import_nothing_heavy(bare):
 def test_python_dash_m_help(bare):
     result = run_amas("--help")
     assert result.returncode == 0 and "amas init" in result.stdout and "--continue" in result.stdout
+
+
+def test_an_unexpected_failure_is_one_line_not_a_traceback(project, llm):
+    (project / ".amas").write_text("a file where amas expects its folder\n")
+    result = run_amas("hi", llm=llm, input="")
+    assert result.returncode == 1
+    assert result.stderr.startswith("✗ unexpected ") and "Traceback" not in result.stderr

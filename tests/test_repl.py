@@ -108,6 +108,8 @@ def test_other_commands_multiline_and_completion(repl, project, llm):
     child.sendline("")
     child.expect("/attach")
     child.expect("›")
+    child.sendline("/attach missing.txt")
+    child.expect("cannot attach missing.txt: no such file")
     child.send("/attach not\t")  # Tab completes a file path too
     child.expect("es.md")
     child.sendline("")
