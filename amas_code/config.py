@@ -20,6 +20,7 @@ DEFAULT_CONFIG = {
     "browser_path": None,  # a Chromium binary when Playwright's own is absent
     "browser_headless": True,
 }
+KINDS = {"preload": (bool, str), "shell_timeout": (int, float)}  # where the default's type is too narrow
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
 
 
@@ -57,8 +58,12 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str]]:
             for key, value in read_yaml(path).items():
                 if key not in DEFAULT_CONFIG:
                     warnings.append(f"{path}: unknown config key {key!r} ignored")
-                else:
-                    config[key] = value
+                    continue
+                want = KINDS.get(key) or type(DEFAULT_CONFIG[key])
+                if value is not None and DEFAULT_CONFIG[key] is not None and not isinstance(value, want):
+                    raise ConfigError(f"{path}: {key} should be {getattr(want, '__name__', 'true, false or auto')}"
+                                      f", not {value!r}")
+                config[key] = value
     config.update({key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)})
     config.update({k: v for k, v in (flags or {}).items() if v is not None})
     return config, warnings

@@ -75,6 +75,13 @@ def test_bad_config_names_file_and_line(project, amas):
     assert "config.yaml: line 3: invalid YAML" in result.output
 
 
+def test_config_value_of_the_wrong_type_is_named(project, amas):
+    (project / ".amas").mkdir()
+    (project / ".amas/config.yaml").write_text("max_context_tokens: lots\n")
+    result = amas("hi")
+    assert result.exit_code == 1 and "config.yaml: max_context_tokens should be int, not 'lots'" in result.output
+
+
 def test_unknown_config_key_warns(project, llm, amas):
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text("modle: typo\n")
