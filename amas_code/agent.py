@@ -81,12 +81,15 @@ class Agent:
 
     def call(self) -> dict | None:
         """One model call, switching to text tool calls or compacting when the provider needs it."""
-        self.maybe_compact()
         for attempt in range(3):
             try:
                 schemas = self.schemas()  # first: it may switch to text tools, which the prompt describes
+                messages = self.prompted()
+                if providers.token_count(self.config["model"], messages) > self.config["max_context_tokens"]:
+                    ui.info("the conversation passed max_context_tokens; compacting")
+                    messages = self.prompted() if self.compact() else messages
                 with ui.Stream(self.config.get("stream", True)) as stream:
-                    reply = providers.complete(self.prompted(), schemas, self.config, stream)
+                    reply = providers.complete(messages, schemas, self.config, stream)
                 break
             except providers.ToolsUnsupported:
                 if self.config.get("text_tools"):
@@ -103,9 +106,9 @@ class Agent:
 
     def run_tool(self, call: dict, seen: Counter, actions: list) -> dict:
         name, raw = call["function"]["name"], call["function"]["arguments"]
-        args = tools.parse_args(name, raw) if name in tools.HANDLERS else {}
+        args = tools.parse_args(name, raw)
         ui.show_tool_call(name, args if isinstance(args, dict) else {"arguments": raw})
-        result = tools.execute(name, raw)
+        result = tools.run(name, args) if isinstance(args, dict) else args
         seen[(name, str(raw))] += 1
         if seen[(name, str(raw))] >= 3:
             ui.warning(f"the model repeated the same {name} call {seen[(name, str(raw))]} times")
@@ -157,10 +160,9 @@ class Agent:
         tail = f"## Context & Rules\nProject root: {self.root}\n"
         if rules:
             tail += f"\n### Project rules\n{rules}\n"
-        for skill in found:
-            if skills.matches(skill, latest):
-                tail += f"\n### Skill: {skill['name']}\n{skill['body']}\n"
-        others = [f"- {s['name']}: {s['description']}" for s in found if not skills.matches(s, latest)]
+        matched = [s for s in found if skills.matches(s, latest)]
+        tail += "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)
+        others = [f"- {s['name']}: {s['description']}" for s in found if s not in matched]
         if others:
             tail += "\n### Other skills (mention one by name to load it)\n" + "\n".join(others) + "\n"
         room = PROMPT_BUDGET - self.tokens(head + tail)
@@ -177,8 +179,12 @@ class Agent:
             return ""
         sections = ["## " + s for s in path.read_text(encoding="utf-8").split("\n## ")[1:]]
         talk = " ".join(m["content"] for m in self.messages if m["role"] == "user" and isinstance(m["content"], str))
-        sections.sort(key=lambda s: s.split("\n", 1)[0][3:] not in talk and Path(s.split("\n", 1)[0][3:]).name
-                      not in talk)
+
+        def mentioned(section: str) -> bool:
+            path = section.split("\n", 1)[0][3:]
+            return path in talk or Path(path).name in talk
+
+        sections.sort(key=lambda s: not mentioned(s))
         keep, used = [], 0
         for section in sections:  # characters/3 overestimates tokens: cheap and safe, checked below
             if used + len(section) // 3 > room:
@@ -191,11 +197,6 @@ class Agent:
         return "\n".join(keep) + (f"\n({dropped} more files in .amas/project_map.md)" if dropped else "")
 
     # -- compaction -----------------------------------------------------------------------------
-    def maybe_compact(self) -> None:
-        if providers.token_count(self.config["model"], self.prompted()) > self.config["max_context_tokens"]:
-            ui.info("the conversation passed max_context_tokens; compacting")
-            self.compact()
-
     def compact(self) -> int:
         """Replace all but the last few turns with a model-written summary; return tokens freed."""
         starts = [i for i, m in enumerate(self.messages) if m["role"] == "user"]

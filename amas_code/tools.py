@@ -340,6 +340,8 @@ TYPES = {"string": str, "integer": int, "boolean": bool}
 
 def parse_args(name: str, raw) -> dict | str:
     """The call's arguments checked against the schema, or an error string for the model."""
+    if name not in HANDLERS:
+        return f"Error: unknown tool {name!r}; available tools: {', '.join(HANDLERS)}"
     try:
         args = json.loads(raw or "{}") if isinstance(raw, str) else raw
     except ValueError as e:
@@ -361,12 +363,13 @@ def parse_args(name: str, raw) -> dict | str:
 
 
 def execute(name: str, raw_args) -> str:
-    """Run one tool call; always answer the model with text, never raise (but for Ctrl+C)."""
-    if name not in HANDLERS:
-        return f"Error: unknown tool {name!r}; available tools: {', '.join(HANDLERS)}"
+    """Run one tool call from the model's raw arguments; always text, never raises (but for Ctrl+C)."""
     args = parse_args(name, raw_args)
-    if isinstance(args, str):
-        return args
+    return args if isinstance(args, str) else run(name, args)
+
+
+def run(name: str, args: dict) -> str:
+    """Run a tool on checked arguments: its result, or its error, capped and with secrets redacted."""
     try:
         result = HANDLERS[name](**args)
     except Exception as e:  # the model reads this and tries again
