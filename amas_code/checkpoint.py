@@ -68,12 +68,7 @@ class Checkpoint:
 
     # -- reading state --------------------------------------------------------------------------
     def head(self) -> str | None:
-        from git.exc import GitCommandError
-
-        try:
-            return self.run("rev-parse", "-q", "--verify", "HEAD^{commit}")
-        except GitCommandError:
-            return None
+        return self._resolve("HEAD^{commit}")
 
     def rel(self, path: str | Path) -> str | None:
         """Path relative to the repository top, or None when it is outside or git-ignored."""
@@ -213,36 +208,36 @@ class Checkpoint:
     def undo(self, n: int = 1, ask=lambda q: False) -> list[str]:
         """Take back the last n checkpoints; return the files restored."""
         chain = self._undo_chain(n)
-        top, base = chain[0][0], chain[-1][1][0]
-        rels = sorted({r for c in chain for r in self.files_in(c[0])})
-        self._apply(rels, self.blobs_at(top, rels), self._before(chain, rels), ask)
-        self.run("reset", "-q", base, "--", *rels)
-        self.run("update-ref", "-m", "amas undo", "HEAD", base, top)
-        redo = self._redo_tip()
-        if not (redo and self._is_ancestor(top, redo)):
-            self.run("update-ref", REDO_REF, top)
+        rels, redo = self._move(chain, False, ask), self._resolve(REDO_REF)
+        if not (redo and self._is_ancestor(chain[0][0], redo)):
+            self.run("update-ref", REDO_REF, chain[0][0])
         return rels
 
     def redo(self, ask=lambda q: False) -> list[str]:
         """Re-apply the checkpoint that the last undo took back."""
-        head, redo = self.head(), self._redo_tip()
+        head, redo = self.head(), self._resolve(REDO_REF)
         if not redo or redo == head or not self._is_ancestor(head, redo):
             raise CheckpointError("nothing to redo")
         ahead = self.log(f"{head}..{redo}")[::-1]
         take = next(i for i, c in enumerate(ahead) if not c[2].startswith(SAVE))
-        chain = ahead[:take + 1][::-1]
-        top = chain[0][0]
+        return self._move(ahead[:take + 1][::-1], True, ask)
+
+    def _move(self, chain: list[tuple], forward: bool, ask) -> list[str]:
+        """Move HEAD over a chain of checkpoints (newest first), rewriting only their files."""
+        top, base = chain[0][0], chain[-1][1][0]
         rels = sorted({r for c in chain for r in self.files_in(c[0])})
-        self._apply(rels, self._before(chain, rels), self.blobs_at(top, rels), ask)
-        self.run("reset", "-q", top, "--", *rels)
-        self.run("update-ref", "-m", "amas redo", "HEAD", top, head)
+        before, after = self._before(chain, rels), self.blobs_at(top, rels)
+        old, new = (base, top) if forward else (top, base)
+        self._apply(rels, *((before, after) if forward else (after, before)), ask)
+        self.run("reset", "-q", new, "--", *rels)
+        self.run("update-ref", "-m", f"amas {'redo' if forward else 'undo'}", "HEAD", new, old)
         return rels
 
-    def _redo_tip(self) -> str | None:
+    def _resolve(self, ref: str) -> str | None:
         from git.exc import GitCommandError
 
         try:
-            return self.run("rev-parse", "-q", "--verify", REDO_REF)
+            return self.run("rev-parse", "-q", "--verify", ref)
         except GitCommandError:
             return None
 
