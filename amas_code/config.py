@@ -79,3 +79,21 @@ def save_allow(root: Path, pattern: str) -> None:
     perms.setdefault("allow", []).append(pattern)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def private_dir(folder: Path) -> Path:
+    """amas's own folder (.amas/ or ~/.amas/): never followed through a symlink, created 0700."""
+    if folder.is_symlink():
+        raise ConfigError(f"{folder} is a symlink; amas does not follow it (remove it to go on)")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write one of amas's own files whole: 0600, never through a symlink, replaced atomically."""
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)  # replaces a symlink at path itself, never writes through it
