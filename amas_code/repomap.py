@@ -1,94 +1,178 @@
-"""`amas init`: map each file's classes and functions with tree-sitter into .amas/project_map.md."""
+"""The project map: `amas init` stores symbols and cross-file references; `prompt_map` ranks them for the prompt."""
 
+import functools
 import json
+import math
 import os
 import re
 import stat
 import time
-from collections import Counter
+from bisect import bisect_left
+from collections import Counter, defaultdict
+from itertools import accumulate
 from pathlib import Path
 
 from amas_code import tools, ui
+from amas_code.config import write_private
 
-CACHE_VERSION = 1  # bump when the tables below change, so older caches are parsed again
-MAX_BYTES = 1_000_000  # bigger files (generated, minified) are listed without symbols
-SIGNATURE = 120  # characters of a signature kept
+CACHE, MAP = ".amas/map_cache.json", ".amas/project_map.md"
+CACHE_VERSION = 2  # bump when extraction or the entry layout changes, so older caches are parsed again
+MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
+SIGNATURE, LINE = 120, 90  # characters of a signature kept in the cache, and shown in the prompt
+PER_FILE = 4  # symbols shown per file in the prompt, then "(+N more)"
+BLOCKS = 0.7  # share of the budget for files with their symbols; the rest names more files
+CHARS_PER_TOKEN = 3.2  # a little under what tokenizers count on these maps, so the estimate errs high
+DEMOTED = 0.1  # rank factor of tests, examples, docs, vendored and generated code
+TOUCHED, MENTIONED = 1.0, 10.0  # rank added to a file read or changed in the conversation, or named by path
 PROGRESS = 200  # files above which a progress bar is shown
+MTIME, SIZE, LANG, KIND, WORDS, SYMS = range(6)  # a cache entry; a symbol is [depth, line, name, signature, refs]
 DEF, CLASS, WALK = "def", "class", "walk"  # list it; list it and its members; look inside it
+FUNCTIONS = {"arrow_function", "function_expression", "function", "generator_function"}
+OPENERS = {"{", "field_declaration_list"}  # where a definition without a body field opens its block
+NAME_FIELDS = ("name", "declarator", "left", "property", "key", "type")  # followed down to the defined name
+PREFIX = {"type_spec": "type ", "type_alias": "type "}  # Go's grouped `type ( ... )` names each spec alone
+SPACES = re.compile(r"(?<=[(\[]) |,? (?=[)\]])|(?<==) \|(?= )")  # left by joining lines: `f( a, )`, `T = | A`
+IDENTIFIER = re.compile(r"[A-Za-z_]\w+", re.ASCII)
+WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")  # camelCase, snake_case and paths into words
+SUFFIX = re.compile(r"(ations?|ers?|ings?|ions?|ed|es|s|e|y)$")  # light stemming: redirects ~ redirect
+CPP = re.compile(rb"^\s*(class|namespace|template)\b|\b(public|private|protected)\s*:|\bstd::", re.M)
+GENERATED = re.compile(rb"Code generated .{0,80}DO NOT EDIT|@generated|auto-?generated", re.I)  # in the first lines
 
-PY = {"function_definition": DEF, "class_definition": CLASS, "decorated_definition": WALK, "block": WALK}
+
+def _holds(node):
+    """JS/TS: a function assigned is listed; an object literal holding methods is listed with them."""
+    value = node.child_by_field_name("value") or node.child_by_field_name("right")
+    kind = getattr(value, "type", None)
+    if kind == "assignment_expression":  # a = b = function () {}: the inner one is listed
+        return WALK
+    if kind == "object" and any(c.type == "method_definition" or _holds(c) == DEF for c in value.children):
+        return CLASS
+    return DEF if kind in FUNCTIONS else None
+
+
+# fmt: off
+# (the node tables read best as tables)
+PY = {"function_definition": DEF, "class_definition": CLASS, "decorated_definition": WALK, "block": WALK,
+      **dict.fromkeys(["if_statement", "elif_clause", "else_clause", "try_statement", "except_clause",
+                       "finally_clause"], WALK)}  # `if TYPE_CHECKING:` and `try: import` guard definitions
 JS = {"function_declaration": DEF, "generator_function_declaration": DEF, "class_declaration": CLASS,
       "class_body": WALK, "method_definition": DEF, "export_statement": WALK, "lexical_declaration": WALK,
-      "variable_declaration": WALK, "variable_declarator": DEF}
+      "variable_declaration": WALK, "expression_statement": WALK, "object": WALK,
+      **dict.fromkeys(["variable_declarator", "assignment_expression", "pair", "field_definition"], _holds)}
 TS = {**JS, "abstract_class_declaration": CLASS, "interface_declaration": DEF, "type_alias_declaration": DEF,
-      "enum_declaration": DEF, "function_signature": DEF, "abstract_method_signature": DEF, "ambient_declaration": WALK}
-GO = {"function_declaration": DEF, "method_declaration": DEF, "type_declaration": DEF}
-RUST = {"function_item": DEF, "function_signature_item": DEF, "struct_item": DEF, "enum_item": DEF, "trait_item": CLASS,
-        "impl_item": CLASS, "mod_item": CLASS, "declaration_list": WALK}
+      "enum_declaration": DEF, "function_signature": DEF, "abstract_method_signature": DEF, "method_signature": DEF,
+      "ambient_declaration": WALK, "internal_module": CLASS, "module": CLASS, "statement_block": WALK,
+      "public_field_definition": _holds}
+GO = {"function_declaration": DEF, "method_declaration": DEF, "type_declaration": WALK, "type_spec": CLASS,
+      "type_alias": DEF, "interface_type": WALK, "method_elem": DEF}
+RUST = {"function_item": DEF, "function_signature_item": DEF, "struct_item": DEF, "enum_item": DEF, "union_item": DEF,
+        "type_item": DEF, "macro_definition": DEF, "trait_item": CLASS, "impl_item": CLASS, "mod_item": CLASS,
+        "declaration_list": WALK}
 JAVA = {"class_declaration": CLASS, "interface_declaration": CLASS, "enum_declaration": CLASS,
-        "record_declaration": CLASS, "class_body": WALK, "interface_body": WALK, "enum_body": WALK,
-        "enum_body_declarations": WALK, "method_declaration": DEF, "constructor_declaration": DEF}
+        "record_declaration": CLASS, "annotation_type_declaration": CLASS, "class_body": WALK, "interface_body": WALK,
+        "enum_body": WALK, "enum_body_declarations": WALK, "annotation_type_body": WALK, "method_declaration": DEF,
+        "constructor_declaration": DEF, "annotation_type_element_declaration": DEF}
 C = {"function_definition": DEF, "struct_specifier": DEF, "union_specifier": DEF, "type_definition": DEF,
-     "preproc_if": WALK, "preproc_ifdef": WALK, "preproc_else": WALK, "preproc_elif": WALK}
-CPP = {**C, "struct_specifier": CLASS, "class_specifier": CLASS, "field_declaration_list": WALK,
-       "namespace_definition": CLASS, "declaration_list": WALK, "template_declaration": WALK,
-       "linkage_specification": WALK}
+     **dict.fromkeys(["preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"], WALK)}
+CPP_TABLE = {**C, "struct_specifier": CLASS, "class_specifier": CLASS, "field_declaration_list": WALK,
+             "namespace_definition": CLASS, "declaration_list": WALK, "template_declaration": WALK,
+             "linkage_specification": WALK}
+FIELDED = {"struct_specifier", "union_specifier", "class_specifier", "type_definition"}  # listed if they have a body
 LANGUAGES = {  # name -> (grammar package, its language function, node table)
     "python": ("tree_sitter_python", "language", PY), "javascript": ("tree_sitter_javascript", "language", JS),
     "typescript": ("tree_sitter_typescript", "language_typescript", TS),
     "tsx": ("tree_sitter_typescript", "language_tsx", TS), "go": ("tree_sitter_go", "language", GO),
     "rust": ("tree_sitter_rust", "language", RUST), "java": ("tree_sitter_java", "language", JAVA),
-    "c": ("tree_sitter_c", "language", C), "cpp": ("tree_sitter_cpp", "language", CPP)}
+    "c": ("tree_sitter_c", "language", C), "cpp": ("tree_sitter_cpp", "language", CPP_TABLE)}
 EXTENSIONS = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
               ".ts": "typescript", ".tsx": "tsx", ".go": "go", ".rs": "rust", ".java": "java", ".c": "c", ".h": "c",
               ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp"}
-FUNCTIONS = {"arrow_function", "function_expression", "function", "generator_function"}
-SPACES = re.compile(r"(?<=[(\[]) |,? (?=[)\]])")  # left by joining a signature split over lines: `f( a, )`
+STOP = set("where what which when how why who is are was were be do does did the an and or of in on at to for from "
+           "with by this that it its can should would will we you me my our please there here handle handled handles "
+           "handling happen happens implemented defined code file files function project logic hello hi hey help "
+           "thanks".split())  # words of a question that name no subject
+KINDS = {  # path -> a kind that is ranked down
+    "test": re.compile(r"(^|/)(tests?|testing|__tests__|specs?|testdata|fixtures?)/|(^|/)test_[^/]*$|_test\.\w+$"
+                       r"|\.(test|spec)\.\w+$|(^|/)conftest\.py$|Tests?\.java$"),
+    "example": re.compile(r"(^|/)(examples?|samples?|demos?|benchmarks?|bench)/"),
+    "doc": re.compile(r"(^|/)(docs?|documentation|site)/"),
+    "vendor": re.compile(r"(^|/)(vendor|vendored|third_party|thirdparty|external|node_modules|deps)/"),
+    "generated": re.compile(r"\.(pb|min)\.\w+$|_pb2\.py$|\.generated\.|(^|/)generated/")}
+# fmt: on
 PARSERS = {}  # language -> tree_sitter.Parser, made when a file of that language first appears
 
 
-def _body(node):
-    """The node's block: its body, or the body of its type (typedef struct) or value (const f = () => ...)."""
-    body = node.child_by_field_name("body")
-    for field in ("type", "value"):
-        if body is None and (owner := node.child_by_field_name(field)) is not None:
-            body = owner.child_by_field_name("body")
-    return body
+def _body(node) -> tuple[int, int] | None:
+    """Bytes left out of a signature: the node's block, or that of its type or value (`typedef struct {}`)."""
+    for field in (None, "type", "value", "right"):
+        owner = node if field is None else node.child_by_field_name(field)
+        if owner is None:
+            continue
+        if (body := owner.child_by_field_name("body")) is not None:
+            return body.start_byte, body.end_byte
+        if (brace := next((c for c in owner.children if c.type in OPENERS), None)) is not None:
+            return brace.start_byte, owner.end_byte
+    return None
 
 
-GUARDS = {  # listed only when the check passes: a typedef of a struct with fields, a const holding a function
-    "struct_specifier": _body, "class_specifier": _body, "union_specifier": _body, "type_definition": _body,
-    "variable_declarator": lambda n: getattr(n.child_by_field_name("value"), "type", None) in FUNCTIONS}
+def _noise(node, end: int):
+    """Byte ranges of the comments and annotations before `end`: never part of a signature."""
+    for child in node.children:
+        if child.start_byte >= end:
+            return
+        if child.type.endswith("comment") or child.type in ("annotation", "marker_annotation", "attribute_item"):
+            yield child.start_byte, child.end_byte
+        else:
+            yield from _noise(child, end)
+
+
+def _decorators(node, source: bytes) -> str:
+    """Python's decorator names, so a property's getter and setter can be told apart: `@x.setter def x(self, v)`."""
+    if node.parent is None or node.parent.type != "decorated_definition":
+        return ""
+    found = (re.match(r"@\s*[\w.]+", _text(d, source)) for d in node.parent.children if d.type == "decorator")
+    return "".join(f"{m.group()} " for m in found if m)
 
 
 def _signature(node, source: bytes) -> str:
-    """The definition on one line with its body left out: `def foo(a, b) -> int`, `impl Display for Point`."""
+    """The definition on one line without its body, comments or annotations: `def foo(a, b) -> int`."""
     start, body = node.start_byte, _body(node)
-    if body is None:
-        text = source[start:node.end_byte].split(b"\n", 1)[0][:4 * SIGNATURE]
-    else:  # a comment before the body is left out; what follows it is kept for C's `typedef struct {} name;`
-        end = body
-        while (before := end.prev_sibling) is not None and before.type.endswith("comment"):
-            end = before
-        text = source[start:min(end.start_byte, start + 4 * SIGNATURE)] + source[body.end_byte:node.end_byte][:80]
-    line = SPACES.sub("", " ".join(text.decode("utf-8", errors="replace").split())).rstrip(" {:;=")
-    return line if len(line) <= SIGNATURE else line[:SIGNATURE - 1] + "…"
+    end = min(node.end_byte, start + 8 * SIGNATURE)
+    text, at = b"", start
+    for cut_start, cut_end in sorted([*_noise(node, body[0] if body else end), *([body] if body else [])]):
+        text, at = text + source[at : max(at, cut_start)] + b" ", max(at, cut_end)
+    text += source[at : max(at, end)]  # C's `typedef struct {...} name;` keeps the name after the body
+    line = SPACES.sub("", " ".join(text.decode("utf-8", errors="replace").split())).rstrip(" {:;=,")
+    line = PREFIX.get(node.type, "") + _decorators(node, source) + line
+    return line if len(line) <= SIGNATURE else line[: SIGNATURE - 1] + "…"
+
+
+def _text(node, source: bytes) -> str:
+    return source[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+
+def _name(node):
+    """The node naming a definition, through C declarators (`*\\nf(void)`), JS member assignments and Rust impls."""
+    while (inner := next(filter(None, map(node.child_by_field_name, NAME_FIELDS)), None)) is not None:
+        node = inner
+    return node
 
 
 def _walk(node, table: dict, source: bytes, depth: int, out: list) -> None:
     for child in node.children:
-        kind, guard = table.get(child.type), GUARDS.get(child.type)
-        if kind is None or (guard is not None and not guard(child)):
+        kind = table.get(child.type) if child.is_named else None  # not the keyword in `declare module "x"`
+        kind = kind(child) if callable(kind) else kind
+        if kind is None or (child.type in FIELDED and not _body(child)):  # `typedef struct node node_t;`
             continue
         if kind != WALK:
-            name = child.child_by_field_name("name") or child
-            out.append([depth, name.start_point.row + 1, _signature(child, source)])
+            name = _name(child)
+            out.append([depth, name.start_point.row + 1, _text(name, source).strip("'\"`"), _signature(child, source)])
         if kind != DEF:
             _walk(child, table, source, depth + (kind == CLASS), out)
 
 
 def symbols(source: bytes, language: str) -> list[list]:
-    """[depth, 1-based line, signature] for each class, function and method in source."""
+    """[depth, 1-based line of the name, name, signature] for each class, function and method in source."""
     module, function, table = LANGUAGES[language]
     if language not in PARSERS:
         import importlib
@@ -101,8 +185,8 @@ def symbols(source: bytes, language: str) -> list[list]:
     return out
 
 
-def _scan(path: Path, language: str, cached: list | None, stats: Counter) -> list | None:
-    """The cache entry [mtime_ns, size, symbols] for one file, or None when it is skipped."""
+def _scan(path: Path, rel: str, cached: list | None, stats: Counter) -> list | None:
+    """The cache entry [mtime_ns, size, language, kind, identifiers, symbols] for one file, or None if skipped."""
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read; a submodule is a folder
@@ -110,61 +194,190 @@ def _scan(path: Path, language: str, cached: list | None, stats: Counter) -> lis
         if cached and cached[:2] == [st.st_mtime_ns, st.st_size]:
             stats["cached"] += 1
             return cached
-        if st.st_size > MAX_BYTES:
-            stats["too large"] += 1
-            return None
-        source = path.read_bytes()
+        why = "too large" if st.st_size > MAX_BYTES else ""
+        source = b"" if why else path.read_bytes()
     except OSError:  # a link loop or dangling link, no permission, not a regular file
-        stats["unreadable"] += 1
+        why = "unreadable"
+    if why := why or "binary" * (b"\0" in source[:8192]):
+        stats[why] += 1
         return None
-    if b"\0" in source[:8192]:
-        stats["binary"] += 1
-        return None
+    language = "cpp" if path.suffix == ".h" and CPP.search(source) else EXTENSIONS[path.suffix.lower()]
     try:
         found = symbols(source, language)
     except Exception:  # a grammar that fails to load or parse costs that file its symbols, never the map
         stats["unparsable"] += 1
         return None
     stats["reparsed"] += 1
-    return [st.st_mtime_ns, st.st_size, found]
+    kind = next(
+        (k for k, kind in KINDS.items() if kind.search(rel)), "generated" * bool(GENERATED.search(source[:600]))
+    )
+    words = " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1"))))
+    return [st.st_mtime_ns, st.st_size, language, kind, words, found]
 
 
-def run(root: Path, config: dict) -> int:
-    """Map the project into .amas/project_map.md, parsing only files changed since the last run."""
-    began, root = time.perf_counter(), Path(root).resolve()
-    cache_file, map_file = root / ".amas" / "map_cache.json", root / ".amas" / "project_map.md"
+def _count_references(cache: dict) -> None:
+    """Each symbol's refs: how many other files mention its name (kept identifiers spare re-reading them)."""
+    defined = defaultdict(set)
+    for rel, symbol in ((rel, s) for rel, entry in cache.items() for s in entry[SYMS]):
+        defined[symbol[2]].add(rel)
+    refs = Counter()
+    for rel, entry in cache.items():
+        refs.update(w for w in defined.keys() & set(entry[WORDS].split()) if rel not in defined[w])
+    for entry in cache.values():
+        for symbol in entry[SYMS]:
+            symbol[4:] = [refs[symbol[2]]]
+
+
+def _load_files(path: Path) -> dict:
     try:
-        old = json.loads(cache_file.read_text(encoding="utf-8"))
-        old = old["files"] if old.get("version") == CACHE_VERSION else {}
-    except (OSError, ValueError, AttributeError, KeyError):  # no cache yet, or not one we wrote
-        old = {}
-    ignore = [*(config.get("ignore") or []), ".amas"]  # never map our own output
-    files = sorted(f for f in tools.project_files(root, ignore) if os.path.lexists(f))  # git lists deleted ones
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data["files"] if data.get("version") == CACHE_VERSION else {}
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # no cache yet, or not one we wrote
+        return {}
+
+
+def _languages(cache: dict) -> str:
+    return ", ".join(f"{k} {n}" for k, n in Counter(e[LANG] for e in cache.values()).most_common()) or "none known"
+
+
+def _full_map(cache: dict) -> str:
+    """Every file with symbols, for people and for the agent to read in full: `- L12 def name(args)` by depth."""
+    mapped = {rel: entry[SYMS] for rel, entry in sorted(cache.items()) if entry[SYMS]}
+    lines = ["# Project map", f"{len(mapped)} files, {sum(map(len, mapped.values()))} symbols ({_languages(cache)})."]
+    for rel, found in mapped.items():
+        lines += ["", f"## {rel}"] + [f"{'  ' * s[0]}- L{s[1]} {s[3]}" for s in found]
+    return "\n".join(lines) + "\n"
+
+
+def init(root: Path, ignore: list[str]) -> int:
+    """Map the project into .amas/map_cache.json and project_map.md, parsing only files changed since the last run."""
+    began, root = time.perf_counter(), Path(root).resolve()
+    old, stats, cache = _load_files(root / CACHE), Counter(), {}
+    files = sorted(
+        f
+        for f in tools.project_files(root, [*ignore, ".amas"])
+        if f.suffix.lower() in EXTENSIONS and os.path.lexists(f)
+    )
     if len(files) > PROGRESS and ui.console.is_terminal:
         from rich.progress import track
 
         files = track(files, "mapping", console=ui.console, transient=True)
-    stats, cache, sections, languages = Counter(), {}, {}, Counter()
     for path in files:
-        rel, language = path.relative_to(root).as_posix(), EXTENSIONS.get(path.suffix.lower())
-        entry = _scan(path, language, old.get(rel), stats) if language else None
-        if entry:
+        rel = path.relative_to(root).as_posix()
+        if entry := _scan(path, rel, old.get(rel), stats):
             cache[rel] = entry
-            languages[language] += 1
-        sections[rel] = entry[2] if entry else []
-    count, langs = sum(map(len, sections.values())), ", ".join(f"{k} {n}" for k, n in languages.most_common())
-    lines = ["# Project map", f"{len(sections)} files, {count} symbols ({langs or 'no known language'})."]
-    for rel, found in sections.items():
-        lines += ["", f"## {rel}"] + [f"{'  ' * depth}- L{line} {sig}" for depth, line, sig in found]
-    map_file.parent.mkdir(parents=True, exist_ok=True)
-    map_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    partial = cache_file.with_suffix(".tmp")  # written whole, then renamed: Ctrl+C never leaves half a cache
-    partial.write_text(json.dumps({"version": CACHE_VERSION, "files": cache}), encoding="utf-8")
-    os.replace(partial, cache_file)
+    _count_references(cache)
+    write_private(root / CACHE, json.dumps({"version": CACHE_VERSION, "files": cache}, separators=(",", ":")))
+    write_private(root / MAP, _full_map(cache))
     skips = {why: n for why, n in stats.items() if why not in ("reparsed", "cached")}
     why = f" ({', '.join(f'{n} {why}' for why, n in skips.items())})" if skips else ""
-    ui.success(f"mapped {len(sections)} files, {count} symbols in {time.perf_counter() - began:.2f} s"
-               " → .amas/project_map.md")
-    ui.info(f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skips.values())} skipped{why}; "
-            f"languages: {langs or 'none known'}")
+    count, seconds = sum(len(e[SYMS]) for e in cache.values()), time.perf_counter() - began
+    ui.success(f"mapped {len(cache)} files, {count} symbols in {seconds:.2f} s → {MAP}")
+    ui.info(
+        f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skips.values())} skipped{why}; "
+        f"languages: {_languages(cache)}"
+    )
     return 0
+
+
+def run(root: Path, config: dict) -> int:  # the CLI's old name, until it calls init(root, config["ignore"])
+    return init(root, config.get("ignore") or [])
+
+
+def _stem(word: str) -> str:
+    return stem if len(stem := SUFFIX.sub("", word.lower())) >= 3 else word.lower()
+
+
+def _words(text: str) -> set[str]:
+    return {_stem(w) for w in WORD.findall(text)}
+
+
+@functools.lru_cache(maxsize=2)
+def _index(path: str, mtime: int, size: int) -> dict:
+    """The cache, read once per (path, mtime, size), with what ranking needs: file scores and a word index."""
+    files = {rel: entry for rel, entry in _load_files(Path(path)).items() if entry[SYMS]}
+    defs = Counter(s[2] for entry in files.values() for s in entry[SYMS])
+    static, postings, names = {}, defaultdict(dict), defaultdict(list)
+    for rel, entry in files.items():
+        static[rel] = sum(math.sqrt(s[4]) / defs[s[2]] for s in entry[SYMS]) * (DEMOTED if entry[KIND] else 1)
+        names[rel.rsplit("/", 1)[-1]].append(rel)
+        for word in (w for s in entry[SYMS] for w in _words(s[2])):  # more symbols on a subject, more weight
+            postings[word][rel] = postings[word].get(rel, 0.6) + 0.4
+        for word in _words(rel.rsplit(".", 1)[0]):  # a word in the path counts as much as three symbols
+            postings[word][rel] = postings[word].get(rel, 0) + 2
+    top = max(static.values(), default=1) or 1
+    static = {rel: value / top for rel, value in static.items()}
+    return dict(files=files, static=static, postings=postings, vocab=sorted(postings), names=names)
+
+
+def _matches(index: dict, root: str) -> dict[str, float]:
+    """Files with a word that starts with root, or that root starts with: `cooki` finds `cookies`, `auth` `authors`."""
+    vocab, hits = index["vocab"], {}
+    words = [root[:n] for n in range(4, len(root)) if root[:n] in index["postings"]]
+    at = bisect_left(vocab, root)
+    while at < len(vocab) and vocab[at].startswith(root):
+        words.append(vocab[at])
+        at += 1
+    for word in words:
+        for rel, weight in index["postings"][word].items():
+            hits[rel] = max(hits.get(rel, 0), weight)
+    return hits
+
+
+@functools.lru_cache(maxsize=8)
+def _query_scores(key: tuple, query: str) -> tuple[Counter, frozenset]:
+    """Rank added to files by the words of the user's message and the files it names; the message's word roots."""
+    index, scores = _index(*key), Counter()
+    roots = frozenset(_stem(w) for w in WORD.findall(query) if w.lower() not in STOP and len(w) > 2)
+    for root in roots:
+        if hits := _matches(index, root):
+            rarity = math.log(1 + len(index["static"]) / len(hits))
+            scores.update({rel: w * rarity * (DEMOTED if index["files"][rel][KIND] else 1) for rel, w in hits.items()})
+    for token in re.findall(r"[\w./-]+", query):  # a whole path, or a file name not inside a longer name
+        token = token.rstrip(".").removeprefix("./")
+        named = [rel for rel in index["files"] if rel == token or rel.endswith("/" + token)] if "/" in token else []
+        scores.update(dict.fromkeys(named + index["names"].get(token, []), MENTIONED))
+    return scores, roots
+
+
+def _block(rel: str, found: list, roots: frozenset) -> str:
+    """A file's path and its most referenced symbols (those the user named first), each with its class."""
+
+    def rank(i: int) -> float:
+        return math.sqrt(found[i][4]) + 100 * bool(roots & _words(found[i][2]))
+
+    keep, names = set(), set()
+    for i in sorted(range(len(found)), key=rank, reverse=True):  # overloads of one name are shown once
+        if len(keep) < PER_FILE and found[i][2] not in names:
+            keep.add(i)
+            names.add(found[i][2])
+    for i in list(keep):  # the enclosing class of each method shown
+        depth = found[i][0]
+        for j in range(i - 1, -1, -1):
+            if found[j][0] < depth:
+                keep.add(j)
+                depth = found[j][0]
+    lines = [rel] + [f"{'  ' * (found[i][0] + 1)}{found[i][3][:LINE]}" for i in sorted(keep)]
+    more = len(found) - len(keep)
+    return "\n".join(lines + ([f"  (+{more} more)"] if more else []))
+
+
+def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
+    """The files that matter most for this message, with their key symbols, in at most ~budget tokens."""
+    path = Path(root).resolve() / CACHE
+    try:
+        key = (str(path), path.stat().st_mtime_ns, path.stat().st_size)
+    except OSError:  # init never ran
+        return ""
+    index, (scores, roots) = _index(*key), _query_scores(key, query)
+    rank = {rel: static + scores[rel] + TOUCHED * (rel in touched) for rel, static in index["static"].items()}
+    room, parts, rest, used = budget * CHARS_PER_TOKEN, [], [], 0
+    for rel in sorted(rank, key=rank.get, reverse=True):
+        block = _block(rel, index["files"][rel][SYMS], roots) if room * BLOCKS - used > 40 else ""
+        if block and used + len(block) + 1 <= room * BLOCKS:  # one that does not fit is skipped, not the end
+            parts.append(block)
+            used += len(block) + 1
+        else:
+            rest.append(rel)
+    more = [rel for rel, end in zip(rest, accumulate(len(r) + 2 for r in rest), strict=True) if used + end + 12 < room]
+    return "\n".join(parts + [f"More files: {', '.join(more)}"] * bool(more))
