@@ -9,7 +9,6 @@ import stat
 import time
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from itertools import accumulate
 from pathlib import Path
 
 from amas_code import tools, ui
@@ -21,9 +20,9 @@ MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
 SIGNATURE, LINE = 120, 90  # characters of a signature kept in the cache, and shown in the prompt
 PER_FILE = 4  # symbols shown per file in the prompt, then "(+N more)"
 BLOCKS = 0.7  # share of the budget for files with their symbols; the rest names more files
-CHARS_PER_TOKEN = 3.2  # a little under what tokenizers count on these maps, so the estimate errs high
+TOKEN = re.compile(r"[A-Z]?[a-z]{1,7}|[A-Z]+(?![a-z])|\d{1,3}|[^\sA-Za-z\d]|\n")  # ~1.15-1.4 per real token
 DEMOTED = 0.1  # rank factor of tests, examples, docs, vendored and generated code
-TOUCHED, MENTIONED = 1.0, 10.0  # rank added to a file read or changed in the conversation, or named by path
+TOUCHED, MENTIONED = 1.5, 10.0  # rank added to a file read or changed in the conversation, or named by path
 PROGRESS = 200  # files above which a progress bar is shown
 MTIME, SIZE, LANG, KIND, WORDS, SYMS = range(6)  # a cache entry; a symbol is [depth, line, name, signature, refs]
 DEF, CLASS, WALK = "def", "class", "walk"  # list it; list it and its members; look inside it
@@ -296,10 +295,11 @@ def _words(text: str) -> set[str]:
 def _index(path: str, mtime: int, size: int) -> dict:
     """The cache, read once per (path, mtime, size), with what ranking needs: file scores and a word index."""
     files = {rel: entry for rel, entry in _load_files(Path(path)).items() if entry[SYMS]}
-    defs = Counter(s[2] for entry in files.values() for s in entry[SYMS])
+    defs = Counter(name for entry in files.values() for name in {s[2]: 0 for s in entry[SYMS]})  # files defining it
     static, postings, names = {}, defaultdict(dict), defaultdict(list)
-    for rel, entry in files.items():
-        static[rel] = sum(math.sqrt(s[4]) / defs[s[2]] for s in entry[SYMS]) * (DEMOTED if entry[KIND] else 1)
+    for rel, entry in files.items():  # a name common to many files (get, toString, main) says little
+        refs = {s[2]: s[4] for s in entry[SYMS]}  # overloads and constructors count once
+        static[rel] = sum(math.sqrt(n) / defs[name] for name, n in refs.items()) * (DEMOTED if entry[KIND] else 1)
         names[rel.rsplit("/", 1)[-1]].append(rel)
         for word in (w for s in entry[SYMS] for w in _words(s[2])):  # more symbols on a subject, more weight
             postings[word][rel] = postings[word].get(rel, 0.6) + 0.4
@@ -327,16 +327,17 @@ def _matches(index: dict, root: str) -> dict[str, float]:
 @functools.lru_cache(maxsize=8)
 def _query_scores(key: tuple, query: str) -> tuple[Counter, frozenset]:
     """Rank added to files by the words of the user's message and the files it names; the message's word roots."""
-    index, scores = _index(*key), Counter()
-    roots = frozenset(_stem(w) for w in WORD.findall(query) if w.lower() not in STOP and len(w) > 2)
+    index, scores, words = _index(*key), Counter(), query
+    for token in re.findall(r"[\w./-]+", query):  # a whole path, or a file name not inside a longer name
+        token = token.rstrip(".").removeprefix("./")
+        named = [rel for rel in index["files"] if rel == token or rel.endswith("/" + token)] if "/" in token else []
+        scores.update(dict.fromkeys(named := named + index["names"].get(token, []), MENTIONED))
+        words = words.replace(token, " ") if named else words  # `progress_bar.py` is not a word about bars
+    roots = frozenset(_stem(w) for w in WORD.findall(words) if w.lower() not in STOP and len(w) > 2)
     for root in roots:
         if hits := _matches(index, root):
             rarity = math.log(1 + len(index["static"]) / len(hits))
             scores.update({rel: w * rarity * (DEMOTED if index["files"][rel][KIND] else 1) for rel, w in hits.items()})
-    for token in re.findall(r"[\w./-]+", query):  # a whole path, or a file name not inside a longer name
-        token = token.rstrip(".").removeprefix("./")
-        named = [rel for rel in index["files"] if rel == token or rel.endswith("/" + token)] if "/" in token else []
-        scores.update(dict.fromkeys(named + index["names"].get(token, []), MENTIONED))
     return scores, roots
 
 
@@ -371,13 +372,27 @@ def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
         return ""
     index, (scores, roots) = _index(*key), _query_scores(key, query)
     rank = {rel: static + scores[rel] + TOUCHED * (rel in touched) for rel, static in index["static"].items()}
-    room, parts, rest, used = budget * CHARS_PER_TOKEN, [], [], 0
+    parts, rest, used = [], [], 0
     for rel in sorted(rank, key=rank.get, reverse=True):
-        block = _block(rel, index["files"][rel][SYMS], roots) if room * BLOCKS - used > 40 else ""
-        if block and used + len(block) + 1 <= room * BLOCKS:  # one that does not fit is skipped, not the end
+        block = _block(rel, index["files"][rel][SYMS], roots) if budget * BLOCKS - used > 12 else ""
+        if block and used + _tokens(block) <= budget * BLOCKS:  # one that does not fit is skipped, not the end
             parts.append(block)
-            used += len(block) + 1
+            used += _tokens(block)
         else:
             rest.append(rel)
-    more = [rel for rel, end in zip(rest, accumulate(len(r) + 2 for r in rest), strict=True) if used + end + 12 < room]
-    return "\n".join(parts + [f"More files: {', '.join(more)}"] * bool(more))
+    return "\n".join(parts + _more(rest, budget - used))
+
+
+def _tokens(text: str) -> float:
+    """A cheap token count that errs high: words split at case and underscores, each mark, each line."""
+    return 0.9 * len(TOKEN.findall(text))
+
+
+def _more(rest: list[str], room: float) -> list[str]:
+    """Other files by path, in rank order, in the room left."""
+    shown, used = [], _tokens("More files: \n")
+    for rel in rest:
+        if used + _tokens(rel + ",") <= room:  # a long path that does not fit leaves room for shorter ones
+            shown.append(rel)
+            used += _tokens(rel + ",")
+    return [f"More files: {', '.join(shown)}"] if shown else []

@@ -1,0 +1,145 @@
+"""The project map in the prompt: ranked by references, the user's words and the files touched, packed to a budget."""
+
+import os
+
+import litellm
+import pytest
+from test_init import write
+
+from amas_code import repomap
+
+CORE = "def parse(text):\n    return text\n\n\ndef render(tree):\n    return tree\n"
+USERS = {f"app/use{i}.py": "from core import parse\n\n\ndef run{i}():\n    return parse('x')\n" for i in range(4)}
+
+
+def mapped(root, query: str = "", touched: set[str] = frozenset(), budget: int = 1000) -> str:
+    assert repomap.init(root, []) == 0
+    return repomap.prompt_map(root, query, set(touched), budget)
+
+
+def files(text: str) -> list[str]:
+    """The files listed in the map, in order: block headers, then the More files line."""
+    heads = [line for line in text.splitlines() if line and not line.startswith((" ", "More files: "))]
+    more = next((line[len("More files: ") :].split(", ") for line in text.splitlines() if line.startswith("More")), [])
+    return heads + more
+
+
+def test_no_map_before_init(bare):
+    assert repomap.prompt_map(bare, "hello", set(), 1000) == ""
+
+
+def test_files_referenced_by_more_files_come_first_with_compact_lines(bare):
+    write(bare, {"core.py": CORE, "lonely.py": "def alone(a, b):  # nobody calls this\n    pass\n", **USERS})
+    text = mapped(bare)
+    assert text.startswith("core.py\n  def parse(text)\n  def render(tree)\n")
+    assert files(text).index("core.py") < files(text).index("lonely.py")
+    assert "  def alone(a, b)\n" in text + "\n"  # the comment is not part of the line
+
+
+def test_files_without_symbols_are_never_listed(bare):
+    write(bare, {"core.py": CORE, "README.md": "# core\n", "empty.py": "import os\n", "data.json": "{}\n"})
+    assert files(mapped(bare)) == ["core.py"]
+
+
+def test_tests_examples_docs_and_vendored_code_rank_below_source(bare):
+    helper = "def make_client():\n    return 1\n"
+    users = {
+        f"tests/test_{i}.py": "from helpers import make_client\n\n\ndef test_it():\n    make_client()\n"
+        for i in range(6)
+    }
+    write(
+        bare,
+        {
+            "tests/helpers.py": helper,
+            "examples/demo.py": helper.replace("make_client", "demo"),
+            "docs/conf.py": "def setup(app):\n    pass\n",
+            "vendor/lib.py": "def left_pad(s):\n    return s\n",
+            "src/app.py": "def serve():\n    pass\n",
+            "src/main.py": "from app import serve\nserve()\n",
+            **users,
+        },
+    )
+    order = files(mapped(bare))
+    assert order[0] == "src/app.py"
+    assert order.index("src/app.py") < min(
+        order.index(f) for f in ("tests/helpers.py", "docs/conf.py", "vendor/lib.py")
+    )
+
+
+def test_the_words_of_the_message_bring_up_the_file_and_the_method_with_its_class(bare):
+    session = "class Session:\n" + "".join(f"    def op{i}(self):\n        pass\n\n" for i in range(8))
+    session += "    def resolve_redirects(self, resp):\n        pass\n"
+    write(bare, {"core.py": CORE, **USERS, "net/session.py": session, "cookies.py": "def jar():\n    pass\n"})
+    text = mapped(bare, "Where are redirects followed?")
+    assert files(text)[0] == "net/session.py"
+    block = text.split("\ncore.py")[0].splitlines()
+    assert block[:2] == ["net/session.py", "  class Session"] and "    def resolve_redirects(self, resp)" in block
+    assert block[-1] == f"  (+{10 - (len(block) - 2)} more)"  # the symbols not shown are counted
+    assert files(mapped(bare, "where are cookies kept?"))[0] == "cookies.py"
+
+
+def test_a_file_named_at_a_word_boundary_comes_first(bare):
+    write(
+        bare,
+        {
+            "core.py": CORE,
+            **USERS,
+            "ui/progress_bar.py": "def draw():\n    pass\n",
+            "ui/bar.py": "def bar():\n    pass\n",
+            "a/__init__.py": "def a():\n    pass\n",
+            "b/__init__.py": "def b():\n    pass\n",
+        },
+    )
+    baseline = files(mapped(bare))
+    order = files(mapped(bare, "fix the width in progress_bar.py"))
+    assert order[0] == "ui/progress_bar.py"
+    assert order.index("ui/bar.py") >= baseline.index("ui/bar.py") - 1  # not promoted by a longer name
+    assert files(mapped(bare, "look at b/__init__.py"))[0] == "b/__init__.py"  # a path names one file
+    assert files(mapped(bare, "look at b/__init__.py"))[1] != "a/__init__.py"
+    assert set(files(mapped(bare, "what do the __init__.py files export?"))[:2]) == {"a/__init__.py", "b/__init__.py"}
+
+
+def test_files_read_or_changed_in_the_conversation_move_up(bare):
+    write(bare, {"core.py": CORE, **USERS, "tools/misc.py": "def tidy():\n    pass\n"})
+    assert files(mapped(bare))[0] == "core.py"
+    assert files(mapped(bare, "", {"tools/misc.py"}))[0] == "tools/misc.py"
+
+
+def test_a_file_too_big_for_the_room_is_skipped_and_smaller_ones_still_fill_it(bare):
+    wide = "".join(
+        f"def {name}_{'x' * 70}(argument_one, argument_two, argument_three):\n    pass\n\n"
+        for name in ("alpha", "beta", "gamma", "delta")
+    )
+    users = {f"use{i}.py": f"import big\nbig.alpha_{'x' * 70}\nbig.beta_{'x' * 70}\n" for i in range(5)}
+    write(bare, {"big.py": wide, **users, "small.py": "def tiny():\n    pass\n"})
+    text = mapped(bare, budget=60)
+    assert not text.startswith("big.py") and "small.py\n  def tiny()" in text
+    assert files(text)[-1] == "big.py" or "big.py" in text.splitlines()[-1]  # named in More files, if not shown
+
+
+@pytest.mark.parametrize("budget", [60, 200, 1000])
+def test_the_map_stays_under_its_budget(bare, budget):
+    write(
+        bare,
+        {
+            f"pkg{i % 7}/mod{i}.py": f"class Thing{i}(Base):\n    def method_{i}(self, value: int = {i}) -> int:\n"
+            f"        return value\n\n\ndef helper_{i}(a, b, c):\n    return Thing{(i + 1) % 40}\n"
+            for i in range(40)
+        },
+    )
+    text = mapped(bare, "where are things handled", {"pkg1/mod1.py"}, budget)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    assert text and litellm.token_counter(model="gpt-4o", text=text) <= budget
+
+
+def test_the_cache_is_read_once_until_init_runs_again(bare, monkeypatch):
+    write(bare, {"core.py": CORE, **USERS})
+    mapped(bare)
+    reads = []
+    real = repomap._load_files
+    monkeypatch.setattr(repomap, "_load_files", lambda path: reads.append(path) or real(path))
+    for query in ("one", "two", "three"):
+        repomap.prompt_map(bare, query, set(), 1000)
+    assert reads == []
+    write(bare, {"extra.py": "def more():\n    pass\n"})
+    assert "extra.py" in files(mapped(bare)) and len(reads) == 2  # init's own read, then the new cache once
