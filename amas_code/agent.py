@@ -1,15 +1,21 @@
-"""The agent: the conversation, the loop over model calls and tools, the system prompt, compaction."""
+"""The agent: one conversation, the loop over model calls and tools, the system prompt, compaction, history."""
 
+import difflib
+import itertools
 import json
+import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
-from amas_code import history, providers, skills, tools, ui
+from amas_code import config as config_file
+from amas_code import providers, repomap, safety, skills, tools, ui
+from amas_code.checkpoint import Checkpoint
 
-PROMPT_BUDGET = 2000  # tokens of system prompt; the project map is trimmed to fit
-WARN_STEPS = 20  # tool rounds in one turn before a soft warning
-KEEP_TURNS = 2  # user turns kept verbatim by compaction
+PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
+RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
+WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
+REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
+SUMMARY_TOKENS = 1500  # cap on a compaction summary
 TEMPLATE = """You are Amas Code, an elite AI coding assistant and principal software engineer.
 You execute tasks autonomously and thoroughly.
 
@@ -19,7 +25,8 @@ You execute tasks autonomously and thoroughly.
 - **Development Lifecycle:** Research -> Strategy -> Execution -> Validation.
 - **Validation:** Always verify your changes through tests or manual checks before declaring success. \
 Fix all console errors.
-
+"""
+BROWSING = """
 # Browser Control & Web Interaction
 - search_google finds sources; fetch_url reads a known page (docs, articles, APIs); use the browser \
 (navigate) only for pages that need JavaScript, clicks, forms or a login.
@@ -28,201 +35,321 @@ to verify the change. Never assume an action worked.
 - Prefer stable selectors: #id, [name=...], [aria-label=...], button[type=submit].
 - Chat-style web apps: type the message into the input box, click the send button, then get_text on the \
 conversation until the reply stops growing; screenshot when the page looks wrong.
-
+"""
+RULES = """
 ## Rules
 - ALWAYS read a file before editing it.
 - Explain your plan before executing multi-step changes.
 - Provide FULL file content when using write_file.
 """
-TEXT_TOOLS = """
-# Calling tools
-Call a tool by writing, on its own line, <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>, \
-then stop and wait. Results come back as <tool_response name="TOOL">...</tool_response>. Tools:
-"""
-SUMMARIZE = ("Summarize this conversation between a user and a coding agent for the agent's own memory: "
-             "the goals, decisions, files touched and their state, commands run and results, and open "
-             "problems. Be concise and concrete; keep paths, names and numbers exact.")
+SUMMARIZE = (
+    "Summarize this conversation between a user and a coding agent for the agent's own memory: the goals, "
+    "decisions, files touched and their state, commands run and results, and open problems. Be concise and "
+    "concrete; keep paths, names and numbers exact."
+)
+TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
+
+
+def estimate(text: str) -> int:
+    """Tokens, roughly and on the high side, without loading a tokenizer."""
+    return len(text) // 3
 
 
 class Agent:
-    """One conversation with the model; messages are the only state."""
+    """One conversation with the model in one project; it makes and owns its model, gate, tools and checkpoints."""
 
-    def __init__(self, config: dict, root: Path, session: str | None = None, messages: list | None = None):
-        self.config, self.root = config, Path(root)
-        self.session, self.messages = session or uuid.uuid4().hex[:12], messages or []
-        self.log, self.attachments, self.told_text_tools = self.root / ".amas" / "history.jsonl", [], False
+    def __init__(self, config: dict, root: Path, resume: bool = False):
+        self.config, self.root = config, Path(root).resolve()
+        self.log: Path | None = self.root / ".amas" / "history.jsonl"
+        self.session, self.messages = self.resume() if resume else (uuid.uuid4().hex[:12], [])
+        self.logged, self.attachments, self.warned, self.preloading = len(self.messages), [], set(), None
+        self.model = providers.Model(config)
+        self.gate = safety.Gate(config, self.root)
+        self.checkpoint = (
+            Checkpoint(self.root, config["ignore"], self.session) if config["checkpoint_on_edit"] else None
+        )
+        self.tools = tools.Tools(self.root, config, self.gate, self.checkpoint)
+        self.repair()
 
-    def add(self, message: dict) -> None:
-        self.messages.append(message)
-        history.append(self.log, self.session, message)
-
-    def turn(self, text: str) -> bool:
-        """Run the model until it answers without tools; False if the user cancelled."""
-        self.add({"role": "user", "content": self.attached() + text})
-        actions, seen = [], Counter()
+    # -- history ----------------------------------------------------------------------------------
+    def resume(self) -> tuple[str, list[dict]]:
+        """The latest session's id and messages (a /clear or /compact starts a new session)."""
         try:
-            for step in range(1, 10**9):
-                if step == WARN_STEPS + 1:
-                    ui.warning(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
-                reply = self.call()
-                if reply is None or not reply.get("tool_calls"):
-                    break
-                for call in reply["tool_calls"]:
-                    self.add(self.run_tool(call, seen, actions))
+            lines = config_file.read_private(self.log).splitlines() if self.log.is_file() else []
+        except (OSError, config_file.ConfigError) as e:
+            ui.warning(f"cannot read the history: {e}")
+            lines = []
+        entries = [e for e in map(_entry, lines) if e]
+        session = entries[-1]["session"] if entries else uuid.uuid4().hex[:12]
+        keep = ("role", "content", "tool_calls", "tool_call_id")
+        messages = [
+            {k: e[k] for k in keep if k in e} for e in entries if e["session"] == session and e["role"] != "session"
+        ]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entries[-1]["time"])) if entries else ""
+        ui.info(
+            f"resuming the conversation of {when} ({ui.plural(len(messages), 'message')})"
+            if messages
+            else "no earlier conversation"
+        )
+        return session, messages
+
+    def flush(self) -> None:
+        """Append the messages not yet in .amas/history.jsonl; a folder that cannot hold it costs a warning, once."""
+        new, self.logged = self.messages[self.logged :], len(self.messages)
+        if not self.log or not new:
+            return
+        stamp = {"session": self.session, "time": time.time()}
+        try:
+            config_file.append_private(
+                self.log, "".join(json.dumps({**stamp, **m}, ensure_ascii=False) + "\n" for m in new)
+            )
+        except (OSError, config_file.ConfigError) as e:
+            ui.warning(f"the conversation is not saved (no --continue): {e}")
+            self.log = None
+
+    def new_session(self) -> None:
+        """A fresh session in the history (after /clear or /compact), so --continue resumes what comes next."""
+        self.session, self.logged = uuid.uuid4().hex[:12], 0
+        if self.checkpoint:
+            self.checkpoint.session = self.session
+        self.messages.insert(0, {"role": "session"})
+        self.flush()
+        self.messages.pop(0)
+        self.logged = len(self.messages)
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def turn(self, text: str) -> bool:
+        """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
+        start = len(self.messages)
+        self.messages.append({"role": "user", "content": self.take_attachments() + text})
+        if self.checkpoint:
+            self.checkpoint.request = text[:300]
+        try:
+            self.loop()
         except KeyboardInterrupt:
             self.repair()
+            ui.console.print()
             ui.warning("cancelled; the conversation is kept")
             return False
+        except providers.ProviderError:
+            if len(self.messages) == start + 1:  # nothing happened: the next request does not repeat it
+                del self.messages[start:]
+            raise
         finally:
-            if actions:
-                ui.show_summary(actions)
-            tools.close(idle_only=True)  # a browser unused for a whole turn gives its memory back
+            self.flush()
+            self.tools.close(idle_only=True)  # a browser unused for a whole turn gives its memory back
         return True
 
-    def call(self) -> dict | None:
-        """One model call, switching to text tool calls or compacting when the provider needs it."""
+    def loop(self) -> None:
+        calls = []
+        for step in itertools.count(1):
+            if step == WARN_STEPS + 1:
+                ui.warning(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
+            reply = self.reply()
+            for call in reply.get("tool_calls", []):
+                calls.append(call["function"])
+                self.messages.append(self.run_call(call, _repeats(calls)))
+            if not reply.get("tool_calls"):
+                return
+            if _repeats(calls) >= REPEATS:
+                ui.warning(
+                    f"the model made the same {calls[-1]['name']} call {REPEATS} times in a row; turn ended "
+                    "(rephrase the request, or /model another)"
+                )
+                return
+
+    def reply(self) -> dict:
+        """One model call; switches to text tool calls, or compacts, once when the provider needs it."""
         for attempt in range(3):
             try:
-                schemas = self.schemas()  # first: it may switch to text tools, which the prompt describes
-                messages = self.prompted()
-                if providers.token_count(self.config["model"], messages) > self.config["max_context_tokens"]:
-                    ui.info("the conversation passed max_context_tokens; compacting")
-                    messages = self.prompted() if self.compact() else messages
-                with ui.Stream(self.config.get("stream", True)) as stream:
-                    reply = providers.complete(messages, schemas, self.config, stream)
-                break
-            except providers.ToolsUnsupported:
-                if self.config.get("text_tools"):
+                return self.call()
+            except providers.NoNativeTools:
+                if self.model.text_tools:
                     raise
-                self.use_text_tools()
+                self.model.text_tools = True
+                ui.warning(f"{self.model.name} has no native tool calling; using text tool calls for this session")
             except providers.ProviderError as e:
-                if e.kind != "ContextWindowExceededError" or attempt or not self.compact():
+                if e.kind != "context" or attempt or not (self.compact() or self.shrink()):
                     raise
+        raise providers.ProviderError("the model call kept failing")
+
+    def call(self) -> dict:
+        while self.preloading and self.preloading.is_alive():  # Ctrl+C here is clean; inside an import it is not
+            self.preloading.join(0.1)
+        messages = self.request()
+        with ui.Stream(self.config["stream"]) as stream:
+            reply = self.model.complete(messages, self.tools.schemas(), stream)
+        ui.show_answer(reply["content"])
+        if reply.pop("cut", False):
+            ui.warning(f"the answer was cut at max_tokens ({self.config['max_tokens']}); raise it in your config")
         if not reply["content"].strip() and not reply.get("tool_calls"):
             ui.warning("the model sent an empty reply")
-            return None
-        self.add(reply)
+            return reply
+        self.messages.append(reply)
         return reply
 
-    def run_tool(self, call: dict, seen: Counter, actions: list) -> dict:
+    def run_call(self, call: dict, repeats: int) -> dict:
         name, raw = call["function"]["name"], call["function"]["arguments"]
-        args = tools.parse_args(name, raw)
-        ui.show_tool_call(name, args if isinstance(args, dict) else {"arguments": raw})
-        result = tools.run(name, args) if isinstance(args, dict) else args
-        seen[(name, str(raw))] += 1
-        if seen[(name, str(raw))] >= 3:
-            ui.warning(f"the model repeated the same {name} call {seen[(name, str(raw))]} times")
-            result += "\n[note: you have made this exact call several times this turn; change approach]"
-        ui.show_result(result)
-        target = next((str(args[k]) for k in ("path", "command", "url", "query", "selector", "pattern")
-                       if isinstance(args, dict) and k in args), "")
-        actions.append((name, target, result))
+        args = raw if isinstance(raw, dict) else providers._loads(raw)[0]
+        target = next((str(args[k]) for k in TARGETS if isinstance(args, dict) and k in args), str(raw)[:80])
+        ui.show_call(name, target)
+        result = tools.cap(self.tools.execute(name, raw), max(4000, self.model.context_limit()))  # one result fits
+        ui.show_result(result.split("\n", 1)[-1] if name == "shell_command" else result, 3 * (name == "shell_command"))
+        if repeats == REPEATS - 1:
+            result += f"\n[note: you have made this same call {repeats} times in a row; change your approach]"
         return {"role": "tool", "tool_call_id": call["id"], "content": result}
 
     def repair(self) -> None:
-        """After Ctrl+C: every tool call gets a result, so the next request is valid."""
+        """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid."""
         for i in range(len(self.messages) - 1, -1, -1):
             if self.messages[i].get("tool_calls"):
-                done = {m.get("tool_call_id") for m in self.messages[i + 1:]}
+                done = {m.get("tool_call_id") for m in self.messages[i + 1 :]}
                 for call in self.messages[i]["tool_calls"]:
                     if call["id"] not in done:
-                        self.add({"role": "tool", "tool_call_id": call["id"], "content": "Cancelled by the user."})
+                        self.messages.append(
+                            {"role": "tool", "tool_call_id": call["id"], "content": "Cancelled by the user."}
+                        )
                 return
 
-    def use_text_tools(self) -> None:
-        self.config["text_tools"] = True
-        if not self.told_text_tools:
-            self.told_text_tools = True
-            ui.warning(f"{self.config['model']} has no native tool calling; using text tool calls for this session")
-
-    def schemas(self) -> list | None:
-        if not self.config.get("text_tools") and not providers.native_tools(self.config["model"]):
-            self.use_text_tools()
-        return None if self.config.get("text_tools") else tools.TOOLS
-
-    def attached(self) -> str:
+    def take_attachments(self) -> str:
+        """The files /attach queued, as text for the next message (and the queue emptied)."""
         text = "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments)
         self.attachments = []
         return text
 
-    # -- the system prompt ----------------------------------------------------------------------
-    def prompted(self) -> list[dict]:
-        return [{"role": "system", "content": self.system_prompt()}, *self.messages]
+    # -- the request --------------------------------------------------------------------------------
+    def tokens(self, messages: list[dict], near: int) -> int:
+        """Tokens in messages: estimated, and counted exactly (litellm, tiktoken) only when the estimate is near."""
+        guess = estimate(json.dumps(messages))
+        return guess if guess < near * 0.6 else providers.token_count(self.model.name, messages)
+
+    def limit(self) -> int:
+        context = self.model.context_limit()
+        return context - min(self.config.get("max_tokens") or 0, context // 4)  # room for the answer
+
+    def request(self) -> list[dict]:
+        """The system prompt and the conversation, compacted first when it passed the limit."""
+        messages = [{"role": "system", "content": self.system_prompt()}, *self.messages]
+        if self.tokens(messages, self.limit()) > self.limit() and (self.compact() or self.shrink()):
+            messages = [messages[0], *self.messages]
+        return messages
 
     def last_user(self) -> str:
-        return next((m["content"] for m in reversed(self.messages) if m["role"] == "user"
-                     and isinstance(m.get("content"), str) and not m["content"].startswith("<tool_response")), "")
+        return next(
+            (
+                m["content"]
+                for m in reversed(self.messages)
+                if m["role"] == "user"
+                and isinstance(m.get("content"), str)
+                and not m["content"].startswith(("<tool_response", "[Summary"))
+            ),
+            "",
+        )
 
     def system_prompt(self) -> str:
-        """The notes' template, then project map, rules and skills; the map trimmed to the budget."""
-        head = TEMPLATE + (TEXT_TOOLS + tool_list() if self.config.get("text_tools") else "")
-        rules, found, latest = skills.rules(self.root), skills.load(self.root), self.last_user()
-        tail = f"## Context & Rules\nProject root: {self.root}\n"
-        if rules:
-            tail += f"\n### Project rules\n{rules}\n"
+        """The notes' template, text-tool instructions when needed, rules, skills, then the ranked project map."""
+        browsing = BROWSING if "navigate" in self.tools.names else ""
+        head = TEMPLATE + browsing + RULES + self.model.tool_prompt(self.tools.schemas())
+        tail = f"\n## Context & Rules\nProject root: {self.root}\n" + self.rules() + self.skills()
+        room = PROMPT_BUDGET - estimate(head + tail)
+        for _ in range(3):
+            found = repomap.prompt_map(self.root, self.last_user(), self.tools.touched, room) if room > 50 else ""
+            prompt = head + tail + (f"\n### Project map\n{found}\n" if found else "")
+            if (
+                estimate(prompt) < PROMPT_BUDGET * 0.8
+                or self.tokens([{"role": "system", "content": prompt}], 0) <= PROMPT_BUDGET
+            ):
+                return prompt
+            room -= self.tokens([{"role": "system", "content": prompt}], 0) - PROMPT_BUDGET + 20
+        return head + tail
+
+    def rules(self) -> str:
+        text = skills.rules(self.root)
+        if estimate(text) > RULES_BUDGET:
+            text = text[: RULES_BUDGET * 3] + "\n[cut here: the rest did not fit in the system prompt]"
+            self.warn_once(
+                "AGENTS.md and .amas/rules.md are too long for the system prompt: the model sees the "
+                f"first ~{RULES_BUDGET} tokens (keep them short, or move detail into skills)"
+            )
+        return f"\n### Project rules\n{text}\n" if text else ""
+
+    def skills(self) -> str:
+        found, latest = skills.load(self.root), self.last_user()
         matched = [s for s in found if skills.matches(s, latest)]
-        tail += "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)
+        text = "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)
         others = [f"- {s['name']}: {s['description']}" for s in found if s not in matched]
-        if others:
-            tail += "\n### Other skills (mention one by name to load it)\n" + "\n".join(others) + "\n"
-        room = PROMPT_BUDGET - self.tokens(head + tail)
-        project_map = self.project_map(room)
-        return head + tail + (f"\n### Project map\n{project_map}\n" if project_map else "")
+        return text + (
+            "\n### Other skills (mention one by name to load it)\n" + "\n".join(others) + "\n" if others else ""
+        )
 
-    def tokens(self, text: str) -> int:
-        return providers.token_count(self.config["model"], [{"role": "system", "content": text}])
+    def warn_once(self, message: str) -> None:
+        if message not in self.warned:
+            self.warned.add(message)
+            ui.warning(message)
 
-    def project_map(self, room: int) -> str:
-        """The map from `amas init`, files mentioned in the conversation first, cut to `room` tokens."""
-        path = self.root / ".amas" / "project_map.md"
-        if room <= 50 or not path.is_file():
-            return ""
-        sections = ["## " + s for s in path.read_text(encoding="utf-8").split("\n## ")[1:]]
-        talk = " ".join(m["content"] for m in self.messages if m["role"] == "user" and isinstance(m["content"], str))
-
-        def mentioned(section: str) -> bool:
-            path = section.split("\n", 1)[0][3:]
-            return path in talk or Path(path).name in talk
-
-        sections.sort(key=lambda s: not mentioned(s))
-        keep, used = [], 0
-        for section in sections:  # characters/3 overestimates tokens: cheap and safe, checked below
-            if used + len(section) // 3 > room:
-                break
-            keep.append(section)
-            used += len(section) // 3
-        while keep and self.tokens("\n".join(keep)) > room:
-            keep = keep[: len(keep) * 4 // 5]
-        dropped = len(sections) - len(keep)
-        return "\n".join(keep) + (f"\n({dropped} more files in .amas/project_map.md)" if dropped else "")
-
-    # -- compaction -----------------------------------------------------------------------------
+    # -- compaction ---------------------------------------------------------------------------------
     def compact(self) -> int:
-        """Replace all but the last few turns with a model-written summary; return tokens freed."""
-        starts = [i for i, m in enumerate(self.messages) if m["role"] == "user"]
-        cut = starts[-KEEP_TURNS] if len(starts) >= KEEP_TURNS else (starts[-1] if starts else 0)
-        if cut == 0:
-            ui.info("nothing old enough to compact")
+        """Replace everything before the latest turn with a shorter model-written summary; tokens freed."""
+        start = next(
+            (
+                i
+                for i in range(len(self.messages) - 1, -1, -1)
+                if self.messages[i]["role"] == "user"
+                and not str(self.messages[i].get("content")).startswith("<tool_response")
+            ),
+            0,
+        )
+        if start == 0:
+            ui.info("nothing before the latest turn to compact")
             return 0
-        before = providers.token_count(self.config["model"], self.prompted())
-        transcript = "\n\n".join(f"{m['role']}: {(m.get('content') or '')[:3000]} "
-                                 f"{json.dumps(m.get('tool_calls', ''))[:1000]}" for m in self.messages[:cut])
-        summary = providers.complete([{"role": "system", "content": SUMMARIZE},
-                                      {"role": "user", "content": transcript}], None, self.config)
-        self.messages = [{"role": "user", "content": f"[Summary of the earlier conversation]\n{summary['content']}"},
-                         {"role": "assistant", "content": "Understood. I will continue from that summary."},
-                         *self.messages[cut:]]
-        freed = before - providers.token_count(self.config["model"], self.prompted())
-        ui.success(f"compacted {cut} messages: {freed} tokens freed")
-        return max(freed, 1)
+        old = self.messages[:start]
+        transcript = "\n\n".join(
+            f"{m['role']}: {m.get('content') or ''} {json.dumps(m.get('tool_calls', ''))}"[:4000] for m in old
+        )
+        summarizer = providers.Model({**self.config, "max_tokens": SUMMARY_TOKENS}, self.model.usage)
+        with ui.Stream(self.config["stream"]):
+            summary = summarizer.complete(
+                [{"role": "system", "content": SUMMARIZE}, {"role": "user", "content": transcript}]
+            )
+        new = [
+            {"role": "user", "content": f"[Summary of the earlier conversation]\n{summary['content']}"},
+            {"role": "assistant", "content": "Understood. I will continue from that summary."},
+        ]
+        freed = self.tokens(old, 0) - self.tokens(new, 0)
+        if freed <= 0:
+            ui.warning("the summary was not shorter than what it would replace; nothing changed")
+            return 0
+        self.messages[:start] = new
+        self.new_session()
+        ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
+        return freed
+
+    def shrink(self) -> int:
+        """When the latest turn alone is too long: its longest tool results cut to a share of the context."""
+        share, cut = max(2000, self.limit() // 4), 0
+        for m in self.messages:
+            if m["role"] == "tool" and len(m["content"]) > share * 3:
+                cut, m["content"] = cut + 1, tools.cap(m["content"], share * 3)
+        if cut:
+            ui.warning(f"cut {ui.plural(cut, 'long tool result')} so the conversation fits the context")
+        return cut
 
 
-def tool_list() -> str:
-    """Tools described in text, for models without native tool calling."""
-    lines = []
-    for tool in tools.TOOLS:
-        f = tool["function"]
-        params = ", ".join(k + ("" if k in f["parameters"]["required"] else "?") for k in f["parameters"]["properties"])
-        lines.append(f"- {f['name']}({params}): {f['description']}")
-    return "\n".join(lines) + "\n"
+def _entry(line: str) -> dict | None:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) and isinstance(entry.get("session"), str) and "role" in entry else None
 
+
+def _repeats(calls: list[dict]) -> int:
+    """How many times in a row the last call was made, with the same or near-same arguments."""
+    n = 1
+    while (
+        n < len(calls)
+        and calls[-1 - n]["name"] == calls[-1]["name"]
+        and difflib.SequenceMatcher(None, str(calls[-1 - n]["arguments"]), str(calls[-1]["arguments"])).ratio() > 0.9
+    ):
+        n += 1
+    return n

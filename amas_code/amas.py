@@ -1,4 +1,4 @@
-"""The command line: `amas "prompt"`, `amas` (REPL), `amas init`, `amas -c`."""
+"""The command line: `amas "prompt"`, `amas` (REPL), `amas init`, `amas -c`, `amas --trust`."""
 
 import sys
 from pathlib import Path
@@ -10,46 +10,70 @@ from amas_code import __version__, ui
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("prompt", nargs=-1)
-@click.option("-m", "--model", help="litellm model, e.g. ollama_chat/qwen2.5-coder or openai/gpt-4o")
+@click.option("-m", "--model", help="litellm model, e.g. ollama_chat/qwen2.5-coder or openai/gpt-4.1")
 @click.option("--api-base", help="Provider URL, e.g. http://localhost:11434 for Ollama")
 @click.option("-y", "--yes", is_flag=True, help="Apply edits and run commands without asking")
-@click.option("-c", "--continue", "resume", is_flag=True, help="Resume the latest session in the REPL")
+@click.option("-c", "--continue", "resume", is_flag=True, help="Resume the latest conversation in the REPL")
+@click.option("--trust", is_flag=True, help="Trust this folder's .amas/config.yaml (remembered until it changes)")
 @click.version_option(__version__, "--version", prog_name="amas", message="%(prog)s %(version)s")
-def cli(prompt, model, api_base, yes, resume):
+def cli(prompt, model, api_base, yes, resume, trust):
     """Amas Code: a small AI coding agent. `amas "task"` runs one task; `amas` opens the REPL;
-    `amas init` maps the project for the model."""
+    `amas init` maps the project for the model; `cat log | amas "explain this"` attaches what is piped."""
+    root = find_root(Path.cwd())
+    config = settings(root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust)
+    text = " ".join(prompt).strip()
+    if text == "init":
+        from amas_code import repomap
+
+        sys.exit(repomap.init(root, config["ignore"]))
+    piped = "" if sys.stdin.isatty() else sys.stdin.read().strip()
+    text = f"{text}\n\n```\n{piped}\n```" if text and piped else text or piped
+    if not text and not sys.stdin.isatty():
+        ui.error('nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal')
+        sys.exit(1)
+    sys.exit(run(root, config, text, resume))
+
+
+def find_root(here: Path) -> Path:
+    """The nearest folder up with .amas/ or .git (your home's .amas/ is your own settings, not a project)."""
+    for folder in [here, *here.parents]:
+        if (folder / ".git").exists() or ((folder / ".amas").is_dir() and folder != Path.home()):
+            return folder
+    return here
+
+
+def settings(root: Path, flags: dict, trust: bool) -> dict:
+    """The merged config; an untrusted folder's loosening settings are asked about once, or ignored with a warning."""
     from amas_code import config as config_file
 
-    root = Path.cwd()
     try:
-        config, warnings = config_file.load(root, {"model": model, "api_base": api_base, "auto_accept": yes or None})
+        if trust:
+            config_file.set_trust(root, True)
+            ui.success(f"trusted {root} (until its .amas/config.yaml changes)")
+        config, warnings, ignored = config_file.load(root, flags)
+        if ignored and config_file.trusted(root) is None and ui.can_ask():
+            detail = config_file.read_private(root / ".amas" / "config.yaml")
+            question = f"This folder's .amas/config.yaml sets {', '.join(ignored)}. Trust it"
+            config_file.set_trust(root, ui.ask(question + "?", "yn", detail) == "y")
+            config, warnings, ignored = config_file.load(root, flags)
     except config_file.ConfigError as e:
         ui.error(str(e))
         sys.exit(1)
     for warning in warnings:
         ui.warning(warning)
-    text = " ".join(prompt).strip()
-    if text == "init":
-        from amas_code import repomap
-
-        sys.exit(repomap.run(root, config))
-    if not text and not resume and not sys.stdin.isatty():
-        text = sys.stdin.read().strip()
-    sys.exit(run(root, config, text, resume))
+    if ignored:
+        ui.warning(
+            f"ignored {', '.join(ignored)} from .amas/config.yaml: this folder is not trusted "
+            "(`amas --trust` trusts it)"
+        )
+    return config
 
 
 def run(root: Path, config: dict, text: str, resume: bool) -> int:
-    from amas_code import history, providers, repl, tools
+    from amas_code import providers, repl
     from amas_code.agent import Agent
-    from amas_code.checkpoint import Checkpoint
 
-    checkpoint = Checkpoint(root, ignore=config["ignore"]) if config["checkpoint_on_edit"] else None
-    tools.setup(root, config, checkpoint)
-    session, messages = history.latest(root / ".amas" / "history.jsonl") if resume else (None, [])
-    if resume:
-        ui.info(f"resuming session {session} ({len(messages)} messages)" if session else "no earlier session")
-    agent = Agent(config, root, session, messages)
-    agent.repair()  # a session killed mid-tool resumes with every tool call answered
+    agent = Agent(config, root, resume)
     try:
         if not text:
             repl.run(agent)
@@ -59,7 +83,7 @@ def run(root: Path, config: dict, text: str, resume: bool) -> int:
         ui.error(str(e))
         return 1
     finally:
-        tools.close()
+        agent.tools.close()
 
 
 def main() -> None:

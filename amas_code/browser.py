@@ -1,50 +1,160 @@
-"""Browser: one Chromium page the model drives through Playwright, started on first use."""
+"""The web: search through a configurable backend, a page fetched as text, and a Chromium page driven by Playwright."""
 
 import contextlib
 import functools
+import glob
+import os
 import shutil
+import time
 from pathlib import Path
 
-# Playwright passes the first five too; they are spelled out so no update brings background traffic
-# back or the sandbox, which fails as root. The rest save memory on a 1 GB Pi: no GPU process work,
-# one renderer for pages however many sites they pull in. Measured: ~490 MB PSS with Node's driver.
-ARGS = ["--disable-background-networking", "--disable-component-update", "--no-first-run", "--no-sandbox",
-        "--disable-gpu", "--disable-software-rasterizer", "--disable-dev-shm-usage", "--disable-extensions",
-        "--renderer-process-limit=1", "--mute-audio"]
-SYSTEM_CHROMIUM = ["/usr/bin/chromium", "chromium-browser", "chromium", "google-chrome"]
-WAIT = 5_000  # ms for a selector to appear: a wrong one should fail fast
-LOAD = 30_000  # ms for a page to load
-MAX_TEXT = 4_000  # characters of page text in one answer
-INSTALL = ("no Chromium found. Install one with `sudo apt install chromium` (Debian, Raspberry Pi OS) or "
-           "`playwright install chromium`, or set `browser_path` in .amas/config.yaml to a Chromium binary")
+from amas_code import safety
+
+MAX_BYTES = 2_000_000  # stop downloading a page past this
+MAX_CHARS = 20_000  # characters of a fetched page the model gets
+MAX_TEXT = 4_000  # characters of browser page text in one answer
+TIMEOUT = 20  # seconds for a whole fetch; connecting gets at most 10
+USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) amas-code"
+TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml")  # content types read as text
+# Spelled out so no update brings background traffic back or the sandbox (which fails as root); the rest save
+# memory on a 1 GB Pi: no GPU work, one renderer however many sites a page pulls in.
+ARGS = (
+    "--disable-background-networking --disable-component-update --no-first-run --no-sandbox --disable-gpu "
+    "--disable-software-rasterizer --disable-dev-shm-usage --disable-extensions --renderer-process-limit=1 "
+    "--mute-audio"
+).split()
+WAIT, LOAD = 5_000, 30_000  # ms for a selector to appear (a wrong one should fail fast); for a page to load
+INSTALL = (
+    "no Chromium found. Install the light headless one with `sudo apt install chromium-headless-shell` "
+    "(Debian, Raspberry Pi OS), or `chromium`, or set `browser_path` in ~/.amas/config.yaml"
+)
 
 
-def _cap(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}\n[capped at {MAX_TEXT} of {len(text)} characters]"
+def _google(query: str, n: int, config: dict) -> list[tuple[str, str, str]]:
+    from googlesearch import search
+
+    results = [(r.title, r.url, r.description) for r in search(query, num_results=n, advanced=True)]
+    if not results:  # Google answers a scraper it blocks with a page that has no results
+        raise LookupError("no results, which usually means Google blocked the request")
+    return results
 
 
-def _chromium(own: str, config: dict) -> str | None:
-    """The configured browser_path first, then Playwright's own Chromium (None), then a system one."""
+def _duckduckgo(query: str, n: int, config: dict) -> list[tuple[str, str, str]]:
+    try:
+        from ddgs import DDGS
+    except ImportError:
+        raise LookupError("the ddgs package is not installed: pip install 'amas-code[duckduckgo]'") from None
+    return [(r.get("title", ""), r.get("href", ""), r.get("body", "")) for r in DDGS().text(query, max_results=n)]
+
+
+def _searxng(query: str, n: int, config: dict) -> list[tuple[str, str, str]]:
+    import httpx
+
+    base = (config.get("searxng_url") or "http://localhost:8888").rstrip("/")
+    response = httpx.get(f"{base}/search", params={"q": query, "format": "json"}, timeout=TIMEOUT)
+    response.raise_for_status()
+    return [(r.get("title", ""), r.get("url", ""), r.get("content", "")) for r in response.json()["results"][:n]]
+
+
+BACKENDS = {"google": _google, "duckduckgo": _duckduckgo, "searxng": _searxng}
+
+
+def search(query: str, num_results: int, config: dict) -> str:
+    """Numbered results (title, URL, snippet) from the configured backend, or an error naming the others."""
+    name = config.get("search_backend") or "google"
+    try:
+        results = BACKENDS[name](query, max(1, min(num_results, 20)), config)
+    except Exception as e:  # blocked, rate-limited, offline, missing package: the model may try another way
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        why += " (blocked or rate-limited)" if status in (403, 429) else ""
+        others = " or ".join(f"`search_backend: {other}`" for other in BACKENDS if other != name)
+        return f"Error: {name} search failed: {why}. Try another backend in ~/.amas/config.yaml: {others}"
+    if not results:
+        return f"No results for {query!r} ({name})."
+    return "\n".join(f"{i}. {title}\n   {url}\n   {snippet}" for i, (title, url, snippet) in enumerate(results, 1))
+
+
+def fetch(url: str, gate: safety.Gate) -> str:
+    """A web page as markdown-ish text (HTML converted; text and JSON as they are), capped; each host asked first."""
+    if url.partition("://")[0].lower() not in ("http", "https"):
+        return f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
+    got = _download(url, gate)
+    if isinstance(got, str):
+        return got
+    body, kind, encoding, final_url = got
+    if b"\0" in body[:1024]:
+        return f"Error: {final_url} looks like binary data, not a text page"
+    text = bytes(body[:MAX_BYTES]).decode(encoding, errors="replace")
+    if "html" in kind or (not kind and text.lstrip()[:5].lower() in ("<!doc", "<html")):
+        import html2text
+
+        converter = html2text.HTML2Text(baseurl=final_url, bodywidth=0)
+        converter.ignore_images = True
+        text = converter.handle(text).strip()
+    size = f"{len(text):,} characters" + (f" from the first {MAX_BYTES:,} bytes" if len(body) > MAX_BYTES else "")
+    if len(text) > MAX_CHARS:
+        return f"{text[:MAX_CHARS]}\n\n[page capped at {MAX_CHARS:,} of {size}]"
+    return text + (f"\n\n[download stopped at {MAX_BYTES:,} bytes]" if len(body) > MAX_BYTES else "")
+
+
+def _download(url: str, gate: safety.Gate) -> tuple[bytearray, str, str, str] | str:
+    """Body (up to just past MAX_BYTES), content type, encoding and final URL; or an error string."""
+    import httpx
+
+    deadline, body = time.monotonic() + TIMEOUT, bytearray()
+    hooks = {"request": [lambda request: gate.host(str(request.url))]}  # redirects to a new host ask too
+    try:
+        with httpx.Client(event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)) as c:
+            with c.stream("GET", url, headers={"User-Agent": USER_AGENT}) as r:
+                if not r.is_success:
+                    return f"Error: HTTP {r.status_code} {r.reason_phrase} for {r.url}"
+                kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind and not any(t in kind for t in TEXT_TYPES):
+                    return f"Error: {r.url} is {kind}, not a text page; fetch_url reads HTML, text and JSON only"
+                for chunk in r.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BYTES:
+                        break
+                    if time.monotonic() > deadline:  # a read timeout alone never stops a page that trickles
+                        raise httpx.ReadTimeout("the page did not finish loading")
+                return body, kind, r.encoding or "utf-8", str(r.url)
+    except PermissionError as e:
+        return f"Error: {e}"
+    except httpx.TimeoutException as e:
+        return f"Error: timed out fetching {url} after {TIMEOUT}s ({e})"
+    except Exception as e:  # refused, reset, bad URL, TLS: the model reads why
+        return f"Error: cannot fetch {url}: {type(e).__name__}: {e}"
+
+
+def find(config: dict) -> str | None:
+    """The Chromium to launch: browser_path; when headless a headless shell (~175 MB lighter), then Playwright's
+    own Chromium, then the system's."""
     if config.get("browser_path"):
-        if shutil.which(config["browser_path"]):
-            return shutil.which(config["browser_path"])
-        raise RuntimeError(f"browser_path {config['browser_path']!r} is not an executable; " + INSTALL)
-    if Path(own).exists():
-        return None
-    for name in SYSTEM_CHROMIUM:
-        if shutil.which(name):
-            return shutil.which(name)
-    raise RuntimeError(INSTALL)
+        return shutil.which(config["browser_path"])
+    cache = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright")
+    shells = [
+        "chromium-headless-shell",
+        *glob.glob(str(cache / "chromium_headless_shell-*/chrome-linux/headless_shell")),
+    ]
+    full = [*glob.glob(str(cache / "chromium-*/chrome-linux/chrome")), "chromium", "chromium-browser", "google-chrome"]
+    for name in (shells if config.get("browser_headless", True) else []) + full:
+        if found := shutil.which(name):
+            return found
+    return None
+
+
+def available(config: dict) -> bool:
+    return find(config) is not None
 
 
 def _tool(method):
     """Run a browser action on the page; any failure comes back as an error string."""
 
     @functools.wraps(method)
-    def run(self, *args, **kwargs):
+    def run(self, *args):
         try:
-            return method(self, self._page(), *args, **kwargs)
+            return method(self, self.open(), *args)
         except Exception as e:  # the model reads the error and tries another selector or URL
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             hint = " (no element matched, or the page did not load in time)" if "Timeout" in first else ""
@@ -56,21 +166,32 @@ def _tool(method):
     return run
 
 
+def _cap(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}\n[capped at {MAX_TEXT} of {len(text)} characters]"
+
+
 class Browser:
     """A lazily started Chromium with one page kept across calls; close() leaves no process behind."""
 
     def __init__(self, config: dict):
         self.config, self.playwright, self.browser, self.page = config, None, None, None
 
-    def _page(self):
+    def open(self):
         if self.page is None:
             from playwright.sync_api import sync_playwright
 
             try:
+                path = find(self.config)
+                if path is None:
+                    raise RuntimeError(INSTALL)
                 self.playwright = sync_playwright().start()
-                chromium = self.playwright.chromium
-                self.browser = chromium.launch(executable_path=_chromium(chromium.executable_path, self.config),
-                                               headless=self.config.get("browser_headless", True), args=ARGS)
+                self.browser = self.playwright.chromium.launch(
+                    executable_path=path,
+                    headless=self.config.get("browser_headless", True),
+                    args=ARGS,
+                    env=safety.child_env(self.config),
+                )
                 self.page = self.browser.new_page()
             except Exception:
                 self.close()
@@ -79,7 +200,6 @@ class Browser:
 
     @_tool
     def navigate(self, page, url: str) -> str:
-        url = url if "://" in url or url.startswith(("about:", "data:")) else f"https://{url}"  # "example.com"
         response = page.goto(url, timeout=LOAD)
         status = f" (HTTP {response.status})" if response and not response.ok else ""
         return f"{page.title()}\n{page.url}{status}\n\n{_cap(page.inner_text('body', timeout=WAIT))}"
@@ -97,7 +217,6 @@ class Browser:
 
     @_tool
     def screenshot(self, page, path: str) -> str:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=path, timeout=LOAD)
         return path
 

@@ -1,265 +1,386 @@
-"""Checkpoints in git: every agent change is a commit of only its files; undo and redo by file."""
+"""Checkpoints in a shadow git repository in the user's home with the project as its work tree: the user's own git
+(branch, index, refs, hooks, config) is never written, and a folder without git works the same way."""
 
-from __future__ import annotations
-
+import fcntl
+import hashlib
+import json
 import os
-import tempfile
+import stat
+import subprocess
+import time
 from pathlib import Path
 
-PREFIX, SAVE = "[amas] ", "[amas] save"
-REDO_REF = "refs/amas/redo"
-BIG = 50_000_000  # bytes: larger dirty files are not snapshotted around shell commands
+from amas_code import config as config_file
+from amas_code import ui
+
+GIT = (  # every call: no hooks, no fsmonitor, no line-ending or filter conversion, no signing prompts
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.safecrlf=false "
+    "-c commit.gpgSign=false -c core.quotePath=false -c core.filemode=true -c core.symlinks=true "
+    "-c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m"
+).split()
+ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
+LOCKS = ["index.lock", "HEAD.lock", "packed-refs.lock", "refs/heads/main.lock", "refs/amas/redo.lock"]
+MAIN, REDO, GITLINK = "refs/heads/main", "refs/amas/redo", "160000"
 
 
 class CheckpointError(Exception):
-    """An undo, redo or save that was refused; nothing was changed."""
+    """An undo, redo or restore that was refused or failed; the message says whether anything changed."""
+
+
+def blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def on_disk(path: Path) -> tuple[str, bytes] | None:
+    """What a path holds as git sees it: (mode, bytes) for a file or a link (its target), None when absent."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return "120000", os.fsencode(os.readlink(path))
+    if stat.S_ISDIR(st.st_mode):
+        return "040000", b""
+    return ("100755" if st.st_mode & 0o100 else "100644"), path.read_bytes()
+
+
+def quote(path: str) -> bytes:
+    """A path for git fast-import, C-quoted so any name (spaces, quotes, newlines) survives."""
+    escaped = os.fsencode(path).replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n")
+    return b'"' + escaped + b'"'
+
+
+class Recording:
+    """`with checkpoint.recording(label, paths):` what changes inside becomes one checkpoint; `.note` says so.
+    paths None means anything in the project (a shell command)."""
+
+    def __init__(self, checkpoint, label: str, paths: list[Path] | None):
+        self.checkpoint, self.label, self.paths, self.note, self.fd = checkpoint, label, paths, "", None
+
+    def __enter__(self):
+        try:
+            self.fd = self.checkpoint.lock()
+            self.before = self.checkpoint.before(self.paths)
+        except (OSError, CheckpointError) as e:
+            self.close(f"checkpoint failed, /undo will not cover this change: {str(e)[:300]}")
+        except BaseException:  # Ctrl+C while taking the snapshot: nothing ran yet
+            self.close("")
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            try:
+                self.note = self.checkpoint.save(self.before, self.label)
+            except (OSError, CheckpointError) as e:
+                self.note = f"checkpoint failed, /undo will not cover this change: {str(e)[:300]}"
+            self.close(self.note if self.note.startswith("checkpoint failed") else "")
+
+    def close(self, warning: str) -> None:
+        if warning:
+            ui.warning(warning)
+            self.note = f"[{warning}]"
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
 
 
 class Checkpoint:
-    """Agent changes as commits on the current branch, or in .amas/shadow.git outside a repo."""
+    """The project's checkpoints: a chain of commits on the shadow repository's main, each holding the before (b/)
+    and after (a/) state of exactly the files one change touched."""
 
-    def __init__(self, root: Path, ignore: list[str] | None = None):
-        self.root, self.ignore, self._git = Path(root).resolve(), ignore or [], None
+    def __init__(self, root: Path, ignore: list[str], session: str = ""):
+        self.root, self.ignore, self.session, self.request = Path(root).resolve(), ignore, session, ""
+        key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
+        self.dir = Path.home() / ".amas" / "checkpoints" / f"{self.root.name}-{key}"
 
-    @property
-    def git(self):
-        if self._git is None:
-            from git import Git
-            from git.exc import GitCommandError
+    def recording(self, label: str, paths: list[Path] | None = None) -> Recording:
+        return Recording(self, label, paths)
 
-            try:
-                top = Git(self.root).rev_parse("--show-toplevel")
-            except GitCommandError:
-                top = None
-            self.top = Path(top).resolve() if top else self.root
-            self._git = Git(self.top)
-            self._git.update_environment(GIT_LITERAL_PATHSPECS="1", **self._identity())
-            if top is None:
-                self._make_shadow()
-        return self._git
+    def run(self, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # never the user's repository
+        env.update(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root), GIT_CONFIG_NOSYSTEM="1")
+        return subprocess.run([*GIT, *args], input=data, capture_output=True, env=env, cwd=self.root)
 
-    def _identity(self) -> dict:
-        from git import Git
-        from git.exc import GitCommandError
+    def git(self, *args: str, data: bytes | None = None) -> str:
+        done = self.run(*args, data=data)
+        if done.returncode:
+            raise CheckpointError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+        return os.fsdecode(done.stdout)
 
+    def create(self) -> None:
+        """Make the shadow repository once; it is built aside and renamed, so a half-made one is never used."""
+        if (self.dir / "HEAD").exists():
+            return
+        config_file.private_dir(self.dir.parent)
+        tmp = self.dir.with_name(f"{self.dir.name}.{os.getpid()}.tmp")
+        subprocess.run(["git", "init", "-q", "--bare", "--template=", str(tmp)], check=True, capture_output=True)
+        (tmp / "info").mkdir()
+        (tmp / "info" / "attributes").write_text(ATTRIBUTES)
         try:
-            Git(self.root).var("GIT_COMMITTER_IDENT")
-            return {}
-        except GitCommandError:  # no user.name/email configured: commit as amas, never fail
-            return {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
-                    for what, value in (("NAME", "Amas Code"), ("EMAIL", "amas@localhost"))}
+            os.rename(tmp, self.dir)
+        except OSError:  # another amas made it first
+            subprocess.run(["rm", "-rf", str(tmp)])
 
-    def _make_shadow(self) -> None:
-        """A separate git dir under .amas/ with the project as work tree: no .git in the user's folder."""
-        gitdir = self.root / ".amas" / "shadow.git"
-        fresh = not (gitdir / "HEAD").exists()
-        if fresh:
-            gitdir.parent.mkdir(parents=True, exist_ok=True)
-            self.run("init", "-q", "--bare", str(gitdir))
-        self._git.update_environment(GIT_DIR=str(gitdir), GIT_WORK_TREE=str(self.root))
-        if fresh:
-            (gitdir / "info").mkdir(exist_ok=True)
-            (gitdir / "info" / "exclude").write_text("\n".join(["/.amas/", *self.ignore]) + "\n")
-            empty = self.run("hash-object", "-t", "tree", "-w", "--stdin", istream=tempfile.TemporaryFile())
-            self.run("update-ref", "HEAD", self.run("commit-tree", empty, "-m", "amas shadow repository"))
-
-    def run(self, *args, **kwargs):
-        return self.git.execute(["git", *args], **kwargs)
-
-    # -- reading state --------------------------------------------------------------------------
-    def head(self) -> str | None:
-        return self._resolve("HEAD^{commit}")
-
-    def rel(self, path: str | Path) -> str | None:
-        """Path relative to the repository top, or None when it is outside or git-ignored."""
-        from git.exc import GitCommandError
-
-        full, top = (self.root / path).resolve(), self.git and self.top
-        if not full.is_relative_to(top):
-            return None
-        rel = full.relative_to(top).as_posix()
+    def lock(self) -> int:
+        """Hold the project's checkpoint lock; a second amas waits. Leftovers of a killed git are cleared."""
+        self.create()
+        (self.dir / "info" / "exclude").write_text("\n".join(["/.amas/", *self.ignore]) + "\n")
+        fd = os.open(self.dir / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            self.run("check-ignore", "-q", rel, env={"GIT_LITERAL_PATHSPECS": "0"})
-            return None
-        except GitCommandError:
-            return rel
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            ui.info("waiting for another amas working in this project…")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        for name in LOCKS:  # no other amas is inside: a lock file left here belongs to a process that died
+            (self.dir / name).unlink(missing_ok=True)
+        return fd
 
-    def blobs_now(self, rels) -> dict:
-        """Blob id of each file as it is now (stored in git), None when absent."""
-        rels = list(rels)
-        found = [r for r in rels if (self.top / r).is_file() and (self.top / r).stat().st_size < BIG]
-        shas = []
-        for i in range(0, len(found), 500):
-            shas += self.run("hash-object", "-w", "--", *found[i:i + 500]).split()
-        return {**dict.fromkeys(rels), **dict(zip(found, shas, strict=True))}
+    def locked(self, action, *args):
+        """Run an undo or redo holding the lock."""
+        fd = self.lock()
+        try:
+            return action(*args)
+        finally:
+            os.close(fd)
 
-    def blobs_at(self, commit: str | None, rels) -> dict:
-        """Blob id of each path in a commit, None when absent."""
-        out = dict.fromkeys(rels)
-        if commit and out:
-            for line in self.run("ls-tree", "-r", "-z", commit, "--", *out).split("\0"):
-                if line:
-                    meta, path = line.split("\t", 1)
-                    out[path] = meta.split()[2]
+    # -- recording ------------------------------------------------------------------------------
+    def rel(self, path: Path) -> str:
+        return os.fsdecode(Path(path).relative_to(self.root))
+
+    def before(self, paths: list[Path] | None):
+        """Named files as they are now, with the folders a write would create; or a snapshot of the project."""
+        if paths is None:
+            return self.snapshot()
+        missing = {p.parent for p in paths} - {self.root}
+        dirs = {self.rel(d) for p in missing for d in [p, *p.parents] if d.is_relative_to(self.root) and d != self.root}
+        return {
+            "files": {self.rel(p): on_disk(p) for p in paths},
+            "dirs": sorted(d for d in dirs if not os.path.lexists(self.root / d)),
+        }
+
+    def snapshot(self) -> str:
+        """The project's tree now, through the shadow index as a stat cache: only changed files are read."""
+        _pause("snapshot")
+        self.git("add", "-A", "--ignore-errors", "--", ".")
+        return self.git("write-tree").strip()
+
+    def save(self, before, label: str) -> str:
+        """Commit what changed since `before` as one checkpoint; a note for the tool result ("" if nothing changed)."""
+        if isinstance(before, str):
+            changes, dirs = self.shell_changes(before, self.snapshot())
+        else:
+            now = {rel: on_disk(self.root / rel) for rel in before["files"]}
+            changes = {rel: (old, now[rel]) for rel, old in before["files"].items() if old != now[rel]}
+            dirs = [d for d in before["dirs"] if os.path.isdir(self.root / d)]
+        if not changes:
+            return ""
+        meta = {
+            "time": time.time(),
+            "session": self.session,
+            "request": self.request,
+            "files": sorted(changes),
+            "dirs": dirs,
+        }
+        self.commit(changes, f"{label}\n\n{json.dumps(meta)}")
+        return f"[checkpoint: {ui.plural(len(changes), 'file')}; /undo takes it back]"
+
+    def shell_changes(self, old: str, new: str) -> tuple[dict, list[str]]:
+        """Files that differ between two snapshots, as (mode, blob id) pairs; submodules are left to themselves."""
+        raw = self.git("diff-tree", "-r", "-z", "--no-renames", old, new).split("\0")
+        changes, dirs = {}, set()
+        for meta, rel in zip(raw[0:-1:2], raw[1::2], strict=False):
+            mode_a, mode_b, sha_a, sha_b, _ = meta[1:].split()
+            if GITLINK not in (mode_a, mode_b):
+                changes[rel] = (
+                    None if set(sha_a) == {"0"} else (mode_a, sha_a),
+                    None if set(sha_b) == {"0"} else (mode_b, sha_b),
+                )
+        added = [rel for rel, (a, _) in changes.items() if a is None]
+        if added:
+            known = set(self.git("ls-tree", "-r", "-d", "-z", "--name-only", old).split("\0"))
+            dirs = {str(d) for rel in added for d in Path(rel).parents if str(d) != "." and str(d) not in known}
+        return changes, sorted(dirs)
+
+    def commit(self, changes: dict, message: str) -> None:
+        """One commit on main holding b/<path> and a/<path> for each change, written by git fast-import."""
+        parent, when = self.ref(MAIN), int(time.time())
+        out = [
+            b"commit " + MAIN.encode(),
+            b"committer Amas Code <amas@localhost> %d +0000" % when,
+            *_data(message.encode()),
+        ]
+        out += [b"from " + parent.encode()] if parent else []
+        out.append(b"deleteall")
+        for rel, sides in changes.items():
+            for prefix, side in zip(("b/", "a/"), sides, strict=True):
+                if side and side[0] != "040000":
+                    mode, value = side
+                    body = (
+                        [b"M %s inline %s" % (mode.encode(), quote(prefix + rel)), *_data(value)]
+                        if isinstance(value, bytes)
+                        else [b"M %s %s %s" % (mode.encode(), value.encode(), quote(prefix + rel))]
+                    )
+                    out += body
+        _pause("commit")
+        self.git("fast-import", "--quiet", "--date-format=raw", data=b"\n".join(out) + b"\n")
+        self.run("update-ref", "-d", REDO)  # a new change after an undo: that undo can no longer be redone
+
+    # -- reading, undo, redo ------------------------------------------------------------------
+    def ref(self, name: str) -> str | None:
+        return self.run("rev-parse", "-q", "--verify", name + "^{commit}").stdout.decode().strip() or None
+
+    def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
+        """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
+        done = self.run("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev)
+        raw, out = os.fsdecode(done.stdout) if done.returncode == 0 else "", []
+        for entry in filter(str.strip, raw.split("\x1e")):
+            sha, parents, body = entry.strip("\n").split("\x1f")
+            label, _, meta = body.partition("\n\n")
+            out.append(
+                {
+                    "id": sha,
+                    "parent": parents.split()[0] if parents else None,
+                    "label": label,
+                    **json.loads(meta or "{}"),
+                }
+            )
         return out
 
-    def dirty(self) -> list[str]:
-        """Paths git sees as modified, deleted or untracked."""
-        entries = self.run("status", "--porcelain=v1", "-z", "-uall", "--no-renames").split("\0")
-        return [e[3:] for e in entries if len(e) > 3]
-
-    def files_in(self, commit: str) -> list[str]:
-        return [p for p in self.run("diff-tree", "--no-commit-id", "-r", "-z", "--name-only", "--root",
-                                    commit).split("\0") if p]
-
-    # -- saving ---------------------------------------------------------------------------------
-    def begin(self, paths: list[str] | None = None) -> dict:
-        """Snapshot before a change: the given paths, or every dirty file (for shell commands)."""
-        rels = [r for r in map(self.rel, paths) if r] if paths is not None else self.dirty()
-        return {"explicit": paths is not None, "before": self.blobs_now(rels)}
-
-    def commit(self, snap: dict | None, message: str) -> str | None:
-        """Commit what changed since begin(); user edits found first go in their own save commit."""
-        if not snap:
-            return None
-        before = snap["before"]
-        rels = list(before) if snap["explicit"] else sorted(set(before) | set(self.dirty()))
-        top = self.head()
-        head, after = self.blobs_at(top, rels), self.blobs_now(rels)
-        for r in rels:
-            before.setdefault(r, head[r])
-        changed = [r for r in rels if after[r] != before[r]]
-        if not changed:
-            return None
-        saves = {r: before[r] for r in changed if before[r] != head[r]}
-        if saves:
-            top = self._commit(saves, f"{SAVE}: your uncommitted changes to {', '.join(saves)}", top)
-        return self._commit({r: after[r] for r in changed}, PREFIX + message, top)[:8]
-
-    def _commit(self, blobs: dict, message: str, head: str | None) -> str:
-        """Commit blobs for paths on top of head through a temporary index; the user's index is reset
-        only for those paths."""
-        with tempfile.TemporaryDirectory() as tmp:
-            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            self.run("read-tree", *([head] if head else ["--empty"]), env=env)
-            for rel, sha in blobs.items():
-                if sha is None:
-                    self.run("update-index", "--force-remove", "--", rel, env=env)
-                else:
-                    mode = "100755" if os.access(self.top / rel, os.X_OK) else "100644"
-                    self.run("update-index", "--add", "--cacheinfo", f"{mode},{sha},{rel}", env=env)
-            tree = self.run("write-tree", env=env)
-        commit = self.run("commit-tree", tree, *(["-p", head] if head else []), "-m", message)
-        self.run("update-ref", "-m", message, "HEAD", commit, *([head] if head else []))
-        self.run("reset", "-q", "HEAD", "--", *blobs)
-        return commit
-
-    # -- undo, redo, list -----------------------------------------------------------------------
-    def log(self, rev: str = "HEAD", limit: int = 200) -> list[tuple[str, list[str], str]]:
-        """(sha, parents, subject) from rev back, newest first."""
-        if not self.head():
-            return []
-        raw = self.run("log", f"-n{limit}", "--first-parent", "-z", "--format=%H%x1f%P%x1f%s", rev)
-        return [(c, p.split(), s) for c, p, s in (e.split("\x1f") for e in raw.split("\0") if e)]
-
-    def _undo_chain(self, n: int) -> list[tuple]:
-        """The commits of the last n checkpoints, newest first, with their save commits."""
-        chain, count = [], 0
-        for entry in self.log():
-            sha, parents, subject = entry
-            if count == n and not subject.startswith(SAVE):
-                break
-            if not subject.startswith(PREFIX):
-                raise CheckpointError(f"refusing: {sha[:8]} {subject!r} is not an amas checkpoint; nothing changed")
-            if len(parents) != 1:
-                raise CheckpointError(f"refusing: {sha[:8]} is a merge or the first commit; nothing changed")
-            chain.append(entry)
-            count += not subject.startswith(SAVE)
-        if count < n:
-            raise CheckpointError(f"only {count} checkpoint(s) to undo; nothing changed")
-        if self.run("for-each-ref", "--contains", chain[-1][0], "refs/remotes"):
-            raise CheckpointError("refusing: those checkpoints were already pushed; nothing changed")
-        return chain
-
-    def _before(self, chain: list[tuple], rels: list[str]) -> dict:
-        """Each file as it was before the chain: a save commit holds the user's own version."""
+    def entries(self, sha: str) -> dict:
+        """{path: {"b": (mode, blob), "a": (mode, blob)}} of one checkpoint."""
         out = {}
-        for sha, parents, subject in reversed(chain):
-            touched = [r for r in self.files_in(sha) if r in rels and r not in out]
-            at = sha if subject.startswith(SAVE) else parents[0]
-            out.update(self.blobs_at(at, touched))
+        for line in filter(None, self.git("ls-tree", "-r", "-z", sha).split("\0")):
+            meta, path = line.split("\t", 1)
+            mode, _, blob = meta.split()
+            out.setdefault(path[2:], {})[path[0]] = (mode, blob)
         return out
 
-    def _apply(self, rels: list[str], expect: dict, want: dict, ask) -> None:
-        """Make the files as `want`; ask first if any differs from `expect` (edited since)."""
-        now = self.blobs_now(rels)
-        edited = [r for r in rels if now[r] != expect[r]]
+    def contents(self, blobs: list[str]) -> dict[str, bytes]:
+        """Blob bytes by id, read by one git cat-file."""
+        raw, out, at = self.git_bytes("cat-file", "--batch", data="".join(f"{b}\n" for b in blobs).encode()), {}, 0
+        while at < len(raw):
+            head_end = raw.index(b"\n", at)
+            sha, _, size = raw[at:head_end].split()
+            out[sha.decode()] = raw[head_end + 1 : head_end + 1 + int(size)]
+            at = head_end + 2 + int(size)
+        return out
+
+    def git_bytes(self, *args: str, data: bytes) -> bytes:
+        done = self.run(*args, data=data)
+        if done.returncode:
+            raise CheckpointError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+        return done.stdout
+
+    def now(self, rel: str) -> tuple[str, str] | None:
+        found = on_disk(self.root / rel)
+        return found and (found[0], blob_id(found[1]))
+
+    def apply(self, cp: dict, forward: bool, ask) -> list[str]:
+        """Put one checkpoint's before (undo) or after (redo) state on disk; ask first about files changed since."""
+        entries, want, expect = self.entries(cp["id"]), "ab"[not forward], "ba"[not forward]
+        edited = [rel for rel, e in entries.items() if self.now(rel) != e.get(expect)]
         if edited and not ask(f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"):
             raise CheckpointError("cancelled; nothing changed")
-        for rel in rels:
-            path = self.top / rel
-            if want[rel] is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(self.run("cat-file", "blob", want[rel], stdout_as_string=False,
-                                          strip_newline_in_stdout=False))
+        blobs = self.contents([e[want][1] for e in entries.values() if want in e])
+        for rel in sorted((r for r, e in entries.items() if want not in e), key=len, reverse=True):
+            _remove(self.root / rel)
+        if not forward:
+            for rel in sorted(cp.get("dirs", []), key=len, reverse=True):
+                _remove(self.root / rel)
+        for rel in sorted((r for r, e in entries.items() if want in e), key=len):
+            mode, blob = entries[rel][want]
+            _pause("apply")
+            _write(self.root / rel, mode, blobs[blob])
+        return sorted(entries)
 
     def undo(self, n: int = 1, ask=lambda q: False) -> list[str]:
-        """Take back the last n checkpoints; return the files restored."""
-        chain = self._undo_chain(n)
-        rels, redo = self._move(chain, False, ask), self._resolve(REDO_REF)
-        if not (redo and self._is_ancestor(chain[0][0], redo)):
-            self.run("update-ref", REDO_REF, chain[0][0])
-        return rels
+        """Restore the before state of the last n checkpoints, newest first; return the files restored."""
+        return self.locked(self._undo, n, ask)
+
+    def _undo(self, n: int, ask) -> list[str]:
+        chain = self.history(limit=n)
+        if len(chain) < n:
+            raise CheckpointError(f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed")
+        files = sorted({f for cp in chain for f in self.apply(cp, False, ask)})
+        redo = self.ref(REDO)
+        if not (redo and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0):
+            self.git("update-ref", REDO, chain[0]["id"])
+        new, old = chain[-1]["parent"], chain[0]["id"]
+        self.git("update-ref", *(["-d", MAIN, old] if new is None else [MAIN, new, old]))
+        return files
 
     def redo(self, ask=lambda q: False) -> list[str]:
-        """Re-apply the checkpoint that the last undo took back."""
-        head, redo = self.head(), self._resolve(REDO_REF)
-        if not redo or redo == head or not self._is_ancestor(head, redo):
+        """Re-apply the checkpoint the last undo took back."""
+        return self.locked(self._redo, ask)
+
+    def _redo(self, ask) -> list[str]:
+        head, redo = self.ref(MAIN), self.ref(REDO)
+        ahead = self.history(f"{head}..{redo}" if head else REDO) if redo and redo != head else []
+        if not ahead or ahead[-1]["parent"] != head:
             raise CheckpointError("nothing to redo")
-        ahead = self.log(f"{head}..{redo}")[::-1]
-        take = next(i for i, c in enumerate(ahead) if not c[2].startswith(SAVE))
-        return self._move(ahead[:take + 1][::-1], True, ask)
+        files = self.apply(ahead[-1], True, ask)
+        self.git("update-ref", MAIN, ahead[-1]["id"], *([head] if head else []))
+        return files
 
-    def _move(self, chain: list[tuple], forward: bool, ask) -> list[str]:
-        """Move HEAD over a chain of checkpoints (newest first), rewriting only their files."""
-        top, base = chain[0][0], chain[-1][1][0]
-        rels = sorted({r for c in chain for r in self.files_in(c[0])})
-        before, after = self._before(chain, rels), self.blobs_at(top, rels)
-        old, new = (base, top) if forward else (top, base)
-        self._apply(rels, *((before, after) if forward else (after, before)), ask)
-        self.run("reset", "-q", new, "--", *rels)
-        self.run("update-ref", "-m", f"amas {'redo' if forward else 'undo'}", "HEAD", new, old)
-        return rels
-
-    def _resolve(self, ref: str) -> str | None:
-        from git.exc import GitCommandError
-
-        try:
-            return self.run("rev-parse", "-q", "--verify", ref)
-        except GitCommandError:
-            return None
-
-    def _is_ancestor(self, a: str, b: str) -> bool:
-        return self.run("merge-base", "--is-ancestor", a, b, with_extended_output=True, with_exceptions=False)[0] == 0
-
-    def list(self, limit: int = 20) -> list[tuple[str, str]]:
-        """Recent agent checkpoints (sha, subject), newest first, up to the first user commit."""
-        out = []
-        for sha, _, subject in self.log():
-            if not subject.startswith(PREFIX):
-                break
-            if not subject.startswith(SAVE):
-                out.append((sha[:8], subject[len(PREFIX):]))
-        return out[:limit]
-
-    def restore(self, sha: str, ask=lambda q: False) -> list[str]:
+    def restore(self, cid: str, ask=lambda q: False) -> list[str]:
         """Undo every checkpoint made after the given one."""
-        shas = [s for s, _ in self.list(limit=200)]
-        match = [i for i, s in enumerate(shas) if s.startswith(sha[:8])]
-        if not match:
-            raise CheckpointError(f"{sha} is not one of the recent checkpoints (/checkpoint lists them)")
+        ids = [cp["id"] for cp in self.history()]
+        match = [i for i, sha in enumerate(ids) if cid and sha.startswith(cid.lower())]
+        if len(match) != 1:
+            raise CheckpointError(f"{cid} is not one of the checkpoints (/checkpoint lists them); nothing changed")
         if match[0] == 0:
-            raise CheckpointError(f"{sha} is already the latest checkpoint")
+            raise CheckpointError(f"{cid} is already the latest checkpoint; nothing changed")
         return self.undo(match[0], ask)
+
+    def changes(self) -> list[tuple[str, bytes | None, bytes | None]]:
+        """What the agent changed in this session, per file: (path, first before, last after)."""
+        session = [cp for cp in self.history() if cp.get("session") == self.session][::-1]
+        first, last = {}, {}
+        for cp in session:
+            for rel, e in self.entries(cp["id"]).items():
+                first.setdefault(rel, e.get("b"))
+                last[rel] = e.get("a")
+        blobs = self.contents([s[1] for s in [*first.values(), *last.values()] if s])
+        return [(rel, first[rel] and blobs[first[rel][1]], last[rel] and blobs[last[rel][1]]) for rel in sorted(first)]
+
+
+def _data(raw: bytes) -> list[bytes]:
+    return [b"data %d" % len(raw), raw]
+
+
+def _remove(path: Path) -> None:
+    """A file or link gone (never followed), or a folder that is empty."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+
+
+def _write(path: Path, mode: str, data: bytes) -> None:
+    """A file or symlink as it was, through a temporary name and a rename: never written through a link."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.amas-{os.getpid()}")
+    if mode == "120000":
+        os.symlink(os.fsdecode(data), tmp)
+    else:
+        old = os.lstat(path).st_mode & 0o777 if path.is_file() and not path.is_symlink() else 0o666 & ~_umask()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, old | 0o111 & ~_umask() if mode == "100755" else old & ~0o111)
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()  # a folder where the file was (it was emptied above): a file/folder swap
+    os.replace(tmp, path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _pause(point: str) -> None:
+    """A test hook: AMAS_TEST_PAUSE=<point> holds here, so a test can kill -9 amas at that moment."""
+    if os.environ.get("AMAS_TEST_PAUSE") == point:
+        time.sleep(60)

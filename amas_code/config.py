@@ -1,6 +1,9 @@
-"""Configuration: defaults, YAML files, environment and flags, merged in that order."""
+"""Configuration: defaults < ~/.amas < .amas (limited until trusted) < env < flags; amas's own private files."""
 
+import hashlib
+import json
 import os
+import re
 from pathlib import Path
 
 DEFAULT_CONFIG = {
@@ -8,29 +11,54 @@ DEFAULT_CONFIG = {
     "api_key": None,  # else the provider's usual env var (GEMINI_API_KEY, OPENAI_API_KEY, ...)
     "api_base": None,  # e.g. http://localhost:11434 for Ollama
     "auto_accept": False,  # apply edits and run commands without asking
-    "max_context_tokens": 32000,  # compact the conversation past this
-    "checkpoint_on_edit": True,  # git-commit every change so /undo can take it back
+    "max_context_tokens": 32000,  # compact the conversation past this (or the server's own context size)
+    "max_tokens": 8192,  # cap on one reply, so a rambling local model stops
+    "checkpoint_on_edit": True,  # checkpoint every change so /undo can take it back
     "stream": True,  # show the answer as it arrives
     "shell_timeout": 30,  # seconds before a shell_command is killed
     "ignore": ["node_modules", "__pycache__", ".git", "*.pyc", "dist", "build", ".amas", ".venv"],
-    "permissions": {"allow": [], "deny": []},  # glob patterns over shell command lines
+    "permissions": {"allow": [], "deny": [], "env": []},  # shell rules; env: secret variables children may see
     "preload": "auto",  # import litellm while the REPL waits: auto (2 GB+ RAM), true, false
+    "text_tools": "auto",  # tool calls written as text: auto (when native ones fail), true, false
     "search_backend": "google",  # google, duckduckgo or searxng
     "searxng_url": "http://localhost:8888",  # a SearXNG instance with the JSON API on
-    "browser_path": None,  # a Chromium binary when Playwright's own is absent
+    "browser_path": None,  # a Chromium binary; else a headless shell, Playwright's own, or a system Chromium
     "browser_headless": True,
 }
-KINDS = {"preload": (bool, str), "shell_timeout": (int, float)}  # where the default's type is too narrow
+TRISTATE, NUMBER = (True, False, "auto"), (int, float)
+CHECKS = {  # key -> (test, what it should be); None is allowed where the default is None
+    "model": (lambda v: isinstance(v, str) and re.fullmatch(r"\S+", v), "a litellm model string, e.g. openai/gpt-4.1"),
+    "ignore": (lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of glob patterns"),
+    "permissions": (
+        lambda v: (
+            isinstance(v, dict)
+            and set(v) <= {"allow", "deny", "env"}
+            and all(isinstance(r, list) and all(isinstance(s, str) for s in r) for r in v.values())
+        ),
+        "a mapping with allow, deny and env lists of strings",
+    ),
+    "preload": (lambda v: v in TRISTATE, "true, false or auto"),
+    "text_tools": (lambda v: v in TRISTATE, "true, false or auto"),
+    "search_backend": (lambda v: v in ("google", "duckduckgo", "searxng"), "google, duckduckgo or searxng"),
+}
+KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string"}
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
+LOOSER = {  # what an untrusted project file may not set: key -> test for the loosening value
+    "auto_accept": bool,
+    "browser_path": lambda v: v is not None,
+    "checkpoint_on_edit": lambda v: v is False,
+    "searxng_url": lambda v: True,
+    "api_base": lambda v: v is not None,
+}
+GITIGNORE = (
+    "# local state of amas; rules.md and skills/ are meant to be shared\n"
+    + "\n".join(["history.jsonl", "input_history", "map_cache.json", "project_map.md", "*.tmp"])
+    + "\n"
+)
 
 
 class ConfigError(Exception):
-    """A config file that cannot be read."""
-
-
-def files(root: Path) -> list[Path]:
-    """The config files that apply, user-wide first."""
-    return [Path.home() / ".amas" / "config.yaml", root / ".amas" / "config.yaml"]
+    """A config file or value that cannot be used; the message names the file and key."""
 
 
 def read_yaml(path: Path) -> dict:
@@ -38,47 +66,123 @@ def read_yaml(path: Path) -> dict:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_private(path)) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}:{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values")
     return data
 
 
-def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str]]:
-    """Merge defaults < ~/.amas < .amas < AMAS_* env < flags; return config and warnings."""
-    config, warnings = {**DEFAULT_CONFIG, "permissions": {"allow": [], "deny": []}}, []
-    for path in files(root):
-        if path.is_file():
-            for key, value in read_yaml(path).items():
-                if key not in DEFAULT_CONFIG:
-                    warnings.append(f"{path}: unknown config key {key!r} ignored")
-                    continue
-                want = KINDS.get(key) or type(DEFAULT_CONFIG[key])
-                if value is not None and DEFAULT_CONFIG[key] is not None and not isinstance(value, want):
-                    raise ConfigError(f"{path}: {key} should be {getattr(want, '__name__', 'true, false or auto')}"
-                                      f", not {value!r}")
-                config[key] = value
-    config.update({key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)})
-    config.update({k: v for k, v in (flags or {}).items() if v is not None})
-    return config, warnings
+def check(key: str, value, where: str) -> None:
+    """Refuse a value of the wrong type with one line naming the key and where it came from."""
+    default = DEFAULT_CONFIG[key]
+    test, want = CHECKS.get(key) or (None, None)
+    if test is None:
+        kind = NUMBER if type(default) in NUMBER else type(default)
+        test = lambda v: isinstance(v, kind) and not (kind is not bool and isinstance(v, bool))  # noqa: E731
+        want = "a number" if kind is NUMBER else KIND_NAMES.get(kind, "a string")
+    if not ((value is None and default is None) or test(value)):
+        raise ConfigError(f"{where}: {key} should be {want}, not {value!r}")
 
 
-def save_allow(root: Path, pattern: str) -> None:
-    """Add a shell allow pattern to the project's .amas/config.yaml."""
-    import yaml
+def layer(path: Path, warnings: list) -> dict:
+    """The known, checked keys of one config file."""
+    out = {}
+    for key, value in (read_yaml(path) if path.is_file() else {}).items():
+        if key not in DEFAULT_CONFIG:
+            warnings.append(f"{path}: unknown config key {key!r} ignored")
+            continue
+        check(key, value, str(path))
+        out[key] = value
+    return out
 
+
+def untrusted(project: dict) -> tuple[dict, list[str]]:
+    """What an untrusted project file may set (it may add deny rules, not loosen anything), and what was cut."""
+    cut = [k for k, test in LOOSER.items() if k in project and test(project[k])]
+    if "api_base" in cut and project.get("api_key"):  # its own server with its own key: never the user's key
+        cut.remove("api_base")
+    perms = project.get("permissions") or {}
+    cut += [f"permissions.{k}" for k in ("allow", "env") if perms.get(k)]
+    kept = {k: v for k, v in project.items() if k not in cut}
+    kept["permissions"] = {"deny": perms.get("deny") or []}
+    return kept, cut
+
+
+def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[str]]:
+    """Merge every layer; return the config, warnings, and the project settings ignored until trusted."""
+    warnings, home = [], Path.home() / ".amas" / "config.yaml"
+    user, project_file = layer(home, warnings), root / ".amas" / "config.yaml"
+    project, ignored, guarded = layer(project_file, warnings), [], False
+    if project.get("api_key"):
+        _ignore_config(root)
+    if project and not trusted(root):
+        project, ignored = untrusted(project)
+        guarded = "api_base" in project  # kept only because the project gave its own key
+    env = {key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)}
+    config = {**DEFAULT_CONFIG, "permissions": {}, "secrets": []}
+    for source in (user, project, env, {k: v for k, v in (flags or {}).items() if v is not None}):
+        config.update({k: v for k, v in source.items() if k != "permissions"})
+        for kind, rules in (source.get("permissions") or {}).items():  # rules add up: a project cannot drop yours
+            config["permissions"][kind] = [*config["permissions"].get(kind, []), *rules]
+        config["secrets"] += [str(source["api_key"])] if source.get("api_key") else []
+    if guarded and config["api_base"] == project["api_base"]:
+        config["api_key"] = project["api_key"]  # a project's api_base never receives your key
+    check("model", config["model"], "the model setting")
+    return config, warnings, ignored
+
+
+def _ignore_config(root: Path) -> None:
+    """A project config holding a key is git-ignored, so it is never committed by accident."""
+    path = root / ".amas" / ".gitignore"
+    try:
+        text = read_private(path) if path.exists() else GITIGNORE
+        if "config.yaml" not in text.split():
+            write_private(path, text.rstrip("\n") + "\nconfig.yaml\n")
+    except (OSError, ConfigError):  # a read-only checkout: nothing to protect it from
+        pass
+
+
+def _digest(root: Path) -> str:
     path = root / ".amas" / "config.yaml"
-    data = read_yaml(path) if path.is_file() else {}
-    perms = data.setdefault("permissions", {})
-    perms.setdefault("allow", []).append(pattern)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return hashlib.sha256(path.read_bytes() if path.is_file() else b"").hexdigest()
+
+
+def remembered(root: Path) -> dict:
+    """What the user decided for this project, kept in their home where no clone can ship it."""
+    try:
+        data = json.loads((Path.home() / ".amas" / "projects.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    entry = data.get(str(root.resolve())) if isinstance(data, dict) else None
+    return entry if isinstance(entry, dict) else {}
+
+
+def remember(root: Path, key: str, value) -> None:
+    """Record one decision for this project (trust, an approved command or host) in ~/.amas/projects.json."""
+    path = Path.home() / ".amas" / "projects.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    entry = data.setdefault(str(root.resolve()), {})
+    entry[key] = [*entry.get(key, []), value] if isinstance(entry.get(key), list) else value
+    write_private(path, json.dumps(data, indent=1))
+
+
+def trusted(root: Path) -> bool | None:
+    """True or False as the user answered for this exact config file; None if never asked (or it changed)."""
+    answer = remembered(root).get("trust") or ""
+    return {f"yes:{_digest(root)}": True, f"no:{_digest(root)}": False}.get(answer)
+
+
+def set_trust(root: Path, yes: bool) -> None:
+    remember(root, "trust", f"{'yes' if yes else 'no'}:{_digest(root)}")
 
 
 def private_dir(folder: Path) -> Path:
@@ -86,7 +190,17 @@ def private_dir(folder: Path) -> Path:
     if folder.is_symlink():
         raise ConfigError(f"{folder} is a symlink; amas does not follow it (remove it to go on)")
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if folder.parent != Path.home() and not ignore.exists() and not ignore.is_symlink():
+        ignore.write_text(GITIGNORE, encoding="utf-8")  # a project's local state stays out of its commits
     return folder
+
+
+def read_private(path: Path) -> str:
+    """Read one of amas's own files (config, rules, skills, history), never through a symlink."""
+    if path.parent.is_symlink() or path.is_symlink():
+        raise ConfigError(f"{path} is a symlink; amas does not follow it (remove it to go on)")
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def write_private(path: Path, text: str) -> None:
@@ -97,3 +211,11 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)  # replaces a symlink at path itself, never writes through it
+
+
+def append_private(path: Path, text: str) -> None:
+    """Append to one of amas's own files (history): 0600, never through a symlink."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(text)

@@ -1,47 +1,56 @@
-"""The only place litellm is called: one streamed completion, its errors as one clear line."""
+"""The only place litellm is called: a Model streams one reply, counts usage, speaks text tool calls when it must."""
 
+import itertools
 import json
 import os
 import re
+import time
 
-USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "cost_known": True}
-HINTS = {  # litellm exception class -> what the user should do
-    "ContextWindowExceededError": "the conversation is longer than {model}'s context window",
-    "AuthenticationError": "authentication failed for {model}: check {env} or `api_key` in .amas/config.yaml",
-    "PermissionDeniedError": "access denied (403) for {model}: the key may lack access to this model",
-    "NotFoundError": "model {model} not found (404): check the model name (-m) and `api_base`",
-    "RateLimitError": "rate limited (429) by the provider, even after a retry: wait, or /model another",
-    "Timeout": "no answer from {base} in time, even after a retry",
-    "APIConnectionError": "cannot reach {base}: is the server running and the address right?",
-    "InternalServerError": "the provider failed with a server error (5xx); try again",
-    "ServiceUnavailableError": "the provider is unavailable (503); try again later",
-    "BadRequestError": "the provider rejected the request",
+HINTS = {  # what went wrong -> what the user should do; by HTTP status where there is one
+    401: "authentication failed for {model}: check {env} or `api_key` in your config",
+    403: "access denied (403) for {model}: the key may lack access to this model",
+    404: "model {model} not found (404): check the model name (-m) and `api_base`",
+    429: "rate limited (429) by the provider, even after retries: wait, or /model another",
+    500: "the server at {base} failed (5xx), even after a retry; try again",
+    400: "the provider rejected the request",
+    "context": "the conversation is longer than {model}'s context window",
+    "timeout": "no answer from {base} in time, even after a retry",
+    "connection": "cannot reach {base}: is the server running and the address right?",
+    "empty": "the server at {base} sent an empty stream (it failed after accepting the request); check its log",
+    "provider": "unknown model {model!r}: write it as provider/model, e.g. openai/gpt-4.1 or ollama_chat/qwen2.5-coder",
+}
+RETRIES = {429: 2, 500: 1, "timeout": 1, "connection": 1, "empty": 1}  # others (auth, 404, bad requests) never
+SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
+    "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens|prompt is too long",
+    "timeout": r"timed out|timeout",
+    "connection": r"connection (error|refused)|name or service not known|failed to establish",
+    "provider": r"LLM Provider NOT provided",
+    "no tools": r"does not support tools|tools? (are|is) not supported|tool use is not supported|--jinja"
+    r"|auto.tool.choice|Cannot use tools with stream",
 }
 TIMEOUT = 600  # seconds without an answer before a request counts as timed out (local models are slow)
-RETRY = {"TimeoutErrorRetries": 1, "RateLimitErrorRetries": 2, "InternalServerErrorRetries": 1,
-         "ServiceUnavailableErrorRetries": 1, "DefaultRetries": 0}  # auth, 404, bad requests: never retried
-SYMPTOMS = {"Timeout": re.compile(r"timed out|timeout", re.I),  # litellm often wraps these as 500 or 503
-            "APIConnectionError": re.compile(r"connection error|connection refused|name or service not known", re.I)}
-STATUS = {401: "AuthenticationError", 403: "PermissionDeniedError"}  # litellm maps Gemini's 403 to BadRequestError
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
-NO_TOOLS = re.compile(r"does not support tools|tools? (?:are|is) not supported|tool use is not supported", re.I)
-TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+CALL = re.compile(r"<tool_call>\s*")
+FENCE = re.compile(r"```(?:json|tool_call)?\s*(?=\{)")
+NULL_CONTENT = ("gemini/", "vertex_ai/", "anthropic/")  # reject an empty text part; others reject a null one
+EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
 
 
 class ProviderError(Exception):
     """A failed model call, with one line saying what to do."""
 
-    def __init__(self, line: str, kind: str = ""):
+    def __init__(self, line: str, kind=None, partial: bool = False):
         super().__init__(line)
-        self.kind = kind
+        self.kind, self.partial = kind, partial
 
 
-class ToolsUnsupported(ProviderError):
-    """The model or provider rejected native tool calling."""
+class NoNativeTools(ProviderError):
+    """The model or its server cannot take tools natively: the caller switches to text tool calls."""
 
 
-def _litellm():
+def load():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-map fetch at import
+    os.environ.setdefault("LITELLM_LOG", "ERROR")  # its WARNING lines are not for our users
     import litellm
 
     litellm.suppress_debug_info = True  # else "Provider List: ..." lands on stdout
@@ -49,127 +58,212 @@ def _litellm():
     return litellm
 
 
-def native_tools(model: str) -> bool:
-    """False when litellm's model map says the model cannot call functions."""
-    return _litellm().model_cost.get(model, {}).get("supports_function_calling") is not False
-
-
-def _kwargs(messages: list[dict], tools: list | None, config: dict) -> dict:
-    model = config["model"]
-    kwargs = dict(model=model, messages=_outgoing(messages), stream=True, api_key=config.get("api_key"),
-                  api_base=config.get("api_base"), stream_options={"include_usage": True},
-                  retry_policy=RETRY, retry_strategy="exponential_backoff_retry", timeout=TIMEOUT,
-                  max_retries=0)  # the OpenAI SDK would retry on its own; RETRY decides
-    if tools:  # the private flag skips litellm's MCP gateway, which needs the absent `mcp` package
-        kwargs.update(tools=tools, _skip_mcp_handler=True)
-    if model.startswith("ollama"):  # Ollama's default context window is tiny
-        kwargs["num_ctx"] = config["max_context_tokens"]
-    if model.startswith("openai/") and kwargs["api_base"] and not (kwargs["api_key"] or os.getenv("OPENAI_API_KEY")):
-        kwargs["api_key"] = "no-key"  # llama.cpp and LM Studio need no key, but the OpenAI SDK insists on one
-    return kwargs
-
-
-def _outgoing(messages: list[dict]) -> list[dict]:
-    """A turn that only called tools goes out with content None, not "": Gemini rejects an empty text
-    part, and litellm fills an empty Anthropic text block with a made-up sentence."""
-    return [{**m, "content": None} if m.get("tool_calls") and not m.get("content") else m for m in messages]
-
-
-def explain(e: Exception, config: dict) -> ProviderError:
-    """One clear line for a litellm exception, from HINTS."""
-    kinds = [c.__name__ for c in type(e).__mro__]
-    kind = STATUS.get(getattr(e, "status_code", None)) or next((k for k in kinds if k in HINTS), type(e).__name__)
-    kind = next((k for k, pattern in SYMPTOMS.items() if pattern.search(str(e))), kind)
-    env = ", ".join(_env_keys(config["model"])) or "AMAS_API_KEY"
-    hint = HINTS.get(kind, "the model call failed").format(
-        model=config["model"], env=env, base=config.get("api_base") or "the provider")
-    detail = re.sub(r"\s+", " ", str(getattr(e, "message", e)))
-    found = MESSAGE.search(detail)  # the provider's own words, not litellm's wrapping of its JSON body
-    detail = (re.sub(r"\\(.)", r"\1", found.group(1)) if found else detail)[:300]
-    cls = ToolsUnsupported if NO_TOOLS.search(detail) else ProviderError
-    return cls(f"{hint} ({detail})" if detail else hint, kind)
-
-
-def _env_keys(model: str) -> list[str]:
+def check(model: str) -> None:
+    """Refuse a model string litellm cannot place, with one line."""
     try:
-        return [k for k in _litellm().validate_environment(model)["missing_keys"] if "KEY" in k]
+        load().get_llm_provider(model)
     except Exception:
-        return []
+        raise ProviderError(HINTS["provider"].format(model=model), "provider") from None
 
 
-def complete(messages: list[dict], tools: list | None, config: dict, on_chunk=None) -> dict:
-    """Stream one reply; return the assistant message dict (content, tool_calls)."""
-    litellm = _litellm()
-    if config.get("text_tools"):
-        messages, tools = to_text_protocol(messages), None
-    if not config.get("api_key") and not config.get("api_base") and _env_keys(config["model"]):
-        keys = " or ".join(_env_keys(config["model"]))
-        raise ProviderError(f"no API key for {config['model']}: export {keys}, or set api_key in "
-                            ".amas/config.yaml (or pick another model with -m)", "AuthenticationError")
-    chunks, partial = [], None
+def token_count(model: str, messages: list[dict]) -> int:
+    """Tokens in messages by litellm's counter for the model (which loads a tokenizer: call it only when needed)."""
     try:
-        for chunk in litellm.completion(**_kwargs(messages, tools, config)):
-            chunks.append(chunk)
-            text = chunk.choices[0].delta.content if chunk.choices else None
-            if text and on_chunk:
-                on_chunk(text)
-    except Exception as e:
-        if not any(c.choices and c.choices[0].delta.content for c in chunks):
-            raise explain(e, config) from None
-        partial = explain(e, config)
-        if on_chunk:
-            on_chunk(f"\n\n[connection lost mid-answer: {partial}]")
-    return _message(litellm, chunks, messages, config, partial)
+        return load().token_counter(model=model, messages=messages)
+    except Exception:  # tool-call shapes some counters reject: estimate from characters
+        return len(json.dumps(messages)) // 3
 
 
-def _message(litellm, chunks: list, messages: list[dict], config: dict, partial) -> dict:
-    if config["model"].startswith("ollama"):
-        _number_calls(chunks)
-    built = litellm.stream_chunk_builder(chunks, messages=messages)
-    msg = built.choices[0].message
-    _count(litellm, built)
-    reply = {"role": "assistant", "content": msg.content or ""}
-    calls = [] if partial else [{"id": c.id or f"call_{i}", "type": "function",
-                                 "function": {"name": c.function.name, "arguments": c.function.arguments or ""}}
-                                for i, c in enumerate(msg.tool_calls or [])]
-    if config.get("text_tools"):
-        calls = parse_tool_calls(reply["content"])
-    if calls:
-        reply["tool_calls"] = calls
-    if partial:
-        reply["content"] += f"\n\n[connection lost mid-answer: {partial}]"
-    return reply
+class Model:
+    """One model endpoint as configured: streamed completions, usage, and the text tool protocol when switched on."""
+
+    def __init__(self, config: dict, usage: dict | None = None):
+        self.config, self.name = config, config["model"]
+        self.text_tools, self.context = config.get("text_tools") is True, None
+        self.usage = usage or {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "cost_known": True}
+
+    def complete(self, messages: list[dict], tools: list | None = None, on_text=None) -> dict:
+        """Stream one reply: {"role", "content", "tool_calls"?, "cut"?}; retried by status, never after text."""
+        if tools and not self.text_tools and self.config.get("text_tools") != False and not self.native():  # noqa: E712
+            raise NoNativeTools(f"{self.name} has no native tool calling", "no tools")
+        if self.text_tools:
+            messages, tools = to_text(messages), None
+        for attempt in itertools.count():
+            try:
+                return self.stream(messages, tools, on_text)
+            except ProviderError as e:
+                if e.partial or attempt >= RETRIES.get(e.kind, 0):
+                    raise
+                time.sleep(2**attempt if e.kind == 429 else 0.2)
+
+    def native(self) -> bool:
+        """False when litellm's model map says the model cannot call functions."""
+        return load().model_cost.get(self.name, {}).get("supports_function_calling") is not False
+
+    def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
+        litellm, chunks, partial = load(), [], None
+        self.check_key()
+        try:
+            for chunk in litellm.completion(**self.kwargs(messages, tools)):
+                chunks.append(chunk)
+                text = chunk.choices[0].delta.content if chunk.choices else None
+                if text and on_text:
+                    on_text(text)
+        except Exception as e:
+            partial = self.explain(e)
+            if not any(c.choices and c.choices[0].delta.content for c in chunks):
+                raise partial from None
+            partial.partial = True
+        if not any(c.choices or getattr(c, "usage", None) for c in chunks):
+            raise ProviderError(self.hint("empty", ""), "empty")
+        return self.reply(litellm, chunks, messages, partial)
+
+    def check_key(self) -> None:
+        keys = [] if self.config.get("api_key") or self.config.get("api_base") else self.env_keys()
+        if keys:
+            raise ProviderError(
+                f"no API key for {self.name}: export {' or '.join(keys)}, or set api_key in "
+                "~/.amas/config.yaml (or pick another model with -m)",
+                401,
+            )
+
+    def env_keys(self) -> list[str]:
+        try:
+            return [k for k in load().validate_environment(self.name)["missing_keys"] if "KEY" in k]
+        except Exception:
+            return []
+
+    def kwargs(self, messages: list[dict], tools: list | None) -> dict:
+        base, key, null = self.config.get("api_base"), self.config.get("api_key"), self.name.startswith(NULL_CONTENT)
+        sent = [
+            {**m, "content": None if null else ""} if m.get("tool_calls") and not m.get("content") else m
+            for m in messages
+        ]  # a turn that only called tools: what each template accepts
+        kwargs = dict(
+            model=self.name,
+            messages=sent,
+            stream=True,
+            api_key=key,
+            api_base=base,
+            timeout=TIMEOUT,
+            stream_options={"include_usage": True},
+            max_retries=0,
+            max_tokens=self.config.get("max_tokens"),
+        )
+        if tools:  # the private flag skips litellm's MCP gateway, which needs the absent `mcp` package
+            kwargs.update(tools=tools, tool_choice="auto", _skip_mcp_handler=True)
+        if self.name.startswith("ollama"):  # Ollama's default context window is tiny
+            kwargs["num_ctx"] = self.context_limit()
+        if self.name.startswith("openai/") and base and not (key or os.getenv("OPENAI_API_KEY")):
+            kwargs["api_key"] = "no-key"  # llama.cpp and LM Studio need no key, but the OpenAI SDK insists on one
+        return kwargs
+
+    def hint(self, kind, detail: str) -> str:
+        env = ", ".join(self.env_keys()) or "the provider's API key variable"
+        line = HINTS.get(kind, "the model call failed").format(
+            model=self.name, env=env, base=self.config.get("api_base") or "the provider"
+        )
+        return f"{line} ({detail})" if detail else line
+
+    def explain(self, e: Exception) -> ProviderError:
+        """One clear line for a failure: its kind from the HTTP status, else from the words of the message."""
+        text = re.sub(r"\s+", " ", str(getattr(e, "message", e)))
+        found = re.search(r"Error code: (\d{3})", text)
+        status = int(found[1]) if found else getattr(e, "status_code", None)
+        kind = next((k for k, words in SYMPTOMS.items() if re.search(words, text, re.I)), None)
+        kind = kind or (500 if status and status >= 500 else status)
+        detail = MESSAGE.search(text)  # the provider's own words, not litellm's wrapping of its JSON body
+        detail = (re.sub(r"\\(.)", r"\1", detail[1]) if detail else text)[:300]
+        cls = NoNativeTools if kind == "no tools" and self.config.get("text_tools") != False else ProviderError  # noqa: E712
+        return cls(self.hint(kind, detail), kind)
+
+    def reply(self, litellm, chunks: list, messages: list[dict], partial) -> dict:
+        if self.name.startswith("ollama"):
+            _number_calls(chunks)
+        built = litellm.stream_chunk_builder(chunks, messages=messages)
+        self.count(litellm, built)
+        msg, finish = built.choices[0].message, built.choices[0].finish_reason
+        calls = (
+            []
+            if partial
+            else [
+                {
+                    "id": c.id or f"call_{i}",
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments or ""},
+                }
+                for i, c in enumerate(msg.tool_calls or [])
+            ]
+        )
+        content = msg.content or ""
+        if not calls and not partial:
+            calls, content = parse_tool_calls(content, self.text_tools)
+        reply = {
+            "role": "assistant",
+            "content": content + (f"\n\n[connection lost mid-answer: {partial}]" if partial else ""),
+        }
+        reply.update({"tool_calls": calls} if calls else {}, **({"cut": True} if finish == "length" else {}))
+        return reply
+
+    def count(self, litellm, built) -> None:
+        usage = getattr(built, "usage", None)
+        self.usage["prompt_tokens"] += getattr(usage, "prompt_tokens", 0) or 0
+        self.usage["completion_tokens"] += getattr(usage, "completion_tokens", 0) or 0
+        try:
+            self.usage["cost"] += litellm.completion_cost(completion_response=built) or 0.0
+        except Exception:  # unknown models have no price
+            self.usage["cost_known"] = False
+
+    def context_limit(self) -> int:
+        """Tokens the conversation may use: max_context_tokens, or less if the server says its window is smaller."""
+        if self.context is None:
+            self.context = min(self.config["max_context_tokens"], self.server_context() or 10**9)
+        return self.context
+
+    def server_context(self) -> int | None:
+        """The context size a local server reports: llama.cpp's /props, Ollama's /api/show."""
+        import httpx
+
+        base = (self.config.get("api_base") or "").rstrip("/")
+        try:
+            if self.name.startswith("ollama") and base:
+                info = httpx.post(f"{base}/api/show", json={"model": self.name.split("/", 1)[1]}, timeout=3).json()
+                return next(v for k, v in info.get("model_info", {}).items() if k.endswith(".context_length"))
+            if base and self.name.startswith(("openai/", "hosted_vllm/")):
+                props = httpx.get(base.removesuffix("/v1") + "/props", timeout=3).json()
+                return props.get("default_generation_settings", props).get("n_ctx")
+        except Exception:  # not a server that tells: the configured size stands
+            return None
+        return None
+
+    def tool_prompt(self, tools: list[dict]) -> str:
+        """The tools described in the system prompt, when calls are written as text."""
+        if not self.text_tools:
+            return ""
+        lines = [f"- {t['function']['name']}({', '.join(_params(t))}): {t['function']['description']}" for t in tools]
+        return (
+            "\n# Calling tools\nTo call a tool, write on its own line, for example:\n" + EXAMPLE + "\nthen stop "
+            'and wait: the result comes back as <tool_response name="read_file">...</tool_response>. Tools:\n'
+            + "\n".join(lines)
+            + "\n"
+        )
+
+
+def _params(tool: dict) -> list[str]:
+    params = tool["function"]["parameters"]
+    return [k + ("" if k in params["required"] else "?") for k in params["properties"]]
 
 
 def _number_calls(chunks: list) -> None:
-    """Ollama streams each tool call whole, with no index and no id (litellm adds an id only when there
-    are arguments): without this, calls in separate chunks merge into one and a call with no arguments
-    is dropped by stream_chunk_builder."""
+    """Ollama streams each tool call whole, with no index and no id: without this, calls in separate chunks merge
+    into one, and a call with no arguments is dropped by stream_chunk_builder."""
     calls = [c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or []]
     for i, call in enumerate(calls):
         call.index, call.id = i, call.id or f"call_{i}"
 
 
-def _count(litellm, built) -> None:
-    usage = getattr(built, "usage", None)
-    USAGE["prompt_tokens"] += getattr(usage, "prompt_tokens", 0) or 0
-    USAGE["completion_tokens"] += getattr(usage, "completion_tokens", 0) or 0
-    try:
-        USAGE["cost"] += litellm.completion_cost(completion_response=built) or 0.0
-    except Exception:  # unknown models have no price
-        USAGE["cost_known"] = False
-
-
-def token_count(model: str, messages: list[dict]) -> int:
-    """Tokens in messages, by litellm's counter for the model."""
-    try:
-        return _litellm().token_counter(model=model, messages=messages)
-    except Exception:  # tool-call shapes some counters reject: estimate from characters
-        return len(json.dumps(messages)) // 4
-
-
-def to_text_protocol(messages: list[dict]) -> list[dict]:
-    """Rewrite native tool calls and results as text, for models without tool calling."""
+def to_text(messages: list[dict]) -> list[dict]:
+    """Native tool calls and results rewritten as text, for models without tool calling."""
     out, names = [], {}
     for m in messages:
         if m["role"] == "tool":
@@ -177,30 +271,64 @@ def to_text_protocol(messages: list[dict]) -> list[dict]:
             out.append({"role": "user", "content": f'<tool_response name="{name}">\n{m["content"]}\n</tool_response>'})
         elif m.get("tool_calls"):
             names.update({c["id"]: c["function"]["name"] for c in m["tool_calls"]})
-            calls = "\n".join(
-                "<tool_call>" + json.dumps({"name": c["function"]["name"],
-                                            "arguments": _loads(c["function"]["arguments"])}) + "</tool_call>"
-                for c in m["tool_calls"])
-            out.append({"role": "assistant", "content": f"{m.get('content') or ''}\n{calls}".strip()})
+            calls = [
+                {"name": c["function"]["name"], "arguments": _loads(c["function"]["arguments"])[0]}
+                for c in m["tool_calls"]
+            ]
+            text = "\n".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+            out.append({"role": "assistant", "content": f"{m.get('content') or ''}\n{text}".strip()})
         else:
             out.append(m)
     return out
 
 
 def _loads(raw: str):
+    """JSON, leniently: single quotes, trailing commas, Python's True/False/None; (value, error or None)."""
     try:
-        return json.loads(raw or "{}")
+        return json.loads(raw or "{}"), None
+    except ValueError as e:
+        fixed = re.sub(r",\s*([}\]])", r"\1", raw.replace("'", '"'))
+        fixed = re.sub(r"\b(True|False|None)\b", lambda m: {"True": "true", "False": "false"}.get(m[0], "null"), fixed)
+        try:
+            return json.loads(fixed), None
+        except ValueError:
+            return raw, str(e)
+
+
+def _call(blob: str, i: int) -> dict:
+    """One tool call read from text; one the model cannot have meant (bad JSON, no name) gets an empty name,
+    which the tools answer with what to fix."""
+    data, error = _loads(blob)
+    ok = isinstance(data, dict) and isinstance(data.get("name"), str) and not error
+    args = (data.get("arguments", data.get("parameters", {})) if ok else blob) or {}
+    return {
+        "id": f"text_call_{i}",
+        "type": "function",
+        "function": {
+            "name": data["name"] if ok else "",
+            "arguments": args if isinstance(args, str) else json.dumps(args),
+        },
+    }
+
+
+def _end(text: str, at: int) -> int:
+    """Where the JSON object starting at `at` ends (strings may hold braces and tags), or a closing mark."""
+    try:
+        return json.JSONDecoder().raw_decode(text, at)[1]
     except ValueError:
-        return raw
+        return min([i for i in (text.find("</tool_call>", at), text.find("```", at)) if i >= 0], default=len(text))
 
 
-def parse_tool_calls(text: str) -> list[dict]:
-    """The <tool_call>{...}</tool_call> blocks in a model's text, as native tool_calls."""
-    calls = []
-    for i, raw in enumerate(TOOL_CALL.findall(text or "")):
-        data = _loads(raw)
-        name = data.get("name", "") if isinstance(data, dict) else ""
-        args = data.get("arguments", {}) if isinstance(data, dict) else raw
-        calls.append({"id": f"text_call_{i}", "type": "function",
-                      "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}})
-    return calls
+def parse_tool_calls(text: str, lenient: bool) -> tuple[list[dict], str]:
+    """Tool calls written in text, and the text without them: <tool_call>{...}</tool_call> (closing tag optional);
+    when lenient (text tool mode) also JSON with a "name" in a code fence or bare at the start of a line."""
+    spans = [(m.start(), m.end()) for m in CALL.finditer(text)]
+    if lenient and not spans:
+        spans = [(m.start(), m.end()) for m in FENCE.finditer(text) if re.match(r'\{\s*"name"', text[m.end() :])]
+        spans = spans or [(m.start(), m.start()) for m in re.finditer(r'^\{\s*"name"', text, re.M)]
+    spans = [(cut, at, _end(text, at)) for cut, at in spans]
+    calls = [_call(text[at:end].strip(), i) for i, (_, at, end) in enumerate(spans)]
+    for cut, _, end in reversed(spans):
+        tail = re.match(r"\s*(?:</tool_call>|```)?", text[end:])
+        text = text[:cut] + text[end + tail.end() :]
+    return calls, text.strip()

@@ -3,97 +3,141 @@
 import glob
 import os
 import threading
+import time
 from pathlib import Path
 
-from amas_code import providers, safety, tools, ui
+from rich.text import Text
+
+from amas_code import config as config_file
+from amas_code import providers, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
 def cmd_help(agent, arg):
     """List the commands."""
     for name, fn in COMMANDS.items():
-        ui.console.print(f"  [bold]{name:<13}[/] {fn.__doc__}")
-
-
-def _ask(question: str) -> bool:
-    return ui.confirm(question) in ("y", "a")
+        ui.console.print(Text.assemble((f"  {name:<13}", "bold"), fn.__doc__))
 
 
 def cmd_undo(agent, arg):
-    """Undo the last N checkpoints (default 1): /undo [n]."""
-    n = int(arg) if arg.strip().isdigit() else 1
-    _report("undone", lambda cp: cp.undo(n, _ask))
+    """Take back the last n checkpoints (default 1): /undo [n]."""
+    if not arg.strip().isdigit() and arg.strip() or arg.strip() == "0":
+        return ui.error(f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed")
+    n = int(arg.strip() or 1)
+    _checkpoints(agent, "undone", lambda cp: cp.undo(n, _ask))
 
 
 def cmd_redo(agent, arg):
     """Re-apply what /undo took back."""
-    _report("redone", lambda cp: cp.redo(_ask))
+    _checkpoints(agent, "redone", lambda cp: cp.redo(_ask))
 
 
 def cmd_checkpoint(agent, arg):
-    """List checkpoints; /checkpoint <id> restores that one (undoes those after it)."""
+    """List checkpoints; /checkpoint <id> goes back to that one (undoes those after it)."""
     if arg.strip():
-        return _report("restored", lambda cp: cp.restore(arg.strip(), _ask))
-    listed = tools.STATE["checkpoint"].list() if tools.STATE["checkpoint"] else []
-    for sha, subject in listed:
-        ui.console.print(f"  [yellow]{sha}[/] {subject}", highlight=False)
+        return _checkpoints(agent, "restored", lambda cp: cp.restore(arg.strip(), _ask))
+    listed = agent.checkpoint.history(limit=20) if agent.checkpoint else []
+    for cp in listed:
+        when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
+        files = ", ".join(cp.get("files", []))
+        ui.console.print(Text.assemble((cp["id"][:8], "yellow"), f" {when} {ui.clean(cp['label'])}  ", (files, "dim")))
     if not listed:
         ui.info("no checkpoints yet")
 
 
-def _report(verb: str, action) -> None:
-    cp = tools.STATE["checkpoint"]
-    if cp is None:
+def _ask(question: str) -> bool:
+    return ui.ask(question, "yn") == "y"
+
+
+def _checkpoints(agent, verb: str, action) -> None:
+    if agent.checkpoint is None:
         return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
-        ui.success(f"{verb}: {', '.join(action(cp))}")
-    except CheckpointError as e:
+        ui.success(f"{verb}: {', '.join(action(agent.checkpoint)) or 'nothing'}")
+    except (CheckpointError, OSError) as e:
         ui.error(str(e))
+
+
+def cmd_diff(agent, arg):
+    """Show what the agent changed in this session."""
+    changes = agent.checkpoint.changes() if agent.checkpoint else []
+    for path, old, new in changes:
+        ui.console.print(ui.diff((old or b"").decode(errors="replace"), (new or b"").decode(errors="replace"), path))
+    if not changes:
+        ui.info("the agent changed nothing in this session")
 
 
 def cmd_attach(agent, arg):
     """Add files to your next message: /attach <path or glob>..."""
+    if not arg.strip():
+        return ui.error("/attach needs a file, e.g. /attach src/app.py or /attach 'docs/*.md'")
     for pattern in arg.split():
-        for path in sorted(glob.glob(str(agent.root / pattern), recursive=True)) or [str(agent.root / pattern)]:
-            data = Path(path).read_bytes() if Path(path).is_file() else None
-            if data is None or b"\0" in data[:8192]:
-                ui.error(f"cannot attach {pattern}: {'no such file' if data is None else 'binary file'}")
-                continue
-            agent.attachments.append((os.path.relpath(path, agent.root), data.decode(errors="replace")))
-            ui.success(f"attached {os.path.relpath(path, agent.root)}")
+        full = str(agent.root / os.path.expanduser(pattern))
+        for path in sorted(glob.glob(full, recursive=True)) or [full]:
+            try:
+                _attach(agent, Path(path))
+            except (OSError, PermissionError, ValueError) as e:
+                ui.error(f"cannot attach {pattern}: {e}")
+
+
+def _attach(agent, path: Path) -> None:
+    path = agent.gate.path(str(path))
+    if path.is_dir():
+        raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
+    data = path.read_bytes()
+    if tools.looks_binary(data):
+        raise ValueError("it is a binary file")
+    text = agent.gate.secrets.redact(data[: tools.MAX_READ].decode(errors="replace"))
+    if len(data) > tools.MAX_READ:
+        text += f"\n[cut at {tools.MAX_READ // 1000} KB of {len(data) // 1000} KB; the agent can read_file the rest]"
+    agent.attachments.append((agent.tools.show(path), text))
+    ui.success(f"attached {agent.tools.show(path)}")
 
 
 def cmd_clear(agent, arg):
     """Start a new conversation."""
     agent.messages.clear()
+    agent.new_session()
     ui.success("new conversation")
 
 
 def cmd_model(agent, arg):
-    """Show the model, or switch: /model <name>."""
-    if arg.strip():
-        agent.config.update(model=arg.strip(), text_tools=False)
-    ui.info(f"model: {agent.config['model']}")
+    """Show the model, or switch: /model <provider/name>."""
+    name = arg.strip()
+    if name:
+        providers.check(name)
+        same = name.split("/")[0] == agent.model.name.split("/")[0]  # another provider: its own address and key
+        keep = {k: agent.config[k] for k in ("api_base", "api_key") if same}
+        agent.model = providers.Model(
+            {**agent.config, "api_base": None, "api_key": None, **keep, "model": name}, agent.model.usage
+        )
+    ui.info(
+        f"model: {agent.model.name}"
+        + (f" at {agent.model.config['api_base']}" if agent.model.config.get("api_base") else "")
+    )
 
 
 def cmd_tokens(agent, arg):
     """Tokens used and cost so far."""
-    u = providers.USAGE
+    u = agent.model.usage
     cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
-    ui.info(f"prompt {u['prompt_tokens']} + completion {u['completion_tokens']} tokens; cost {cost}; "
-            f"conversation now ~{providers.token_count(agent.config['model'], agent.prompted())} tokens")
+    now = agent.tokens(agent.request(), 10**9)
+    ui.info(
+        f"prompt {u['prompt_tokens']} + completion {u['completion_tokens']} tokens; cost {cost}; "
+        f"conversation now ~{now} tokens of {agent.limit()}"
+    )
 
 
 def cmd_compact(agent, arg):
-    """Summarize older messages to free context."""
+    """Summarize everything before your latest message, to free context."""
     agent.compact()
 
 
 def cmd_init(agent, arg):
-    """Scan the project and write .amas/project_map.md."""
+    """Map the project for the model (.amas/project_map.md)."""
     from amas_code import repomap
 
-    repomap.run(agent.root, agent.config)
+    repomap.init(agent.root, agent.config["ignore"])
 
 
 def cmd_skills(agent, arg):
@@ -102,25 +146,25 @@ def cmd_skills(agent, arg):
 
     found = skills.load(agent.root)
     for s in found:
-        active = skills.matches(s, agent.last_user())
-        ui.console.print(f"  {'[green]active[/]' if active else '      '} [bold]{s['name']}[/]: {s['description']}")
+        mark = ("active ", "green") if skills.matches(s, agent.last_user()) else ("       ", "")
+        ui.console.print(Text.assemble("  ", mark, (s["name"], "bold"), f": {s['description']}"))
     if not found:
         ui.info("no skills in .amas/skills/ or ~/.amas/skills/")
 
 
 def cmd_permissions(agent, arg):
-    """Show the shell permission rules and which matched last."""
-    perms = agent.config.get("permissions") or {}
-    for kind in ("deny", "allow"):
-        ui.console.print(f"  {kind}: {', '.join(perms.get(kind) or []) or '(none)'}", markup=False, highlight=False)
-    last = safety.LAST_RULE
-    if last["command"]:
-        ui.info(f"last: {last['command']!r} -> {last['verdict']}" + (f" by {last['rule']!r}" if last["rule"] else ""))
+    """Show the shell rules, the commands you allowed, and which rule decided last."""
+    perms = agent.config["permissions"]
+    for kind, rules in (("deny", perms.get("deny")), ("allow", perms.get("allow")), ("allowed", agent.gate.commands)):
+        ui.console.print(Text(f"  {kind}: {', '.join(rules or []) or '(none)'}"))
+    if agent.gate.last:
+        command, verdict, rule = agent.gate.last
+        ui.info(f"last: {command!r} -> {verdict}" + (f" by {rule!r}" if rule else ""))
 
 
 def cmd_browser(agent, arg):
     """Close the browser to free its memory: /browser close."""
-    tools.close()
+    agent.tools.close()
     ui.success("browser closed")
 
 
@@ -129,10 +173,24 @@ def cmd_quit(agent, arg):
     raise EOFError
 
 
-COMMANDS = {"/help": cmd_help, "/undo": cmd_undo, "/redo": cmd_redo, "/checkpoint": cmd_checkpoint,
-            "/attach": cmd_attach, "/clear": cmd_clear, "/model": cmd_model, "/tokens": cmd_tokens,
-            "/compact": cmd_compact, "/init": cmd_init, "/skills": cmd_skills, "/permissions": cmd_permissions,
-            "/browser": cmd_browser, "/quit": cmd_quit, "/exit": cmd_quit}
+COMMANDS = {
+    "/help": cmd_help,
+    "/undo": cmd_undo,
+    "/redo": cmd_redo,
+    "/checkpoint": cmd_checkpoint,
+    "/diff": cmd_diff,
+    "/attach": cmd_attach,
+    "/clear": cmd_clear,
+    "/model": cmd_model,
+    "/tokens": cmd_tokens,
+    "/compact": cmd_compact,
+    "/init": cmd_init,
+    "/skills": cmd_skills,
+    "/permissions": cmd_permissions,
+    "/browser": cmd_browser,
+    "/quit": cmd_quit,
+    "/exit": cmd_quit,
+}
 
 
 def command(agent, line: str) -> None:
@@ -140,22 +198,24 @@ def command(agent, line: str) -> None:
     name, _, arg = line.partition(" ")
     found = [c for c in COMMANDS if c == name] or [c for c in COMMANDS if c.startswith(name)]
     if len(found) != 1:
-        return ui.error(f"unknown command {name}, /help lists them" if not found
-                        else f"{name} is ambiguous: {', '.join(found)}")
+        return ui.error(
+            f"unknown command {name}, /help lists them" if not found else f"{name} is ambiguous: {', '.join(found)}"
+        )
     COMMANDS[found[0]](agent, arg)
 
 
-def preload(config: dict, app) -> None:
+def preload(agent, app) -> None:
     """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
-    want = config.get("preload", "auto")
+    want = agent.config.get("preload", "auto")
     if want == "auto":
         want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
-    if want is not True and want != "true":
+    if want is not True:
         return
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
-        threading.Thread(target=providers._litellm, daemon=True).start()
+        agent.preloading = threading.Thread(target=providers.load, daemon=True)
+        agent.preloading.start()
 
     app.after_render.add_handler(start)
 
@@ -164,7 +224,7 @@ def session(root: Path):
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import Completer, Completion, PathCompleter
     from prompt_toolkit.document import Document
-    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings
 
     class Complete(Completer):  # slash commands at the start, file paths anywhere
@@ -178,22 +238,32 @@ def session(root: Path):
                 word = text.split()[-1]
                 yield from self.paths.get_completions(Document(word, len(word)), event)
 
+    class PrivateHistory(FileHistory):  # 0600, never written through a symlink
+        def store_string(self, string: str) -> None:
+            lines = "".join(f"+{line}\n" for line in string.split("\n"))
+            config_file.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
+
     keys = KeyBindings()
 
     @keys.add("escape", "enter")  # Esc-Enter or Alt-Enter: a new line instead of sending
     def _(event):
         event.current_buffer.insert_text("\n")
 
-    (root / ".amas").mkdir(exist_ok=True)
-    return PromptSession(history=FileHistory(str(root / ".amas" / "input_history")), completer=Complete(),
-                         key_bindings=keys, complete_while_typing=False)
+    path = root / ".amas" / "input_history"
+    try:
+        config_file.private_dir(path.parent)
+        history = PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
+    except (OSError, config_file.ConfigError) as e:
+        ui.warning(f"input history is not kept: {e}")
+        history = InMemoryHistory()
+    return PromptSession(history=history, completer=Complete(), key_bindings=keys, complete_while_typing=False)
 
 
 def run(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
     prompt = session(agent.root)
-    preload(agent.config, prompt.app)
-    ui.info(f"amas · {agent.config['model']} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit")
+    preload(agent, prompt.app)
+    ui.info(f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit")
     while True:
         try:
             line = prompt.prompt("› ").strip()
@@ -209,6 +279,7 @@ def run(agent) -> None:
         except EOFError:
             return
         except KeyboardInterrupt:
+            ui.console.print()
             ui.warning("cancelled")
         except providers.ProviderError as e:
             ui.error(str(e))

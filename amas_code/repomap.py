@@ -200,6 +200,12 @@ def _scan(path: Path, rel: str, cached: list | None, stats: Counter) -> list | N
     if why := why or "binary" * (b"\0" in source[:8192]):
         stats[why] += 1
         return None
+    parsed = _parse(path, rel, source, stats)
+    return parsed and [st.st_mtime_ns, st.st_size, *parsed]
+
+
+def _parse(path: Path, rel: str, source: bytes, stats: Counter) -> list | None:
+    """[language, kind, identifiers, symbols] of one file, or None when its grammar fails."""
     language = "cpp" if path.suffix == ".h" and CPP.search(source) else EXTENSIONS[path.suffix.lower()]
     try:
         found = symbols(source, language)
@@ -210,8 +216,7 @@ def _scan(path: Path, rel: str, cached: list | None, stats: Counter) -> list | N
     kind = next(
         (k for k, kind in KINDS.items() if kind.search(rel)), "generated" * bool(GENERATED.search(source[:600]))
     )
-    words = " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1"))))
-    return [st.st_mtime_ns, st.st_size, language, kind, words, found]
+    return [language, kind, " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1")))), found]
 
 
 def _count_references(cache: dict) -> None:
@@ -268,19 +273,21 @@ def init(root: Path, ignore: list[str]) -> int:
     _count_references(cache)
     write_private(root / CACHE, json.dumps({"version": CACHE_VERSION, "files": cache}, separators=(",", ":")))
     write_private(root / MAP, _full_map(cache))
-    skips = {why: n for why, n in stats.items() if why not in ("reparsed", "cached")}
-    why = f" ({', '.join(f'{n} {why}' for why, n in skips.items())})" if skips else ""
-    count, seconds = sum(len(e[SYMS]) for e in cache.values()), time.perf_counter() - began
-    ui.success(f"mapped {len(cache)} files, {count} symbols in {seconds:.2f} s → {MAP}")
-    ui.info(
-        f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skips.values())} skipped{why}; "
-        f"languages: {_languages(cache)}"
-    )
+    _report(cache, stats, time.perf_counter() - began)
     return 0
 
 
-def run(root: Path, config: dict) -> int:  # the CLI's old name, until it calls init(root, config["ignore"])
-    return init(root, config.get("ignore") or [])
+def _report(cache: dict, stats: Counter, seconds: float) -> None:
+    skips, count = (
+        Counter({k: n for k, n in stats.items() if k not in ("reparsed", "cached")}),
+        len([s for e in cache.values() for s in e[SYMS]]),
+    )
+    why = f" ({', '.join(f'{n} {k}' for k, n in skips.items())})" if skips else ""
+    ui.success(f"mapped {len(cache)} files, {count} symbols in {seconds:.2f} s → {MAP}")
+    ui.info(
+        f"{stats['reparsed']} reparsed, {stats['cached']} cached, {skips.total()} skipped{why}; languages: "
+        + _languages(cache)
+    )
 
 
 def _stem(word: str) -> str:

@@ -1,41 +1,231 @@
-"""Guards: shell permission rules, secret redaction, paths outside the project."""
+"""The gates: one approval function for every question, shell rules, paths, hosts, and secrets kept out of reach."""
 
+import base64
 import fnmatch
+import glob
 import os
 import re
+import shlex
 from pathlib import Path
+from urllib.parse import urlsplit
 
-LAST_RULE = {"command": None, "rule": None, "verdict": None}  # for /permissions
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.I)
+from amas_code import config as config_file
+from amas_code import ui
+
+AUTO = {"edit": True, "shell": True, "read": True, "net": True, "write": False, "secret": False}  # under --yes
+WRAPPERS = set(  # run the words after them
+    "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
+    "watch parallel".split()
+)
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
+RESERVED = set("if then elif else fi for while until do done case esac function select coproc { [[ !".split())
+CREDENTIALS = (
+    "~/.ssh ~/.aws ~/.netrc ~/.config/gh ~/.gnupg ~/.docker ~/.kube ~/.amas ~/.git-credentials ~/.config/gcloud "
+    "~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc /sys /dev /etc/shadow /etc/sudoers "
+    "/etc/ssh"
+).split()
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD\b|CRED|AUTH|COOKIE|PRIVATE", re.I)
+URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(?=@)", re.I)
+SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only when its cheap marker appears
+    "PRIVATE KEY": r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
+    "k-": r"\b(?:sk|rk|pk)-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}",
+    "k_": r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    "gh": r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_\w{30,}",
+    "glpat-": r"\bglpat-[\w-]{20,}",
+    "xox": r"\bxox[abposr]-[\w-]{10,}",
+    "IA": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    "AIza": r"\bAIza[\w-]{35}",
+    "hf_": r"\bhf_[A-Za-z0-9]{30,}",
+    "npm_": r"\bnpm_[A-Za-z0-9]{36}",
+    "eyJ": r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
+}
+ASSIGNED = re.compile(  # NAME=value (env, .env, exports); key: "value" (YAML, JSON, TOML, code); YAML; netrc
+    r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)([^\s\"']+)"
+    r"|((?i:api[_-]?key|secret|token|passw(?:or)?d|pwd)[\w.-]*[\"']?\s*[:=]\s*([\"']))([^\"'\s]{4,})(?=\4)"
+    r"|((?i:api[_-]?key|secret|token|password)[\w.-]*[ \t]*:[ \t]*)([^\s\"'#]{8,})$"
+    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)(\S+)",
+    re.M,
+)
 
 
-def permission(command: str, config: dict) -> str:
-    """'deny', 'allow' or 'ask' for a shell command line; deny always wins."""
-    perms = config.get("permissions") or {}
-    verdict, rule = "ask", None
-    for kind in ("deny", "allow"):
-        rule = next((p for p in perms.get(kind) or [] if fnmatch.fnmatchcase(command.strip(), p)), None)
-        if rule is not None:
-            verdict = kind
-            break
-    LAST_RULE.update(command=command, rule=rule, verdict=verdict)
-    return verdict
+def tokens(line: str) -> list[str] | None:
+    """Shell words and operators (quotes removed), or None when the line cannot be read (unbalanced quotes)."""
+    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|()<>\n")
+    lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
+    try:
+        return list(lex)
+    except ValueError:
+        return None
 
 
-def secrets(config: dict) -> list[str]:
-    """Values to hide: the api_key and env vars named like keys, tokens, secrets, passwords."""
-    values = [v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 8]
-    if config.get("api_key") and len(str(config["api_key"])) >= 8:
-        values.append(str(config["api_key"]))
-    return sorted(set(values), key=len, reverse=True)  # longest first: no half-redacted overlaps
+def split(line: str) -> tuple[list[list[str]], list[str], bool]:
+    """The simple commands of a line, its redirection targets, and whether it is plain: no substitution,
+    subshell, group, compound command or newline (only a plain line can match an allow rule)."""
+    toks = tokens(line)
+    if toks is None:
+        return [line.split()], [], False
+    commands, targets, words, plain = [], [], [], not re.search(r"`|\$\(|[<>]\(|\n", line)
+    for i, tok in enumerate(toks):
+        if i and set(toks[i - 1]) <= set("<>&|") and {"<", ">"} & set(toks[i - 1]):
+            targets.append(tok)  # the word after a redirection
+        elif set(tok) <= set("<>&|") and {"<", ">"} & set(tok):
+            words = words[:-1] if words and words[-1].isdigit() else words  # `2>`: the 2 is no argument
+        elif set(tok) <= set(";&|()<>\n"):
+            plain &= not {"(", ")"} & set(tok)
+            commands, words = commands + [words] if words else commands, []
+        else:
+            words.append(tok)
+    commands += [words] if words else []
+    return commands, targets, plain and not any(c[0] in RESERVED for c in commands)
 
 
-def redact(text: str, config: dict) -> str:
-    for value in secrets(config):
-        text = text.replace(value, "[REDACTED]")
-    return text
+def every_command(line: str, depth: int = 0) -> list[list[str]]:
+    """Every command a line may run, for deny rules: each simple command, what it wraps, and substitutions."""
+    found = [v for c in split(line)[0] for v in variants(c, depth)]
+    if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
+        for part in re.findall(r"`([^`]*)`", line) + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)]:
+            found += every_command(part, depth + 1)
+    return found
 
 
-def outside(path: str | Path, root: Path) -> bool:
-    """True when path, symlinks resolved, lies outside the project root."""
-    return not Path(path).resolve().is_relative_to(root.resolve())
+def variants(words: list[str], depth: int) -> list[list[str]]:
+    """A command and those it runs: assignments dropped, wrappers (env, sudo, xargs, find -exec ...) peeled,
+    `sh -c` and `eval` strings parsed again."""
+    while words and re.match(r"^\w+=", words[0]):
+        words = words[1:]
+    if not words or depth > 4:
+        return [words] if words else []
+    out, name = [words], words[0].rsplit("/", 1)[-1]
+    if name in WRAPPERS:
+        out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
+    inner = [" ".join(words[1:])] if name == "eval" else []
+    inner += [w for i, w in enumerate(words) if name in SHELLS and i and re.fullmatch(r"-\w*c\w*", words[i - 1])]
+    return out + [v for text in inner for v in every_command(text, depth + 1)]
+
+
+def _parts(words: list[str]) -> tuple[str, set, str]:
+    flags = {f"-{c}" for w in words[1:] if re.fullmatch(r"-\w+", w) for c in w[1:]}
+    flags |= {w.split("=")[0] for w in words[1:] if w.startswith("--") and len(w) > 2}
+    return words[0].rsplit("/", 1)[-1], flags, " ".join(w for w in words[1:] if not w.startswith("-"))
+
+
+def denied(words: list[str], rule: str) -> bool:
+    """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the program."""
+    pattern = tokens(rule) or [rule]
+    (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
+    fits = fnmatch.fnmatchcase(rest, args) or fnmatch.fnmatchcase(rest, f"{args} *")  # extra arguments count too
+    return fnmatch.fnmatchcase(name, want) and need <= flags and fits
+
+
+class Secrets:
+    """Every value that must never reach the model, the screen or the history, and the shapes secrets take."""
+
+    def __init__(self, config: dict):
+        keep = set(config["permissions"].get("env", []))
+        values = {v for k, v in os.environ.items() if SECRET_NAME.search(k) and k not in keep and len(v) >= 6}
+        values |= {m[2] for v in os.environ.values() for m in URL_CREDENTIALS.finditer(v)}
+        values |= {s for s in config.get("secrets", []) if len(s) >= 6}
+        found = [p for v in sorted(values, key=len, reverse=True) for p in self.spellings(v)]
+        self.known = re.compile("|".join(found)) if found else None
+        self.shapes = {mark: re.compile(pattern) for mark, pattern in SHAPES.items()}
+
+    @staticmethod
+    def spellings(value: str) -> list[str]:
+        """The value as is, split across lines, reversed, and base64-encoded at any alignment."""
+        raw, out = value.encode(), [r"\s*".join(map(re.escape, value)), re.escape(value[::-1])]
+        for pad in range(3):
+            encoded = base64.b64encode(b"\0" * pad + raw).decode()
+            out.append(re.escape(encoded[(8 * pad + 5) // 6 : 8 * (pad + len(raw)) // 6]))
+        return [p for p in out if len(p) >= 6]
+
+    def redact(self, text: str) -> str:
+        if self.known:
+            text = self.known.sub("[REDACTED]", text)
+        for mark, pattern in self.shapes.items():
+            text = pattern.sub("[REDACTED]", text) if mark in text else text
+        text = URL_CREDENTIALS.sub(r"\1[REDACTED]", text) if "://" in text else text
+        return ASSIGNED.sub(lambda m: next(g for g in (m[1], m[3], m[6], m[8]) if g is not None) + "[REDACTED]", text)
+
+
+def child_env(config: dict) -> dict:
+    """The environment for commands and the browser: no secret-named variables or URL credentials, unless passed."""
+    keep = set(config["permissions"].get("env", []))
+    secret = lambda k, v: SECRET_NAME.search(k) or URL_CREDENTIALS.search(v)  # noqa: E731
+    return {k: v for k, v in os.environ.items() if k in keep or not secret(k, v)}
+
+
+class Gate:
+    """Every question amas asks before acting, in one place; 'always' is scoped to its kind (and command or host)."""
+
+    def __init__(self, config: dict, root: Path):
+        self.config, self.root, self.always = config, Path(root).resolve(), set()
+        self.secrets, self.last = Secrets(config), None
+        saved = config_file.remembered(self.root)
+        self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
+
+    def ask(self, kind: str, question: str, detail=None, key: str = "") -> str:
+        """y, n or a: auto under --yes for the kinds that allow it; 'a' lasts the session for this kind (and key)."""
+        if (AUTO[kind] and self.config.get("auto_accept")) or (kind, key) in self.always:
+            if detail is not None:
+                ui.console.print(detail, overflow="fold")
+            return "y"
+        answer = ui.ask(question, "yna" if AUTO[kind] else "yn", detail)
+        if answer == "a":
+            self.always.add((kind, key))
+        return answer
+
+    def shell(self, command: str) -> str | None:
+        """None when the command may run; else why not, for the model."""
+        commands, targets, plain = split(command)
+        for words in every_command(command):
+            rule = next((r for r in self.config["permissions"].get("deny", []) if denied(words, r)), None)
+            if rule:
+                self.last = (command, "deny", rule)
+                return f"Error: command refused by the deny rule {rule!r} in permissions"
+        rules = [*self.config["permissions"].get("allow", []), *self.commands]
+        matched = [next((r for r in rules if fnmatch.fnmatchcase(" ".join(c), r)), None) for c in commands]
+        if plain and commands and all(matched) and all(map(self.inside, targets)):
+            self.last = (command, "allow", ", ".join(dict.fromkeys(matched)))
+            return None
+        self.last = (command, "ask", None)
+        return self.approve(command, commands, plain)
+
+    def approve(self, command: str, commands: list[list[str]], plain: bool) -> str | None:
+        answer = self.ask("shell", f"Run `{command}`?", key=command)
+        if answer == "a" and plain:  # the exact commands, glob characters escaped, kept in the user's home
+            for c in commands:
+                self.commands.append(glob.escape(" ".join(c)))
+                config_file.remember(self.root, "commands", self.commands[-1])
+        elif answer == "a":
+            ui.info("not remembered: a line with substitutions, subshells or newlines is asked every time")
+        return None if answer != "n" else "Command declined by user."
+
+    def inside(self, target: str) -> bool:
+        """A redirection target that stays in the project (or a file descriptor, or /dev/null)."""
+        if re.fullmatch(r"\d+|-|/dev/null", target):
+            return True
+        return "$" not in target and not target.startswith("~") and self.root in (self.root / target).resolve().parents
+
+    def path(self, raw: str, write: bool = False) -> Path:
+        """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""
+        path = (self.root / Path(raw).expanduser()).resolve()
+        secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
+        if not secret and path.is_relative_to(self.root):
+            return path
+        kind = "secret" if secret else "write" if write else "read"
+        where = f"{secret[0]}, which holds credentials" if secret else "outside the project"
+        if self.ask(kind, f"{'Write' if write else 'Read'} {path} ({where})?") == "n":
+            raise PermissionError(f"access to {path} ({where}) was declined by the user")
+        return path
+
+    def host(self, url: str) -> None:
+        """Ask before the first request to a host in this session; 'a' remembers it for the project."""
+        host = (urlsplit(url).hostname or "").lower()
+        if host in self.hosts:
+            return
+        answer = self.ask("net", f"Let the agent connect to {host}?", key=host)
+        if answer == "n":
+            raise PermissionError(f"connecting to {host} was declined by the user")
+        self.hosts.add(host)
+        if answer == "a":
+            config_file.remember(self.root, "hosts", host)

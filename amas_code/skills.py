@@ -3,19 +3,31 @@
 import re
 from pathlib import Path
 
+from amas_code import config as config_file
+from amas_code import ui
+
 FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
+
+
+def _read(path: Path) -> str:
+    """One of amas's own files, never through a symlink (a clone could point one at ~/.ssh)."""
+    try:
+        return config_file.read_private(path).strip() if path.is_file() or path.is_symlink() else ""
+    except (OSError, config_file.ConfigError) as e:
+        ui.warning(f"skipped {path}: {e}")
+        return ""
 
 
 def rules(root: Path) -> str:
     """The project's rules, verbatim."""
-    parts = [p.read_text(encoding="utf-8", errors="replace").strip()
-             for p in (root / ".amas" / "rules.md", root / "AGENTS.md") if p.is_file()]
-    return "\n\n".join(p for p in parts if p)
+    agents = (root / "AGENTS.md").resolve()  # a link to CLAUDE.md in the repository is fine; one out of it is not
+    agents = agents if agents.is_relative_to(root.resolve()) else root / "AGENTS.md"
+    return "\n\n".join(filter(None, (_read(root / ".amas" / "rules.md"), _read(agents))))
 
 
 def parse(path: Path) -> dict:
     """One skill file: optional YAML front matter (name, description, keywords), then the body."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = _read(path)
     meta, match = {}, FRONT.match(text)
     if match:
         import yaml
@@ -24,21 +36,25 @@ def parse(path: Path) -> dict:
             meta = yaml.safe_load(match.group(1)) or {}
         except yaml.YAMLError:
             meta = {}
-        text = text[match.end():]
+        text = text[match.end() :]
     meta = meta if isinstance(meta, dict) else {}
     keywords = meta.get("keywords") or re.split(r"[-_\s]+", path.stem)
     if isinstance(keywords, str):
         keywords = re.split(r"[,\s]+", keywords)
     first = next((line.strip("# ").strip() for line in text.splitlines() if line.strip()), "")
-    return {"name": str(meta.get("name") or path.stem), "description": str(meta.get("description") or first),
-            "keywords": [str(k).lower() for k in keywords if str(k).strip()], "body": text.strip(), "path": path}
+    return {
+        "name": str(meta.get("name") or path.stem),
+        "description": str(meta.get("description") or first),
+        "keywords": [str(k).lower() for k in keywords if str(k).strip()],
+        "body": text.strip(),
+    }
 
 
 def load(root: Path) -> list[dict]:
     """Project skills, then user-wide ones; a project skill wins over a user skill of the same name."""
     found = {}
     for folder in (Path.home() / ".amas" / "skills", root / ".amas" / "skills"):
-        for path in sorted(folder.glob("*.md")) if folder.is_dir() else []:
+        for path in sorted(folder.glob("*.md")) if folder.is_dir() and not folder.is_symlink() else []:
             skill = parse(path)
             found[skill["name"]] = skill
     return list(found.values())

@@ -1,115 +1,150 @@
-"""Everything the user sees: one console for output, one for errors, prompts and streaming."""
+"""Everything the user sees: answers on stdout; progress, tools and diffs on stderr; questions on the terminal."""
 
 import difflib
+import re
 import sys
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+out = Console(highlight=False)  # the answer: what `amas "..." > file` keeps
+console = Console(stderr=True, highlight=False)  # everything about the work
+TTY = "/dev/tty"  # where questions go when stdin or stderr is not the terminal
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
-def _say(con: Console, mark: str, style: str, msg: str) -> None:
-    con.print(Text.assemble((mark + " ", style), msg), soft_wrap=True)  # Text: "[" is not markup
+def clean(text: str) -> str:
+    """Control, bidi and zero-width characters shown escaped, so text from outside cannot fake the screen."""
+    return INVISIBLE.sub(lambda m: repr(m[0])[1:-1] if m[0] < "\u0100" else f"\\u{ord(m[0]):04x}", text)
+
+
+def _say(mark: str, style: str, msg: str, con: Console | None = None) -> None:
+    (con or console).print(Text.assemble((mark + " ", style), clean(msg)), soft_wrap=True)
 
 
 def info(msg: str) -> None:
-    _say(console, "ℹ", "blue", msg)
+    _say("ℹ", "blue", msg)
 
 
 def success(msg: str) -> None:
-    _say(console, "✓", "green", msg)
+    _say("✓", "green", msg)
 
 
 def warning(msg: str) -> None:
-    _say(err_console, "⚠", "yellow", msg)
+    _say("⚠", "yellow", msg)
 
 
 def error(msg: str) -> None:
-    _say(err_console, "✗", "red", msg)
+    _say("✗", "red", msg)
 
 
-def short(value, limit: int = 200) -> str:
-    """One value as text, shortened to limit characters."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} chars)"
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def show_tool_call(name: str, args: dict) -> None:
-    from rich.panel import Panel
-
-    body = Text()
-    for key, value in args.items():
-        body.append(f"{key}: ", style="bold").append(short(value) + "\n")
-    body.rstrip()
-    console.print(Panel(body if body else Text("(no arguments)"), title=f"[cyan]{name}", expand=False))
+def show_call(name: str, target: str) -> None:
+    """One line per tool call: what it is about, escaped, never interpreted as markup."""
+    console.print(Text.assemble(("● ", "cyan"), (name, "bold"), " ", clean(target)), soft_wrap=True)
 
 
-def show_result(text: str) -> None:
-    console.print(Text("  → " + short(text.split("\n", 1)[0], 120), style="dim"))
+def show_result(text: str, lines: int = 3) -> None:
+    """A short excerpt of a result: its first and last lines (errors and exit codes), or with lines=0 its first."""
+    rows = [clean(r) for r in text.rstrip("\n").split("\n")]
+    if not lines and len(rows) > 1:
+        rows = [rows[0], f"… {plural(len(rows) - 1, 'more line')}"]
+    elif len(rows) > 2 * lines + 1:
+        rows = [*rows[:lines], f"… {plural(len(rows) - 2 * lines, 'more line')}", *rows[-lines:]]
+    console.print(Text("\n".join(f"  │ {r}" for r in rows), style="dim"), overflow="fold")
 
 
-def show_diff(old: str, new: str, path: str) -> None:
-    from rich.syntax import Syntax
+def diff(old: str, new: str, path: str) -> Text:
+    """A unified diff with every byte of every changed line visible: wrapped, escaped, never cropped."""
+    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), f"a/{path}", f"b/{path}", lineterm="", n=2)
+    text = Text()
+    for line in lines:
+        style = "bold" if line[:3] in ("---", "+++") else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        text.append(clean(line.removesuffix("\r")) + "\n", style)
+    return text if text else Text(f"(no changes to {path})\n")
 
-    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm="")
-    diff = "\n".join(lines)
-    console.print(Syntax(diff or f"(no changes to {path})", "diff", theme="ansi_dark", background_color="default"))
+
+def _terminal() -> tuple[Console, object] | None:
+    """The console and input stream of the person at the terminal, or None when there is none."""
+    if sys.stdin.isatty() and console.is_terminal:
+        return console, None
+    try:
+        tty = open(TTY, "r+", encoding="utf-8")  # noqa: SIM115 - kept open for the session's questions
+    except OSError:
+        return None
+    return Console(file=tty, highlight=False), tty
 
 
-def confirm(question: str) -> str:
-    """Ask y/n/a; without a terminal to ask on, decline and say so."""
-    if not sys.stdin.isatty():
-        warning(f"{question} declined: no terminal to ask on (run with --yes to accept)")
+def can_ask() -> bool:
+    """Whether a person at a terminal can be asked something."""
+    where = _terminal()
+    if where and where[1]:
+        where[1].close()
+    return where is not None
+
+
+def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
+    """One of choices from the person at the terminal, after what the question needs (a diff);
+    without a terminal, 'n' and a warning saying so."""
+    detail = Text(clean(detail)) if isinstance(detail, str) else detail
+    where = _terminal()
+    if where is None:
+        if detail is not None:
+            console.print(detail, overflow="fold")
+        hint = " (run with --yes to accept)" if "a" in choices else ""
+        warning(f"{question} declined: no terminal to ask on{hint}")
         return "n"
-    while True:
-        answer = console.input(f"[bold]{escape(question)}[/] \\[y]es/\\[n]o/\\[a]lways: ").strip().lower()
-        if answer[:1] in ("y", "n", "a"):
-            return answer[:1]
+    con, stream = where
+    if detail is not None:
+        con.print(detail, overflow="fold")
+    labels = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
+    prompt = Text.assemble((clean(question), "bold"), " ", "/".join(labels[c] for c in choices), ": ")
+    try:
+        while True:
+            raw = con.input(prompt, stream=stream)
+            if (answer := raw.strip().lower()[:1]) and answer in choices:
+                return answer
+            if stream and not raw:  # end of input at the terminal: no
+                return "n"
+    except EOFError:
+        return "n"
+    finally:
+        if stream:
+            stream.close()
 
 
-def show_response(text: str) -> None:
-    from rich.markdown import Markdown
-
+def show_answer(text: str) -> None:
+    """The model's answer as plain text: names like __init__.py and code keep every character."""
     if text.strip():
-        console.print(Markdown(text))
-
-
-def show_summary(actions: list[tuple[str, str, str]]) -> None:
-    from rich.table import Table
-
-    table = Table("tool", "target", "result", title="This turn", title_justify="left")
-    for tool, target, result in actions:
-        table.add_row(tool, short(target, 60), short(result.splitlines()[0] if result else "", 60))
-    console.print(table)
+        out.print(Text(clean(text.strip("\n"))), soft_wrap=True)
 
 
 class Stream:
-    """Show a reply as it streams: a spinner, then the last lines of text, then markdown."""
+    """While a reply streams: a spinner, then its last lines (tool-call text hidden); the caller shows the end."""
 
     TAIL = 12  # lines kept on screen while streaming, so a long answer never re-renders whole
 
     def __init__(self, live: bool = True):
-        self.text, self.live, self.show_live = "", None, live
+        self.text, self.live, self.show_live = "", None, live and console.is_terminal
 
     def __enter__(self):
-        if console.is_terminal and self.show_live:
+        if self.show_live:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            self.live = Live(Spinner("dots", "thinking…"), console=console, transient=True,
-                             refresh_per_second=8)
+            self.live = Live(Spinner("dots", "thinking…"), console=console, transient=True, refresh_per_second=8)
             self.live.start()
         return self
 
     def __call__(self, chunk: str) -> None:
         self.text += chunk
         if self.live:
-            self.live.update(Text("\n".join(self.text[-4000:].splitlines()[-self.TAIL:])))  # O(1) a token
+            shown = self.text[-4000:].split("<tool_call")[0]  # O(1) a token
+            self.live.update(Text(clean("\n".join(shown.splitlines()[-self.TAIL :]))))
 
     def __exit__(self, *exc) -> None:
         if self.live:
             self.live.stop()
-        show_response(self.text)

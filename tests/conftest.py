@@ -16,6 +16,32 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before any test imports l
 API_KEY = "sk-test-secret-key-12345"
 
 
+@pytest.fixture(autouse=True)
+def no_tty(monkeypatch):
+    """Questions never reach the terminal the tests run in: without a pty, amas has no one to ask."""
+    from amas_code import ui
+
+    monkeypatch.setattr(ui, "TTY", "/nonexistent/tty")
+
+
+def make_config(**overrides) -> dict:
+    """A complete config as config.load returns it, with overrides."""
+    from amas_code.config import DEFAULT_CONFIG
+
+    return {**DEFAULT_CONFIG, "permissions": {"allow": [], "deny": [], "env": []}, "secrets": [], **overrides}
+
+
+def toolbox(root, checkpoint: bool = False, **overrides):
+    """The tools of a project, as the agent makes them."""
+    from amas_code.checkpoint import Checkpoint
+    from amas_code.safety import Gate
+    from amas_code.tools import Tools
+
+    config = make_config(**overrides)
+    cp = Checkpoint(root, config["ignore"], "test-session") if checkpoint else None
+    return Tools(root, config, Gate(config, root), cp)
+
+
 @pytest.fixture
 def llm():
     server = ScriptedLLM()
@@ -95,13 +121,10 @@ def run_amas(*args, llm=None, input=None, env=None, timeout=120):
 @pytest.fixture
 def agent(project, llm):
     """An in-process Agent on the project, talking to the scripted model, edits auto-accepted."""
-    from amas_code import tools
     from amas_code.agent import Agent
-    from amas_code.config import DEFAULT_CONFIG
 
-    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": API_KEY,
-              "auto_accept": True}
-    tools.setup(project, config)
+    config = make_config(model="openai/test-model", api_base=llm.url, api_key=API_KEY, auto_accept=True,
+                         secrets=[API_KEY])
     return Agent(config, project)
 
 

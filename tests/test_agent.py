@@ -3,10 +3,10 @@
 import json
 
 import litellm
+from conftest import make_config
 
-from amas_code import tools
+from amas_code import providers, repomap
 from amas_code.agent import PROMPT_BUDGET
-from amas_code.config import DEFAULT_CONFIG
 
 
 def system(request) -> str:
@@ -23,7 +23,9 @@ def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
     (project / ".amas/skills/release-notes.md").write_text("# Write release notes\nGroup by Added/Fixed.\n")
     (home / ".amas/skills").mkdir(parents=True)
     (home / ".amas/skills/sql.md").write_text("---\ndescription: SQL style\n---\nUppercase keywords.\n")
-    (project / ".amas/project_map.md").write_text("# Project map\n\n## src/app.py\n- L3 def main()\n")
+    (project / "src").mkdir()
+    (project / "src/app.py").write_text("import os\n\n\ndef main():\n    return 0\n")
+    repomap.init(project, [])
     llm.reply(text="ok")
     agent.turn("please fix the Docker build")
     prompt = system(llm.requests[0])
@@ -32,22 +34,21 @@ def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
     assert "### Skill: docker\nUse multi-stage builds and pin base images." in prompt
     assert "- release-notes: Write release notes" in prompt and "Group by Added/Fixed." not in prompt
     assert "- sql: SQL style" in prompt and "Uppercase keywords." not in prompt
-    assert "## src/app.py\n- L3 def main()" in prompt
+    assert "src/app.py\n  def main()" in prompt
     assert "# Browser Control & Web Interaction" in prompt
 
 
 def test_prompt_stays_under_budget_with_a_huge_map(agent, project, llm):
-    sections = [f"## pkg/module_{i}.py\n" + "".join(f"- L{j} def function_{i}_{j}(a, b)\n" for j in range(8))
-                for i in range(3000)]
-    (project / ".amas").mkdir(exist_ok=True)
-    (project / ".amas/project_map.md").write_text("# Project map\n\n" + "".join(sections))
+    (project / "pkg").mkdir()
+    for i in range(600):
+        (project / f"pkg/module_{i}.py").write_text("".join(f"def function_{i}_{j}(a, b):\n    pass\n" for j in range(8)))
+    repomap.init(project, [])
     llm.reply(text="ok")
-    agent.turn("look at pkg/module_2999.py please")
+    agent.turn("look at pkg/module_599.py please")
     prompt = system(llm.requests[0])
     assert litellm.token_counter(model="openai/test-model", messages=[{"role": "system", "content": prompt}]) \
         <= PROMPT_BUDGET
-    assert "## pkg/module_2999.py" in prompt  # the file the user mentioned is ranked first
-    assert "more files in .amas/project_map.md)" in prompt
+    assert "pkg/module_599.py\n  def function_599_" in prompt  # the file the user mentioned is ranked first
 
 
 def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
@@ -97,9 +98,9 @@ def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys)
 
 def test_ctrl_c_during_a_tool_keeps_messages_valid(agent, llm, monkeypatch):
     llm.reply(calls=[("read_file", '{"path": "README.md"}'), ("list_files", "{}")])
-    real = tools.run
-    monkeypatch.setattr(tools, "run", lambda name, args: (_ for _ in ()).throw(KeyboardInterrupt)
-                        if name == "list_files" else real(name, args))
+    real = agent.tools.execute
+    monkeypatch.setattr(agent.tools, "execute", lambda name, raw: (_ for _ in ()).throw(KeyboardInterrupt)
+                        if name == "list_files" else real(name, raw))
     assert agent.turn("look around") is False
     calls = agent.messages[1]["tool_calls"]
     results = {m["tool_call_id"]: m["content"] for m in agent.messages if m["role"] == "tool"}
@@ -110,13 +111,26 @@ def test_ctrl_c_during_a_tool_keeps_messages_valid(agent, llm, monkeypatch):
     assert llm.requests[-1]["messages"][-1]["content"] == "continue"
 
 
-def test_repeated_identical_calls_warn(agent, llm, capsys):
-    for _ in range(3):
+def test_repeated_identical_calls_are_pointed_out_then_end_the_turn(agent, llm, capsys):
+    for _ in range(6):
         llm.reply(tool="list_files")
-    llm.reply(text="done")
     agent.turn("list")
-    assert "repeated the same list_files call 3 times" in capsys.readouterr().err
-    assert "you have made this exact call several times" in llm.requests[3]["messages"][-1]["content"]
+    assert "you have made this same call 3 times in a row" in llm.requests[3]["messages"][-1]["content"]
+    assert len(llm.requests) == 4  # the fourth identical call ended the turn: no fifth request
+    assert "the model made the same list_files call 4 times in a row; turn ended" in capsys.readouterr().err
+    assert agent.messages[-1]["role"] == "tool"  # every call answered: the next request is valid
+
+
+def test_near_identical_calls_count_as_repeats_but_different_ones_do_not(agent, llm, capsys):
+    for n in range(4):
+        llm.reply(tool="search_files", pattern=f"TODO{n}")  # one character apart: the model is stuck
+    agent.turn("search")
+    assert len(llm.requests) == 4 and "turn ended" in capsys.readouterr().err
+    for name in ("read_file", "list_files", "read_file", "list_files", "read_file"):
+        llm.reply(tool=name, **({"path": "README.md"} if name == "read_file" else {}))
+    llm.reply(text="done")
+    agent.turn("alternate")
+    assert agent.messages[-1]["content"] == "done" and "turn ended" not in capsys.readouterr().err
 
 
 def test_empty_reply_is_reported(agent, llm, capsys):
@@ -141,7 +155,8 @@ def test_attach_puts_files_in_the_next_message(agent, project, llm):
 
 
 def test_text_tools_when_litellm_says_the_model_cannot_call_functions(agent, llm, capsys):
-    agent.config["model"] = "deepseek/deepseek-reasoner"  # supports_function_calling: false in litellm's map
+    # supports_function_calling: false in litellm's map
+    agent.model = providers.Model({**agent.config, "model": "deepseek/deepseek-reasoner"})
     llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(text="listed")
     agent.turn("list the files")
     first = llm.requests[0]
@@ -151,23 +166,20 @@ def test_text_tools_when_litellm_says_the_model_cannot_call_functions(agent, llm
 
 
 def test_resumed_session_killed_mid_tool_is_repaired(project, llm):
-    from amas_code import history
     from amas_code.agent import Agent
 
-    log = project / ".amas/history.jsonl"
     call = {"id": "call_9", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}
-    history.append(log, "s1", {"role": "user", "content": "list"})
-    history.append(log, "s1", {"role": "assistant", "content": "", "tool_calls": [call]})  # killed here
-    session, messages = history.latest(log)
-    config = {**DEFAULT_CONFIG, "model": "openai/test-model", "api_base": llm.url, "api_key": "k" * 12}
-    tools.setup(project, config)
-    agent = Agent(config, project, session, messages)
-    agent.repair()
+    (project / ".amas").mkdir()
+    (project / ".amas/history.jsonl").write_text(
+        json.dumps({"session": "s1", "time": 1.0, "role": "user", "content": "list"}) + "\n"
+        + json.dumps({"session": "s1", "time": 2.0, "role": "assistant", "content": "", "tool_calls": [call]}) + "\n")
+    config = make_config(model="openai/test-model", api_base=llm.url, api_key="k" * 12)
+    agent = Agent(config, project, resume=True)  # killed mid-tool: resumed with every call answered
     llm.reply(text="resumed")
     agent.turn("go on")
     sent = llm.requests[0]["messages"]
     assert sent[3] == {"role": "tool", "tool_call_id": "call_9", "content": "Cancelled by the user."}
-    assert sent[4]["content"] == "go on" and session == "s1"
+    assert sent[4]["content"] == "go on" and agent.session == "s1"
 
 
 def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch):
@@ -186,7 +198,7 @@ def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch):
     monkeypatch.setattr("amas_code.browser.Browser", FakeBrowser)
     llm.reply(tool="navigate", url="http://127.0.0.1:1/").reply(text="opened")
     agent.turn("open the page")
-    assert closed == [] and tools.STATE["browser"] is not None  # used this turn: kept for the next
+    assert closed == [] and agent.tools.browser is not None  # used this turn: kept for the next
     llm.reply(text="no browsing here")
     agent.turn("just talk")
-    assert closed == [True] and tools.STATE["browser"] is None
+    assert closed == [True] and agent.tools.browser is None

@@ -6,17 +6,20 @@ import time
 import psutil
 import pytest
 
+from conftest import toolbox
+
 from amas_code import tools
-from amas_code.config import DEFAULT_CONFIG
 
 
 @pytest.fixture
-def run(bare):
-    config = {**DEFAULT_CONFIG, "auto_accept": True, "shell_timeout": 5}
-    tools.setup(bare, config)
+def box(bare):
+    return toolbox(bare, auto_accept=True, shell_timeout=5)
 
+
+@pytest.fixture
+def run(box):
     def call(name, **args):
-        return tools.execute(name, json.dumps(args))
+        return box.execute(name, json.dumps(args))
 
     return call
 
@@ -46,10 +49,10 @@ def test_read_file_truncates_at_50kb_and_says_how_to_go_on(run, bare):
 
 
 def test_write_create_edit(run, bare):
-    assert run("write_file", path="pkg/mod.py", content="x = 1\n") == "Write pkg/mod.py: 1 lines"
+    assert run("write_file", path="pkg/mod.py", content="x = 1\n") == "Write pkg/mod.py: 1 line"
     assert (bare / "pkg/mod.py").read_text() == "x = 1\n"
     assert run("create_file", path="pkg/mod.py", content="y").startswith("Error: pkg/mod.py already exists")
-    assert run("edit_file", path="pkg/mod.py", old_str="x = 1", new_str="x = 2") == "Edit pkg/mod.py: 1 lines"
+    assert run("edit_file", path="pkg/mod.py", old_str="x = 1", new_str="x = 2") == "Edit pkg/mod.py: 1 line"
     assert (bare / "pkg/mod.py").read_text() == "x = 2\n"
 
 
@@ -73,8 +76,8 @@ def test_edit_ambiguous_gives_line_numbers(run, bare):
     assert (bare / "m.py").read_text() == "x = 1\ny = 2\nx = 1\n"
 
 
-def test_declined_edit_leaves_file_byte_identical(run, bare):
-    tools.STATE["config"]["auto_accept"] = False  # stdin is not a terminal under pytest: declined
+def test_declined_edit_leaves_file_byte_identical(run, box, bare):
+    box.config["auto_accept"] = False  # stdin is not a terminal under pytest: declined
     (bare / "keep.txt").write_bytes(b"orig\n")
     assert run("edit_file", path="keep.txt", old_str="orig", new_str="new") == "Edit declined by user."
     assert run("write_file", path="keep.txt", content="x") == "Edit declined by user."
@@ -133,10 +136,10 @@ def test_list_files_tree(run, bare):
     assert run("list_files", path="src/sub") == "c.py"
 
 
-def test_dispatcher_answers_bad_calls_with_text(run):
+def test_dispatcher_answers_bad_calls_with_text(run, box):
     assert run("no_such_tool").startswith("Error: unknown tool 'no_such_tool'; available tools: read_file")
-    assert tools.execute("read_file", "{not json").startswith("Error: arguments for read_file are not valid JSON")
-    assert tools.execute("read_file", "[1]") == "Error: arguments for read_file must be a JSON object, got list"
+    assert box.execute("read_file", "{not json").startswith("Error: arguments for read_file are not valid JSON")
+    assert box.execute("read_file", "[1]") == "Error: arguments for read_file must be a JSON object, got list"
     assert run("read_file") == "Error: read_file is missing required argument(s): path"
     assert run("read_file", path=3) == "Error: argument 'path' of read_file must be a string, got int"
     assert run("read_file", path="x", colour="red").startswith("Error: read_file has no argument(s) colour")
@@ -145,4 +148,4 @@ def test_dispatcher_answers_bad_calls_with_text(run):
 
 def test_huge_tool_result_is_capped(run):
     out = run("shell_command", command="python3 -c \"print('x' * 3_000_000)\"")
-    assert len(out) < tools.MAX_RESULT + 200 and "[output capped at" in out
+    assert len(out) < tools.MAX_RESULT + 200 and "characters cut" in out
