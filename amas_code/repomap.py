@@ -157,7 +157,7 @@ def _name(node):
     return node
 
 
-def _walk(node, table: dict, source: bytes, depth: int, out: list) -> None:
+def _walk(node, table: dict, source: bytes, depth: int):
     for child in node.children:
         kind = table.get(child.type) if child.is_named else None  # not the keyword in `declare module "x"`
         kind = kind(child) if callable(kind) else kind
@@ -165,9 +165,9 @@ def _walk(node, table: dict, source: bytes, depth: int, out: list) -> None:
             continue
         if kind != WALK:
             name = _name(child)
-            out.append([depth, name.start_point.row + 1, _text(name, source).strip("'\"`"), _signature(child, source)])
+            yield [depth, name.start_point.row + 1, _text(name, source).strip("'\"`"), _signature(child, source)]
         if kind != DEF:
-            _walk(child, table, source, depth + (kind == CLASS), out)
+            yield from _walk(child, table, source, depth + (kind == CLASS))
 
 
 def symbols(source: bytes, language: str) -> list[list]:
@@ -179,9 +179,7 @@ def symbols(source: bytes, language: str) -> list[list]:
         from tree_sitter import Language, Parser
 
         PARSERS[language] = Parser(Language(getattr(importlib.import_module(module), function)()))
-    out = []
-    _walk(PARSERS[language].parse(source).root_node, table, source, 0, out)
-    return out
+    return list(_walk(PARSERS[language].parse(source).root_node, table, source, 0))
 
 
 def _scan(path: Path, rel: str, cached: list | None, stats: Counter) -> list | None:
@@ -278,16 +276,12 @@ def init(root: Path, ignore: list[str]) -> int:
 
 
 def _report(cache: dict, stats: Counter, seconds: float) -> None:
-    skips, count = (
-        Counter({k: n for k, n in stats.items() if k not in ("reparsed", "cached")}),
-        len([s for e in cache.values() for s in e[SYMS]]),
-    )
-    why = f" ({', '.join(f'{n} {k}' for k, n in skips.items())})" if skips else ""
+    skipped = {k: n for k, n in stats.items() if k not in ("reparsed", "cached")}
+    why = f" ({', '.join(f'{n} {k}' for k, n in skipped.items())})" if skipped else ""
+    count = sum(len(e[SYMS]) for e in cache.values())
     ui.success(f"mapped {len(cache)} files, {count} symbols in {seconds:.2f} s → {MAP}")
-    ui.info(
-        f"{stats['reparsed']} reparsed, {stats['cached']} cached, {skips.total()} skipped{why}; languages: "
-        + _languages(cache)
-    )
+    done = f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skipped.values())} skipped{why}"
+    ui.info(f"{done}; languages: {_languages(cache)}")
 
 
 def _stem(word: str) -> str:
