@@ -346,7 +346,7 @@ def _block(rel: str, found: list, roots: frozenset) -> str:
     """A file's path and its most referenced symbols (those the user named first), each with its class."""
 
     def rank(i: int) -> float:
-        return math.sqrt(found[i][4]) + 100 * bool(roots & _words(found[i][2]))
+        return math.sqrt(found[i][4]) + 100 * bool(roots and roots & _words(found[i][2]))
 
     keep, names = set(), set()
     for i in sorted(range(len(found)), key=rank, reverse=True):  # overloads of one name are shown once
@@ -373,9 +373,9 @@ def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
         return ""
     index, (scores, roots) = _index(*key), _query_scores(key, query)
     rank = {rel: static + scores[rel] + TOUCHED * (rel in touched) for rel, static in index["static"].items()}
-    parts, rest, used = [], [], 0
+    parts, rest, used = [], [], 0  # blocks are tried for at most 30 skipped files: each call stays cheap
     for rel in sorted(rank, key=rank.get, reverse=True):
-        block = _block(rel, index["files"][rel][SYMS], roots) if budget * BLOCKS - used > 12 else ""
+        block = _block(rel, index["files"][rel][SYMS], roots) if budget * BLOCKS - used > 12 and len(rest) < 30 else ""
         if block and used + _tokens(block) <= budget * BLOCKS:  # one that does not fit is skipped, not the end
             parts.append(block)
             used += _tokens(block)

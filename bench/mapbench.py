@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of the price list
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 QUESTIONS = ROOT / "bench" / "map_questions.json"
 NEUTRAL = "hello"
