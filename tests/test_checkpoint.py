@@ -1,168 +1,450 @@
-"""Checkpoints in real temporary git repositories: the user's work is never lost."""
+"""Checkpoints against a git expert's scenarios, in real temporary repositories: after the agent's changes and
+the matching /undo, the user's files (bytes, modes, links, empty folders), index, HEAD and refs are as before,
+and the user's repository never moved while the agent worked."""
 
 import json
+import os
+import shutil
+import stat
 import subprocess
+from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import git, toolbox
 
-from amas_code import tools
 from amas_code.checkpoint import Checkpoint, CheckpointError
-from amas_code.config import DEFAULT_CONFIG
+
+SCENARIOS = {}
 
 
-def setup_tools(root, **config):
-    cp = Checkpoint(root)
-    tools.setup(root, {**DEFAULT_CONFIG, "auto_accept": True, **config}, cp)
+def scenario(git_repo: bool = True, skip: tuple = (), needs: str = ""):
+    """Register a scenario: a function that sets up the user's state and returns the agent's tool calls."""
+
+    def register(fn):
+        SCENARIOS[fn.__name__] = (fn, git_repo, skip, needs)
+        return fn
+
+    return register
+
+
+def sh(command: str) -> tuple:
+    return "shell_command", {"command": command}
+
+
+def edit(path: str, old: str, new: str) -> tuple:
+    return "edit_file", {"path": path, "old_str": old, "new_str": new}
+
+
+def create(path: str, content: str) -> tuple:
+    return "create_file", {"path": path, "content": content}
+
+
+def overwrite(path: str, content: str) -> tuple:
+    return "write_file", {"path": path, "content": content}
+
+
+def refuse(question: str) -> bool:
+    raise AssertionError(f"asked although nothing changed since: {question}")
+
+
+def files(root: Path, contents: dict) -> None:
+    for name, data in contents.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def commit(root: Path, message: str = "user work") -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
+
+
+def walk(top: Path, skip: tuple = ()) -> dict:
+    """Every path under top: a file's mode and bytes, a link's target, a folder (empty ones included)."""
+    out = {}
+    for folder, dirs, names in os.walk(top):
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, top)
+            if any(rel == s or rel.startswith(s + "/") for s in skip):
+                continue
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+            else:
+                out[rel] = (oct(st.st_mode & 0o777), Path(path).read_bytes())
+    return out
+
+
+def user_state(root: Path, skip: tuple = ()) -> dict:
+    """Everything of the user's a checkpoint could touch: the work tree, the .git folder byte for byte, a folder
+    beside the project ("outside"), and git's own view (all index stages, HEAD, refs, status)."""
+    tree = walk(root, skip)
+    state = {
+        "files": {k: v for k, v in tree.items() if not (k == ".git" or k.startswith(".git/"))},
+        "dotgit": {k: v for k, v in tree.items() if k.startswith(".git/")},
+        "outside": walk(root.parent / "outside"),
+    }
+    if (root / ".git").exists():
+        env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # reading status must not refresh the user's index
+        for name, args in {
+            "stages": ["ls-files", "-s"],
+            "head": ["rev-parse", "HEAD"],
+            "refs": ["for-each-ref"],
+            "status": ["status", "--porcelain=v2", "-uall", "--ignore-submodules=all"],
+        }.items():
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, env=env)
+            state[name] = done.stdout + done.stderr
+    return state
+
+
+def repo_part(state: dict) -> dict:
+    """What the agent's work must never move: the user's .git folder and git's index, HEAD and refs."""
+    return {k: v for k, v in state.items() if k in ("dotgit", "stages", "head", "refs")}
+
+
+def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
+    """The invariant: the agent's calls make one checkpoint each without moving the user's repository; undoing
+    them all gives back the user's state exactly; redoing gives back the agent's."""
+    before = user_state(root, skip)
+    box = toolbox(root, checkpoint=True, auto_accept=True)
+    for name, args in actions:
+        result = box.execute(name, json.dumps(args))
+        assert "Error" not in result and "checkpoint failed" not in result, result
+        assert "[checkpoint:" in result, result
+    after = user_state(root, skip)
+    assert repo_part(after) == repo_part(before)  # HEAD, refs, index, .git untouched while the agent worked
+    assert after["files"] != before["files"]
+    cp = Checkpoint(root, box.config["ignore"], "other-session")  # a new amas process undoes it
+    assert len(cp.history()) == len(actions)
+    cp.undo(len(actions), refuse)
+    assert user_state(root, skip) == before
+    for _ in actions:
+        cp.redo(refuse)
+    assert user_state(root, skip) == after
+    cp.undo(len(actions), refuse)
+    assert user_state(root, skip) == before
     return cp
 
 
-def edit(path, old, new):
-    return tools.execute("edit_file", json.dumps({"path": path, "old_str": old, "new_str": new}))
+# -- ordinary work ---------------------------------------------------------------------------------------------
+@scenario()
+def file_tools_edit_create_overwrite(root):
+    files(root, {"app.py": "a = 1\nb = 2\n", "data.txt": b"keep\r\nme\x00?\n"})
+    commit(root)
+    return [
+        edit("app.py", "a = 1", "a = 10"),
+        create("pkg/new/mod.py", "x = 1\n"),
+        overwrite("data.txt", "replaced\n"),
+        edit("app.py", "b = 2", "b = 20"),
+    ]
 
 
-def test_edit_then_undo_restores_exact_bytes(project):
-    (project / "data.bin.txt").write_bytes(b"keep\r\nme\x00?\n")
-    git(project, "add", ".")
-    git(project, "commit", "-qm", "add data")
-    cp = setup_tools(project)
-    assert "checkpoint" in edit("data.bin.txt", "me", "you")
-    assert git(project, "log", "-1", "--format=%s") == "[amas] edit data.bin.txt\n"
-    assert cp.undo(1) == ["data.bin.txt"]
-    assert (project / "data.bin.txt").read_bytes() == b"keep\r\nme\x00?\n"
-    assert git(project, "log", "-1", "--format=%s") == "add data\n"
-    assert git(project, "status", "--porcelain") == ""
+@scenario()
+def shell_edit_create_delete_rename(root):
+    files(root, {"a.txt": "one\n", "b.txt": "two\n", "c.txt": "three\n", "u.txt": "untracked\n"})
+    commit(root)
+    files(root, {"a.txt": "one, edited by the user\n", "v.txt": "user's untracked\n"})
+    return [sh("sed -i 's/one/ONE/' a.txt && echo new > n.txt && rm b.txt && mv c.txt d.txt && rm v.txt")]
 
 
-def test_unrelated_and_staged_work_survive_undo(project):
-    (project / "app.py").write_text("a = 1\n")
-    git(project, "add", "app.py")
-    git(project, "commit", "-qm", "app")
-    (project / "notes.txt").write_text("untracked notes\n")
-    (project / "README.md").write_text("# demo\nuser edit, unstaged\n")
-    (project / "staged.py").write_text("staged = True\n")
-    git(project, "add", "staged.py")
-    cp = setup_tools(project)
-    edit("app.py", "a = 1", "a = 2")
-    assert git(project, "show", "--stat", "--format=", "HEAD").split()[0] == "app.py"  # only the agent's file
-    cp.undo()
-    assert (project / "app.py").read_text() == "a = 1\n"
-    assert (project / "notes.txt").read_text() == "untracked notes\n"
-    assert (project / "README.md").read_text() == "# demo\nuser edit, unstaged\n"
-    assert (project / "staged.py").read_text() == "staged = True\n"
-    assert git(project, "diff", "--cached", "--name-only") == "staged.py\n"  # still staged
-    assert git(project, "status", "--porcelain").splitlines() == [" M README.md", "A  staged.py", "?? notes.txt"]
+@scenario()
+def odd_names(root):
+    names = ["sp ace.txt", "new\nline.txt", "ünï😀.txt", "-dash.txt", 'q"uo\\te.txt', "tab\t.txt", "*.txt"]
+    files(root, {n: f"{n}\n" for n in names})
+    (root / os.fsdecode(b"bad\xff.txt")).write_bytes(b"not utf-8 name\n")
+    commit(root)
+    script = root.parent / "agent.py"
+    script.write_text(
+        "import os\n"
+        "for n in os.listdir(b'.'):\n"
+        "    if n.endswith(b'.txt'):\n"
+        "        open(n, 'ab').write(b'more\\n')\n"
+        "open('-new \\n\\u00e9.txt', 'w').write('x')\n"
+        "os.rename('sp ace.txt', 'sp  ace.txt')\n"
+    )
+    return [sh(f"python3 {script}"), edit("-dash.txt", "more", "less")]
 
 
-def test_undo_refuses_when_head_is_a_user_commit(project):
-    cp = setup_tools(project)
-    (project / "a.txt").write_text("1\n")
-    edit("README.md", "# demo", "# agent")
-    (project / "a.txt").write_text("user\n")
-    git(project, "add", "a.txt")
-    git(project, "commit", "-qm", "user work")
-    before = git(project, "log", "--format=%H")
-    with pytest.raises(CheckpointError, match="'user work' is not an amas checkpoint; nothing changed"):
-        cp.undo()
-    assert git(project, "log", "--format=%H") == before
-    assert (project / "README.md").read_text() == "# agent\n"
+@scenario()
+def nested_and_empty_folders(root):
+    (root / "keep" / "empty").mkdir(parents=True)  # the user's own empty folders must survive
+    (root / "gone").mkdir()
+    return [
+        sh("mkdir -p deep/er/est && echo x > deep/er/est/f && mkdir -p hollow/a/b && rmdir gone"),
+        create("made/by/tool.txt", "x\n"),
+        sh("mkdir keep/empty/inner && echo y > keep/new.txt"),
+    ]
 
 
-def test_user_edits_before_agent_edit_come_back(project):
-    (project / "README.md").write_text("# demo\nmy uncommitted line\n")
-    cp = setup_tools(project)
-    edit("README.md", "my uncommitted line", "agent line")
-    subjects = git(project, "log", "--format=%s").splitlines()
-    assert subjects[:2] == ["[amas] edit README.md", "[amas] save: your uncommitted changes to README.md"]
-    cp.undo()
-    assert (project / "README.md").read_text() == "# demo\nmy uncommitted line\n"
-    assert git(project, "log", "--format=%s") == "initial\n"  # back to where the user was
-    assert git(project, "status", "--porcelain") == " M README.md\n"  # uncommitted again, as before
+@scenario()
+def file_folder_swaps(root):
+    files(root, {"f": "a file\n", "d/x": "in a folder\n", "d/y": "also\n"})
+    commit(root)
+    return [sh("rm f && mkdir f && echo in > f/inner && rm -r d && echo now-a-file > d")]
 
 
-def test_shell_command_changes_are_checkpointed_and_undone(project):
-    (project / "old.txt").write_text("old\n")
-    git(project, "add", "old.txt")
-    git(project, "commit", "-qm", "old")
-    cp = setup_tools(project)
-    out = tools.execute("shell_command", json.dumps({"command": "echo made > new.txt && echo changed > old.txt"}))
-    assert "[files changed; checkpoint" in out
-    assert git(project, "log", "-1", "--format=%s") == "[amas] shell: echo made > new.txt && echo changed > old.txt\n"
-    cp.undo()
-    assert not (project / "new.txt").exists()
-    assert (project / "old.txt").read_text() == "old\n"
+@scenario()
+def detached_head(root):
+    files(root, {"a.txt": "a\n"})
+    commit(root)
+    git(root, "checkout", "-q", "--detach")
+    return [edit("a.txt", "a", "b"), sh("echo c >> a.txt")]
 
 
-def test_redo_after_undo_and_across_restart(project):
-    cp = setup_tools(project)
-    edit("README.md", "# demo", "# one")
-    edit("README.md", "# one", "# two")
-    cp.undo(2)
-    assert (project / "README.md").read_text() == "# demo\n"
-    again = Checkpoint(project)  # a new amas process
-    again.redo()
-    assert (project / "README.md").read_text() == "# one\n"
-    again.redo()
-    assert (project / "README.md").read_text() == "# two\n"
+@scenario(git_repo=False)
+def no_git(root):
+    files(root, {"a.txt": "a\n", "sub/b.txt": "b\n"})
+    return [edit("a.txt", "a", "A"), sh("rm sub/b.txt && echo c > c.txt")]
+
+
+@scenario()
+def fresh_git_init(root):
+    shutil.rmtree(root / ".git")
+    git(root, "init", "-q")
+    files(root, {"a.txt": "a\n"})
+    return [edit("a.txt", "a", "A"), create("b.txt", "b\n")]
+
+
+@scenario()
+def ignored_but_tracked(root):
+    files(root, {".gitignore": "dist/\n*.log\n", "dist/bundle.js": "v1\n", "keep.log": "tracked log\n"})
+    git(root, "add", "-f", ".gitignore", "dist/bundle.js", "keep.log")
+    git(root, "commit", "-qm", "build output committed")
+    return [sh("echo v2 > dist/bundle.js && echo more >> keep.log")]
+
+
+# -- the user's index and merge state -------------------------------------------------------------------------------
+@scenario()
+def staged_partial_and_new(root):
+    files(root, {"a.txt": "".join(f"line {i}\n" for i in range(20))})
+    commit(root)
+    files(root, {"a.txt": "STAGED\n" + "".join(f"line {i}\n" for i in range(1, 20)), "n.txt": "staged new\n"})
+    git(root, "add", "a.txt", "n.txt")
+    files(root, {"a.txt": "STAGED\n" + "".join(f"line {i}\n" for i in range(1, 19)) + "unstaged\n"})
+    files(root, {"n.txt": "staged new, then edited\n", "s.txt": "only staged\n"})
+    git(root, "add", "s.txt")
+    files(root, {"s.txt": "worktree differs\n"})
+    return [edit("a.txt", "line 5", "agent 5"), edit("n.txt", "edited", "agent"), sh("echo x >> s.txt")]
+
+
+@scenario()
+def mid_merge_conflict(root):
+    files(root, {"c.txt": "base\n"})
+    commit(root)
+    git(root, "checkout", "-qb", "theirs")
+    files(root, {"c.txt": "theirs\n"})
+    commit(root, "theirs")
+    git(root, "checkout", "-q", "main")
+    files(root, {"c.txt": "ours\n"})
+    commit(root, "ours")
+    assert subprocess.run(["git", "merge", "-q", "theirs"], cwd=root, capture_output=True).returncode
+    return [edit("c.txt", "<<<<<<< HEAD\n", ""), sh("echo resolved > c.txt")]
+
+
+@scenario()
+def mid_rebase(root):
+    files(root, {"r.txt": "base\n"})
+    commit(root)
+    git(root, "checkout", "-qb", "topic")
+    files(root, {"r.txt": "topic\n"})
+    commit(root, "topic")
+    git(root, "checkout", "-q", "main")
+    files(root, {"r.txt": "main\n"})
+    commit(root, "main")
+    git(root, "checkout", "-q", "topic")
+    assert subprocess.run(["git", "rebase", "main"], cwd=root, capture_output=True).returncode
+    return [sh("echo agent > r.txt")]
+
+
+# -- bytes exactly, whatever git's attributes say ----------------------------------------------------------
+@scenario()
+def crlf_autocrlf(root):
+    git(root, "config", "core.autocrlf", "true")
+    files(root, {"w.txt": b"one\r\ntwo\r\n", "mixed.txt": b"a\r\nb\n"})
+    commit(root)
+    return [edit("w.txt", "two", "2"), sh("printf 'three\\r\\n' >> w.txt && printf 'c\\n' >> mixed.txt")]
+
+
+@scenario()
+def eol_and_encoding_attributes(root):
+    files(root, {".gitattributes": "*.crlf eol=crlf\n*.u16 working-tree-encoding=UTF-16\n"})
+    files(root, {"a.crlf": b"x\r\ny\r\n", "b.u16": "h\u00e9llo\n".encode("utf-16")})
+    commit(root)
+    return [sh("printf 'z\\r\\n' >> a.crlf && python3 -c \"open('b.u16','ab').write('!'.encode('utf-16-le'))\"")]
+
+
+@scenario()
+def clean_filter(root):
+    git(root, "config", "filter.upper.clean", "tr a-z A-Z")
+    git(root, "config", "filter.upper.smudge", "cat")
+    files(root, {".gitattributes": "*.up filter=upper\n", "f.up": "lower case\n"})
+    commit(root)
+    return [edit("f.up", "lower", "still lower"), sh("echo more lower >> f.up")]
+
+
+@scenario(needs="lfs")
+def git_lfs(root):
+    git(root, "lfs", "install", "--local")
+    git(root, "lfs", "track", "*.bin")
+    files(root, {"model.bin": b"\x00real large content\xff" * 1000})
+    commit(root)
+    return [sh("printf 'appended' >> model.bin")]
+
+
+# -- links, modes, submodules, size ------------------------------------------------------------------------------
+@scenario()
+def symlinks(root):
+    files(root, {"a.txt": "a\n", "b.txt": "b\n", "sub/in.txt": "in\n"})
+    files(root.parent / "outside", {"secret.txt": "outside secret 7f3a\n"})
+    os.symlink("a.txt", root / "l")
+    os.symlink("sub", root / "dl")
+    os.symlink("../outside/secret.txt", root / "out")
+    commit(root)
+    return [
+        sh("rm l && ln -s b.txt l2 && ln -s sub newdirlink && rm out && echo replaced > out && ln -sfn b.txt dl"),
+        sh("rm a.txt && ln -s ../outside/secret.txt a.txt"),  # undo must replace this link, not write through it
+    ]
+
+
+@scenario()
+def modes(root):
+    files(root, {"run.sh": "#!/bin/sh\necho hi\n", "data.txt": "d\n"})
+    os.chmod(root / "run.sh", 0o755)
+    commit(root)
+    return [sh("chmod -x run.sh && chmod +x data.txt"), edit("data.txt", "d", "e"), sh("chmod +x run.sh")]
+
+
+@scenario(skip=("sub", ".git/modules"))
+def submodule_left_alone(root):
+    src = root.parent / "subsrc"
+    src.mkdir()
+    files(src, {"s.txt": "1\n"})
+    git(src, "init", "-q")
+    commit(src, "one")
+    files(src, {"s.txt": "2\n"})
+    commit(src, "two")
+    git(root, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(src), "sub")
+    commit(root, "add submodule")
+    return [sh("cd sub && git checkout -q HEAD~1 && cd .. && echo more >> README.md")]
+
+
+@scenario()
+def big_tracked_file(root):
+    files(root, {"big.dat": b"0123456789abcdef" * (55 * 2**16)})  # 55 MB
+    commit(root)
+    return [sh("printf tail >> big.dat")]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_scenario(name, bare):
+    fn, git_repo, skip, needs = SCENARIOS[name]
+    if needs == "lfs" and subprocess.run(["git", "lfs", "version"], capture_output=True).returncode:
+        pytest.skip("git lfs is not installed (Debian package git-lfs)")
+    if git_repo:
+        (bare / "README.md").write_text("# demo\n")
+        git(bare, "init", "-q", "-b", "main")
+        commit(bare, "initial")
+    round_trip(bare, fn(bare), skip)
+
+
+# -- what the scenarios cannot show on their own ------------------------------------------------------------
+def test_the_shadow_repository_holds_links_as_links_and_no_outside_content(project, home):
+    (project.parent / "outside").mkdir()
+    (project.parent / "outside" / "secret.txt").write_text("outside secret 7f3a\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "ln -s ../outside/secret.txt s && ln -s .. up"}))
+    assert list(box.checkpoint.history()[0]["files"]) == ["s", "up"]
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+    ).stdout
+    assert b"7f3a" not in objects and b"../outside/secret.txt" in objects
+
+
+def test_ignored_files_are_never_copied_and_make_no_checkpoint(project):
+    (project / ".gitignore").write_text("build/\n*.log\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    mark = "printf 5e%s 1f >"  # the content is not in the command, which the checkpoint's label holds
+    result = box.execute("shell_command", json.dumps({"command": f"mkdir build && {mark} build/o && {mark} x.log"}))
+    assert "checkpoint" not in result and box.checkpoint.history() == []
+    box.execute("shell_command", json.dumps({"command": f"{mark} node_modules.txt && mkdir node_modules"}))
+    box.execute("shell_command", json.dumps({"command": f"{mark} node_modules/x"}))
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+    )
+    assert objects.stdout.count(b"5e1f") == 1  # the one file that is not ignored
+
+
+def test_nothing_is_written_to_the_users_git_and_no_program_of_the_repository_runs(project):
+    marker = project.parent / "ran"
+    hook = f"#!/bin/sh\necho $0 >> {marker}\n"
+    for name in ["pre-commit", "post-commit", "post-checkout", "post-index-change", "reference-transaction"]:
+        (project / ".git" / "hooks" / name).write_text(hook)
+        os.chmod(project / ".git" / "hooks" / name, 0o755)
+    git(project, "config", "core.fsmonitor", str(project / ".git" / "hooks" / "pre-commit"))
+    git(project, "config", "filter.mark.clean", f"sh -c 'echo clean >> {marker}; cat'")
+    git(project, "config", "filter.mark.smudge", f"sh -c 'echo smudge >> {marker}; cat'")
+    (project / ".gitattributes").write_text("* filter=mark\n")
+    before = walk(project / ".git")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("edit_file", json.dumps({"path": "README.md", "old_str": "demo", "new_str": "agent"}))
+    box.execute("shell_command", json.dumps({"command": "echo x > new.txt && echo y >> README.md"}))
+    box.checkpoint.changes()
+    box.checkpoint.undo(2, refuse)
+    box.checkpoint.redo(refuse)
+    assert not marker.exists() and walk(project / ".git") == before
+
+
+def test_checkpoint_content_survives_the_users_gc(project):
+    (project / "a.txt").write_text("only ever in a commit the user throws away\n")
+    commit(project, "throwaway")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "echo agent > a.txt"}))
+    git(project, "reset", "-q", "--hard", "HEAD~1")
+    git(project, "reflog", "expire", "--expire=now", "--all")
+    git(project, "gc", "-q", "--prune=now")
+    (project / "a.txt").write_text("agent\n")  # as the agent left it
+    box.checkpoint.undo(1, refuse)
+    assert (project / "a.txt").read_text() == "only ever in a commit the user throws away\n"
+
+
+def test_tracked_content_is_borrowed_not_copied(project):
+    (project / "big.bin").write_bytes(os.urandom(4 << 20))
+    commit(project)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "echo x > small.txt"}))
+    size = sum(f.stat().st_size for f in box.checkpoint.dir.rglob("*") if f.is_file())
+    assert size < 1 << 20
+
+
+def test_a_file_changed_since_is_shown_and_asked_about(project):
+    (project / "a.txt").write_text("a\n")
+    commit(project)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("edit_file", json.dumps({"path": "a.txt", "old_str": "a", "new_str": "agent"}))
+    box.execute("shell_command", json.dumps({"command": "echo b > b.txt"}))
+    (project / "a.txt").write_text("user's later work\n")
+    git(project, "commit", "-qam", "user commits on top", "--amend")
+    asked = []
+    with pytest.raises(CheckpointError, match="nothing changed"):
+        box.checkpoint.undo(2, lambda q: asked.append(q) or False)
+    assert asked == ["a.txt changed since the checkpoint. Discard those edits?"]
+    assert (project / "a.txt").read_text() == "user's later work\n" and (project / "b.txt").exists()
+    assert box.checkpoint.undo(2, lambda q: True) == ["a.txt", "b.txt"]
+    assert (project / "a.txt").read_text() == "a\n" and not (project / "b.txt").exists()
+
+
+def test_worktrees_have_their_own_checkpoints_and_redo(project):
+    other = project.parent / "wt"
+    git(project, "worktree", "add", "-q", str(other))
+    main_box = toolbox(project, checkpoint=True, auto_accept=True)
+    wt_box = toolbox(other, checkpoint=True, auto_accept=True)
+    main_box.execute("create_file", json.dumps({"path": "m.txt", "content": "m\n"}))
+    wt_box.execute("create_file", json.dumps({"path": "w.txt", "content": "w\n"}))
+    assert main_box.checkpoint.dir != wt_box.checkpoint.dir
+    main_box.checkpoint.undo(1, refuse)
     with pytest.raises(CheckpointError, match="nothing to redo"):
-        again.redo()
-    assert git(project, "log", "--format=%s").splitlines()[0] == "[amas] edit README.md"
-
-
-def test_undo_asks_before_discarding_later_edits(project):
-    cp = setup_tools(project)
-    edit("README.md", "# demo", "# agent")
-    (project / "README.md").write_text("# agent\nuser typed after\n")
-    with pytest.raises(CheckpointError, match="cancelled"):
-        cp.undo(1, ask=lambda q: False)
-    assert (project / "README.md").read_text() == "# agent\nuser typed after\n"
-    questions = []
-    cp.undo(1, ask=lambda q: questions.append(q) or True)
-    assert questions == ["README.md changed since the checkpoint. Discard those edits?"]
-    assert (project / "README.md").read_text() == "# demo\n"
-
-
-def test_no_git_repo_uses_a_shadow_repository(bare):
-    (bare / "f.txt").write_text("v1\n")
-    cp = setup_tools(bare)
-    edit("f.txt", "v1", "v2")
-    tools.execute("create_file", json.dumps({"path": "g.txt", "content": "new\n"}))
-    assert not (bare / ".git").exists() and (bare / ".amas/shadow.git").is_dir()
-    assert [s for _, s in cp.list()] == ["create g.txt", "edit f.txt"]
-    cp.undo(2)
-    assert (bare / "f.txt").read_text() == "v1\n" and not (bare / "g.txt").exists()
-    cp.redo()
-    assert (bare / "f.txt").read_text() == "v2\n"
-    assert subprocess.run(["git", "status"], cwd=bare, capture_output=True).returncode != 0  # still no repo
-
-
-def test_declined_edit_makes_no_commit(project):
-    setup_tools(project, auto_accept=False)
-    assert edit("README.md", "# demo", "# nope") == "Edit declined by user."
-    assert git(project, "log", "--format=%s") == "initial\n"
-
-
-def test_checkpoints_off(project):
-    tools.setup(project, {**DEFAULT_CONFIG, "auto_accept": True}, None)
-    edit("README.md", "# demo", "# off")
-    assert git(project, "log", "--format=%s") == "initial\n"
-
-
-def test_restore_undoes_later_checkpoints(project):
-    cp = setup_tools(project)
-    edit("README.md", "# demo", "# one")
-    edit("README.md", "# one", "# two")
-    edit("README.md", "# two", "# three")
-    first = cp.list()[-1][0]
-    cp.restore(first)
-    assert (project / "README.md").read_text() == "# one\n"
-
-
-def test_ignored_files_are_not_committed(project):
-    (project / ".gitignore").write_text(".env\n")
-    git(project, "add", ".gitignore")
-    git(project, "commit", "-qm", "ignore")
-    setup_tools(project)
-    tools.execute("create_file", json.dumps({"path": ".env", "content": "TOKEN=abc\n"}))
-    assert (project / ".env").read_text() == "TOKEN=abc\n"
-    assert git(project, "log", "-1", "--format=%s") == "ignore\n"
+        wt_box.checkpoint.redo(refuse)
+    assert (other / "w.txt").exists() and not (project / "m.txt").exists()

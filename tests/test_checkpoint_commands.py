@@ -1,0 +1,110 @@
+"""The checkpoint commands as the user types them (/undo, /redo, /checkpoint, /diff), and checkpoints across
+amas processes: what each says, and that a refused command changes nothing."""
+
+import json
+import time
+
+from conftest import toolbox
+from test_checkpoint import refuse, user_state
+
+from amas_code import repl
+from amas_code.checkpoint import Checkpoint
+
+
+def edit(box, path: str, old: str, new: str) -> str:
+    return box.execute("edit_file", json.dumps({"path": path, "old_str": old, "new_str": new}))
+
+
+def said(capsys) -> str:
+    return " ".join(capsys.readouterr().err.split())
+
+
+def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project, capsys):
+    repl.command(agent, "/undo")
+    assert "nothing to undo" in said(capsys)
+    assert "[checkpoint: 1 file; /undo takes it back]" in edit(agent.tools, "README.md", "demo", "agent")
+    before = user_state(project)
+    for arg, message in [
+        ("abc", "not 'abc'; nothing changed"),
+        ("0", "not '0'; nothing changed"),
+        ("-1", "not '-1'; nothing changed"),
+        ("2 3", "not '2 3'; nothing changed"),
+        ("999", "only 1 checkpoint to undo; nothing changed"),
+    ]:
+        repl.command(agent, f"/undo {arg}")
+        assert message in said(capsys)
+        assert user_state(project) == before
+    repl.command(agent, "/redo")
+    assert "nothing to redo" in said(capsys)
+    repl.command(agent, "/undo")
+    assert "undone: README.md" in said(capsys) and (project / "README.md").read_text() == "# demo\n"
+    repl.command(agent, "/undo")
+    assert "nothing to undo" in said(capsys)
+    repl.command(agent, "/redo")
+    assert "redone: README.md" in said(capsys) and user_state(project) == before
+    repl.command(agent, "/redo")
+    assert "nothing to redo" in said(capsys)
+
+
+def test_checkpoint_lists_and_restores(agent, project, capsys):
+    repl.command(agent, "/checkpoint")
+    assert "no checkpoints yet" in said(capsys)
+    agent.checkpoint.request = "make it shout"
+    for word in ["one", "two", "three"]:
+        agent.tools.execute("shell_command", json.dumps({"command": f"echo {word} >> README.md"}))
+    listed = agent.checkpoint.history()
+    assert [cp["label"] for cp in listed] == [f"shell: echo {w} >> README.md" for w in ["three", "two", "one"]]
+    assert listed[0]["request"] == "make it shout" and list(listed[0]["files"]) == ["README.md"]
+    assert listed[0]["session"] == agent.session and abs(listed[0]["time"] - time.time()) < 60
+    repl.command(agent, "/checkpoint")
+    shown = said(capsys)
+    assert all(cp["id"][:8] in shown for cp in listed) and "shell: echo two >> README.md README.md" in shown
+    for arg, message in [("zzzz", "zzzz is not one of the checkpoints"), (listed[0]["id"][:8], "already the latest")]:
+        repl.command(agent, f"/checkpoint {arg}")
+        assert message in said(capsys)
+    assert (project / "README.md").read_text() == "# demo\none\ntwo\nthree\n"
+    repl.command(agent, f"/checkpoint {listed[2]['id'][:10]}")
+    assert "restored: README.md" in said(capsys)
+    assert (project / "README.md").read_text() == "# demo\none\n"
+
+
+def test_diff_shows_what_the_agent_changed_this_session(agent, project, capsys):
+    repl.command(agent, "/diff")
+    assert "the agent changed nothing in this session" in said(capsys)
+    other = toolbox(project, checkpoint=True, auto_accept=True)  # another session's change is not shown
+    other.execute("create_file", json.dumps({"path": "theirs.txt", "content": "other session\n"}))
+    edit(agent.tools, "README.md", "demo", "first")
+    edit(agent.tools, "README.md", "first", "second")
+    agent.tools.execute("create_file", json.dumps({"path": "new.txt", "content": "brand new\n"}))
+    said(capsys)  # the tools' own diffs
+    repl.command(agent, "/diff")
+    shown = said(capsys)
+    assert "# demo" in shown and "# second" in shown and "brand new" in shown
+    assert "first" not in shown and "other session" not in shown
+
+
+def test_undo_redo_and_restore_across_restarts(project):
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    states = [user_state(project)]
+    for word in ["one", "two", "three", "four"]:
+        edit(box, "README.md", "demo", f"demo {word}")
+        states.append(user_state(project))
+
+    def fresh():  # every step by a new amas process
+        return Checkpoint(project, box.config["ignore"], "later")
+
+    assert fresh().undo(2, refuse) == ["README.md"] and user_state(project) == states[2]
+    fresh().redo(refuse)
+    assert user_state(project) == states[3]
+    fresh().undo(1, refuse)
+    assert user_state(project) == states[2]
+    first = fresh().history()[-1]["id"]
+    fresh().restore(first[:7], refuse)
+    assert user_state(project) == states[1]
+    fresh().redo(refuse)
+    fresh().redo(refuse)
+    assert user_state(project) == states[3]
+    edit(box, "README.md", "demo", "demo five")  # a new change: what was undone can no longer be redone
+    assert len(fresh().history()) == 4
+    fresh().undo(4, refuse)
+    assert user_state(project) == states[0]
