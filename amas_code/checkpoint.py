@@ -1,332 +1,339 @@
-"""Checkpoints in a shadow git repository in the user's home with the project as its work tree: the user's own git
-(branch, index, refs, hooks, config) is never written, and a folder without git works the same way."""
+"""Checkpoints in a shadow git repository in the user's home with the project as its work tree: nothing of the
+user's git (branch, index, refs, hooks, config, objects) is written, and a folder without git works the same way."""
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import stat
 import subprocess
+import sys
 import time
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 from amas_code import config as config_file
 from amas_code import ui
 
-GIT = (  # every call: no hooks, no fsmonitor, no line-ending or filter conversion, no signing prompts
-    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.safecrlf=false "
-    "-c commit.gpgSign=false -c core.quotePath=false -c core.filemode=true -c core.symlinks=true "
-    "-c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m"
+GIT = (  # every call: no hooks, no fsmonitor, no line-ending conversion, modes and links as they are
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.filemode=true "
+    "-c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m"
 ).split()
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
-LOCKS = ["index.lock", "HEAD.lock", "packed-refs.lock", "refs/heads/main.lock", "refs/amas/redo.lock"]
-MAIN, REDO, GITLINK = "refs/heads/main", "refs/amas/redo", "160000"
+MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
 
 
 class CheckpointError(Exception):
     """An undo, redo or restore that was refused or failed; the message says whether anything changed."""
 
 
-def blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def on_disk(path: Path) -> tuple[str, bytes] | None:
-    """What a path holds as git sees it: (mode, bytes) for a file or a link (its target), None when absent."""
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        return "120000", os.fsencode(os.readlink(path))
-    if stat.S_ISDIR(st.st_mode):
-        return "040000", b""
-    return ("100755" if st.st_mode & 0o100 else "100644"), path.read_bytes()
-
-
-def quote(path: str) -> bytes:
-    """A path for git fast-import, C-quoted so any name (spaces, quotes, newlines) survives."""
-    escaped = os.fsencode(path).replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n")
-    return b'"' + escaped + b'"'
-
-
-class Recording:
-    """`with checkpoint.recording(label, paths):` what changes inside becomes one checkpoint; `.note` says so.
-    paths None means anything in the project (a shell command)."""
-
-    def __init__(self, checkpoint, label: str, paths: list[Path] | None):
-        self.checkpoint, self.label, self.paths, self.note, self.fd = checkpoint, label, paths, "", None
-
-    def __enter__(self):
-        try:
-            self.fd = self.checkpoint.lock()
-            self.before = self.checkpoint.before(self.paths)
-        except (OSError, CheckpointError) as e:
-            self.close(f"checkpoint failed, /undo will not cover this change: {str(e)[:300]}")
-        except BaseException:  # Ctrl+C while taking the snapshot: nothing ran yet
-            self.close("")
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.fd is not None:
-            try:
-                self.note = self.checkpoint.save(self.before, self.label)
-            except (OSError, CheckpointError) as e:
-                self.note = f"checkpoint failed, /undo will not cover this change: {str(e)[:300]}"
-            self.close(self.note if self.note.startswith("checkpoint failed") else "")
-
-    def close(self, warning: str) -> None:
-        if warning:
-            ui.warning(warning)
-            self.note = f"[{warning}]"
-        if self.fd is not None:
-            os.close(self.fd)
-        self.fd = None
+TROUBLE = (OSError, ValueError, CheckpointError, config_file.ConfigError)  # a change then goes on without checkpoint
 
 
 class Checkpoint:
-    """The project's checkpoints: a chain of commits on the shadow repository's main, each holding the before (b/)
-    and after (a/) state of exactly the files one change touched."""
+    """A chain of commits on the shadow's main, each the before (b/) and after (a/) of the files one change touched."""
 
     def __init__(self, root: Path, ignore: list[str], session: str = ""):
         self.root, self.ignore, self.session, self.request = Path(root).resolve(), ignore, session, ""
         key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
         self.dir = Path.home() / ".amas" / "checkpoints" / f"{self.root.name}-{key}"
+        self.pending, self.borrowed = self.dir / "pending.json", None
 
-    def recording(self, label: str, paths: list[Path] | None = None) -> Recording:
-        return Recording(self, label, paths)
-
-    def run(self, *args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # never the user's repository
-        env.update(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root), GIT_CONFIG_NOSYSTEM="1")
+    def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
+        """git on the shadow repository; with borrow it also reads (never writes) the user's objects."""
+        env = _env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root))
+        if borrow and self.borrowed:
+            env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
         return subprocess.run([*GIT, *args], input=data, capture_output=True, env=env, cwd=self.root)
 
-    def git(self, *args: str, data: bytes | None = None) -> str:
-        done = self.run(*args, data=data)
-        if done.returncode:
-            raise CheckpointError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:300]}")
-        return os.fsdecode(done.stdout)
-
-    def create(self) -> None:
-        """Make the shadow repository once; it is built aside and renamed, so a half-made one is never used."""
-        if (self.dir / "HEAD").exists():
-            return
-        config_file.private_dir(self.dir.parent)
-        tmp = self.dir.with_name(f"{self.dir.name}.{os.getpid()}.tmp")
-        subprocess.run(["git", "init", "-q", "--bare", "--template=", str(tmp)], check=True, capture_output=True)
-        (tmp / "info").mkdir()
-        (tmp / "info" / "attributes").write_text(ATTRIBUTES)
-        try:
-            os.rename(tmp, self.dir)
-        except OSError:  # another amas made it first
-            subprocess.run(["rm", "-rf", str(tmp)])
-
-    def lock(self) -> int:
-        """Hold the project's checkpoint lock; a second amas waits. Leftovers of a killed git are cleared."""
-        self.create()
-        (self.dir / "info" / "exclude").write_text("\n".join(["/.amas/", *self.ignore]) + "\n")
-        fd = os.open(self.dir / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            ui.info("waiting for another amas working in this project…")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        for name in LOCKS:  # no other amas is inside: a lock file left here belongs to a process that died
-            (self.dir / name).unlink(missing_ok=True)
-        return fd
-
-    def locked(self, action, *args):
-        """Run an undo or redo holding the lock."""
-        fd = self.lock()
-        try:
-            return action(*args)
-        finally:
-            os.close(fd)
-
-    # -- recording ------------------------------------------------------------------------------
-    def rel(self, path: Path) -> str:
-        return os.fsdecode(Path(path).relative_to(self.root))
-
-    def before(self, paths: list[Path] | None):
-        """Named files as they are now, with the folders a write would create; or a snapshot of the project."""
-        if paths is None:
-            return self.snapshot()
-        missing = {p.parent for p in paths} - {self.root}
-        dirs = {self.rel(d) for p in missing for d in [p, *p.parents] if d.is_relative_to(self.root) and d != self.root}
-        return {
-            "files": {self.rel(p): on_disk(p) for p in paths},
-            "dirs": sorted(d for d in dirs if not os.path.lexists(self.root / d)),
-        }
-
-    def snapshot(self) -> str:
-        """The project's tree now, through the shadow index as a stat cache: only changed files are read."""
-        _pause("snapshot")
-        self.git("add", "-A", "--ignore-errors", "--", ".")
-        return self.git("write-tree").strip()
-
-    def save(self, before, label: str) -> str:
-        """Commit what changed since `before` as one checkpoint; a note for the tool result ("" if nothing changed)."""
-        if isinstance(before, str):
-            changes, dirs = self.shell_changes(before, self.snapshot())
-        else:
-            now = {rel: on_disk(self.root / rel) for rel in before["files"]}
-            changes = {rel: (old, now[rel]) for rel, old in before["files"].items() if old != now[rel]}
-            dirs = [d for d in before["dirs"] if os.path.isdir(self.root / d)]
-        if not changes:
-            return ""
-        meta = {
-            "time": time.time(),
-            "session": self.session,
-            "request": self.request,
-            "files": sorted(changes),
-            "dirs": dirs,
-        }
-        self.commit(changes, f"{label}\n\n{json.dumps(meta)}")
-        return f"[checkpoint: {ui.plural(len(changes), 'file')}; /undo takes it back]"
-
-    def shell_changes(self, old: str, new: str) -> tuple[dict, list[str]]:
-        """Files that differ between two snapshots, as (mode, blob id) pairs; submodules are left to themselves."""
-        raw = self.git("diff-tree", "-r", "-z", "--no-renames", old, new).split("\0")
-        changes, dirs = {}, set()
-        for meta, rel in zip(raw[0:-1:2], raw[1::2], strict=False):
-            mode_a, mode_b, sha_a, sha_b, _ = meta[1:].split()
-            if GITLINK not in (mode_a, mode_b):
-                changes[rel] = (
-                    None if set(sha_a) == {"0"} else (mode_a, sha_a),
-                    None if set(sha_b) == {"0"} else (mode_b, sha_b),
-                )
-        added = [rel for rel, (a, _) in changes.items() if a is None]
-        if added:
-            known = set(self.git("ls-tree", "-r", "-d", "-z", "--name-only", old).split("\0"))
-            dirs = {str(d) for rel in added for d in Path(rel).parents if str(d) != "." and str(d) not in known}
-        return changes, sorted(dirs)
-
-    def commit(self, changes: dict, message: str) -> None:
-        """One commit on main holding b/<path> and a/<path> for each change, written by git fast-import."""
-        parent, when = self.ref(MAIN), int(time.time())
-        out = [
-            b"commit " + MAIN.encode(),
-            b"committer Amas Code <amas@localhost> %d +0000" % when,
-            *_data(message.encode()),
-        ]
-        out += [b"from " + parent.encode()] if parent else []
-        out.append(b"deleteall")
-        for rel, sides in changes.items():
-            for prefix, side in zip(("b/", "a/"), sides, strict=True):
-                if side and side[0] != "040000":
-                    mode, value = side
-                    body = (
-                        [b"M %s inline %s" % (mode.encode(), quote(prefix + rel)), *_data(value)]
-                        if isinstance(value, bytes)
-                        else [b"M %s %s %s" % (mode.encode(), value.encode(), quote(prefix + rel))]
-                    )
-                    out += body
-        _pause("commit")
-        self.git("fast-import", "--quiet", "--date-format=raw", data=b"\n".join(out) + b"\n")
-        self.run("update-ref", "-d", REDO)  # a new change after an undo: that undo can no longer be redone
-
-    # -- reading, undo, redo ------------------------------------------------------------------
-    def ref(self, name: str) -> str | None:
-        return self.run("rev-parse", "-q", "--verify", name + "^{commit}").stdout.decode().strip() or None
-
-    def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
-        """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
-        done = self.run("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev)
-        raw, out = os.fsdecode(done.stdout) if done.returncode == 0 else "", []
-        for entry in filter(str.strip, raw.split("\x1e")):
-            sha, parents, body = entry.strip("\n").split("\x1f")
-            label, _, meta = body.partition("\n\n")
-            out.append(
-                {
-                    "id": sha,
-                    "parent": parents.split()[0] if parents else None,
-                    "label": label,
-                    **json.loads(meta or "{}"),
-                }
-            )
-        return out
-
-    def entries(self, sha: str) -> dict:
-        """{path: {"b": (mode, blob), "a": (mode, blob)}} of one checkpoint."""
-        out = {}
-        for line in filter(None, self.git("ls-tree", "-r", "-z", sha).split("\0")):
-            meta, path = line.split("\t", 1)
-            mode, _, blob = meta.split()
-            out.setdefault(path[2:], {})[path[0]] = (mode, blob)
-        return out
-
-    def contents(self, blobs: list[str]) -> dict[str, bytes]:
-        """Blob bytes by id, read by one git cat-file."""
-        raw, out, at = self.git_bytes("cat-file", "--batch", data="".join(f"{b}\n" for b in blobs).encode()), {}, 0
-        while at < len(raw):
-            head_end = raw.index(b"\n", at)
-            sha, _, size = raw[at:head_end].split()
-            out[sha.decode()] = raw[head_end + 1 : head_end + 1 + int(size)]
-            at = head_end + 2 + int(size)
-        return out
-
-    def git_bytes(self, *args: str, data: bytes) -> bytes:
-        done = self.run(*args, data=data)
+    def git(self, *args: str, data: bytes | None = None, borrow: bool = False) -> bytes:
+        done = self.run(*args, data=data, borrow=borrow)
         if done.returncode:
             raise CheckpointError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:300]}")
         return done.stdout
 
-    def now(self, rel: str) -> tuple[str, str] | None:
-        found = on_disk(self.root / rel)
-        return found and (found[0], blob_id(found[1]))
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the project's checkpoint lock (a second amas waits), with the shadow repository ready."""
+        fd = os.open(config_file.private_dir(self.dir) / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                ui.info("waiting for another amas working in this project…")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            self.ready()
+            yield
+        finally:
+            os.close(fd)
 
-    def apply(self, cp: dict, forward: bool, ask) -> list[str]:
-        """Put one checkpoint's before (undo) or after (redo) state on disk; ask first about files changed since."""
-        entries, want, expect = self.entries(cp["id"]), "ab"[not forward], "ba"[not forward]
-        edited = [rel for rel, e in entries.items() if self.now(rel) != e.get(expect)]
+    def ready(self) -> None:
+        """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
+        if not (self.dir / "info" / "attributes").exists():  # written last: a half-made shadow is simply made again
+            for folder in ("objects", "refs/heads", "info"):  # all git needs of a repository (no hooks, no config)
+                (self.dir / folder).mkdir(parents=True, exist_ok=True)
+            (self.dir / "HEAD").write_text(f"ref: {MAIN}\n")
+            (self.dir / "info" / "attributes").write_text(ATTRIBUTES)
+        (self.dir / "index.lock").unlink(missing_ok=True)
+        exclude, patterns = self.dir / "info" / "exclude", "\n".join(["/.amas/", *self.ignore]) + "\n"
+        if not exclude.exists() or exclude.read_text() != patterns:
+            exclude.write_text(patterns)
+        if self.borrowed is None:  # the user's object store, read through git's alternates: tracked files cost no disk
+            args = ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format"]
+            found = subprocess.run([*GIT, *args], capture_output=True, env=_env(), cwd=self.root)
+            common, _, kind = os.fsdecode(found.stdout).partition("\n")
+            quoted = (common + "/objects").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+            self.borrowed = f'"{quoted}"' if found.returncode == 0 and kind.strip() == "sha1" else ""
+        if self.pending.exists():
+            self.finish(" (interrupted)")
+
+    # -- recording ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def recording(self, label: str, paths: list[Path] | None = None):
+        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note."""
+        rec = SimpleNamespace(note="")
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self.locked())
+                self.begin(label, paths)  # paths None: anything in the project may change (a shell command)
+            except TROUBLE as e:
+                rec.note = _failed(e)
+            _pause("before")
+            try:
+                yield rec
+            finally:
+                if not rec.note:
+                    _pause("after")
+                    rec.note = self.finish()
+
+    def begin(self, label: str, paths: list[Path] | None) -> None:
+        """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
+        if paths is None:
+            before = self.snapshot()
+        else:
+            rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
+            dirs = {str(d) for rel in rels for d in Path(rel).parents if not os.path.lexists(self.root / d)}
+            before = {"files": self.state(rels), "dirs": sorted(dirs)}
+        config_file.write_private(self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before}))
+
+    def finish(self, suffix: str = "") -> str:
+        """Commit what changed since the kept before state as one checkpoint; the note for the tool result."""
+        try:
+            pending = json.loads(self.pending.read_text())
+            if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
+                return ""
+            if "tree" in pending:
+                changes, made, gone = self.compare(pending, self.snapshot())
+                self.keep(changes)
+            else:
+                now = self.state(list(pending["files"]))
+                changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
+                made, gone = [d for d in pending["dirs"] if os.path.isdir(self.root / d)], []
+            if not (changes or made or gone):
+                return ""
+            self.commit(pending["label"] + suffix, changes, {"made": made, "gone": gone})
+            what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
+            return f"[checkpoint: {what}; /undo takes it back]"
+        except TROUBLE as e:
+            return _failed(e)
+        finally:
+            self.pending.unlink(missing_ok=True)
+
+    def state(self, rels: list[str]) -> dict:
+        """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
+        out = dict.fromkeys(rels)
+        for rel in rels:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                st, path = os.lstat(self.root / rel), self.root / rel
+                if stat.S_ISLNK(st.st_mode):
+                    out[rel] = [LINK, self.store(os.fsencode(os.readlink(path)))]
+                elif stat.S_ISREG(st.st_mode):
+                    out[rel] = ["100755" if st.st_mode & 0o100 else "100644", self.store(path.read_bytes())]
+        return out
+
+    def store(self, data: bytes, kind: str = "blob") -> str:
+        """An object written loose into the shadow's own store, where the user's gc can never take it; its id."""
+        raw = b"%s %d\0" % (kind.encode(), len(data)) + data
+        sha = hashlib.sha1(raw).hexdigest()
+        path = self.dir / "objects" / sha[:2] / sha[2:]
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            path.with_name("tmp_" + sha).write_bytes(zlib.compress(raw, 1))
+            os.replace(path.with_name("tmp_" + sha), path)
+        return sha
+
+    def keep(self, changes: dict) -> None:
+        """Copy into the shadow's own store the blobs of a checkpoint that only the user's objects hold."""
+        blobs = "".join({f"{side[1]}\n" for sides in changes.values() for side in sides if side}).encode()
+        checked = self.run("cat-file", "--batch-check", data=blobs).stdout.splitlines() if self.borrowed else []
+        missing = b"".join(line[:40] + b"\n" for line in checked if line.endswith(b" missing"))
+        if missing:
+            self.git("pack-objects", "-q", str(self.dir / "objects" / "pack" / "pack"), data=missing, borrow=True)
+
+    def snapshot(self, retry: bool = True) -> dict:
+        """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
+        first = not (self.dir / "index").exists()  # then everything: into one pack (threshold 1), not a file each
+        added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
+        if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
+            raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
+        if first and self.borrowed:
+            self.track()
+        try:
+            tree = self.git("write-tree", borrow=True).decode().strip()
+        except CheckpointError:  # the index names content now nowhere (the user's gc took it): read all again
+            if not retry:
+                raise
+            (self.dir / "index").unlink()
+            return self.snapshot(False)
+        hollow = set()
+        for top in os.fsdecode(self.git("ls-files", "-oz", "--directory", "--exclude-standard")).split("\0"):
+            if top.endswith("/") and not os.path.lexists(self.root / top / ".git"):
+                hollow.update(os.path.relpath(d, self.root) for d, _, _ in os.walk(self.root / top))
+        return {"tree": tree, "empty": sorted(hollow)}
+
+    def track(self) -> None:
+        """Add the files the user's git tracks that an ignore pattern hides (a committed dist/, say)."""
+        user = subprocess.run([*GIT, "ls-files", "-z"], capture_output=True, env=_env(), cwd=self.root).stdout
+        ours = set(self.git("ls-files", "-z").split(b"\0"))
+        hidden = [p for p in user.split(b"\0") if p not in ours and _is_file(self.root / os.fsdecode(p))]
+        if hidden:
+            self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(hidden) + b"\0", borrow=True)
+
+    def compare(self, old: dict, new: dict) -> tuple[dict, list[str], list[str]]:
+        """Files, folders made and folders gone between two snapshots; submodules are left to themselves."""
+        raw = self.git("diff-tree", "-r", "-t", "-z", "--no-renames", old["tree"], new["tree"], borrow=True)
+        changes, added, deleted, fields = {}, set(), set(), raw.split(b"\0")
+        for head, path in zip(fields[0:-1:2], fields[1::2], strict=True):
+            mode_a, mode_b, sha_a, sha_b, _ = head[1:].decode().split()
+            if TREE in (mode_a, mode_b) and mode_a != mode_b:
+                (added if mode_b == TREE else deleted).add(os.fsdecode(path))
+            elif TREE not in (mode_a, mode_b) and GITLINK not in (mode_a, mode_b):
+                sides = ((mode_a, sha_a), (mode_b, sha_b))
+                changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
+        before, after = set(old["empty"]), set(new["empty"])
+        return changes, sorted((added | after) - before - deleted), sorted((deleted | before) - after - added)
+
+    def commit(self, label: str, changes: dict, dirs: dict) -> None:
+        """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
+        meta = {
+            "time": time.time(),
+            "session": self.session,
+            "request": self.request,
+            "files": dict(sorted(changes.items())),
+        }
+        files = {f"{p}/{rel}": s for rel, sides in changes.items() for p, s in zip("ba", sides, strict=True) if s}
+        parent, who = self.ref(MAIN), f"Amas Code <amas@localhost> {int(time.time())} +0000"
+        head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
+        body = f"{head}author {who}\ncommitter {who}\n\n{label}\n\n{json.dumps(meta | dirs)}\n"
+        sha = self.store(body.encode(errors="surrogateescape"), "commit")
+        _pause("commit")
+        self.set_ref(MAIN, sha)
+
+    def tree(self, files: dict) -> str:
+        """The tree of {path: [mode, blob]} with the trees inside it, written here; its id."""
+        inner = {}
+        for path, side in files.items():
+            name, _, rest = path.partition("/")
+            inner.setdefault(name, {})[rest] = side  # rest "": a file right here
+        here = {name: sub.get("") or ["40000", self.tree(sub)] for name, sub in inner.items()}
+        order = sorted(here, key=lambda n: os.fsencode(n) + b"/" * (here[n][0] == "40000"))  # git's order
+        entries = [b"%s %s\0" % (here[n][0].encode(), os.fsencode(n)) + bytes.fromhex(here[n][1]) for n in order]
+        return self.store(b"".join(entries), "tree")
+
+    # -- reading, undo, redo ------------------------------------------------------------------
+    def ref(self, name: str) -> str | None:
+        return (self.dir / name).read_text().strip() if (self.dir / name).exists() else None
+
+    def set_ref(self, name: str, sha: str | None) -> None:
+        """Point a ref at a commit, or delete it (None): written aside and renamed, so it is whole or not at all."""
+        path, lock = self.dir / name, self.dir / f"{name}.lock"
+        if sha is None:
+            return path.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text(sha + "\n")
+        os.replace(lock, path)
+
+    def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
+        """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
+        done, out = self.run("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev), []
+        for entry in filter(str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []):
+            sha, parents, body = entry.strip("\n").split("\x1f")
+            label, _, meta = body.partition("\n\n")
+            out.append({"id": sha, "parent": (parents.split() or [None])[0], "label": label, **json.loads(meta)})
+        return out
+
+    def contents(self, blobs: list[str]) -> dict[str, bytes]:
+        """Blob bytes by id, read by one git cat-file."""
+        raw, out, at = self.git("cat-file", "--batch", data="".join(f"{b}\n" for b in blobs).encode()), {}, 0
+        while at < len(raw):
+            end = raw.index(b"\n", at)
+            sha, kind, size = (raw[at:end].split() + [b"", b"0"])[:3]
+            if kind != b"blob":
+                raise CheckpointError(f"the checkpoint's content {sha.decode()} is missing; nothing changed")
+            out[sha.decode()], at = raw[end + 1 : end + 1 + int(size)], end + 2 + int(size)
+        return out
+
+    def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
+        """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
+        plan, dirs = {}, {}
+        for cp in chain:
+            for rel, sides in cp["files"].items():
+                plan.setdefault(rel, [sides[not forward]]).append(sides[forward])  # [expected now, ..., wanted]
+            dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
+        now = self.state(list(plan))  # the content of a file changed since is kept too, in case
+        edited = [rel for rel, sides in plan.items() if now[rel] not in (sides[0], sides[-1])]
         if edited and not ask(f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"):
             raise CheckpointError("cancelled; nothing changed")
-        blobs = self.contents([e[want][1] for e in entries.values() if want in e])
-        for rel in sorted((r for r, e in entries.items() if want not in e), key=len, reverse=True):
-            _remove(self.root / rel)
-        if not forward:
-            for rel in sorted(cp.get("dirs", []), key=len, reverse=True):
-                _remove(self.root / rel)
-        for rel in sorted((r for r, e in entries.items() if want in e), key=len):
-            mode, blob = entries[rel][want]
-            _pause("apply")
-            _write(self.root / rel, mode, blobs[blob])
-        return sorted(entries)
+        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
+        self.put({rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}, dirs)
+        return sorted(plan)
+
+    def put(self, files: dict, dirs: dict) -> None:
+        """Remove files, remove and make folders, then write files; never through a link on the way."""
+        paths = {rel: self.root / rel for rel in [*files, *dirs]}
+        if linked := [rel for rel, p in paths.items() if os.path.realpath(p.parent) != os.path.normpath(p.parent)]:
+            raise CheckpointError(f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed")
+        blobs = self.contents([side[1] for side in files.values() if side])
+        gone = [(rel, False) for rel, side in files.items() if not side] + [(d, True) for d in dirs if not dirs[d]]
+        for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
+            _remove(paths[rel], folder)
+        for rel in sorted(d for d, keep in dirs.items() if keep):
+            paths[rel].mkdir(parents=True, exist_ok=True)
+        for rel in sorted((r for r, side in files.items() if side), key=len):
+            _write(paths[rel], files[rel][0], blobs[files[rel][1]])
+            _pause("undo")
 
     def undo(self, n: int = 1, ask=lambda q: False) -> list[str]:
-        """Restore the before state of the last n checkpoints, newest first; return the files restored."""
-        return self.locked(self._undo, n, ask)
-
-    def _undo(self, n: int, ask) -> list[str]:
-        chain = self.history(limit=n)
-        if len(chain) < n:
-            raise CheckpointError(f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed")
-        files = sorted({f for cp in chain for f in self.apply(cp, False, ask)})
-        redo = self.ref(REDO)
-        if not (redo and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0):
-            self.git("update-ref", REDO, chain[0]["id"])
-        new, old = chain[-1]["parent"], chain[0]["id"]
-        self.git("update-ref", *(["-d", MAIN, old] if new is None else [MAIN, new, old]))
-        return files
+        """Restore the before state of the last n checkpoints; return the files restored."""
+        with self.locked():
+            chain = self.history(limit=n)
+            if not chain:
+                raise CheckpointError("nothing to undo")
+            if len(chain) < n:
+                raise CheckpointError(f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed")
+            files = self.apply(chain, False, ask)
+            redo = self.ref(REDO)
+            if not (redo and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0):
+                self.set_ref(REDO, chain[0]["id"])  # else it holds a longer line of undone checkpoints: keep it
+            self.set_ref(MAIN, chain[-1]["parent"])
+            return files
 
     def redo(self, ask=lambda q: False) -> list[str]:
         """Re-apply the checkpoint the last undo took back."""
-        return self.locked(self._redo, ask)
-
-    def _redo(self, ask) -> list[str]:
-        head, redo = self.ref(MAIN), self.ref(REDO)
-        ahead = self.history(f"{head}..{redo}" if head else REDO) if redo and redo != head else []
-        if not ahead or ahead[-1]["parent"] != head:
-            raise CheckpointError("nothing to redo")
-        files = self.apply(ahead[-1], True, ask)
-        self.git("update-ref", MAIN, ahead[-1]["id"], *([head] if head else []))
-        return files
+        with self.locked():
+            head, redo = self.ref(MAIN), self.ref(REDO)
+            ahead = self.history(f"{head}..{redo}" if head else redo) if redo and redo != head else []
+            if not ahead or ahead[-1]["parent"] != head:  # a checkpoint made since the undo ends what can be redone
+                raise CheckpointError("nothing to redo")
+            files = self.apply(ahead[-1:], True, ask)
+            self.set_ref(MAIN, ahead[-1]["id"])
+            return files
 
     def restore(self, cid: str, ask=lambda q: False) -> list[str]:
         """Undo every checkpoint made after the given one."""
-        ids = [cp["id"] for cp in self.history()]
-        match = [i for i, sha in enumerate(ids) if cid and sha.startswith(cid.lower())]
+        match = [i for i, cp in enumerate(self.history()) if cid and cp["id"].startswith(cid.lower())]
         if len(match) != 1:
             raise CheckpointError(f"{cid} is not one of the checkpoints (/checkpoint lists them); nothing changed")
         if match[0] == 0:
@@ -335,52 +342,60 @@ class Checkpoint:
 
     def changes(self) -> list[tuple[str, bytes | None, bytes | None]]:
         """What the agent changed in this session, per file: (path, first before, last after)."""
-        session = [cp for cp in self.history() if cp.get("session") == self.session][::-1]
         first, last = {}, {}
-        for cp in session:
-            for rel, e in self.entries(cp["id"]).items():
-                first.setdefault(rel, e.get("b"))
-                last[rel] = e.get("a")
-        blobs = self.contents([s[1] for s in [*first.values(), *last.values()] if s])
+        for cp in reversed([cp for cp in self.history() if cp.get("session") == self.session]):
+            for rel, (before, after) in cp["files"].items():
+                first.setdefault(rel, before)
+                last[rel] = after
+        blobs = self.contents([s[1] for s in [*first.values(), *last.values()] if s]) if first else {}
         return [(rel, first[rel] and blobs[first[rel][1]], last[rel] and blobs[last[rel][1]]) for rel in sorted(first)]
 
 
-def _data(raw: bytes) -> list[bytes]:
-    return [b"data %d" % len(raw), raw]
+def _is_file(path: Path) -> bool:
+    return os.path.islink(path) or os.path.isfile(path)
 
 
-def _remove(path: Path) -> None:
-    """A file or link gone (never followed), or a folder that is empty."""
-    if path.is_symlink() or path.is_file():
+def _env(**extra: str) -> dict:
+    """The environment for git: none of the user's GIT_ variables, so it never works on the user's repository."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, "GIT_CONFIG_NOSYSTEM": "1", **extra}
+
+
+def _failed(error: Exception) -> str:
+    """Say on screen that a change has no checkpoint; the note that tells the model."""
+    ui.warning(message := f"checkpoint failed, /undo will not cover this change: {str(error)[:300]}")
+    return f"[{message}]"
+
+
+def _remove(path: Path, folder: bool = False) -> None:
+    """A file or link gone (never followed); a folder only if it holds nothing but empty folders."""
+    if not folder and (path.is_symlink() or path.is_file()):
         path.unlink()
-    elif path.is_dir() and not any(path.iterdir()):
-        path.rmdir()
+    for inner, _, _ in os.walk(path, topdown=False) if path.is_dir() and not path.is_symlink() else []:
+        with contextlib.suppress(OSError):
+            os.rmdir(inner)
 
 
 def _write(path: Path, mode: str, data: bytes) -> None:
-    """A file or symlink as it was, through a temporary name and a rename: never written through a link."""
+    """A file or link as it was, through a temporary name and a rename: never written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.amas-{os.getpid()}")
-    if mode == "120000":
+    tmp = path.with_name(f".{path.name}.amas-undo")
+    tmp.unlink(missing_ok=True)  # left by a killed undo
+    if mode == LINK:
         os.symlink(os.fsdecode(data), tmp)
-    else:
-        old = os.lstat(path).st_mode & 0o777 if path.is_file() and not path.is_symlink() else 0o666 & ~_umask()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
+    else:  # a new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded
+        flags, executable = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode == "100755"
+        with os.fdopen(os.open(tmp, flags, 0o777 if executable else 0o666), "wb") as f:
             f.write(data)
-        os.chmod(tmp, old | 0o111 & ~_umask() if mode == "100755" else old & ~0o111)
+        if path.is_file() and not path.is_symlink():
+            old = os.lstat(path).st_mode & 0o777
+            os.chmod(tmp, old | (old & 0o444) >> 2 if executable else old & ~0o111)
     if path.is_dir() and not path.is_symlink():
-        path.rmdir()  # a folder where the file was (it was emptied above): a file/folder swap
+        path.rmdir()  # a folder where the file was (emptied above): a file/folder swap
     os.replace(tmp, path)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _pause(point: str) -> None:
-    """A test hook: AMAS_TEST_PAUSE=<point> holds here, so a test can kill -9 amas at that moment."""
+    """A test hook: AMAS_TEST_PAUSE=<point> holds amas here for a minute, so a test can kill -9 it at that moment."""
     if os.environ.get("AMAS_TEST_PAUSE") == point:
+        print(f"amas: paused at {point}", file=sys.stderr, flush=True)
         time.sleep(60)

@@ -105,6 +105,19 @@ def repo_part(state: dict) -> dict:
     return {k: v for k, v in state.items() if k in ("dotgit", "stages", "head", "refs")}
 
 
+def assert_whole(shadow: Path, root: Path) -> None:
+    """The shadow's objects are well-formed, and its checkpoints whole without the user's objects."""
+    env = {**os.environ, "GIT_DIR": str(shadow)}
+    if (root / ".git").exists():  # the snapshots' own trees name the user's objects
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(root / ".git" / "objects")
+    fsck = subprocess.run(["git", "fsck", "--strict", "--no-dangling"], capture_output=True, text=True, env=env)
+    assert fsck.returncode == 0 and not fsck.stderr, fsck.stderr
+    env.pop("GIT_ALTERNATE_OBJECT_DIRECTORIES", None)
+    cmd = ["git", "rev-list", "--objects", "--missing=print", "--all"]
+    listed = subprocess.run(cmd, capture_output=True, env=env).stdout
+    assert listed and not [line for line in listed.splitlines() if line.startswith(b"?")]
+
+
 def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
     """The invariant: the agent's calls make one checkpoint each without moving the user's repository; undoing
     them all gives back the user's state exactly; redoing gives back the agent's."""
@@ -124,6 +137,7 @@ def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
     for _ in actions:
         cp.redo(refuse)
     assert user_state(root, skip) == after
+    assert_whole(cp.dir, root)
     cp.undo(len(actions), refuse)
     assert user_state(root, skip) == before
     return cp
@@ -448,3 +462,24 @@ def test_worktrees_have_their_own_checkpoints_and_redo(project):
     with pytest.raises(CheckpointError, match="nothing to redo"):
         wt_box.checkpoint.redo(refuse)
     assert (other / "w.txt").exists() and not (project / "m.txt").exists()
+
+
+def test_undo_never_writes_through_a_linked_folder(project):
+    outside = project.parent / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("outside\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "mkdir d && echo agent > d/f"}))
+    shutil.rmtree(project / "d")
+    os.symlink(outside, project / "d")  # the user (or a later change) puts a link where the folder was
+    with pytest.raises(CheckpointError, match="symlink; nothing changed"):
+        box.checkpoint.undo(1, lambda q: True)
+    assert (outside / "f").read_text() == "outside\n" and os.path.islink(project / "d")
+
+
+def test_one_folder_per_project_in_the_users_home(project, home):
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("create_file", json.dumps({"path": "n.txt", "content": "n\n"}))
+    assert [p.name for p in (home / ".amas" / "checkpoints").iterdir()] == [box.checkpoint.dir.name]
+    assert box.checkpoint.dir.name.startswith("proj-") and stat.S_IMODE(box.checkpoint.dir.stat().st_mode) == 0o700
+    assert not (project / ".amas").exists() or not any((project / ".amas").rglob("*.pack"))
