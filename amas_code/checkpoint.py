@@ -19,7 +19,7 @@ from amas_code import ui
 
 GIT = (  # every call: no hooks, no fsmonitor, no line-ending conversion, modes and links as they are
     "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.filemode=true "
-    "-c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m"
+    "-c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m -c core.compression=1"
 ).split()
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
@@ -197,7 +197,8 @@ class Checkpoint:
         """Add the files the user's git tracks that an ignore pattern hides (a committed dist/, say)."""
         user = subprocess.run([*GIT, "ls-files", "-z"], capture_output=True, env=_env(), cwd=self.root).stdout
         ours = set(self.git("ls-files", "-z").split(b"\0"))
-        hidden = [p for p in user.split(b"\0") if p not in ours and _is_file(self.root / os.fsdecode(p))]
+        paths = [self.root / os.fsdecode(p) for p in user.split(b"\0") if p not in ours]
+        hidden = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or p.is_file()]
         if hidden:
             self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(hidden) + b"\0", borrow=True)
 
@@ -351,10 +352,6 @@ class Checkpoint:
         return [(rel, first[rel] and blobs[first[rel][1]], last[rel] and blobs[last[rel][1]]) for rel in sorted(first)]
 
 
-def _is_file(path: Path) -> bool:
-    return os.path.islink(path) or os.path.isfile(path)
-
-
 def _env(**extra: str) -> dict:
     """The environment for git: none of the user's GIT_ variables, so it never works on the user's repository."""
     return {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, "GIT_CONFIG_NOSYSTEM": "1", **extra}
@@ -378,7 +375,7 @@ def _remove(path: Path, folder: bool = False) -> None:
 def _write(path: Path, mode: str, data: bytes) -> None:
     """A file or link as it was, through a temporary name and a rename: never written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.amas-undo")
+    tmp = path.with_name(".amas-undo.tmp")  # one at a time, under the lock; short, whatever the name's length
     tmp.unlink(missing_ok=True)  # left by a killed undo
     if mode == LINK:
         os.symlink(os.fsdecode(data), tmp)
