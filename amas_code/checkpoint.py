@@ -174,12 +174,13 @@ class Checkpoint:
 
     def snapshot(self, retry: bool = True) -> dict:
         """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
-        first = not (self.dir / "index").exists()  # then everything: into one pack (threshold 1), not a file each
+        first = not (self.dir / "index").exists()
+        if first and self.borrowed:
+            self.track()
+        # the first time the rest, none of it in the user's objects, goes into one pack (threshold 1), not a file each
         added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
         if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
             raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
-        if first and self.borrowed:
-            self.track()
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
         except CheckpointError:  # the index names content now nowhere (the user's gc took it): read all again
@@ -194,13 +195,12 @@ class Checkpoint:
         return {"tree": tree, "empty": sorted(hollow)}
 
     def track(self) -> None:
-        """Add the files the user's git tracks that an ignore pattern hides (a committed dist/, say)."""
+        """Start from the files the user's git tracks, an ignored one too (a committed dist/): hashed, not copied."""
         user = subprocess.run([*GIT, "ls-files", "-z"], capture_output=True, env=_env(), cwd=self.root).stdout
-        ours = set(self.git("ls-files", "-z").split(b"\0"))
-        paths = [self.root / os.fsdecode(p) for p in user.split(b"\0") if p not in ours]
-        hidden = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or p.is_file()]
-        if hidden:
-            self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(hidden) + b"\0", borrow=True)
+        paths = [self.root / os.fsdecode(p) for p in user.split(b"\0") if p]
+        files = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or p.is_file()]
+        if files:
+            self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(files) + b"\0", borrow=True)
 
     def compare(self, old: dict, new: dict) -> tuple[dict, list[str], list[str]]:
         """Files, folders made and folders gone between two snapshots; submodules are left to themselves."""
