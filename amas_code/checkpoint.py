@@ -42,7 +42,7 @@ class Checkpoint:
         self.pending, self.borrowed = self.dir / "pending.json", None
 
     def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
-        """git on the shadow repository; with borrow it also reads (never writes) the user's objects."""
+        """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
         env = _env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root))
         if borrow and self.borrowed:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
