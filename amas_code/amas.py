@@ -22,6 +22,8 @@ def cli(prompt, model, api_base, yes, resume, trust):
     root = find_root(Path.cwd())
     config = settings(root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust)
     text = " ".join(prompt).strip()
+    if trust and not text:
+        sys.exit(0)
     if text == "init":
         from amas_code import repomap
 

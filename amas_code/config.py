@@ -25,7 +25,7 @@ DEFAULT_CONFIG = {
     "browser_path": None,  # a Chromium binary; else a headless shell, Playwright's own, or a system Chromium
     "browser_headless": True,
 }
-TRISTATE, NUMBER = (True, False, "auto"), (int, float)
+TRISTATE, NUMBER, NULLABLE = (True, False, "auto"), (int, float), {"api_key", "api_base", "browser_path", "max_tokens"}
 CHECKS = {  # key -> (test, what it should be); None is allowed where the default is None
     "model": (lambda v: isinstance(v, str) and re.fullmatch(r"\S+", v), "a litellm model string, e.g. openai/gpt-4.1"),
     "ignore": (lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of glob patterns"),
@@ -41,7 +41,7 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
     "text_tools": (lambda v: v in TRISTATE, "true, false or auto"),
     "search_backend": (lambda v: v in ("google", "duckduckgo", "searxng"), "google, duckduckgo or searxng"),
 }
-KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string"}
+KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string", NUMBER: "a number"}
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
 LOOSER = {  # what an untrusted project file may not set: key -> test for the loosening value
     "auto_accept": bool,
@@ -83,10 +83,10 @@ def check(key: str, value, where: str) -> None:
     default = DEFAULT_CONFIG[key]
     test, want = CHECKS.get(key) or (None, None)
     if test is None:
-        kind = NUMBER if type(default) in NUMBER else type(default)
+        kind = NUMBER if key == "shell_timeout" else str if default is None else type(default)
         test = lambda v: isinstance(v, kind) and not (kind is not bool and isinstance(v, bool))  # noqa: E731
-        want = "a number" if kind is NUMBER else KIND_NAMES.get(kind, "a string")
-    if not ((value is None and default is None) or test(value)):
+        want = KIND_NAMES.get(kind, "a string")
+    if not ((value is None and key in NULLABLE) or test(value)):
         raise ConfigError(f"{where}: {key} should be {want}, not {value!r}")
 
 
@@ -164,14 +164,13 @@ def remembered(root: Path) -> dict:
 
 
 def remember(root: Path, key: str, value) -> None:
-    """Record one decision for this project (trust, an approved command or host) in ~/.amas/projects.json."""
+    """Record a decision for this project (trust, approved commands or hosts) in ~/.amas/projects.json."""
     path = Path.home() / ".amas" / "projects.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         data = {}
-    entry = data.setdefault(str(root.resolve()), {})
-    entry[key] = [*entry.get(key, []), value] if isinstance(entry.get(key), list) else value
+    data.setdefault(str(root.resolve()), {})[key] = value
     write_private(path, json.dumps(data, indent=1))
 
 
@@ -191,7 +190,7 @@ def private_dir(folder: Path) -> Path:
         raise ConfigError(f"{folder} is a symlink; amas does not follow it (remove it to go on)")
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     ignore = folder / ".gitignore"
-    if folder.parent != Path.home() and not ignore.exists() and not ignore.is_symlink():
+    if folder.name == ".amas" and folder.parent != Path.home() and not os.path.lexists(ignore):
         ignore.write_text(GITIGNORE, encoding="utf-8")  # a project's local state stays out of its commits
     return folder
 

@@ -193,9 +193,8 @@ class Gate:
     def approve(self, command: str, commands: list[list[str]], plain: bool) -> str | None:
         answer = self.ask("shell", f"Run `{command}`?", key=command)
         if answer == "a" and plain:  # the exact commands, glob characters escaped, kept in the user's home
-            for c in commands:
-                self.commands.append(glob.escape(" ".join(c)))
-                config_file.remember(self.root, "commands", self.commands[-1])
+            self.commands += [glob.escape(" ".join(c)) for c in commands]
+            config_file.remember(self.root, "commands", self.commands)
         elif answer == "a":
             ui.info("not remembered: a line with substitutions, subshells or newlines is asked every time")
         return None if answer != "n" else "Command declined by user."
@@ -228,4 +227,5 @@ class Gate:
             raise PermissionError(f"connecting to {host} was declined by the user")
         self.hosts.add(host)
         if answer == "a":
-            config_file.remember(self.root, "hosts", host)
+            saved = config_file.remembered(self.root).get("hosts", [])
+            config_file.remember(self.root, "hosts", sorted({*saved, host}))

@@ -21,7 +21,7 @@ def no_tty(monkeypatch):
     """Questions never reach the terminal the tests run in: without a pty, amas has no one to ask."""
     from amas_code import ui
 
-    monkeypatch.setattr(ui, "TTY", "/nonexistent/tty")
+    monkeypatch.setattr(ui, "TTY", "/nonexistent/tty", raising=False)
 
 
 def make_config(**overrides) -> dict:
@@ -114,8 +114,14 @@ def amas_env(llm=None, **extra) -> dict:
 
 def run_amas(*args, llm=None, input=None, env=None, timeout=120):
     """Run `python -m amas_code` as a user would, in the current directory."""
-    return subprocess.run([sys.executable, "-m", "amas_code", *args], input=input, capture_output=True, text=True,
-                          env={**amas_env(llm), **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "amas_code", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env={**amas_env(llm), **(env or {})},
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -123,8 +129,9 @@ def agent(project, llm):
     """An in-process Agent on the project, talking to the scripted model, edits auto-accepted."""
     from amas_code.agent import Agent
 
-    config = make_config(model="openai/test-model", api_base=llm.url, api_key=API_KEY, auto_accept=True,
-                         secrets=[API_KEY])
+    config = make_config(
+        model="openai/test-model", api_base=llm.url, api_key=API_KEY, auto_accept=True, secrets=[API_KEY]
+    )
     return Agent(config, project)
 
 
@@ -133,12 +140,20 @@ def repl(project, llm):
     """Start `amas [args]` in a pseudo-terminal and wait for its prompt."""
     children = []
 
-    def start(*args):
+    def start(*args, wait=True):
         env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40")
-        child = pexpect.spawn(sys.executable, ["-m", "amas_code", *args], cwd=str(project), env=env,
-                              encoding="utf-8", timeout=30, dimensions=(40, 120))
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "amas_code", *args],
+            cwd=str(project),
+            env=env,
+            encoding="utf-8",
+            timeout=30,
+            dimensions=(40, 120),
+        )
         children.append(child)
-        child.expect("›")
+        if wait:
+            child.expect("›")
         return child
 
     yield start
