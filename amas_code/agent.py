@@ -1,8 +1,8 @@
 """The agent: one conversation, the loop over model calls and tools, the system prompt, compaction, history."""
 
-import difflib
 import itertools
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -163,11 +163,11 @@ class Agent:
         for attempt in range(3):
             try:
                 return self.call()
-            except providers.NoNativeTools:
+            except providers.NoNativeTools as e:
                 if self.model.text_tools:
                     raise
                 self.model.text_tools = True
-                ui.warning(f"{self.model.name} has no native tool calling; using text tool calls for this session")
+                ui.warning(f"{e}; using text tool calls for this session")
             except providers.ProviderError as e:
                 if e.kind != "context" or attempt or not (self.compact() or self.shrink()):
                     raise
@@ -344,12 +344,6 @@ def _entry(line: str) -> dict | None:
 
 
 def _repeats(calls: list[dict]) -> int:
-    """How many times in a row the last call was made, with the same or near-same arguments."""
-    n = 1
-    while (
-        n < len(calls)
-        and calls[-1 - n]["name"] == calls[-1]["name"]
-        and difflib.SequenceMatcher(None, str(calls[-1 - n]["arguments"]), str(calls[-1]["arguments"])).ratio() > 0.9
-    ):
-        n += 1
-    return n
+    """How many times in a row the last call was made, with the same arguments up to case, spaces and `./`."""
+    same = [c["name"] + ":" + re.sub(r"\s+|\./", "", str(c["arguments"])).lower() for c in calls]
+    return next((n for n in range(1, len(same)) if same[-1 - n] != same[-1]), len(same))

@@ -69,7 +69,7 @@ def search(query: str, num_results: int, config: dict) -> str:
         why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         why += " (blocked or rate-limited)" if status in (403, 429) else ""
         others = " or ".join(f"`search_backend: {other}`" for other in BACKENDS if other != name)
-        return f"Error: {name} search failed: {why}. Try another backend in ~/.amas/config.yaml: {others}"
+        return f"Error: {name} search failed: {why}. Try another backend in .amas/config.yaml: {others}"
     if not results:
         return f"No results for {query!r} ({name})."
     return "\n".join(f"{i}. {title}\n   {url}\n   {snippet}" for i, (title, url, snippet) in enumerate(results, 1))
@@ -217,6 +217,7 @@ class Browser:
 
     @_tool
     def screenshot(self, page, path: str) -> str:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)  # the path passed the tools' gate
         page.screenshot(path=path, timeout=LOAD)
         return path
 

@@ -16,13 +16,24 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
     "context": "the conversation is longer than {model}'s context window",
     "timeout": "no answer from {base} in time, even after a retry",
     "connection": "cannot reach {base}: is the server running and the address right?",
-    "empty": "the server at {base} sent an empty stream (it failed after accepting the request); check its log",
+    "empty": "the server at {base} sent an empty stream: it failed after accepting the request (a prompt longer "
+    "than its context?); check its log",
+    "dropped": "the server at {base} closed the connection in the middle of the answer; check its log",
+    "no tools": "{model} has no native tool calling at this server",
     "provider": "unknown model {model!r}: write it as provider/model, e.g. openai/gpt-4.1 or ollama_chat/qwen2.5-coder",
 }
-RETRIES = {429: 2, 500: 1, "timeout": 1, "connection": 1, "empty": 1}  # others (auth, 404, bad requests) never
+RETRIES = {
+    429: 2,
+    500: 1,
+    "timeout": 1,
+    "connection": 1,
+    "empty": 1,
+    "dropped": 1,
+}  # others (auth, 404, bad requests) never
 SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
     "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens|prompt is too long",
     "timeout": r"timed out|timeout",
+    "dropped": r"peer closed connection|incomplete chunked read|connection reset",
     "connection": r"connection (error|refused)|name or service not known|failed to establish",
     "provider": r"LLM Provider NOT provided",
     "no tools": r"does not support tools|tools? (are|is) not supported|tool use is not supported|--jinja"
@@ -85,7 +96,7 @@ class Model:
     def complete(self, messages: list[dict], tools: list | None = None, on_text=None) -> dict:
         """Stream one reply: {"role", "content", "tool_calls"?, "cut"?}; retried by status, never after text."""
         if tools and not self.text_tools and self.config.get("text_tools") != False and not self.native():  # noqa: E712
-            raise NoNativeTools(f"{self.name} has no native tool calling", "no tools")
+            raise NoNativeTools(f"{self.name} has no native tool calling in litellm's model list", "no tools")
         if self.text_tools:
             messages, tools = to_text(messages), None
         for attempt in itertools.count():
@@ -114,7 +125,9 @@ class Model:
             if not any(c.choices and c.choices[0].delta.content for c in chunks):
                 raise partial from None
             partial.partial = True
-        if not any(c.choices or getattr(c, "usage", None) for c in chunks):
+        if not any(getattr(c, "usage", None) or c.choices and _carries(c.choices[0].delta) for c in chunks):
+            if tools:  # llama-cpp-python fails inside the stream when the model picks a tool: text calls work
+                raise NoNativeTools(f"{self.config.get('api_base')} sent nothing back when offered tools")
             raise ProviderError(self.hint("empty", ""), "empty")
         return self.reply(litellm, chunks, messages, partial)
 
@@ -227,7 +240,7 @@ class Model:
         base = (self.config.get("api_base") or "").rstrip("/")
         try:
             if self.name.startswith("ollama") and base:
-                info = httpx.post(f"{base}/api/show", json={"model": self.name.split("/", 1)[1]}, timeout=3).json()
+                info = httpx.post(f"{base}/api/show", json={"name": self.name.split("/", 1)[1]}, timeout=3).json()
                 return next(v for k, v in info.get("model_info", {}).items() if k.endswith(".context_length"))
             if base and self.name.startswith(("openai/", "hosted_vllm/")):
                 props = httpx.get(base.removesuffix("/v1") + "/props", timeout=3).json()
@@ -247,6 +260,11 @@ class Model:
             + "\n".join(lines)
             + "\n"
         )
+
+
+def _carries(delta) -> bool:
+    """A streamed delta from the server itself (litellm adds an empty one of its own to a stream with no data)."""
+    return bool(delta.role or delta.content or delta.tool_calls)
 
 
 def _params(tool: dict) -> list[str]:

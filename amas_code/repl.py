@@ -82,6 +82,8 @@ def cmd_attach(agent, arg):
 
 def _attach(agent, path: Path) -> None:
     path = agent.gate.path(str(path))
+    if not path.exists():
+        raise ValueError("no such file")
     if path.is_dir():
         raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
     data = path.read_bytes()

@@ -17,14 +17,32 @@ class ScriptedLLM:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def reply(self, text: str = "", tool: str | None = None, raw_args: str | None = None, calls=None,
-              delay: float = 0, wait: float = 0, **args):
+    def reply(
+        self,
+        text: str = "",
+        tool: str | None = None,
+        raw_args: str | None = None,
+        calls=None,
+        delay: float = 0,
+        wait: float = 0,
+        **args,
+    ):
         """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
         `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a hung one."""
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
         self.script.append({"text": text, "calls": calls, "delay": delay, "wait": wait})
+        return self
+
+    def reply_from(self, fn):
+        """A tool call made from what the model has seen: fn(request body) -> (tool name, arguments)."""
+        self.script.append({"fn": fn})
+        return self
+
+    def empty(self):
+        """A 200 stream that carries no data, as a server that failed after accepting the request sends."""
+        self.script.append({"empty": True, "text": "", "calls": []})
         return self
 
     def error(self, status: int, message: str = "error", cut_after: str | None = None, delay: float = 0):
@@ -52,10 +70,14 @@ class ScriptedLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 llm.requests.append(body)
                 step = llm.script.pop(0) if llm.script else {"text": "(no scripted reply left)", "calls": []}
+                if "fn" in step:
+                    name, args = step["fn"](body)
+                    step = {"text": "", "calls": [(name, json.dumps(args))]}
                 time.sleep(step.get("wait", 0) + (step.get("delay", 0) if step.get("status") else 0))
                 if step.get("status") and not step.get("cut_after"):
-                    return self._json(step["status"], {"error": {"message": step["message"], "type": "error",
-                                                                 "code": step["status"]}})
+                    return self._json(
+                        step["status"], {"error": {"message": step["message"], "type": "error", "code": step["status"]}}
+                    )
                 if body.get("stream"):
                     return self._stream(step)
                 return self._json(200, completion(step))
@@ -74,6 +96,11 @@ class ScriptedLLM:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 cut = step.get("cut_after")
+                if step.get("empty"):
+                    self._send(b": ping\n\n")
+                    self._send(b"")
+                    self.close_connection = True
+                    return
                 for chunk in chunks(cut, [])[:-2] if cut else chunks(step["text"], step.get("calls", [])):
                     time.sleep(step.get("delay", 0))
                     self._send(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -96,19 +123,38 @@ class ScriptedLLM:
 
 
 def _chunk(delta: dict, finish=None) -> dict:
-    return {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": "test-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def chunks(text: str, calls: list) -> list[dict]:
     """Text in small pieces, then each tool call's arguments split across several deltas."""
     out = [_chunk({"role": "assistant", "content": ""})]
-    out += [_chunk({"content": text[i:i + 7]}) for i in range(0, len(text), 7)]
+    out += [_chunk({"content": text[i : i + 7]}) for i in range(0, len(text), 7)]
     for n, (name, args) in enumerate(calls):
-        out.append(_chunk({"tool_calls": [{"index": n, "id": f"call_{n}_{int(time.time() * 1000) % 100000}",
-                                           "type": "function", "function": {"name": name, "arguments": ""}}]}))
-        out += [_chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i:i + 9]}}]})
-                for i in range(0, len(args), 9)]
+        out.append(
+            _chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": n,
+                            "id": f"call_{n}_{int(time.time() * 1000) % 100000}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        out += [
+            _chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i : i + 9]}}]})
+            for i in range(0, len(args), 9)
+        ]
     out.append(_chunk({}, "tool_calls" if calls else "stop"))
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     out.append({**_chunk({}), "choices": [], "usage": usage})
@@ -116,11 +162,18 @@ def chunks(text: str, calls: list) -> list[dict]:
 
 
 def completion(step: dict) -> dict:
-    calls = [{"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": args}}
-             for n, (name, args) in enumerate(step.get("calls", []))]
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": args}}
+        for n, (name, args) in enumerate(step.get("calls", []))
+    ]
     message = {"role": "assistant", "content": step.get("text", "")}
     if calls:
         message["tool_calls"] = calls
-    return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": "test-model",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }

@@ -335,10 +335,11 @@ def test_llama_server_with_jinja_takes_native_tools(user, llama_server_jinja, pr
 
 
 def one_line_naming(result, proxy: Proxy) -> None:
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode == 1
-    assert len(lines) == 1, result.stderr
-    assert f"127.0.0.1:{proxy.port}" in lines[0]
+    """Exit 1 with one error line naming the server (a warning may come first: amas tried text tool calls)."""
+    errors = [line for line in result.stderr.splitlines() if line.startswith("✗")]
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert len(errors) == 1 and errors == result.stderr.strip().splitlines()[-1:], result.stderr
+    assert f"127.0.0.1:{proxy.port}" in errors[0]
 
 
 def test_empty_stream_from_llama_cpp_python_is_one_error_line(user, llama_cpp_python_tiny, proxy):
