@@ -6,8 +6,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 # a 1x1 transparent PNG
-PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
 FORM = """<!doctype html>
 <html><head><title>Form page</title></head><body>
 <h1>Sign up</h1>
@@ -42,8 +44,12 @@ ROUTES = {  # path -> (status, content type, body, extra headers)
     "/broken/search": (500, "text/plain", b"internal error", {}),
     "/limited/search": (429, "text/plain", b"too many requests", {}),
 }
-SEARX = {"results": [{"title": "Result one", "url": "https://example.org/1", "content": "first snippet"},
-                     {"title": "Result two", "url": "https://example.org/2", "content": "second snippet"}]}
+SEARX = {
+    "results": [
+        {"title": "Result one", "url": "https://example.org/1", "content": "first snippet"},
+        {"title": "Result two", "url": "https://example.org/2", "content": "second snippet"},
+    ]
+}
 
 
 class Pages:

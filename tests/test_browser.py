@@ -1,20 +1,20 @@
 """The browser tools end to end in an installed Chromium, against pages served on 127.0.0.1."""
 
 import json
-import shutil
 import subprocess
 import sys
 import time
 
 import psutil
 import pytest
+from conftest import make_config, toolbox
 from pages import TEXT, Pages
 
-from amas_code import browser, tools
+from amas_code import browser
 from amas_code.browser import Browser
 
-CHROMIUM = next((shutil.which(name) for name in browser.SYSTEM_CHROMIUM if shutil.which(name)), None)
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (sudo apt install chromium)")
+CHROMIUM = browser.find({})
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (sudo apt install chromium-headless-shell)")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def pages():
 @pytest.fixture(scope="module")
 def shared():
     """One browser for the module; it starts on first use, so a test may close it to start from nothing."""
-    b = Browser({})
+    b = Browser(make_config())
     yield b
     b.close()
 
@@ -41,26 +41,29 @@ def test_importing_browser_loads_no_playwright():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
-def test_chromium_lookup_order(monkeypatch):
-    monkeypatch.setattr(browser, "SYSTEM_CHROMIUM", ["/nonexistent/chromium", sys.executable])
-    assert browser._chromium(sys.executable, {"browser_path": "/bin/sh"}) == "/bin/sh"  # the user's choice wins
-    assert browser._chromium(sys.executable, {"browser_path": None}) is None  # then Playwright's own
-    assert browser._chromium("/nonexistent/own", {"browser_path": None}) == sys.executable
-    monkeypatch.setattr(browser, "SYSTEM_CHROMIUM", [])
-    with pytest.raises(RuntimeError, match="sudo apt install chromium"):
-        browser._chromium("/nonexistent/own", {})
+def test_chromium_lookup_order(monkeypatch, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("chromium", "chromium-headless-shell"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "none"))  # no Playwright-installed browser
+    assert browser.find({"browser_path": "/bin/sh"}) == "/bin/sh"  # the user's choice wins
+    assert browser.find({}) == str(bin_dir / "chromium-headless-shell")  # headless: the lighter shell
+    assert browser.find({"browser_headless": False}) == str(bin_dir / "chromium")  # a window needs the full one
+    (bin_dir / "chromium-headless-shell").unlink()
+    assert browser.find({}) == str(bin_dir / "chromium")
+    (bin_dir / "chromium").unlink()
+    assert browser.find({}) is None and not browser.available({})
 
 
 def test_no_browser_says_what_to_install(shared, monkeypatch, tmp_path):
     shared.close()  # one Playwright per thread at a time
-    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path))  # no Playwright-installed browser here
-    monkeypatch.setattr(browser, "SYSTEM_CHROMIUM", [])
     before = processes()
-    b = Browser({"browser_path": str(tmp_path / "no-such-chrome")})
-    missing = f"Error: browser_path {str(tmp_path / 'no-such-chrome')!r} is not an executable; {browser.INSTALL}"
-    assert b.navigate("about:blank") == missing
-    b.config["browser_path"] = None
-    assert b.get_text() == f"Error: {browser.INSTALL}"
+    b = Browser(make_config(browser_path=str(tmp_path / "no-such-chrome")))
+    assert b.navigate("about:blank") == f"Error: {browser.INSTALL}"
+    assert "sudo apt install chromium-headless-shell" in browser.INSTALL  # the lighter package first
     psutil.wait_procs([p for pid, p in processes().items() if pid not in before], timeout=10)
     assert set(processes()) <= set(before)  # Playwright's driver was stopped too
 
@@ -139,7 +142,13 @@ def test_close_leaves_no_process(shared, pages):
 @needs_chromium
 def test_a_killed_chromium_is_started_again(shared, pages):
     shared.navigate(pages.url + "/")
-    main = next(p for p in processes().values() if "chrom" in p.name() and "--type=" not in " ".join(p.cmdline()))
+    main = next(
+        p
+        for p in processes().values()
+        if any(n in p.name() for n in ("chrom", "headless"))
+        and "--type=" not in " ".join(p.cmdline())
+        and not p.cmdline()[0].endswith("/sh")
+    )
     main.kill()
     psutil.wait_procs([main], timeout=10)
     out = shared.navigate(pages.url + "/other")
@@ -150,15 +159,15 @@ def test_a_killed_chromium_is_started_again(shared, pages):
 @needs_chromium
 def test_tools_dispatch_to_the_browser(shared, pages, tmp_path):
     shared.close()  # the tools open their own browser
-    tools.setup(tmp_path, {})
+    box = toolbox(tmp_path, auto_accept=True)
     try:
-        assert tools.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
-        assert tools.execute("navigate", json.dumps({"url": pages.url + "/"})).startswith("Form page\n")
-        assert tools.execute("type", json.dumps({"selector": "#name", "text": "Bo"})) == "Typed 2 characters into #name"
-        assert tools.execute("click", json.dumps({"selector": "#go"})).startswith("Clicked #go; page is now 'Greeted'")
-        assert tools.execute("get_text", json.dumps({"selector": "#result"})) == "Hello, Bo"
-        assert tools.execute("screenshot", "{}") == str(tmp_path / "screenshot.png")
+        assert box.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
+        assert box.execute("navigate", json.dumps({"url": pages.url + "/"})).startswith("Form page\n")
+        assert box.execute("type", json.dumps({"selector": "#name", "text": "Bo"})) == "Typed 2 characters into #name"
+        assert box.execute("click", json.dumps({"selector": "#go"})).startswith("Clicked #go; page is now 'Greeted'")
+        assert box.execute("get_text", json.dumps({"selector": "#result"})) == "Hello, Bo"
+        assert box.execute("screenshot", "{}") == str(tmp_path / "screenshot.png")
         assert (tmp_path / "screenshot.png").read_bytes()[:4] == b"\x89PNG"
     finally:
-        tools.close()
-    assert tools.STATE["browser"] is None
+        box.close()
+    assert box.browser is None

@@ -2,27 +2,28 @@
 
 import json
 
-from conftest import run_amas
+from conftest import run_amas, toolbox
 
 from amas_code import providers, tools
-from amas_code.config import DEFAULT_CONFIG, load
+from amas_code.config import load
 
 
-def call(name, **args):
-    return tools.execute(name, json.dumps(args))
+def call(box, name, **args):
+    return box.execute(name, json.dumps(args))
 
 
-def test_edge_01_no_git_directory(bare, llm, amas):
+def test_edge_01_no_git_directory(bare, home, llm, amas):
     llm.reply(tool="create_file", path="n.txt", content="n\n").reply(text="made")
     assert amas("-y", "make n.txt").exit_code == 0
     assert (bare / "n.txt").exists() and not (bare / ".git").exists()
-    assert (bare / ".amas/shadow.git").is_dir()  # checkpoints still work, out of the user's way
+    shadows = [p for p in (home / ".amas/checkpoints").iterdir() if p.is_dir()]  # checkpoints still work
+    assert len(shadows) == 1 and shadows[0].name.startswith("proj-")
 
 
 def test_edge_02_no_config_file(bare):
-    config, warnings = load(bare)
+    config, warnings, ignored = load(bare)
     assert config["model"] == "gemini/gemini-2.5-flash" and config["checkpoint_on_edit"] is True
-    assert warnings == []
+    assert warnings == [] and ignored == []
 
 
 def test_edge_03_no_api_key(bare):
@@ -33,22 +34,20 @@ def test_edge_03_no_api_key(bare):
 
 
 def test_edge_04_binary_files(bare):
-    tools.setup(bare, dict(DEFAULT_CONFIG))
     (bare / "blob.dat").write_bytes(bytes(range(256)))
-    assert call("read_file", path="blob.dat") == "Binary file, cannot display"
+    assert call(toolbox(bare), "read_file", path="blob.dat") == "Binary file, cannot display"
 
 
 def test_edge_05_very_large_files(bare):
-    tools.setup(bare, dict(DEFAULT_CONFIG))
     (bare / "huge.log").write_text("y" * 200 + "\n" * 1 + ("z" * 100 + "\n") * 5000)
-    out = call("read_file", path="huge.log")
+    out = call(toolbox(bare), "read_file", path="huge.log")
     assert len(out) <= tools.MAX_READ + 200 and "[truncated at 50 KB" in out
 
 
 def test_edge_06_empty_tool_response(bare, monkeypatch):
-    tools.setup(bare, dict(DEFAULT_CONFIG))
-    monkeypatch.setitem(tools.HANDLERS, "get_text", lambda selector="body": "")
-    assert call("get_text") == "Tool executed successfully (no output)"
+    box = toolbox(bare)
+    monkeypatch.setattr(box, "list_files", lambda path=".": "")
+    assert call(box, "list_files") == "Tool executed successfully (no output)"
 
 
 def test_edge_07_model_without_tool_support(agent, llm):
@@ -56,7 +55,7 @@ def test_edge_07_model_without_tool_support(agent, llm):
     llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(text="README only")
     agent.turn("what files are there?")
     assert "README.md" in llm.requests[2]["messages"][-1]["content"]
-    assert agent.config["text_tools"] is True
+    assert agent.model.text_tools is True
 
 
 def test_edge_08_network_timeout(agent, llm, monkeypatch):
@@ -81,29 +80,30 @@ def test_edge_09_ctrl_c_during_generation(repl, llm):
 
 
 def test_edge_10_concurrent_file_edit(bare):
-    tools.setup(bare, {**DEFAULT_CONFIG, "auto_accept": True})
+    box = toolbox(bare, auto_accept=True)
     (bare / "f.py").write_text("value = 1\n")
-    call("read_file", path="f.py")
+    call(box, "read_file", path="f.py")
     (bare / "f.py").write_text("value = 99\n")  # the user changed it after the model read it
-    out = call("edit_file", path="f.py", old_str="value = 1\n", new_str="value = 2\n")
+    out = call(box, "edit_file", path="f.py", old_str="value = 1\n", new_str="value = 2\n")
     assert out.startswith("Error: old_str not found in f.py.") and "value = 99" in out
     assert (bare / "f.py").read_text() == "value = 99\n"  # the user's change is not overwritten
 
 
 def test_edge_11_path_traversal(bare, tmp_path):
-    tools.setup(bare, {**DEFAULT_CONFIG, "auto_accept": True})
+    box = toolbox(bare, auto_accept=True)
     secret = tmp_path / "secret.txt"
     secret.write_text("s\n")
-    assert call("write_file", path="../secret.txt", content="pwned") == "Edit declined by user."
+    assert call(box, "write_file", path="../secret.txt", content="pwned") == (
+        f"Error: access to {secret} (outside the project) was declined by the user"
+    )
     assert secret.read_text() == "s\n"
-    assert call("read_file", path="../secret.txt").startswith("[warning: this file is outside the project root]")
+    assert call(box, "read_file", path="../secret.txt") == "     1\ts"  # reading asks; --yes accepts it
 
 
 def test_edge_12_circular_tool_calls(agent, llm, capsys):
-    for _ in range(21):
-        llm.reply(tool="list_files")
+    for n in range(21):
+        llm.reply(tool="read_file", path="README.md", offset=n % 2, limit=n)  # busy, but never the same call
     llm.reply(text="stopped")
     agent.turn("loop forever")
-    err = capsys.readouterr().err
-    assert "20 tool rounds in this turn" in err and "repeated the same list_files call" in err
+    assert "20 tool rounds in this turn" in capsys.readouterr().err
     assert agent.messages[-1]["content"] == "stopped" and len(llm.requests) == 22  # warned, never capped

@@ -8,10 +8,12 @@ import pytest
 from conftest import amas_env
 
 HEAVY = ("litellm", "playwright", "tree_sitter", "git", "httpx", "html2text", "googlesearch", "openai")
-PROBE = ("import atexit, json, sys, runpy\nout = sys.argv[1]\n"
-         "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(m for m in {heavy} "
-         "if m in sys.modules))))\n"
-         "sys.argv = ['amas']\nrunpy.run_module('amas_code', run_name='__main__')\n")
+PROBE = (
+    "import atexit, json, sys, runpy\nout = sys.argv[1]\n"
+    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(m for m in {heavy} "
+    "if m in sys.modules))))\n"
+    "sys.argv = ['amas']\nrunpy.run_module('amas_code', run_name='__main__')\n"
+)
 
 
 @pytest.mark.parametrize("preload, expected", [("false", []), ("true", ["litellm"])])
@@ -19,8 +21,14 @@ def test_idle_repl_imports(project, tmp_path, preload, expected):
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text(f"preload: {preload}\n")
     out = tmp_path / "modules.json"
-    child = pexpect.spawn(sys.executable, ["-c", PROBE.format(heavy=HEAVY), str(out)], cwd=str(project),
-                          env=amas_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm"), encoding="utf-8", timeout=30)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", PROBE.format(heavy=HEAVY), str(out)],
+        cwd=str(project),
+        env=amas_env(PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm"),
+        encoding="utf-8",
+        timeout=30,
+    )
     child.expect("›")
     child.sendline("/quit")
     child.expect(pexpect.EOF)

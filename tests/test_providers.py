@@ -76,8 +76,7 @@ class WireServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 status, content_type, frames = wire.answer(self.path, self.headers, body)
-                wire.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
-                                      "status": status})
+                wire.requests.append({"path": self.path, "headers": dict(self.headers), "body": body, "status": status})
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Connection", "close")  # the body ends when the connection does
@@ -91,7 +90,7 @@ class WireServer:
 
 
 def pieces(text: str, size: int = 7) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 class Ollama(WireServer):
@@ -104,8 +103,13 @@ class Ollama(WireServer):
 
     def answer(self, path, headers, body):
         if path == "/api/show":  # litellm asks for the model's template and context length
-            return self.json(200, {"template": "{{ if .Tools }}{{ .Tools }}{{ end }}{{ .Prompt }}",
-                                   "model_info": {"qwen2.context_length": 32768}})
+            return self.json(
+                200,
+                {
+                    "template": "{{ if .Tools }}{{ .Tools }}{{ end }}{{ .Prompt }}",
+                    "model_info": {"qwen2.context_length": 32768},
+                },
+            )
         return super().answer(path, headers, body)
 
     def authorized(self, headers) -> bool:  # an Ollama behind a reverse proxy that wants a bearer token
@@ -119,14 +123,24 @@ class Ollama(WireServer):
 
     def frames(self, text, calls):
         def line(done=False, **message):
-            return json.dumps({"model": self.model.split("/")[1], "created_at": "2025-06-01T12:00:00.000Z",
-                               "message": {"role": "assistant", "content": "", **message}, "done": done,
-                               **({"done_reason": "stop", "prompt_eval_count": 12, "eval_count": 7} if done else {})
-                               }) + "\n"
+            return (
+                json.dumps(
+                    {
+                        "model": self.model.split("/")[1],
+                        "created_at": "2025-06-01T12:00:00.000Z",
+                        "message": {"role": "assistant", "content": "", **message},
+                        "done": done,
+                        **({"done_reason": "stop", "prompt_eval_count": 12, "eval_count": 7} if done else {}),
+                    }
+                )
+                + "\n"
+            )
 
-        return ([line(content=p) for p in pieces(text)]
-                + [line(tool_calls=[{"function": {"name": name, "arguments": args}}]) for name, args in calls]
-                + [line(done=True)])
+        return (
+            [line(content=p) for p in pieces(text)]
+            + [line(tool_calls=[{"function": {"name": name, "arguments": args}}]) for name, args in calls]
+            + [line(done=True)]
+        )
 
 
 class Anthropic(WireServer):
@@ -144,25 +158,50 @@ class Anthropic(WireServer):
         def event(kind, **data):
             return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
 
-        out = [event("message_start", message={
-            "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 1}})]
+        out = [
+            event(
+                "message_start",
+                message={
+                    "id": "msg_01",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 12, "output_tokens": 1},
+                },
+            )
+        ]
         blocks = ([("text", text)] if text else []) + [("tool_use", call) for call in calls]
         for index, (kind, value) in enumerate(blocks):
             if kind == "text":
                 out.append(event("content_block_start", index=index, content_block={"type": "text", "text": ""}))
-                out += [event("content_block_delta", index=index, delta={"type": "text_delta", "text": p})
-                        for p in pieces(value)]
+                out += [
+                    event("content_block_delta", index=index, delta={"type": "text_delta", "text": p})
+                    for p in pieces(value)
+                ]
             else:
                 name, args = value
-                out.append(event("content_block_start", index=index, content_block={
-                    "type": "tool_use", "id": f"toolu_01{name}{index}", "name": name, "input": {}}))
-                out += [event("content_block_delta", index=index, delta={"type": "input_json_delta",
-                                                                         "partial_json": p})
-                        for p in pieces(json.dumps(args), 9)]
+                out.append(
+                    event(
+                        "content_block_start",
+                        index=index,
+                        content_block={"type": "tool_use", "id": f"toolu_01{name}{index}", "name": name, "input": {}},
+                    )
+                )
+                out += [
+                    event("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": p})
+                    for p in pieces(json.dumps(args), 9)
+                ]
             out.append(event("content_block_stop", index=index))
-        out.append(event("message_delta", delta={"stop_reason": "tool_use" if calls else "end_turn",
-                                                 "stop_sequence": None}, usage={"output_tokens": 7}))
+        out.append(
+            event(
+                "message_delta",
+                delta={"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
+                usage={"output_tokens": 7},
+            )
+        )
         return [*out, event("message_stop")]
 
 
@@ -176,22 +215,45 @@ class Gemini(WireServer):
         return headers.get("x-goog-api-key") == self.key
 
     def unauthorized(self):  # what Google really answers for a bad key: 400, not 401
-        return 400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
-                               "status": "INVALID_ARGUMENT", "details": [
-                                   {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
-                                    "domain": "googleapis.com"}]}}
+        return 400, {
+            "error": {
+                "code": 400,
+                "message": "API key not valid. Please pass a valid API key.",
+                "status": "INVALID_ARGUMENT",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID",
+                        "domain": "googleapis.com",
+                    }
+                ],
+            }
+        }
 
     def frames(self, text, calls):
         def data(parts, finish=None):
-            candidate = {"content": {"role": "model", "parts": parts}, "index": 0,
-                         **({"finishReason": finish} if finish else {})}
+            candidate = {
+                "content": {"role": "model", "parts": parts},
+                "index": 0,
+                **({"finishReason": finish} if finish else {}),
+            }
             usage = {"promptTokenCount": 12, "candidatesTokenCount": 7, "totalTokenCount": 19}
-            return "data: " + json.dumps({"candidates": [candidate], "modelVersion": "gemini-2.5-flash",
-                                          "responseId": "resp-1", "usageMetadata": usage}) + "\r\n\r\n"
+            return (
+                "data: "
+                + json.dumps(
+                    {
+                        "candidates": [candidate],
+                        "modelVersion": "gemini-2.5-flash",
+                        "responseId": "resp-1",
+                        "usageMetadata": usage,
+                    }
+                )
+                + "\r\n\r\n"
+            )
 
-        return ([data([{"text": p}]) for p in pieces(text)]
-                + [data([{"functionCall": {"name": name, "args": args}} for name, args in calls] or [{"text": ""}],
-                        "STOP")])
+        return [data([{"text": p}]) for p in pieces(text)] + [
+            data([{"functionCall": {"name": name, "args": args}} for name, args in calls] or [{"text": ""}], "STOP")
+        ]
 
 
 @pytest.fixture
@@ -245,8 +307,14 @@ def test_ollama_tool_call_round_trip_with_num_ctx(serve, project):
     assert first["messages"][0]["role"] == "system" and "You are Amas Code" in first["messages"][0]["content"]
     call, fed_back = second["messages"][-2:]
     assert call["role"] == "assistant" and call["content"] == "Creating it."
-    assert call["tool_calls"] == [{"function": {"name": "create_file",  # Ollama's shape: an object, no id
-                                                "arguments": {"path": "hello.py", "content": "print('hi')\n"}}}]
+    assert call["tool_calls"] == [
+        {
+            "function": {
+                "name": "create_file",  # Ollama's shape: an object, no id
+                "arguments": {"path": "hello.py", "content": "print('hi')\n"},
+            }
+        }
+    ]
     assert fed_back["role"] == "tool" and "hello.py" in fed_back["content"]
     shows = [r["body"] for r in ollama.requests if r["path"] == "/api/show"]  # litellm asks only at times
     assert all(body == {"name": "qwen2.5-coder"} for body in shows)
@@ -260,7 +328,9 @@ def test_ollama_calls_in_separate_lines_without_ids_all_run(serve, project):
     assert "The project is a demo." in result.output
     second = ollama.chats[1]["messages"]
     assert [c["function"] for c in second[-3]["tool_calls"]] == [
-        {"name": "list_files", "arguments": {}}, {"name": "read_file", "arguments": {"path": "README.md"}}]
+        {"name": "list_files", "arguments": {}},
+        {"name": "read_file", "arguments": {"path": "README.md"}},
+    ]
     listing, readme = second[-2:]
     assert listing["role"] == readme["role"] == "tool"
     assert "README.md" in listing["content"] and "# demo" in readme["content"]
@@ -277,8 +347,8 @@ def test_ollama_model_without_tools_falls_back_to_text_calls(serve, project):
     assert result.output.count("no native tool calling") == 1  # told once
     chats = [r for r in ollama.requests if r["path"] == "/api/chat"]
     rejected = [r for r in chats if "tools" in r["body"]]
-    assert rejected and all(r["status"] == 400 for r in rejected) and chats[:len(rejected)] == rejected
-    text = [r["body"] for r in chats[len(rejected):]]
+    assert rejected and all(r["status"] == 400 for r in rejected) and chats[: len(rejected)] == rejected
+    text = [r["body"] for r in chats[len(rejected) :]]
     assert len(text) == 2 and all("tools" not in body for body in text)
     system = text[0]["messages"][0]["content"]
     assert "<tool_call>" in system and "read_file(" in system and "create_file(" in system
@@ -304,9 +374,13 @@ def test_anthropic_tool_use_round_trip(serve, project):
     assert "You are Amas Code" in first["system"][0]["text"]
     assert {t["name"] for t in first["tools"]} >= {"read_file", "edit_file"} and "input_schema" in first["tools"][0]
     call, fed_back = second["messages"][-2:]
-    assert call == {"role": "assistant", "content": [
-        {"type": "text", "text": "Reading it."},
-        {"type": "tool_use", "id": "toolu_01read_file1", "name": "read_file", "input": {"path": "README.md"}}]}
+    assert call == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Reading it."},
+            {"type": "tool_use", "id": "toolu_01read_file1", "name": "read_file", "input": {"path": "README.md"}},
+        ],
+    }
     (block,) = fed_back["content"]
     assert fed_back["role"] == "user" and block["type"] == "tool_result"
     assert block["tool_use_id"] == "toolu_01read_file1" and "# demo" in json.dumps(block["content"])
@@ -333,7 +407,8 @@ def test_gemini_function_call_round_trip(serve, project):
     call, fed_back = second["contents"][-2:]
     assert call["role"] == "model"  # no empty text part beside the call: Gemini rejects {"text": ""} with a 400
     assert [p.get("functionCall") or p.get("function_call") for p in call["parts"]] == [
-        {"name": "create_file", "args": {"path": "notes/todo.md", "content": "- ship it\n"}}]
+        {"name": "create_file", "args": {"path": "notes/todo.md", "content": "- ship it\n"}}
+    ]
     response = function_response(fed_back["parts"][0])
     assert fed_back["role"] == "user" and response["name"] == "create_file"
     assert "notes/todo.md" in json.dumps(response["response"])
@@ -356,21 +431,54 @@ def test_openai_compatible_server_needs_no_key(project, llm, monkeypatch):
 
 # -- errors ------------------------------------------------------------------------------------------
 
-GEMINI_403 = (403, {"error": {"code": 403, "status": "PERMISSION_DENIED", "message":
-                              "Generative Language API has not been used in project 1234 or it is disabled."}})
-ANTHROPIC_403 = (403, {"type": "error", "error": {"type": "permission_error", "message":
-                                                  "Your API key does not have permission to use this resource."}})
+GEMINI_403 = (
+    403,
+    {
+        "error": {
+            "code": 403,
+            "status": "PERMISSION_DENIED",
+            "message": "Generative Language API has not been used in project 1234 or it is disabled.",
+        }
+    },
+)
+ANTHROPIC_403 = (
+    403,
+    {
+        "type": "error",
+        "error": {"type": "permission_error", "message": "Your API key does not have permission to use this resource."},
+    },
+)
 AUTH_CASES = {  # server, server options, the line the user must see
-    "ollama-401": (Ollama, {"key": "proxy-token"}, "authentication failed for ollama_chat/qwen2.5-coder",
-                   "(unauthorized)"),
-    "anthropic-401": (Anthropic, {}, "authentication failed for anthropic/claude-sonnet-4-5: check ANTHROPIC_API_KEY",
-                      "(invalid x-api-key)"),
-    "anthropic-403": (Anthropic, {"fail": ANTHROPIC_403}, "access denied (403) for anthropic/claude-sonnet-4-5",
-                      "does not have permission"),
-    "gemini-bad-key": (Gemini, {}, "authentication failed for gemini/gemini-2.5-flash: check GOOGLE_API_KEY",
-                       "(API key not valid. Please pass a valid API key.)"),
-    "gemini-403": (Gemini, {"fail": GEMINI_403}, "access denied (403) for gemini/gemini-2.5-flash",
-                   "Generative Language API has not been used"),
+    "ollama-401": (
+        Ollama,
+        {"key": "proxy-token"},
+        "authentication failed for ollama_chat/qwen2.5-coder",
+        "(unauthorized)",
+    ),
+    "anthropic-401": (
+        Anthropic,
+        {},
+        "authentication failed for anthropic/claude-sonnet-4-5: check ANTHROPIC_API_KEY",
+        "(invalid x-api-key)",
+    ),
+    "anthropic-403": (
+        Anthropic,
+        {"fail": ANTHROPIC_403},
+        "access denied (403) for anthropic/claude-sonnet-4-5",
+        "does not have permission",
+    ),
+    "gemini-bad-key": (
+        Gemini,
+        {},
+        "authentication failed for gemini/gemini-2.5-flash: check GOOGLE_API_KEY",
+        "(API key not valid. Please pass a valid API key.)",
+    ),
+    "gemini-403": (
+        Gemini,
+        {"fail": GEMINI_403},
+        "access denied (403) for gemini/gemini-2.5-flash",
+        "Generative Language API has not been used",
+    ),
 }
 
 
@@ -394,9 +502,17 @@ def test_auth_errors_in_a_real_process_exit_1_without_traceback(project, home):
     try:
         for s in servers:  # side by side: each process pays litellm's import
             env = amas_env(AMAS_MODEL=s.model, AMAS_API_BASE=s.api_base, AMAS_API_KEY="wrong-key")
-            runs.append(subprocess.Popen([sys.executable, "-m", "amas_code", "hello"], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=project,
-                                         env=env))
+            runs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "amas_code", "hello"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    cwd=project,
+                    env=env,
+                )
+            )
         outputs = [run.communicate(timeout=90) for run in runs]
     finally:
         for run in runs:

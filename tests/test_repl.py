@@ -45,12 +45,13 @@ def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
     child.close()
     assert child.exitstatus == 0
     assert (project / "README.md").read_text() == "# Demo Project\n"
-    assert git(project, "log", "-1", "--format=%s") == "[amas] edit README.md\n"
+    assert git(project, "log", "--format=%s") == "initial\n"  # checkpoints live outside the user's repository
 
 
 def test_always_accepts_rest_of_session_and_ctrl_d_quits(repl, project, llm):
     llm.reply(tool="create_file", path="a.txt", content="a\n").reply(
-        tool="create_file", path="b.txt", content="b\n").reply(text="Both made.")
+        tool="create_file", path="b.txt", content="b\n"
+    ).reply(text="Both made.")
     child = repl()
     child.sendline("make two files")
     child.expect(r"Apply create to a\.txt\?")
@@ -103,8 +104,8 @@ def test_other_commands_multiline_and_completion(repl, project, llm):
     (project / ".amas/skills/deploy.md").write_text("---\ndescription: Ship it\n---\nUse the deploy script.\n")
     llm.reply(text="Got both lines.").reply(text="after clear")
     child = repl()
-    child.send("/he\t")  # Tab completes the slash command
-    child.expect("/help")
+    child.send("/he\t")  # Tab completes the slash command (drawn in pieces, with cursor codes between)
+    child.expect(r"/he(\x1b\[[0-9;?]*[a-zA-Z])*lp")
     child.sendline("")
     child.expect("/attach")
     child.expect("›")
@@ -119,7 +120,8 @@ def test_other_commands_multiline_and_completion(repl, project, llm):
     child.expect("Got both lines.")
     child.expect("›")
     assert llm.requests[0]["messages"][-1]["content"] == (
-        "Attached file notes.md:\n```\nattached content\n\n```\n\nline one\nline two about deploy")
+        "Attached file notes.md:\n```\nattached content\n\n```\n\nline one\nline two about deploy"
+    )
     child.sendline("/skills")
     child.expect("active")
     child.expect("deploy")

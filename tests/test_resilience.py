@@ -1,19 +1,21 @@
 """Provider trouble and bad model output: each becomes one clear line or tool result, never a traceback."""
 
-
 import pytest
 from conftest import run_amas
 
 from amas_code import providers
 
 
-@pytest.mark.parametrize("status, message, line, sent", [
-    (401, "Incorrect API key", "authentication failed for openai/test-model", 1),
-    (403, "forbidden", "access denied (403) for openai/test-model", 1),
-    (404, "The model `test-model` does not exist", "model openai/test-model not found (404)", 1),
-    (429, "Rate limit reached", "rate limited (429) by the provider, even after a retry", 3),
-    (500, "boom", "the provider failed with a server error (5xx)", 2),
-])
+@pytest.mark.parametrize(
+    "status, message, line, sent",
+    [
+        (401, "Incorrect API key", "authentication failed for openai/test-model", 1),
+        (403, "forbidden", "access denied (403) for openai/test-model", 1),
+        (404, "The model `test-model` does not exist", "model openai/test-model not found (404)", 1),
+        (429, "Rate limit reached", "rate limited (429) by the provider, even after retries", 3),
+        (500, "boom", "failed (5xx), even after a retry", 2),
+    ],
+)
 def test_http_errors_give_one_clear_line(agent, llm, status, message, line, sent):
     for _ in range(sent):
         llm.error(status, message)
@@ -40,11 +42,14 @@ def test_connection_reset_mid_stream_keeps_the_partial_answer(agent, llm, capsys
 
 
 def test_context_window_exceeded_compacts_and_retries_once(agent, llm):
-    llm.reply(text="first answer").reply(text="second answer")
-    agent.turn("first question")
+    llm.reply(text="first answer " + "words " * 300).reply(text="second answer")
+    agent.turn("first question " + "context " * 300)
     agent.turn("second question")
-    llm.error(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 "
-                   "tokens. Please reduce the length of the messages.")
+    llm.error(
+        400,
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 "
+        "tokens. Please reduce the length of the messages.",
+    )
     llm.reply(text="summary of earlier work")
     llm.reply(text="third answer")
     agent.turn("third question")
@@ -62,8 +67,14 @@ def test_network_timeout_is_retried_once_then_reported(agent, llm, monkeypatch):
 
 
 def test_malformed_tool_calls_become_tool_results(agent, llm):
-    llm.reply(calls=[("read_file", "{broken json"), ("read_file", '{"path": 7}'), ("edit_file", '{"path": "x"}'),
-                     ("teleport", "{}")])
+    llm.reply(
+        calls=[
+            ("read_file", "{broken json"),
+            ("read_file", '{"path": 7}'),
+            ("edit_file", '{"path": "x"}'),
+            ("teleport", "{}"),
+        ]
+    )
     llm.reply(text="recovered")
     agent.turn("go")
     results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]

@@ -5,7 +5,6 @@ import time
 
 import psutil
 import pytest
-
 from conftest import toolbox
 
 from amas_code import tools
@@ -28,7 +27,8 @@ def test_read_file_numbers_lines_and_pages(run, bare):
     (bare / "a.py").write_text("one\ntwo\nthree\n")
     assert run("read_file", path="a.py") == "     1\tone\n     2\ttwo\n     3\tthree"
     assert run("read_file", path="a.py", offset=1, limit=1) == (
-        "     2\ttwo\n[more lines follow: lines 2-2 of 3 shown; read_file offset=2 reads on]")
+        "     2\ttwo\n[more lines follow: lines 2-2 of 3 shown; read_file offset=2 reads on]"
+    )
 
 
 def test_read_file_binary_missing_and_empty(run, bare):
@@ -72,7 +72,8 @@ def test_edit_not_found_quotes_closest_region(run, bare):
 def test_edit_ambiguous_gives_line_numbers(run, bare):
     (bare / "m.py").write_text("x = 1\ny = 2\nx = 1\n")
     assert run("edit_file", path="m.py", old_str="x = 1", new_str="z") == (
-        "Error: old_str occurs 2 times in m.py (lines 1, 3); include more context to make it unique")
+        "Error: old_str occurs 2 times in m.py (lines 1, 3); include more context to make it unique"
+    )
     assert (bare / "m.py").read_text() == "x = 1\ny = 2\nx = 1\n"
 
 

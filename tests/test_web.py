@@ -4,11 +4,16 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from conftest import make_config, toolbox
 from pages import TEXT, Pages
 
-from amas_code import tools, web
+from amas_code import browser, config
+from amas_code.safety import Gate
+
+ASK_NOTHING = Gate(make_config(auto_accept=True), Path("/tmp"))  # --yes: every host accepted without a question
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +30,8 @@ def free_port() -> int:
 
 
 def test_importing_web_loads_no_heavy_library():
-    code = "import sys, amas_code.web; print(sorted({'httpx', 'html2text', 'googlesearch', 'ddgs'} & set(sys.modules)))"
+    heavy = "{'httpx', 'html2text', 'googlesearch', 'ddgs', 'playwright'}"
+    code = f"import sys, amas_code.browser; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -34,7 +40,7 @@ def test_importing_web_loads_no_heavy_library():
 
 
 def test_html_becomes_markdown_with_absolute_links(pages):
-    out = web.fetch(pages.url + "/")
+    out = browser.fetch(pages.url + "/", ASK_NOTHING)
     assert out.startswith("# Sign up")
     assert f"[plain text]({pages.url}/text)" in out
     assert "Go" in out and "waiting" in out
@@ -42,7 +48,7 @@ def test_html_becomes_markdown_with_absolute_links(pages):
 
 
 def test_scripts_styles_and_images_are_left_out(pages):
-    out = web.fetch(pages.url + "/scripted")
+    out = browser.fetch(pages.url + "/scripted", ASK_NOTHING)
     assert "Visible words with **bold**" in out
     for hidden in ("SCRIPT_SECRET", "STYLE_SECRET", "WRITTEN_BY_SCRIPT", "LOGO_ALT", "logo.png"):
         assert hidden not in out
@@ -50,68 +56,75 @@ def test_scripts_styles_and_images_are_left_out(pages):
 
 @pytest.mark.parametrize("path, body", [("/text", TEXT), ("/data.json", '{"name": "amas", "tools": [1, 2]}')])
 def test_text_and_json_pass_through_unchanged(pages, path, body):
-    assert web.fetch(pages.url + path) == body
+    assert browser.fetch(pages.url + path, ASK_NOTHING) == body
 
 
 def test_redirect_is_followed(pages):
     pages.requests.clear()
-    assert web.fetch(pages.url + "/redirect") == TEXT
+    assert browser.fetch(pages.url + "/redirect", ASK_NOTHING) == TEXT
     assert pages.requests == ["/redirect", "/text"]
 
 
 @pytest.mark.parametrize("path, kind", [("/logo.png", "image/png"), ("/file.bin", "application/octet-stream")])
 def test_binary_content_types_are_refused(pages, path, kind):
-    assert web.fetch(pages.url + path) == f"Error: {pages.url}{path} is {kind}, not a text page; " \
-                                          "fetch_url reads HTML, text and JSON only"
+    assert (
+        browser.fetch(pages.url + path, ASK_NOTHING) == f"Error: {pages.url}{path} is {kind}, not a text page; "
+        "fetch_url reads HTML, text and JSON only"
+    )
 
 
 def test_binary_without_a_content_type_is_refused(pages):
-    assert web.fetch(pages.url + "/untyped") == f"Error: {pages.url}/untyped looks like binary data, not a text page"
+    assert (
+        browser.fetch(pages.url + "/untyped", ASK_NOTHING)
+        == f"Error: {pages.url}/untyped looks like binary data, not a text page"
+    )
 
 
 def test_http_error_status(pages):
-    assert web.fetch(pages.url + "/nowhere") == f"Error: HTTP 404 Not Found for {pages.url}/nowhere"
+    assert browser.fetch(pages.url + "/nowhere", ASK_NOTHING) == f"Error: HTTP 404 Not Found for {pages.url}/nowhere"
 
 
 def test_long_page_is_capped_with_its_size(pages):
-    out = web.fetch(pages.url + "/long")
+    out = browser.fetch(pages.url + "/long", ASK_NOTHING)
     assert out.startswith("0123456789" * 100)
     assert out.endswith("\n\n[page capped at 20,000 of 100,000 characters]")
-    assert len(out) < web.MAX_CHARS + 100
+    assert len(out) < browser.MAX_CHARS + 100
 
 
 def test_download_stops_at_the_size_cap(pages):
     pages.requests.clear()
-    out = web.fetch(pages.url + "/huge")  # 3 MB
+    out = browser.fetch(pages.url + "/huge", ASK_NOTHING)  # 3 MB
     assert out == "x" * 20_000 + "\n\n[page capped at 20,000 of 2,000,000 characters from the first 2,000,000 bytes]"
     assert pages.requests == ["/huge"]
 
 
 def test_declared_charset_is_used(pages):
-    assert web.fetch(pages.url + "/latin1") == "Café crème, señor"
+    assert browser.fetch(pages.url + "/latin1", ASK_NOTHING) == "Café crème, señor"
 
 
 def test_slow_page_times_out(pages, monkeypatch):
-    monkeypatch.setattr(web, "TIMEOUT", 0.5)
-    assert web.fetch(pages.url + "/slow").startswith(f"Error: timed out fetching {pages.url}/slow after 0.5s")
+    monkeypatch.setattr(browser, "TIMEOUT", 0.5)
+    assert browser.fetch(pages.url + "/slow", ASK_NOTHING).startswith(
+        f"Error: timed out fetching {pages.url}/slow after 0.5s"
+    )
 
 
 def test_page_that_never_ends_hits_the_total_deadline(pages, monkeypatch):
-    monkeypatch.setattr(web, "TIMEOUT", 0.5)  # each byte comes well within the read timeout
-    out = web.fetch(pages.url + "/trickle")
+    monkeypatch.setattr(browser, "TIMEOUT", 0.5)  # each byte comes well within the read timeout
+    out = browser.fetch(pages.url + "/trickle", ASK_NOTHING)
     assert out == f"Error: timed out fetching {pages.url}/trickle after 0.5s (the page did not finish loading)"
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.org/x", "example.org"])
 def test_only_http_urls(url):
-    assert web.fetch(url) == f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
+    assert browser.fetch(url, ASK_NOTHING) == f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
 
 
 def test_unreachable_server_and_bad_urls():
     url = f"http://127.0.0.1:{free_port()}/"
-    assert web.fetch(url).startswith(f"Error: cannot fetch {url}: ConnectError:")
-    assert web.fetch("http://").startswith("Error: cannot fetch http://: ")
-    assert web.fetch("http://bad host/").startswith("Error: cannot fetch http://bad host/: ")
+    assert browser.fetch(url, ASK_NOTHING).startswith(f"Error: cannot fetch {url}: ConnectError:")
+    assert browser.fetch("http://", ASK_NOTHING).startswith("Error: cannot fetch http://: ")
+    assert browser.fetch("http://bad host/", ASK_NOTHING).startswith("Error: cannot fetch http://bad host/: ")
 
 
 # search: searxng against the local server
@@ -120,25 +133,26 @@ def test_unreachable_server_and_bad_urls():
 def test_searxng_results_and_the_query_it_received(pages):
     pages.requests.clear()
     config = {"search_backend": "searxng", "searxng_url": pages.url + "/"}
-    assert web.search("pi zero", 5, config) == (
+    assert browser.search("pi zero", 5, config) == (
         "1. Result one\n   https://example.org/1\n   first snippet\n"
-        "2. Result two\n   https://example.org/2\n   second snippet")
+        "2. Result two\n   https://example.org/2\n   second snippet"
+    )
     assert pages.queries() == [{"q": ["pi zero"], "format": ["json"]}]
-    assert web.search("pi zero", 1, config).count("\n") == 2
+    assert browser.search("pi zero", 1, config).count("\n") == 2
 
 
-@pytest.mark.parametrize("path, why", [("/broken", "500 Internal Server Error"),
-                                       ("/limited", "429 Too Many Requests")])
+@pytest.mark.parametrize("path, why", [("/broken", "500 Internal Server Error"), ("/limited", "429 Too Many Requests")])
 def test_searxng_errors_suggest_another_backend(pages, path, why):
-    out = web.search("q", 5, {"search_backend": "searxng", "searxng_url": pages.url + path})
+    out = browser.search("q", 5, {"search_backend": "searxng", "searxng_url": pages.url + path})
     assert out.startswith("Error: searxng search failed: HTTPStatusError:") and why in out
-    assert out.endswith("Try another backend in .amas/config.yaml: `search_backend: google` or "
-                        "`search_backend: duckduckgo`")
+    assert out.endswith(
+        "Try another backend in .amas/config.yaml: `search_backend: google` or `search_backend: duckduckgo`"
+    )
     assert ("(blocked or rate-limited)" in out) == (path == "/limited")
 
 
 def test_searxng_unreachable():
-    out = web.search("q", 5, {"search_backend": "searxng", "searxng_url": f"http://127.0.0.1:{free_port()}"})
+    out = browser.search("q", 5, {"search_backend": "searxng", "searxng_url": f"http://127.0.0.1:{free_port()}"})
     assert out.startswith("Error: searxng search failed: ConnectError") and "`search_backend: duckduckgo`" in out
 
 
@@ -155,7 +169,7 @@ def test_google_results(monkeypatch):
         yield googlesearch.SearchResult("https://python.org", "Welcome to Python", "The official home")
 
     monkeypatch.setattr(googlesearch, "search", fake)
-    assert web.search("python", 3, {}) == "1. Welcome to Python\n   https://python.org\n   The official home"
+    assert browser.search("python", 3, {}) == "1. Welcome to Python\n   https://python.org\n   The official home"
     assert calls == [("python", 3, True)]
 
 
@@ -163,10 +177,12 @@ def test_google_empty_results_mean_blocked(monkeypatch):
     import googlesearch
 
     monkeypatch.setattr(googlesearch, "search", lambda *a, **k: iter([]))
-    out = web.search("python", 3, {"search_backend": "google"})
-    assert out == ("Error: google search failed: LookupError: no results, which usually means Google blocked the "
-                   "request. Try another backend in .amas/config.yaml: `search_backend: duckduckgo` or "
-                   "`search_backend: searxng`")
+    out = browser.search("python", 3, {"search_backend": "google"})
+    assert out == (
+        "Error: google search failed: LookupError: no results, which usually means Google blocked the "
+        "request. Try another backend in .amas/config.yaml: `search_backend: duckduckgo` or "
+        "`search_backend: searxng`"
+    )
 
 
 def test_google_rate_limit(monkeypatch):
@@ -176,11 +192,12 @@ def test_google_rate_limit(monkeypatch):
     def blocked(*args, **kwargs):
         response = requests.Response()
         response.status_code = 429
-        raise requests.HTTPError("429 Client Error: Too Many Requests for url: https://www.google.com/search",
-                                 response=response)
+        raise requests.HTTPError(
+            "429 Client Error: Too Many Requests for url: https://www.google.com/search", response=response
+        )
 
     monkeypatch.setattr(googlesearch, "search", blocked)
-    out = web.search("python", 3, {})
+    out = browser.search("python", 3, {})
     assert out.startswith("Error: google search failed: HTTPError: 429 Client Error")
     assert "(blocked or rate-limited)" in out and "`search_backend: duckduckgo`" in out
 
@@ -191,13 +208,16 @@ def test_duckduckgo_results(monkeypatch):
     class FakeDDGS:
         def text(self, query, max_results=10):
             assert (query, max_results) == ("raspberry pi", 2)
-            return [{"title": "Raspberry Pi", "href": "https://raspberrypi.com", "body": "Small computers"},
-                    {"title": "Pi OS", "href": "https://raspberrypi.com/os", "body": "The operating system"}]
+            return [
+                {"title": "Raspberry Pi", "href": "https://raspberrypi.com", "body": "Small computers"},
+                {"title": "Pi OS", "href": "https://raspberrypi.com/os", "body": "The operating system"},
+            ]
 
     monkeypatch.setattr(ddgs, "DDGS", FakeDDGS)
-    assert web.search("raspberry pi", 2, {"search_backend": "duckduckgo"}) == (
+    assert browser.search("raspberry pi", 2, {"search_backend": "duckduckgo"}) == (
         "1. Raspberry Pi\n   https://raspberrypi.com\n   Small computers\n"
-        "2. Pi OS\n   https://raspberrypi.com/os\n   The operating system")
+        "2. Pi OS\n   https://raspberrypi.com/os\n   The operating system"
+    )
 
 
 def test_duckduckgo_failure_and_no_results(monkeypatch):
@@ -209,29 +229,31 @@ def test_duckduckgo_failure_and_no_results(monkeypatch):
             raise RatelimitException("https://duckduckgo.com 202 Ratelimit")
 
     monkeypatch.setattr(ddgs, "DDGS", Limited)
-    out = web.search("q", 5, {"search_backend": "duckduckgo"})
+    out = browser.search("q", 5, {"search_backend": "duckduckgo"})
     assert out.startswith("Error: duckduckgo search failed: RatelimitException: https://duckduckgo.com 202 Ratelimit")
     assert out.endswith("`search_backend: google` or `search_backend: searxng`")
     monkeypatch.setattr(ddgs, "DDGS", type("Empty", (), {"text": lambda self, q, max_results: []}))
-    assert web.search("q", 5, {"search_backend": "duckduckgo"}) == "No results for 'q' (duckduckgo)."
+    assert browser.search("q", 5, {"search_backend": "duckduckgo"}) == "No results for 'q' (duckduckgo)."
 
 
 def test_duckduckgo_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "ddgs", None)  # what `import ddgs` meets when it is not installed
-    out = web.search("q", 5, {"search_backend": "duckduckgo"})
+    out = browser.search("q", 5, {"search_backend": "duckduckgo"})
     assert "pip install 'amas-code[duckduckgo]'" in out and out.startswith("Error: duckduckgo search failed")
 
 
-def test_unknown_backend():
-    assert web.search("q", 5, {"search_backend": "bing"}) == (
-        "Error: unknown search_backend 'bing'; set it to one of: google, duckduckgo, searxng")
+def test_unknown_backend_is_refused_when_the_config_is_read(bare):
+    (bare / ".amas").mkdir()
+    (bare / ".amas/config.yaml").write_text("search_backend: bing\n")
+    with pytest.raises(config.ConfigError, match="search_backend should be google, duckduckgo or searxng, not 'bing'"):
+        config.load(bare)
 
 
 # through the tool dispatcher
 
 
 def test_tools_dispatch_to_web(pages, tmp_path):
-    tools.setup(tmp_path, {"search_backend": "searxng", "searxng_url": pages.url})
-    assert tools.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
-    assert tools.execute("search_google", json.dumps({"query": "pi", "num_results": 1})).startswith("1. Result one")
-    assert tools.execute("fetch_url", "{}") == "Error: fetch_url is missing required argument(s): url"
+    box = toolbox(tmp_path, search_backend="searxng", searxng_url=pages.url, auto_accept=True)
+    assert box.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
+    assert box.execute("search_google", json.dumps({"query": "pi", "num_results": 1})).startswith("1. Result one")
+    assert box.execute("fetch_url", "{}") == "Error: fetch_url is missing required argument(s): url"
