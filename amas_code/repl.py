@@ -24,6 +24,8 @@ def cmd_undo(agent, arg):
     if not arg.strip().isdigit() and arg.strip() or arg.strip() == "0":
         return ui.error(f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed")
     n = int(arg.strip() or 1)
+    if agent.checkpoint and (labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]):
+        ui.info("taking back: " + "; ".join(labels))
     _checkpoints(agent, "undone", lambda cp: cp.undo(n, _ask))
 
 
@@ -54,7 +56,7 @@ def _checkpoints(agent, verb: str, action) -> None:
         return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
         ui.success(f"{verb}: {', '.join(action(agent.checkpoint)) or 'nothing'}")
-    except (CheckpointError, OSError) as e:
+    except (CheckpointError, config_file.ConfigError, OSError) as e:
         ui.error(str(e))
 
 

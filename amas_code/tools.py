@@ -249,7 +249,7 @@ class Tools:
         if self.gate.ask("edit", f"Apply {verb} to {name}?", detail) == "n":
             return "Edit declined by user."
         inside = p.is_relative_to(self.root) and self.checkpoint is not None
-        with self.checkpoint.recording(f"{verb} {name}", [p]) if inside else contextlib.nullcontext() as rec:
+        with self.checkpoint.recording(f"[amas] {verb} {name}", [p]) if inside else contextlib.nullcontext() as rec:
             _write(p, new)
         self.touched.add(name)
         lines = ui.plural(new.count(b"\n") + (not new.endswith(b"\n") and bool(new)), "line")
@@ -265,7 +265,7 @@ class Tools:
         env = safety.child_env(self.config)
         if self.checkpoint is None:
             return run_command(command, timeout, self.root, env)
-        with self.checkpoint.recording(f"shell: {command[:200]}") as rec:
+        with self.checkpoint.recording(f"[amas] shell: {command[:200]}") as rec:
             result = run_command(command, timeout, self.root, env)
         return result + (f"\n{rec.note}" if rec.note else "")
 

@@ -53,12 +53,12 @@ def test_checkpoint_lists_and_restores(agent, project, capsys):
     for word in ["one", "two", "three"]:
         agent.tools.execute("shell_command", json.dumps({"command": f"echo {word} >> README.md"}))
     listed = agent.checkpoint.history()
-    assert [cp["label"] for cp in listed] == [f"shell: echo {w} >> README.md" for w in ["three", "two", "one"]]
+    assert [cp["label"] for cp in listed] == [f"[amas] shell: echo {w} >> README.md" for w in ["three", "two", "one"]]
     assert listed[0]["request"] == "make it shout" and list(listed[0]["files"]) == ["README.md"]
     assert listed[0]["session"] == agent.session and abs(listed[0]["time"] - time.time()) < 60
     repl.command(agent, "/checkpoint")
     shown = said(capsys)
-    assert all(cp["id"][:8] in shown for cp in listed) and "shell: echo two >> README.md README.md" in shown
+    assert all(cp["id"][:8] in shown for cp in listed) and "[amas] shell: echo two >> README.md" in shown
     for arg, message in [("zzzz", "zzzz is not one of the checkpoints"), (listed[0]["id"][:8], "already the latest")]:
         repl.command(agent, f"/checkpoint {arg}")
         assert message in said(capsys)

@@ -92,7 +92,7 @@ def test_kill_while_recording(work, calls, point, changed):
     box = toolbox(work, checkpoint=True, auto_accept=True)
     box.execute("create_file", json.dumps({"path": "later.txt", "content": "later\n"}))
     history = cp.history()
-    assert len(history) == 1 + changed and history[0]["label"] == "create later.txt"
+    assert len(history) == 1 + changed and history[0]["label"] == "[amas] create later.txt"
     assert not changed or history[1]["label"].endswith(" (interrupted)")
     cp.undo(len(history), refuse)
     assert user_state(work) == before
