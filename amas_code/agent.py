@@ -16,36 +16,10 @@ RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a usefu
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
 SUMMARY_TOKENS = 1500  # cap on a compaction summary
-TEMPLATE = """You are Amas Code, an elite AI coding assistant and principal software engineer.
-You execute tasks autonomously and thoroughly.
-
-# Core Mandates
-- **Engineering Standards & Completeness:** Never leave "TODO" or placeholder code. Always implement full, robust logic.
-- **Idiomatic Code & Visuals:** Write idiomatic code. Ensure UIs are modern, polished, and use consistent spacing.
-- **Development Lifecycle:** Research -> Strategy -> Execution -> Validation.
-- **Validation:** Always verify your changes through tests or manual checks before declaring success. \
-Fix all console errors.
-"""
-BROWSING = """
-# Browser Control & Web Interaction
-- search_google finds sources; fetch_url reads a known page (docs, articles, APIs); use the browser \
-(navigate) only for pages that need JavaScript, clicks, forms or a login.
-- Work a page in steps: navigate, get_text to see it, click or type by CSS selector, then get_text again \
-to verify the change. Never assume an action worked.
-- Prefer stable selectors: #id, [name=...], [aria-label=...], button[type=submit].
-- Chat-style web apps: type the message into the input box, click the send button, then get_text on the \
-conversation until the reply stops growing; screenshot when the page looks wrong.
-"""
-RULES = """
-## Rules
-- ALWAYS read a file before editing it.
-- Explain your plan before executing multi-step changes.
-- Provide FULL file content when using write_file.
-"""
 SUMMARIZE = (
-    "Summarize this conversation between a user and a coding agent for the agent's own memory: the goals, "
-    "decisions, files touched and their state, commands run and results, and open problems. Be concise and "
-    "concrete; keep paths, names and numbers exact."
+    "Summarize this conversation between a user and a coding agent for the agent's own memory: the goals, decisions, "
+    "files touched and their state, commands run and results, and open problems. Be concise and concrete; keep paths,"
+    " names and numbers exact."
 )
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 
@@ -63,12 +37,12 @@ class Agent:
         self.log: Path | None = self.root / ".amas" / "history.jsonl"
         self.session, self.messages = self.resume() if resume else (uuid.uuid4().hex[:12], [])
         self.logged, self.attachments, self.warned, self.preloading = len(self.messages), [], set(), None
-        self.model = providers.Model(config)
-        self.gate = safety.Gate(config, self.root)
+        self.model, self.gate = providers.Model(config), safety.Gate(config, self.root)
         self.checkpoint = (
             Checkpoint(self.root, config["ignore"], self.session) if config["checkpoint_on_edit"] else None
         )
         self.tools = tools.Tools(self.root, config, self.gate, self.checkpoint)
+        self.prompt = re.split(r"<!-- \w+ -->\n", (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8"))
         self.repair()
 
     # -- history ----------------------------------------------------------------------------------
@@ -79,49 +53,47 @@ class Agent:
         except (OSError, config_file.ConfigError) as e:
             ui.warning(f"cannot read the history: {e}")
             lines = []
-        entries = [e for e in map(_entry, lines) if e]
-        session = entries[-1]["session"] if entries else uuid.uuid4().hex[:12]
-        keep = ("role", "content", "tool_calls", "tool_call_id")
-        messages = [
-            {k: e[k] for k in keep if k in e} for e in entries if e["session"] == session and e["role"] != "session"
-        ]
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entries[-1]["time"])) if entries else ""
+        entries = [e for e in map(_entry, lines) if e] or [{"session": uuid.uuid4().hex[:12], "time": 0}]
+        session, keep = entries[-1]["session"], ("role", "content", "tool_calls", "tool_call_id")
+        found = [{k: e[k] for k in keep if k in e} for e in entries if e["session"] == session and "content" in e]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entries[-1]["time"]))
         ui.info(
-            f"resuming the conversation of {when} ({ui.plural(len(messages), 'message')})"
-            if messages
+            f"resuming the conversation of {when} ({ui.plural(len(found), 'message')})"
+            if found
             else "no earlier conversation"
         )
-        return session, messages
+        return session, found
 
-    def flush(self) -> None:
-        """Append the messages not yet in .amas/history.jsonl; a folder that cannot hold it costs a warning, once."""
-        new, self.logged = self.messages[self.logged :], len(self.messages)
-        if not self.log or not new:
-            return
+    def flush(self, marker: bool = False) -> None:
+        """Append what .amas/history.jsonl lacks (or a session marker); a folder that cannot hold it warns once."""
+        new = [{"role": "session"}] if marker else self.messages[self.logged :]
+        self.logged = len(self.messages)
         stamp = {"session": self.session, "time": time.time()}
         try:
-            config_file.append_private(
-                self.log, "".join(json.dumps({**stamp, **m}, ensure_ascii=False) + "\n" for m in new)
-            )
+            if self.log and new:
+                config_file.append_private(self.log, "".join(json.dumps({**stamp, **m}) + "\n" for m in new))
         except (OSError, config_file.ConfigError) as e:
             ui.warning(f"the conversation is not saved (no --continue): {e}")
             self.log = None
 
     def new_session(self) -> None:
         """A fresh session in the history (after /clear or /compact), so --continue resumes what comes next."""
-        self.session, self.logged = uuid.uuid4().hex[:12], 0
+        self.session = uuid.uuid4().hex[:12]
         if self.checkpoint:
             self.checkpoint.session = self.session
-        self.messages.insert(0, {"role": "session"})
+        self.flush(marker=True)
+        self.logged = 0
         self.flush()
-        self.messages.pop(0)
-        self.logged = len(self.messages)
 
     # -- the loop -----------------------------------------------------------------------------------
     def turn(self, text: str) -> bool:
         """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
-        start = len(self.messages)
-        self.messages.append({"role": "user", "content": self.take_attachments() + text})
+        start, attached = (
+            len(self.messages),
+            "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments),
+        )
+        self.messages.append({"role": "user", "content": attached + text})
+        self.attachments = []
         if self.checkpoint:
             self.checkpoint.request = text[:300]
         try:
@@ -152,11 +124,8 @@ class Agent:
             if not reply.get("tool_calls"):
                 return
             if _repeats(calls) >= REPEATS:
-                ui.warning(
-                    f"the model made the same {calls[-1]['name']} call {REPEATS} times in a row; turn ended "
-                    "(rephrase the request, or /model another)"
-                )
-                return
+                name = calls[-1]["name"]
+                return ui.warning(f"the model made the same {name} call {REPEATS} times in a row; turn ended")
 
     def reply(self) -> dict:
         """One model call; switches to text tool calls, or compacts, once when the provider needs it."""
@@ -190,35 +159,24 @@ class Agent:
 
     def run_call(self, call: dict, repeats: int) -> dict:
         name, raw = call["function"]["name"], call["function"]["arguments"]
-        args = raw if isinstance(raw, dict) else providers._loads(raw)[0]
-        target = next((str(args[k]) for k in TARGETS if isinstance(args, dict) and k in args), str(raw)[:80])
-        ui.show_call(name, target)
+        args, shell = providers.loads(raw)[0] if isinstance(raw, str) else raw, name == "shell_command"
+        ui.show_call(name, next((str(args[k]) for k in TARGETS if isinstance(args, dict) and k in args), str(raw)[:80]))
         result = tools.cap(self.tools.execute(name, raw), max(4000, self.model.context_limit()))  # one result fits
-        ui.show_result(result.split("\n", 1)[-1] if name == "shell_command" else result, 3 * (name == "shell_command"))
+        ui.show_result(result.split("\n", 1)[-1] if shell else result, 3 * shell)
         if repeats == REPEATS - 1:
             result += f"\n[note: you have made this same call {repeats} times in a row; change your approach]"
         return {"role": "tool", "tool_call_id": call["id"], "content": result}
 
     def repair(self) -> None:
         """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid."""
-        for i in range(len(self.messages) - 1, -1, -1):
-            if self.messages[i].get("tool_calls"):
-                done = {m.get("tool_call_id") for m in self.messages[i + 1 :]}
-                for call in self.messages[i]["tool_calls"]:
-                    if call["id"] not in done:
-                        self.messages.append(
-                            {"role": "tool", "tool_call_id": call["id"], "content": "Cancelled by the user."}
-                        )
-                return
-
-    def take_attachments(self) -> str:
-        """The files /attach queued, as text for the next message (and the queue emptied)."""
-        text = "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments)
-        self.attachments = []
-        return text
+        at = max((i for i, m in enumerate(self.messages) if m.get("tool_calls")), default=None)
+        done = {m.get("tool_call_id") for m in self.messages[at:]} if at is not None else set()
+        for call in self.messages[at]["tool_calls"] if at is not None else []:
+            if call["id"] not in done:
+                self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": "Cancelled by the user."})
 
     # -- the request --------------------------------------------------------------------------------
-    def tokens(self, messages: list[dict], near: int) -> int:
+    def tokens(self, messages: list[dict], near: int = 0) -> int:
         """Tokens in messages: estimated, and counted exactly (litellm, tiktoken) only when the estimate is near."""
         guess = estimate(json.dumps(messages))
         return guess if guess < near * 0.6 else providers.token_count(self.model.name, messages)
@@ -229,38 +187,29 @@ class Agent:
 
     def request(self) -> list[dict]:
         """The system prompt and the conversation, compacted first when it passed the limit."""
-        messages = [{"role": "system", "content": self.system_prompt()}, *self.messages]
-        if self.tokens(messages, self.limit()) > self.limit() and (self.compact() or self.shrink()):
-            messages = [messages[0], *self.messages]
-        return messages
+        system = {"role": "system", "content": self.system_prompt()}
+        if self.tokens([system, *self.messages], self.limit()) > self.limit():
+            self.compact() or self.shrink()
+        return [system, *self.messages]
 
     def last_user(self) -> str:
-        return next(
-            (
-                m["content"]
-                for m in reversed(self.messages)
-                if m["role"] == "user"
-                and isinstance(m.get("content"), str)
-                and not m["content"].startswith(("<tool_response", "[Summary"))
-            ),
-            "",
-        )
+        said = [m["content"] for m in self.messages if m["role"] == "user" and isinstance(m.get("content"), str)]
+        return next((s for s in reversed(said) if not s.startswith(("<tool_response", "[Summary"))), "")
 
     def system_prompt(self) -> str:
         """The notes' template, text-tool instructions when needed, rules, skills, then the ranked project map."""
-        browsing = BROWSING if "navigate" in self.tools.names else ""
-        head = TEMPLATE + browsing + RULES + self.model.tool_prompt(self.tools.schemas())
+        core, browsing, rules = self.prompt
+        head = core + ("\n" + browsing if "navigate" in self.tools.names else "") + "\n" + rules
+        head += self.model.tool_prompt(self.tools.schemas())
         tail = f"\n## Context & Rules\nProject root: {self.root}\n" + self.rules() + self.skills()
         room = PROMPT_BUDGET - estimate(head + tail)
         for _ in range(3):
             found = repomap.prompt_map(self.root, self.last_user(), self.tools.touched, room) if room > 50 else ""
             prompt = head + tail + (f"\n### Project map\n{found}\n" if found else "")
-            if (
-                estimate(prompt) < PROMPT_BUDGET * 0.8
-                or self.tokens([{"role": "system", "content": prompt}], 0) <= PROMPT_BUDGET
-            ):
+            over = self.tokens([{"role": "system", "content": prompt}], PROMPT_BUDGET) - PROMPT_BUDGET
+            if over <= 0:
                 return prompt
-            room -= self.tokens([{"role": "system", "content": prompt}], 0) - PROMPT_BUDGET + 20
+            room -= over + 20
         return head + tail
 
     def rules(self) -> str:
@@ -268,19 +217,17 @@ class Agent:
         if estimate(text) > RULES_BUDGET:
             text = text[: RULES_BUDGET * 3] + "\n[cut here: the rest did not fit in the system prompt]"
             self.warn_once(
-                "AGENTS.md and .amas/rules.md are too long for the system prompt: the model sees the "
-                f"first ~{RULES_BUDGET} tokens (keep them short, or move detail into skills)"
+                f"AGENTS.md and .amas/rules.md are too long: the model sees the first ~{RULES_BUDGET} "
+                "tokens (keep them short, or move detail into skills)"
             )
         return f"\n### Project rules\n{text}\n" if text else ""
 
     def skills(self) -> str:
         found, latest = skills.load(self.root), self.last_user()
         matched = [s for s in found if skills.matches(s, latest)]
+        others = "\n".join(f"- {s['name']}: {s['description']}" for s in found if s not in matched)
         text = "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)
-        others = [f"- {s['name']}: {s['description']}" for s in found if s not in matched]
-        return text + (
-            "\n### Other skills (mention one by name to load it)\n" + "\n".join(others) + "\n" if others else ""
-        )
+        return text + (f"\n### Other skills (mention one by name to load it)\n{others}\n" if others else "")
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
@@ -290,35 +237,23 @@ class Agent:
     # -- compaction ---------------------------------------------------------------------------------
     def compact(self) -> int:
         """Replace everything before the latest turn with a shorter model-written summary; tokens freed."""
-        start = next(
-            (
-                i
-                for i in range(len(self.messages) - 1, -1, -1)
-                if self.messages[i]["role"] == "user"
-                and not str(self.messages[i].get("content")).startswith("<tool_response")
-            ),
-            0,
-        )
+        start = max((i for i, m in enumerate(self.messages) if m["role"] == "user"), default=0)  # the latest turn
         if start == 0:
-            ui.info("nothing before the latest turn to compact")
-            return 0
+            return ui.info("nothing before the latest turn to compact") or 0
         old = self.messages[:start]
-        transcript = "\n\n".join(
-            f"{m['role']}: {m.get('content') or ''} {json.dumps(m.get('tool_calls', ''))}"[:4000] for m in old
-        )
+        transcript = "\n\n".join(f"{m['role']}: {m.get('content') or ''} {m.get('tool_calls', '')}"[:4000] for m in old)
         summarizer = providers.Model({**self.config, "max_tokens": SUMMARY_TOKENS}, self.model.usage)
         with ui.Stream(self.config["stream"]):
-            summary = summarizer.complete(
+            said = summarizer.complete(
                 [{"role": "system", "content": SUMMARIZE}, {"role": "user", "content": transcript}]
             )
         new = [
-            {"role": "user", "content": f"[Summary of the earlier conversation]\n{summary['content']}"},
+            {"role": "user", "content": f"[Summary of the earlier conversation]\n{said['content']}"},
             {"role": "assistant", "content": "Understood. I will continue from that summary."},
         ]
-        freed = self.tokens(old, 0) - self.tokens(new, 0)
+        freed = self.tokens(old) - self.tokens(new)
         if freed <= 0:
-            ui.warning("the summary was not shorter than what it would replace; nothing changed")
-            return 0
+            return ui.warning("the summary was not shorter than what it would replace; nothing changed") or 0
         self.messages[:start] = new
         self.new_session()
         ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
@@ -326,13 +261,13 @@ class Agent:
 
     def shrink(self) -> int:
         """When the latest turn alone is too long: its longest tool results cut to a share of the context."""
-        share, cut = max(2000, self.limit() // 4), 0
-        for m in self.messages:
-            if m["role"] == "tool" and len(m["content"]) > share * 3:
-                cut, m["content"] = cut + 1, tools.cap(m["content"], share * 3)
-        if cut:
-            ui.warning(f"cut {ui.plural(cut, 'long tool result')} so the conversation fits the context")
-        return cut
+        share, long = max(2000, self.limit() // 4) * 3, [m for m in self.messages if m["role"] == "tool"]
+        long = [m for m in long if len(m["content"]) > share]
+        for m in long:
+            m["content"] = tools.cap(m["content"], share)
+        if long:
+            ui.warning(f"cut {ui.plural(len(long), 'long tool result')} so the conversation fits the context")
+        return len(long)
 
 
 def _entry(line: str) -> dict | None:

@@ -22,14 +22,7 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
     "no tools": "{model} has no native tool calling at this server",
     "provider": "unknown model {model!r}: write it as provider/model, e.g. openai/gpt-4.1 or ollama_chat/qwen2.5-coder",
 }
-RETRIES = {
-    429: 2,
-    500: 1,
-    "timeout": 1,
-    "connection": 1,
-    "empty": 1,
-    "dropped": 1,
-}  # others (auth, 404, bad requests) never
+RETRIES = {429: 2, 500: 1, "timeout": 1, "connection": 1, "empty": 1, "dropped": 1}  # others never (auth, 404...)
 SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
     "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens|prompt is too long",
     "timeout": r"timed out|timeout",
@@ -134,11 +127,8 @@ class Model:
     def check_key(self) -> None:
         keys = [] if self.config.get("api_key") or self.config.get("api_base") else self.env_keys()
         if keys:
-            raise ProviderError(
-                f"no API key for {self.name}: export {' or '.join(keys)}, or set api_key in "
-                "~/.amas/config.yaml (or pick another model with -m)",
-                401,
-            )
+            where = f"export {' or '.join(keys)}, or set api_key in ~/.amas/config.yaml (or pick another model with -m)"
+            raise ProviderError(f"no API key for {self.name}: {where}", 401)
 
     def env_keys(self) -> list[str]:
         try:
@@ -148,21 +138,10 @@ class Model:
 
     def kwargs(self, messages: list[dict], tools: list | None) -> dict:
         base, key, null = self.config.get("api_base"), self.config.get("api_key"), self.name.startswith(NULL_CONTENT)
-        sent = [
-            {**m, "content": None if null else ""} if m.get("tool_calls") and not m.get("content") else m
-            for m in messages
-        ]  # a turn that only called tools: what each template accepts
-        kwargs = dict(
-            model=self.name,
-            messages=sent,
-            stream=True,
-            api_key=key,
-            api_base=base,
-            timeout=TIMEOUT,
-            stream_options={"include_usage": True},
-            max_retries=0,
-            max_tokens=self.config.get("max_tokens"),
-        )
+        silent = {"content": None if null else ""}  # a turn that only called tools: what each template accepts
+        sent = [{**m, **silent} if m.get("tool_calls") and not m.get("content") else m for m in messages]
+        kwargs = dict(model=self.name, messages=sent, stream=True, api_key=key, api_base=base, timeout=TIMEOUT)
+        kwargs.update(stream_options={"include_usage": True}, max_retries=0, max_tokens=self.config.get("max_tokens"))
         if tools:  # the private flag skips litellm's MCP gateway, which needs the absent `mcp` package
             kwargs.update(tools=tools, tool_choice="auto", _skip_mcp_handler=True)
         if self.name.startswith("ollama"):  # Ollama's default context window is tiny
@@ -173,9 +152,8 @@ class Model:
 
     def hint(self, kind, detail: str) -> str:
         env = ", ".join(self.env_keys()) or "the provider's API key variable"
-        line = HINTS.get(kind, "the model call failed").format(
-            model=self.name, env=env, base=self.config.get("api_base") or "the provider"
-        )
+        base = self.config.get("api_base") or "the provider"
+        line = HINTS.get(kind, "the model call failed").format(model=self.name, env=env, base=base)
         return f"{line} ({detail})" if detail else line
 
     def explain(self, e: Exception) -> ProviderError:
@@ -196,27 +174,17 @@ class Model:
         built = litellm.stream_chunk_builder(chunks, messages=messages)
         self.count(litellm, built)
         msg, finish = built.choices[0].message, built.choices[0].finish_reason
-        calls = (
-            []
-            if partial
-            else [
-                {
-                    "id": c.id or f"call_{i}",
-                    "type": "function",
-                    "function": {"name": c.function.name, "arguments": c.function.arguments or ""},
-                }
-                for i, c in enumerate(msg.tool_calls or [])
-            ]
-        )
+        calls = [
+            _native(c.id or f"call_{i}", c.function.name, c.function.arguments or "")
+            for i, c in enumerate(msg.tool_calls or [])
+        ]
         content = msg.content or ""
-        if not calls and not partial:
+        if partial:
+            calls, content = [], content + f"\n\n[connection lost mid-answer: {partial}]"
+        elif not calls:
             calls, content = parse_tool_calls(content, self.text_tools)
-        reply = {
-            "role": "assistant",
-            "content": content + (f"\n\n[connection lost mid-answer: {partial}]" if partial else ""),
-        }
-        reply.update({"tool_calls": calls} if calls else {}, **({"cut": True} if finish == "length" else {}))
-        return reply
+        reply = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
+        return reply | ({"cut": True} if finish == "length" else {})
 
     def count(self, litellm, built) -> None:
         usage = getattr(built, "usage", None)
@@ -254,12 +222,9 @@ class Model:
         if not self.text_tools:
             return ""
         lines = [f"- {t['function']['name']}({', '.join(_params(t))}): {t['function']['description']}" for t in tools]
-        return (
-            "\n# Calling tools\nTo call a tool, write on its own line, for example:\n" + EXAMPLE + "\nthen stop "
-            'and wait: the result comes back as <tool_response name="read_file">...</tool_response>. Tools:\n'
-            + "\n".join(lines)
-            + "\n"
-        )
+        how = f"To call a tool, write on its own line, for example:\n{EXAMPLE}\nthen stop and wait: the result comes"
+        how += ' back as <tool_response name="read_file">...</tool_response>. Tools:\n'
+        return "\n# Calling tools\n" + how + "\n".join(lines) + "\n"
 
 
 def _carries(delta) -> bool:
@@ -290,7 +255,7 @@ def to_text(messages: list[dict]) -> list[dict]:
         elif m.get("tool_calls"):
             names.update({c["id"]: c["function"]["name"] for c in m["tool_calls"]})
             calls = [
-                {"name": c["function"]["name"], "arguments": _loads(c["function"]["arguments"])[0]}
+                {"name": c["function"]["name"], "arguments": loads(c["function"]["arguments"])[0]}
                 for c in m["tool_calls"]
             ]
             text = "\n".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
@@ -300,7 +265,7 @@ def to_text(messages: list[dict]) -> list[dict]:
     return out
 
 
-def _loads(raw: str):
+def loads(raw: str):
     """JSON, leniently: single quotes, trailing commas, Python's True/False/None; (value, error or None)."""
     try:
         return json.loads(raw or "{}"), None
@@ -316,17 +281,16 @@ def _loads(raw: str):
 def _call(blob: str, i: int) -> dict:
     """One tool call read from text; one the model cannot have meant (bad JSON, no name) gets an empty name,
     which the tools answer with what to fix."""
-    data, error = _loads(blob)
+    data, error = loads(blob)
     ok = isinstance(data, dict) and isinstance(data.get("name"), str) and not error
     args = (data.get("arguments", data.get("parameters", {})) if ok else blob) or {}
-    return {
-        "id": f"text_call_{i}",
-        "type": "function",
-        "function": {
-            "name": data["name"] if ok else "",
-            "arguments": args if isinstance(args, str) else json.dumps(args),
-        },
-    }
+    return _native(f"text_call_{i}", data["name"] if ok else "", args)
+
+
+def _native(cid: str, name: str, args) -> dict:
+    """A tool call in OpenAI's shape."""
+    args = args if isinstance(args, str) else json.dumps(args)
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
 
 
 def _end(text: str, at: int) -> int:

@@ -12,26 +12,28 @@ import subprocess
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import providers, safety, ui
+from amas_code import browser, providers, safety, ui
 
 MAX_READ = 50_000  # bytes of a file shown at once
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
 MAX_LINES = 300  # lines of search and list output
-PARAMS = {  # what a parameter means, where its name is not enough
-    "path": "File path, relative to the project root",
-    "content": "The complete file content",
-    "offset": "First line to show, 0-based",
-    "limit": "How many lines to show",
-    "old_str": "Exact text to replace, with enough context to be unique",
-    "new_str": "Replacement text",
-    "command": "The shell command line",
-    "timeout": "Seconds before it is killed (default: shell_timeout)",
-    "pattern": "Python regular expression",
-    "num_results": "How many results (default 5)",
-    "url": "http(s) URL",
-    "selector": "CSS selector",
-}
+PARAMS = dict(  # what a parameter means, where its name is not enough
+    path="File path, relative to the project root",
+    offset="First line to show, 0-based",
+    pattern="Python regex",
+    old_str="Exact text to replace, with enough context to be unique",
+    timeout="Seconds before it is killed",
+)
 JSON_TYPES = {str: "string", int: "integer"}
+GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]  # none of the repository's programs
+PIPES = dict(
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    errors="replace",
+    start_new_session=True,
+)  # its own group: a timeout or Ctrl+C kills what it started
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = ("read_file", "write_file", "create_file", "edit_file", "shell_command", "search_files", "list_files")
 NAMES += ("search_google", "fetch_url", *BROWSER)
@@ -52,22 +54,16 @@ def cap(text: str, limit: int) -> str:
 def project_files(base: Path, ignore: list[str]) -> list[Path]:
     """Files under base, honouring `ignore` and .gitignore (git ls-files in a repository, with none of its hooks)."""
     git = subprocess.run(
-        ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "ls-files", "-z", "-co"]
-        + ["--exclude-standard"],
-        cwd=base,
-        capture_output=True,
-        text=True,
+        [*GIT, "ls-files", "-z", "-co", "--exclude-standard"], cwd=base, capture_output=True, text=True
     )
-    if git.returncode != 0:
-        gitignore = base / ".gitignore"
-        ignore = ignore + (gitignore.read_text(errors="replace").split() if gitignore.is_file() else [])
+    gitignore = base / ".gitignore"
+    if git.returncode != 0 and gitignore.is_file():
+        ignore = ignore + gitignore.read_text(errors="replace").split()
     skip = re.compile(
         "|".join(fnmatch.translate(p.strip("/")) for p in ignore if p.strip("/")[:1] not in "#") or "(?!)"
     )
-    if git.returncode == 0:
-        rels = [Path(r) for r in git.stdout.split("\0") if r]
-    else:
-        rels = []
+    rels = [Path(r) for r in git.stdout.split("\0") if r]
+    if git.returncode != 0:
         for folder, dirs, names in os.walk(base):
             dirs[:] = sorted(d for d in dirs if not skip.match(d))
             rels += [Path(folder, n).relative_to(base) for n in sorted(names)]
@@ -83,18 +79,7 @@ def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
 
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     before = {p.pid for p in psutil.Process().children()}
-    proc = subprocess.Popen(
-        command,
-        shell=True,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        errors="replace",
-    )
+    proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, **PIPES)
     note = ""
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -130,9 +115,7 @@ class Tools:
     def __init__(self, root: Path, config: dict, gate: safety.Gate, checkpoint=None):
         self.root, self.config, self.gate, self.checkpoint = Path(root).resolve(), config, gate, checkpoint
         self.browser, self.browser_used, self.touched = None, False, set()
-        from amas_code.browser import available
-
-        self.names = NAMES if available(config) else NAMES[: -len(BROWSER)]
+        self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
 
     # -- the registry -----------------------------------------------------------------------------
     def schemas(self) -> list[dict]:
@@ -229,9 +212,8 @@ class Tools:
             text = data.decode("utf-8").replace("\r\n", "\n") if _crlf(data) else data.decode("utf-8")
         except UnicodeDecodeError:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
-        old_str, new_str = (
-            (old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")) if _crlf(data) else (old_str, new_str)
-        )
+        if _crlf(data):
+            old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
         count = text.count(old_str) if old_str else 0
         if count == 1:
             return self.change(p, data, _like(data, text.replace(old_str, new_str, 1)), "edit")
@@ -280,11 +262,8 @@ class Tools:
                 continue
             if not anywhere.search(text):  # most files do not match: skip splitting them into lines
                 continue
-            hits += [
-                f"{self.show(f)}:{n}: {line.strip()[:200]}"
-                for n, line in enumerate(text.splitlines(), 1)
-                if regex.search(line)
-            ]
+            lines = enumerate(text.splitlines(), 1)
+            hits += [f"{self.show(f)}:{n}: {line.strip()[:200]}" for n, line in lines if regex.search(line)]
             if len(hits) > MAX_LINES:
                 return "\n".join(hits[:MAX_LINES]) + f"\n[capped at {MAX_LINES} matches; narrow the pattern or path]"
         return "\n".join(hits) or f"No matches for {pattern!r}"
@@ -307,23 +286,15 @@ class Tools:
     # -- the web ------------------------------------------------------------------------------------
     def search_google(self, query: str, num_results: int = 5) -> str:
         """Search the web; returns title, url and snippet per result."""
-        from amas_code import browser
-
         return browser.search(query, num_results, self.config)
 
     def fetch_url(self, url: str) -> str:
         """Fetch a web page as readable text."""
-        from amas_code import browser
-
         return browser.fetch(url, self.gate)
 
-    def page(self):
+    def page(self) -> browser.Browser:
         """The browser, started on first use."""
-        if self.browser is None:
-            from amas_code.browser import Browser
-
-            self.browser = Browser(self.config)
-        self.browser_used = True
+        self.browser, self.browser_used = self.browser or browser.Browser(self.config), True
         return self.browser
 
     def close(self, idle_only: bool = False) -> None:
@@ -388,9 +359,7 @@ def _closest(content: str, old: str) -> str:
     lines, k = content.splitlines(), max(1, len(old.splitlines()))
     if not lines:
         return "The file is empty."
-    best = max(
-        range(max(1, len(lines) - k + 1)),
-        key=lambda i: difflib.SequenceMatcher(None, "\n".join(lines[i : i + k]), old).quick_ratio(),
-    )
+    like = lambda i: difflib.SequenceMatcher(None, "\n".join(lines[i : i + k]), old).quick_ratio()  # noqa: E731
+    best = max(range(max(1, len(lines) - k + 1)), key=like)
     region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in range(best, min(len(lines), best + k)))
     return f"The closest region (lines {best + 1}-{best + k}) is:\n{region}\nCopy old_str exactly from the file."
