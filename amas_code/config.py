@@ -26,15 +26,12 @@ DEFAULT_CONFIG = {
     "browser_headless": True,
 }
 TRISTATE, NUMBER, NULLABLE = (True, False, "auto"), (int, float), {"api_key", "api_base", "browser_path", "max_tokens"}
+STRINGS = lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)  # noqa: E731
 CHECKS = {  # key -> (test, what it should be); None is allowed where the default is None
     "model": (lambda v: isinstance(v, str) and re.fullmatch(r"\S+", v), "a litellm model string, e.g. openai/gpt-4.1"),
-    "ignore": (lambda v: isinstance(v, list) and all(isinstance(p, str) for p in v), "a list of glob patterns"),
+    "ignore": (STRINGS, "a list of glob patterns"),
     "permissions": (
-        lambda v: (
-            isinstance(v, dict)
-            and set(v) <= {"allow", "deny", "env"}
-            and all(isinstance(r, list) and all(isinstance(s, str) for s in r) for r in v.values())
-        ),
+        lambda v: isinstance(v, dict) and set(v) <= {"allow", "deny", "env"} and all(map(STRINGS, v.values())),
         "a mapping with allow, deny and env lists of strings",
     ),
     "preload": (lambda v: v in TRISTATE, "true, false or auto"),
@@ -43,18 +40,10 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
 }
 KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string", NUMBER: "a number"}
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
-LOOSER = {  # what an untrusted project file may not set: key -> test for the loosening value
-    "auto_accept": bool,
-    "browser_path": lambda v: v is not None,
-    "checkpoint_on_edit": lambda v: v is False,
-    "searxng_url": lambda v: True,
-    "api_base": lambda v: v is not None,
-}
-GITIGNORE = (
-    "# local state of amas; rules.md and skills/ are meant to be shared\n"
-    + "\n".join(["history.jsonl", "input_history", "map_cache.json", "project_map.md", "*.tmp"])
-    + "\n"
-)
+SET, ON = lambda v: v is not None, lambda v: v is False  # noqa: E731
+LOOSER = dict(auto_accept=bool, browser_path=SET, checkpoint_on_edit=ON, searxng_url=SET, api_base=SET)  # untrusted: no
+GITIGNORE = "# local state of amas; rules.md and skills/ are meant to be shared\nhistory.jsonl\ninput_history\n"
+GITIGNORE += "map_cache.json\nproject_map.md\n*.tmp\n"
 
 
 class ConfigError(Exception):
@@ -153,25 +142,25 @@ def _digest(root: Path) -> str:
     return hashlib.sha256(path.read_bytes() if path.is_file() else b"").hexdigest()
 
 
+def _projects() -> dict:
+    try:
+        data = json.loads(read_private(Path.home() / ".amas" / "projects.json"))
+    except (OSError, ValueError, ConfigError):
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
 def remembered(root: Path) -> dict:
     """What the user decided for this project, kept in their home where no clone can ship it."""
-    try:
-        data = json.loads((Path.home() / ".amas" / "projects.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    entry = data.get(str(root.resolve())) if isinstance(data, dict) else None
+    entry = _projects().get(str(root.resolve()))
     return entry if isinstance(entry, dict) else {}
 
 
 def remember(root: Path, key: str, value) -> None:
     """Record a decision for this project (trust, approved commands or hosts) in ~/.amas/projects.json."""
-    path = Path.home() / ".amas" / "projects.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    data.setdefault(str(root.resolve()), {})[key] = value
-    write_private(path, json.dumps(data, indent=1))
+    data = _projects()
+    data[str(root.resolve())] = {**remembered(root), key: value}
+    write_private(Path.home() / ".amas" / "projects.json", json.dumps(data, indent=1))
 
 
 def trusted(root: Path) -> bool | None:
