@@ -145,7 +145,10 @@ def find(config: dict) -> str | None:
 
 
 def available(config: dict) -> bool:
-    return find(config) is not None
+    """A browser can be driven: Playwright is installed (the `browser` extra) and a Chromium found."""
+    import importlib.util
+
+    return importlib.util.find_spec("playwright") is not None and find(config) is not None
 
 
 def _tool(method):
