@@ -3,6 +3,7 @@ ignore rules."""
 
 import json
 import os
+import sys
 
 import pytest
 from conftest import git, run_amas
@@ -307,8 +308,8 @@ def test_bad_files_are_skipped_and_counted(bare, capsys, monkeypatch):
     )
     os.symlink("loop.py", bare / "loop.py")  # reading it fails with "too many levels of symbolic links"
     os.mkfifo(bare / "pipe.rs")  # reading a FIFO would block forever
-    monkeypatch.setitem(repomap.LANGUAGES, "go", ("tree_sitter_no_such_grammar", "language", {}))
-    monkeypatch.setattr(repomap, "PARSERS", {})
+    monkeypatch.setitem(sys.modules, "tree_sitter_go", None)  # its grammar fails to import
+    repomap._parser.cache_clear()
     out = init(bare, capsys)
     assert "2 reparsed, 0 cached, 5 skipped" in out
     for reason in ("1 binary", "1 too large", "1 unparsable", "2 unreadable"):

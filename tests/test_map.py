@@ -18,10 +18,13 @@ def mapped(root, query: str = "", touched: set[str] = frozenset(), budget: int =
 
 
 def files(text: str) -> list[str]:
-    """The files listed in the map, in order: block headers, then the More files line."""
-    heads = [line for line in text.splitlines() if line and not line.startswith((" ", "More files: "))]
-    more = next((line[len("More files: ") :].split(", ") for line in text.splitlines() if line.startswith("More")), [])
-    return heads + more
+    """The files listed in the map, in order: block headers, then More files' `folder/: a.py, b.py` lines."""
+    lines = text.splitlines()
+    more = lines.index("More files:") if "More files:" in lines else len(lines)
+    listed = [line for line in lines[:more] if line and not line.startswith(" ")]
+    for folder, names in (line.split("/: ", 1) for line in lines[more + 1 :]):
+        listed += [name if folder == "." else f"{folder}/{name}" for name in names.split(", ")]
+    return listed
 
 
 def test_no_map_before_init(bare):
@@ -130,6 +133,25 @@ def test_the_map_stays_under_its_budget(bare, budget):
     text = mapped(bare, "where are things handled", {"pkg1/mod1.py"}, budget)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     assert text and litellm.token_counter(model="gpt-4o", text=text) <= budget
+
+
+def test_more_files_are_listed_by_folder_so_long_paths_cost_little(bare):
+    deep = "service/src/main/java/com/example/service"
+    sources = {
+        f"{deep}/{part}/Handler{i}.java": f"class Handler{i} {{\n  void handle{i}() {{}}\n}}\n"
+        for i in range(40)
+        for part in ("api", "storage")
+    }
+    write(bare, {"core.py": CORE, **USERS, **sources})
+    text = mapped(bare, budget=300)
+    more = text.split("More files:\n", 1)[1].splitlines()
+    folders = [line.split("/: ")[0] for line in more]
+    assert len(folders) == len(set(folders)) and f"{deep}/api" in folders  # a folder is written once
+    listed = [f for f in files(text) if f.startswith(deep)]
+    assert set(listed) <= set(sources) and len(listed) == len(set(listed))
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    spelled = litellm.token_counter(model="gpt-4o", text="More files: " + ", ".join(listed))
+    assert spelled > 300 >= litellm.token_counter(model="gpt-4o", text=text)  # in full they would not have fit
 
 
 def test_the_cache_is_read_once_until_init_runs_again(bare, monkeypatch):
