@@ -143,8 +143,9 @@ class Agent:
         raise providers.ProviderError("the model call kept failing")
 
     def call(self) -> dict:
-        while self.preloading and self.preloading.is_alive():  # Ctrl+C here is clean; inside an import it is not
-            self.preloading.join(0.1)
+        with ui.Stream(self.config["stream"]):  # the spinner from the first Enter, even while litellm still loads
+            while self.preloading and self.preloading.is_alive():  # Ctrl+C here is clean; inside an import it is not
+                self.preloading.join(0.1)
         messages = self.request()
         with ui.Stream(self.config["stream"]) as stream:
             reply = self.model.complete(messages, self.tools.schemas(), stream)

@@ -106,6 +106,7 @@ class Model:
 
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
         litellm, chunks, partial = load(), [], None
+        check(self.name)
         self.check_key()
         try:
             for chunk in litellm.completion(**self.kwargs(messages, tools)):

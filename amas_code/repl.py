@@ -224,7 +224,7 @@ def preload(agent, app) -> None:
     app.after_render.add_handler(start)
 
 
-def session(root: Path):
+def session(agent):
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import Completer, Completion, PathCompleter
     from prompt_toolkit.document import Document
@@ -253,19 +253,19 @@ def session(root: Path):
     def _(event):
         event.current_buffer.insert_text("\n")
 
-    path = root / ".amas" / "input_history"
+    path = agent.root / ".amas" / "input_history"
     try:
         config_file.private_dir(path.parent)
         history = PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
-    except (OSError, config_file.ConfigError) as e:
-        ui.warning(f"input history is not kept: {e}")
-        history = InMemoryHistory()
+    except (OSError, config_file.ConfigError) as e:  # one warning: the agent will not try to log either
+        ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
+        history, agent.log = InMemoryHistory(), None
     return PromptSession(history=history, completer=Complete(), key_bindings=keys, complete_while_typing=False)
 
 
 def run(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
-    prompt = session(agent.root)
+    prompt = session(agent)
     preload(agent, prompt.app)
     ui.info(f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit")
     while True:

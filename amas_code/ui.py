@@ -59,7 +59,8 @@ def show_result(text: str, lines: int = 3) -> None:
 
 def diff(old: str, new: str, path: str) -> Text:
     """A unified diff with every byte of every changed line visible: wrapped, escaped, never cropped."""
-    lines = difflib.unified_diff(old.split("\n"), new.split("\n"), f"a/{path}", f"b/{path}", lineterm="", n=2)
+    old, new = (text.removesuffix("\n").split("\n") if text else [] for text in (old, new))
+    lines = difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2)
     text = Text()
     for line in lines:
         style = "bold" if line[:3] in ("---", "+++") else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")

@@ -101,20 +101,7 @@ def test_shell_output_is_shown_as_an_excerpt_and_the_model_gets_its_tail(term, p
     assert result.startswith("$ seq") and result.endswith("[stderr]\nfatal-oops\n[exit code 3]")
 
 
-@pytest.mark.parametrize(
-    "preload",
-    [
-        "false",
-        pytest.param(
-            "true",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="with preload on (the default `auto` on 2 GB+), Agent.call joins the import before "
-                "ui.Stream starts: nothing moves on screen until the model library is loaded",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("preload", ["false", "true"])
 def test_after_enter_the_spinner_shows_while_the_model_library_loads(term, project, llm, preload):
     config(project, f"preload: {preload}\n")
     llm.requests = Arrivals()
@@ -253,11 +240,6 @@ def test_a_read_only_folder_still_answers_and_writes_nothing(term, project, llm)
     assert all(seen.count(line) == 1 for line in seen.splitlines() if line.startswith("⚠")), seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two warnings for one cause: 'input history is not kept: [Errno 30] ...' at start, then "
-    "'the conversation is not saved (no --continue): [Errno 30] ...' at the first answer (or /clear)",
-)
 def test_a_read_only_folder_costs_one_warning(term, project, llm):
     child = term(argv=read_only(project), wait=False)
     seen = upto(child, "Ctrl\\+D to quit")
@@ -396,11 +378,6 @@ def test_a_bad_setting_is_one_clear_line(project, llm, amas, yaml, args, line):
     assert llm.requests == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`-m nonsense` is only checked by litellm at the first call: the line ends with litellm's "
-    "'LLM Provider NOT provided. Pass in the LLM provider ... Learn more: https://docs.litellm.ai/docs/providers'",
-)
 def test_a_model_without_a_provider_is_one_clear_line(project, llm, amas):
     result = amas("-m", "nonsense", "hi")
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
