@@ -1,3 +1,3 @@
 """Amas Code: a small terminal AI coding agent."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -26,25 +26,21 @@ CREDENTIALS = (
 ).split()
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD\b|CRED|AUTH|COOKIE|PRIVATE", re.I)
 URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(?=@)", re.I)
-SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only when its cheap marker appears
-    "PRIVATE KEY": r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
-    "k-": r"\b(?:sk|rk|pk)-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}",
-    "k_": r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
-    "gh": r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_\w{30,}",
-    "glpat-": r"\bglpat-[\w-]{20,}",
-    "xox": r"\bxox[abposr]-[\w-]{10,}",
-    "IA": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    "AIza": r"\bAIza[\w-]{35}",
-    "hf_": r"\bhf_[A-Za-z0-9]{30,}",
-    "npm_": r"\bnpm_[A-Za-z0-9]{36}",
-    "eyJ": r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
+SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only when one of its cheap markers appears
+    ("PRIVATE KEY",): r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
+    ("sk-", "rk-", "pk-"): r"\b(?:sk|rk|pk)-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}",
+    ("_live_", "_test_"): r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"): r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_\w{30,}",
+    ("glpat-", "xox", "AKIA", "ASIA", "AIza", "hf_", "npm_"): r"\bglpat-[\w-]{20,}|\bxox[abposr]-[\w-]{10,}"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[\w-]{35}|\bhf_[A-Za-z0-9]{30,}|\bnpm_[A-Za-z0-9]{36}",
+    ("eyJ",): r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
 }
-ASSIGNED = re.compile(  # NAME=value (env, .env, exports); key: "value" (YAML, JSON, TOML, code); YAML; netrc
-    r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)([^\s\"']+)"
-    r"|((?i:api[_-]?key|secret|token|passw(?:or)?d|pwd)[\w.-]*[\"']?\s*[:=]\s*([\"']))([^\"'\s]{4,})(?=\4)"
-    r"|((?i:api[_-]?key|secret|token|password)[\w.-]*[ \t]*:[ \t]*)([^\s\"'#]{8,})$"
-    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)(\S+)",
-    re.M,
+EXPORTED = re.compile(r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+")  # NAME=value
+ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; netrc's password
+    r"((?:api[_-]?key|secret|token|passw(?:or)?d|pwd)[\w.-]*[\"']?\s*[:=]\s*([\"']))[^\"'\s]{4,}(?=\2)"
+    r"|((?:api[_-]?key|secret|token|password)[\w.-]*[ \t]*:[ \t]*)[^\s\"'#]{8,}$"
+    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)\S+",
+    re.M | re.I,
 )
 
 
@@ -141,10 +137,13 @@ class Secrets:
     def redact(self, text: str) -> str:
         if self.known:
             text = self.known.sub("[REDACTED]", text)
-        for mark, pattern in self.shapes.items():
-            text = pattern.sub("[REDACTED]", text) if mark in text else text
+        for marks, pattern in self.shapes.items():
+            text = pattern.sub("[REDACTED]", text) if any(m in text for m in marks) else text
         text = URL_CREDENTIALS.sub(r"\1[REDACTED]", text) if "://" in text else text
-        return ASSIGNED.sub(lambda m: next(g for g in (m[1], m[3], m[6], m[8]) if g is not None) + "[REDACTED]", text)
+        hide = lambda m: (m[1] or m[3] or m[4]) + "[REDACTED]"  # noqa: E731 - the case-blind scan is costly:
+        named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd"))  # noqa: E731
+        lines = EXPORTED.sub(r"\1[REDACTED]", text).split("\n")  # only lines naming a secret get it
+        return "\n".join(ASSIGNED.sub(hide, line) if named(line) else line for line in lines)
 
 
 def child_env(config: dict) -> dict:
