@@ -7,10 +7,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class ScriptedLLM:
-    """Enqueue replies with reply()/error(); read what the model received from .requests."""
+    """Enqueue replies with reply()/error(); read what the model received from .requests.
+    Set .props to a dict to answer GET /props as llama.cpp's server does; .gets lists the GET paths asked for."""
 
     def __init__(self):
         self.script, self.requests = [], []
+        self.props, self.gets = None, []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
@@ -25,14 +27,16 @@ class ScriptedLLM:
         calls=None,
         delay: float = 0,
         wait: float = 0,
+        finish: str | None = None,
         **args,
     ):
         """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
-        `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a hung one."""
+        `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a hung one;
+        `finish` overrides the finish_reason ("length": cut at max_tokens)."""
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
-        self.script.append({"text": text, "calls": calls, "delay": delay, "wait": wait})
+        self.script.append({"text": text, "calls": calls, "delay": delay, "wait": wait, "finish": finish})
         return self
 
     def reply_from(self, fn):
@@ -45,9 +49,12 @@ class ScriptedLLM:
         self.script.append({"empty": True, "text": "", "calls": []})
         return self
 
-    def error(self, status: int, message: str = "error", cut_after: str | None = None, delay: float = 0):
-        """An HTTP error; or with cut_after, stream that text then drop the connection mid-body."""
-        self.script.append({"status": status, "message": message, "cut_after": cut_after, "delay": delay})
+    def error(
+        self, status: int, message: str = "error", cut_after: str | None = None, delay: float = 0, kind: str = "error"
+    ):
+        """An HTTP error (`kind` is the error body's "type"); or with cut_after, stream that text then drop the
+        connection mid-body."""
+        self.script.append({"status": status, "message": message, "cut_after": cut_after, "delay": delay, "kind": kind})
         return self
 
     def close(self):
@@ -64,6 +71,9 @@ class ScriptedLLM:
                 pass
 
             def do_GET(self):  # /models and the like
+                llm.gets.append(self.path)
+                if llm.props is not None and self.path.rstrip("/").endswith("/props"):
+                    return self._json(200, llm.props)
                 self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
 
             def do_POST(self):
@@ -76,7 +86,14 @@ class ScriptedLLM:
                 time.sleep(step.get("wait", 0) + (step.get("delay", 0) if step.get("status") else 0))
                 if step.get("status") and not step.get("cut_after"):
                     return self._json(
-                        step["status"], {"error": {"message": step["message"], "type": "error", "code": step["status"]}}
+                        step["status"],
+                        {
+                            "error": {
+                                "message": step["message"],
+                                "type": step.get("kind", "error"),
+                                "code": step["status"],
+                            }
+                        },
                     )
                 if body.get("stream"):
                     return self._stream(step)
@@ -101,7 +118,9 @@ class ScriptedLLM:
                     self._send(b"")
                     self.close_connection = True
                     return
-                for chunk in chunks(cut, [])[:-2] if cut else chunks(step["text"], step.get("calls", [])):
+                for chunk in (
+                    chunks(cut, [])[:-2] if cut else chunks(step["text"], step.get("calls", []), step.get("finish"))
+                ):
                     time.sleep(step.get("delay", 0))
                     self._send(f"data: {json.dumps(chunk)}\n\n".encode())
                 if step.get("cut_after"):  # a connection reset mid-answer: no end of body
@@ -132,7 +151,7 @@ def _chunk(delta: dict, finish=None) -> dict:
     }
 
 
-def chunks(text: str, calls: list) -> list[dict]:
+def chunks(text: str, calls: list, finish: str | None = None) -> list[dict]:
     """Text in small pieces, then each tool call's arguments split across several deltas."""
     out = [_chunk({"role": "assistant", "content": ""})]
     out += [_chunk({"content": text[i : i + 7]}) for i in range(0, len(text), 7)]
@@ -155,7 +174,7 @@ def chunks(text: str, calls: list) -> list[dict]:
             _chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i : i + 9]}}]})
             for i in range(0, len(args), 9)
         ]
-    out.append(_chunk({}, "tool_calls" if calls else "stop"))
+    out.append(_chunk({}, finish or ("tool_calls" if calls else "stop")))
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     out.append({**_chunk({}), "choices": [], "usage": usage})
     return out
