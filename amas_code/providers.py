@@ -34,7 +34,7 @@ SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's
 }
 TIMEOUT = 600  # seconds without an answer before a request counts as timed out (local models are slow)
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
-CALL = re.compile(r"<tool_call>\s*")
+CALL = re.compile(r"<tool_call>\s*(?:```(?:json)?\s*)?")
 FENCE = re.compile(r"```(?:json|tool_call)?\s*(?=\{)")
 NULL_CONTENT = ("gemini/", "vertex_ai/", "anthropic/")  # reject an empty text part; others reject a null one
 EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
@@ -269,7 +269,7 @@ def to_text(messages: list[dict]) -> list[dict]:
 def loads(raw: str):
     """JSON, leniently: single quotes, trailing commas, Python's True/False/None; (value, error or None)."""
     try:
-        return json.loads(raw or "{}"), None
+        return json.loads(raw or "{}", strict=False), None  # strict=False: raw newlines inside strings
     except ValueError as e:
         fixed = re.sub(r",\s*([}\]])", r"\1", raw.replace("'", '"'))
         fixed = re.sub(r"\b(True|False|None)\b", lambda m: {"True": "true", "False": "false"}.get(m[0], "null"), fixed)
@@ -297,7 +297,7 @@ def _native(cid: str, name: str, args) -> dict:
 def _end(text: str, at: int) -> int:
     """Where the JSON object starting at `at` ends (strings may hold braces and tags), or a closing mark."""
     try:
-        return json.JSONDecoder().raw_decode(text, at)[1]
+        return json.JSONDecoder(strict=False).raw_decode(text, at)[1]
     except ValueError:
         return min([i for i in (text.find("</tool_call>", at), text.find("```", at)) if i >= 0], default=len(text))
 
@@ -312,6 +312,6 @@ def parse_tool_calls(text: str, lenient: bool) -> tuple[list[dict], str]:
     spans = [(cut, at, _end(text, at)) for cut, at in spans]
     calls = [_call(text[at:end].strip(), i) for i, (_, at, end) in enumerate(spans)]
     for cut, _, end in reversed(spans):
-        tail = re.match(r"\s*(?:</tool_call>|```)?", text[end:])
+        tail = re.match(r"\s*(?:```\s*)?(?:</tool_call>)?", text[end:])
         text = text[:cut] + text[end + tail.end() :]
     return calls, text.strip()

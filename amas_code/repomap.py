@@ -131,7 +131,7 @@ def _noise(node, end: int):
     for child in (c for c in node.children if c.start_byte < end):
         if child.type.endswith("comment") or child.type in ("annotation", "marker_annotation", "attribute_item"):
             yield child.start_byte, child.end_byte
-        else:
+        elif child.child_count:
             yield from _noise(child, end)
 
 

@@ -182,8 +182,9 @@ class Tools:
         out, size, end = [], 0, min(len(lines), offset + max(1, limit))
         for i in range(offset, end):
             size += len(lines[i]) + 8
-            if size > MAX_READ:
-                end = i
+            if size > MAX_READ:  # a single line longer than that is shown cut, so the model is never stuck
+                end = i + (not out)
+                out += [f"{i + 1:6}\t{lines[i][:MAX_READ]} [line cut at {MAX_READ:,} characters]"] if not out else []
                 break
             out.append(f"{i + 1:6}\t{lines[i]}")
         if end < len(lines):
