@@ -13,7 +13,7 @@ from amas_code import tools, ui
 from amas_code.config import write_private
 
 CACHE, MAP = ".amas/map_cache.json", ".amas/project_map.md"
-CACHE_VERSION = 3  # bump when extraction or the entry layout changes, so older caches are parsed again
+CACHE_VERSION = 4  # bump when extraction or the entry layout changes, so older caches are parsed again
 MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
 SIGNATURE, LINE = 120, 90  # characters of a signature kept in the cache, and shown in the prompt
 PER_FILE = 4  # symbols shown per file in the prompt, then "(+N more)"
@@ -62,9 +62,9 @@ def _nodes(listed: str, members: str = "", inside: str = "", holds: str = "") ->
 JS = _nodes("function_declaration generator_function_declaration method_definition", "class_declaration",
             "class_body export_statement lexical_declaration variable_declaration expression_statement object",
             "variable_declarator assignment_expression pair field_definition")
-TS = {**JS, **_nodes("interface_declaration type_alias_declaration enum_declaration function_signature "
-                     "abstract_method_signature method_signature", "abstract_class_declaration internal_module module",
-                     "ambient_declaration statement_block", "public_field_definition")}
+TS = {**JS, **_nodes("type_alias_declaration enum_declaration function_signature abstract_method_signature "
+                     "method_signature", "abstract_class_declaration interface_declaration internal_module module",
+                     "ambient_declaration statement_block interface_body", "public_field_definition")}
 C = _nodes("function_definition struct_specifier union_specifier type_definition", "",
            "preproc_if preproc_ifdef preproc_else preproc_elif")
 LANGUAGES = dict(

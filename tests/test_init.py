@@ -533,6 +533,10 @@ class Shape {
 """,
         ["- L2 namespace geo", "  - L3 class Shape", "    - L6 int sides() const"],
     ),
+    "shapes.ts": (
+        "interface Shape {\n  area(): number;\n  name: string;\n}\n",
+        ["- L1 interface Shape", "  - L2 area(): number"],  # its methods, as Go's and Java's interfaces list theirs
+    ),
     "point.h": ("struct point {\n    int x;\n};\n", ["- L1 struct point"]),  # a C header stays C
     "join.c": (
         """static char *
