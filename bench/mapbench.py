@@ -4,9 +4,10 @@
         [--before /tmp/amas-before] [--aider /tmp/aider-venv/bin/python] [--costs] [--recall] [--out FILE]
 
 Each checkout is copied to a temp dir per amas version, so no .amas/ mixes with another. Scores, per repository,
-how many answers (of bench/map_questions.json) appear as a path in the prompt, with a neutral prompt and with the
-question itself:
-- after (a): `repomap.prompt_map(root, prompt, set(), BUDGET)` of this tree, directly;
+how many answers (of bench/map_questions.json) appear as a path in the prompt (spelled out, or as a name on its
+folder's `folder/: A.java, B.java` line), with a neutral prompt and with the question itself:
+- after (a): `repomap.prompt_map(root, prompt, set(), BUDGET)` of this tree, directly (BUDGET: the room a one-shot
+  leaves the map, measured through mode b and shown in its rows);
 - before (b) / after (b) with --oneshot: `amas init`, then a real one-shot `python -m amas_code PROMPT` against a
   local capture server, reading the system prompt of the first request (--before is a worktree of the old commit);
 - aider: its RepoMap at the same budget (bench/map_aider.py, run with aider's own Python).
@@ -28,7 +29,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of 
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 QUESTIONS = ROOT / "bench" / "map_questions.json"
 NEUTRAL = "hello"
-BUDGET = 1000  # tokens: what the 2,000-token system prompt leaves the map
+BUDGET = 1500  # tokens: what the 2,000-token system prompt leaves the map in a one-shot (mode b measures ~1,515)
+PROMPT_BUDGET = 2000  # agent.PROMPT_BUDGET; the map's room is this less the rest of the prompt, estimated as chars / 3
+MAP_HEADER = "\n### Project map\n"  # how the agent appends the map to its system prompt
 TOKENIZERS = "litellm/litellm_core_utils/tokenizers"  # tiktoken's files, bundled with litellm (no download)
 CTAGS_KINDS = {  # the kinds of definition the map means to list, by language
     "Python": {"class", "function", "member"},
@@ -122,19 +125,35 @@ def tokens(text: str) -> int:
     return len(tiktoken.get_encoding("cl100k_base").encode(text))
 
 
+def listed(answer: str, text: str) -> bool:
+    """The answer's path is in the text: spelled out, or its name on its folder's `folder/: a.py, b.py` line."""
+    folder, _, name = answer.rpartition("/")
+    lines = (line.split("/: ", 1) for line in text.splitlines() if "/: " in line)
+    return answer in text or any(d == (folder or ".") and name in names.split(", ") for d, names in lines)
+
+
+def room(text: str, exact: bool) -> str:
+    """The map's budget in a captured system prompt: 2,000 less everything before the map, as the agent counted it
+    (after: estimated as chars / 3; before: counted exactly)."""
+    if MAP_HEADER not in text:
+        return "no map"
+    head = text[: text.index(MAP_HEADER)]
+    return str(PROMPT_BUDGET - (tokens(head) if exact else len(head) // 3))
+
+
 def score(texts: list[str], answers: list[str]) -> str:
     """'hits/n' for the questions; texts[0] is the neutral prompt's, scored against every answer."""
-    neutral = sum(answer in texts[0] for answer in answers)
-    asked = sum(answer in text for answer, text in zip(answers, texts[1:], strict=True))
+    neutral = sum(listed(answer, texts[0]) for answer in answers)
+    asked = sum(listed(answer, text) for answer, text in zip(answers, texts[1:], strict=True))
     return f"{neutral}/{len(answers)} | {asked}/{len(answers)}"
 
 
 def score_repos(args, questions: dict) -> list[str]:
     rows = [
-        "| repository | version | neutral prompt | the question | map tokens (neutral, max) |",
-        "|---|---|---|---|---|",
+        "| repository | version | neutral prompt | the question | map budget | map tokens (neutral, max) |",
+        "|---|---|---|---|---|---|",
     ]
-    for repo, checkout in args.repo:
+    for repo, checkout in ((repo, checkout) for repo, checkout in args.repo if questions[repo]):
         asked = questions[repo]
         prompts, answers = [NEUTRAL] + [q["question"] for q in asked], [q["answer"] for q in asked]
         runs = {"after (a: prompt_map)": (direct_prompts, checkout, prompts)}
@@ -148,7 +167,8 @@ def score_repos(args, questions: dict) -> list[str]:
             texts = run(*run_args)
             maps = [text.split("### Project map\n", 1)[-1] for text in texts]  # a system prompt's map, or the map
             sizes = f"{tokens(maps[0])}, {max(map(tokens, maps))}"
-            rows.append(f"| {repo} | {version} | {score(texts, answers)} | {sizes} |")
+            budget = "-".join(sorted({room(t, "before" in version) for t in texts})) if "b:" in version else str(BUDGET)
+            rows.append(f"| {repo} | {version} | {score(texts, answers)} | {budget} | {sizes} |")
             print(rows[-1], flush=True)
     return rows
 
@@ -168,7 +188,7 @@ def measure_init(src: Path, checkout: Path) -> tuple[str, str]:
         user, system, kb = done.stderr.split()[-3:]
         runs.append(f"{float(user) + float(system):.2f} s, {int(kb) / 1024:.0f} MB")
         tracked = subprocess.run(["git", "ls-files"], cwd=work, capture_output=True, text=True).stdout.split()
-        source = next(work / f for f in tracked if Path(f).suffix in {".py", ".js", ".go", ".rs", ".java"})
+        source = next(work / f for f in tracked if Path(f).suffix in {".py", ".js", ".ts", ".go", ".rs", ".java"})
         source.write_text(source.read_text() + "\n")
     return runs[0], runs[1]
 
@@ -187,7 +207,7 @@ def costs(args) -> list[str]:
 def ctags(checkout: Path, language: str) -> dict[str, set[int]]:
     """{file: lines} of Universal Ctags' definitions of the kinds the map means to list."""
     done = subprocess.run(
-        ["ctags", "--output-format=json", "--fields=+nK", f"--languages={language}", "-R", "-f", "-", "."],
+        ["ctags", "--output-format=json", "--fields=+nKZs", f"--languages={language}", "-R", "-f", "-", "."],
         cwd=checkout,
         capture_output=True,
         text=True,
@@ -196,7 +216,14 @@ def ctags(checkout: Path, language: str) -> dict[str, set[int]]:
     found = defaultdict(set)
     for line in done.stdout.splitlines():
         tag = json.loads(line)
-        if tag.get("_type") == "tag" and tag.get("kind") in CTAGS_KINDS[language]:
+        anonymous = tag.get("name", "").startswith(("AnonymousFunction", "__anon"))  # callbacks, not definitions
+        local = tag.get("scopeKind") in ("function", "method", "generator")  # inside a body: the map never lists it
+        imported = tag.get("pattern", "").startswith("/^import")  # TypeScript's `import { type X }` is an "alias"
+        if (
+            tag.get("_type") == "tag"
+            and tag.get("kind") in CTAGS_KINDS[language]
+            and not (anonymous or local or imported)
+        ):
             found[tag["path"].removeprefix("./")].add(tag["line"])
     return found
 
