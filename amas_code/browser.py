@@ -107,11 +107,9 @@ def _download(url: str, gate: safety.Gate) -> tuple[bytearray, str, str, str] | 
     try:
         with httpx.Client(event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)) as c:
             with c.stream("GET", url, headers={"User-Agent": USER_AGENT}) as r:
-                if not r.is_success:
-                    return f"Error: HTTP {r.status_code} {r.reason_phrase} for {r.url}"
                 kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
-                if kind and not any(t in kind for t in TEXT_TYPES):
-                    return f"Error: {r.url} is {kind}, not a text page; fetch_url reads HTML, text and JSON only"
+                if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
+                    return _refused(r, kind)
                 for chunk in r.iter_bytes():
                     body += chunk
                     if len(body) > MAX_BYTES:
@@ -125,6 +123,12 @@ def _download(url: str, gate: safety.Gate) -> tuple[bytearray, str, str, str] | 
         return f"Error: timed out fetching {url} after {TIMEOUT}s ({e})"
     except Exception as e:  # refused, reset, bad URL, TLS: the model reads why
         return f"Error: cannot fetch {url}: {type(e).__name__}: {e}"
+
+
+def _refused(r, kind: str) -> str:
+    if not r.is_success:
+        return f"Error: HTTP {r.status_code} {r.reason_phrase} for {r.url}"
+    return f"Error: {r.url} is {kind}, not a text page; fetch_url reads HTML, text and JSON only"
 
 
 def find(config: dict) -> str | None:

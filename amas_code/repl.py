@@ -224,12 +224,10 @@ def preload(agent, app) -> None:
     app.after_render.add_handler(start)
 
 
-def session(agent):
-    from prompt_toolkit import PromptSession
+def completer():
+    """Slash commands at the start of the line, file paths anywhere."""
     from prompt_toolkit.completion import Completer, Completion, PathCompleter
     from prompt_toolkit.document import Document
-    from prompt_toolkit.history import FileHistory, InMemoryHistory
-    from prompt_toolkit.key_binding import KeyBindings
 
     class Complete(Completer):  # slash commands at the start, file paths anywhere
         paths = PathCompleter(expanduser=True)
@@ -242,10 +240,31 @@ def session(agent):
                 word = text.split()[-1]
                 yield from self.paths.get_completions(Document(word, len(word)), event)
 
-    class PrivateHistory(FileHistory):  # 0600, never written through a symlink
+    return Complete()
+
+
+def history(agent):
+    """The up-arrow history in .amas/input_history (0600, never written through a symlink), or none."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    class PrivateHistory(FileHistory):
         def store_string(self, string: str) -> None:
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
             config_file.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
+
+    path = agent.root / ".amas" / "input_history"
+    try:
+        config_file.private_dir(path.parent)
+        return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
+    except (OSError, config_file.ConfigError) as e:  # one warning: the agent will not try to log either
+        ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
+        agent.log = None
+        return InMemoryHistory()
+
+
+def session(agent):
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.key_binding import KeyBindings
 
     keys = KeyBindings()
 
@@ -253,14 +272,7 @@ def session(agent):
     def _(event):
         event.current_buffer.insert_text("\n")
 
-    path = agent.root / ".amas" / "input_history"
-    try:
-        config_file.private_dir(path.parent)
-        history = PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
-    except (OSError, config_file.ConfigError) as e:  # one warning: the agent will not try to log either
-        ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
-        history, agent.log = InMemoryHistory(), None
-    return PromptSession(history=history, completer=Complete(), key_bindings=keys, complete_while_typing=False)
+    return PromptSession(history=history(agent), completer=completer(), key_bindings=keys, complete_while_typing=False)
 
 
 def run(agent) -> None:
@@ -275,17 +287,24 @@ def run(agent) -> None:
             continue
         except EOFError:
             return
-        try:
-            if line.startswith("/"):
-                command(agent, line)
-            elif line:
-                agent.turn(line)
-        except EOFError:
+        if not step(agent, line):
             return
-        except KeyboardInterrupt:
-            ui.console.print()
-            ui.warning("cancelled")
-        except providers.ProviderError as e:
-            ui.error(str(e))
-        except Exception as e:  # a bug must not end the session or show a traceback
-            ui.error(f"{type(e).__name__}: {e}")
+
+
+def step(agent, line: str) -> bool:
+    """One line typed at the prompt: a command or a turn; False to leave."""
+    try:
+        if line.startswith("/"):
+            command(agent, line)
+        elif line:
+            agent.turn(line)
+    except EOFError:
+        return False
+    except KeyboardInterrupt:
+        ui.console.print()
+        ui.warning("cancelled")
+    except providers.ProviderError as e:
+        ui.error(str(e))
+    except Exception as e:  # a bug must not end the session or show a traceback
+        ui.error(f"{type(e).__name__}: {e}")
+    return True

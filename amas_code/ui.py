@@ -91,16 +91,12 @@ def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
     """One of choices from the person at the terminal, after what the question needs (a diff);
     without a terminal, 'n' and a warning saying so."""
     detail = Text(clean(detail)) if isinstance(detail, str) else detail
-    where = _terminal()
-    if where is None:
-        if detail is not None:
-            console.print(detail, overflow="fold")
-        hint = " (run with --yes to accept)" if "a" in choices else ""
-        warning(f"{question} declined: no terminal to ask on{hint}")
-        return "n"
-    con, stream = where
+    con, stream = _terminal() or (None, None)
     if detail is not None:
-        con.print(detail, overflow="fold")
+        (con or console).print(detail, overflow="fold")
+    if con is None:
+        warning(f"{question} declined: no terminal to ask on{' (run with --yes to accept)' * ('a' in choices)}")
+        return "n"
     labels = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
     prompt = Text.assemble((clean(question), "bold"), " ", "/".join(labels[c] for c in choices), ": ")
     try:
