@@ -1,14 +1,24 @@
-"""Amas Code benchmark (SPEC §8): `python bench/run.py [--runs N]`. Prints a markdown table, writes bench/latest.md.
+"""Amas Code benchmark (SPEC §8): `python bench/run.py [--runs N] [--only STEP ...] [--repo PATH] [--calm S]`.
 
-Every figure is the median of N runs (min and max beside it) in a generated 1,000-file git project in a temp dir.
+Prints markdown tables and, after a full run, writes them to bench/latest.md. Every figure is the median of N runs
+(min and max beside it) in a generated 1,000-file git project in a temp dir, with a temp HOME. Besides the SPEC §8
+rows it measures what the footprint issue asks: where a one-shot's memory goes (by stage, and with litellm's token
+counter off), the browser's tree with the headless shell and with full Chromium and with each flag changed, and
+search_files as today's Python scan and through `git grep` (same output), here and in --repo (a large git work tree,
+read only). Shell-command checkpoints come from bench/checkpoints.py (imported, not copied). On a shared machine,
+--calm S waits up to S seconds before each step for idle CPUs (timings only; memory does not depend on load).
+A full run takes ~6 minutes (--no-flags: ~3); `--only tools search --runs 3` takes seconds.
 """
 
 import argparse
 import datetime
+import fnmatch
 import functools
+import json
 import os
 import platform
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -23,12 +33,13 @@ import pexpect
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 from llm_server import ScriptedLLM  # noqa: E402
 
 MB = 1 << 20
 AMAS = ["amas"] if shutil.which("amas") else [sys.executable, "-m", "amas_code"]
 ROWS = []  # (metric, values or None, unit, bar text, limit or None)
+SECTIONS = []  # (title, markdown lines): breakdowns that are not single figures
 
 
 class TimedLLM(ScriptedLLM):
@@ -49,6 +60,31 @@ class TimedLLM(ScriptedLLM):
         return Handler
 
 
+def busy(seconds: float = 2.0) -> float:
+    """Share of all CPU time spent busy over the next few seconds (this bench is idle meanwhile)."""
+
+    def sample():
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    (total0, idle0), _, (total1, idle1) = sample(), time.sleep(seconds), sample()
+    return 1 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+CALM = {"waited": 0.0, "gave up": 0}
+
+
+def calm(limit: float, below: float = 0.2) -> None:
+    """Wait (at most limit s) until other work leaves the CPUs at least 80 % idle: timings on a busy machine mean
+    little. Memory figures need no wait."""
+    start = time.monotonic()
+    while limit and busy() > below:
+        if time.monotonic() - start > limit:
+            CALM["gave up"] += 1
+            break
+    CALM["waited"] += time.monotonic() - start
+
+
 def row(metric, values, unit, bar="report", limit=None):
     ROWS.append((metric, values, unit, bar, limit))
     print(f"  {metric}: {fmt(statistics.median(values), unit) if values else 'n/a'}", flush=True)
@@ -58,11 +94,16 @@ def fmt(v, unit):
     return {"s": f"{v:.3f} s", "ms": f"{v:.2f} ms", "MB": f"{v:.1f} MB"}.get(unit, f"{v:g}")
 
 
-def run(cmd, cwd):
+def med(values) -> float:
+    return statistics.median(values)
+
+
+def run(cmd, cwd, env=None):
     """Run to the end; (start perf_counter, wall s, peak RSS MB of exactly this child from wait4, output)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -88,13 +129,26 @@ def tree_rss(proc: psutil.Process) -> float:
     return memory([proc, *proc.children(recursive=True)])
 
 
-PY_CLASS, PY_METHOD = "class Model{i}x{c}:\n    \"\"\"A model with a few methods.\"\"\"\n", """
+def timed_ms(action, n: int) -> list[float]:
+    """n timings of action in ms, after one call not counted (lazy imports, git discovery, caches)."""
+    times = []
+    for _ in range(n + 1):
+        t0 = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - t0) * 1000)
+    return times[1:]
+
+
+PY_CLASS, PY_METHOD = (
+    'class Model{i}x{c}:\n    """A model with a few methods."""\n',
+    """
     def method_{m}(self, value, *, scale={m}):
         total = value * scale
         for k in range(scale):
             total += k
         return total
-"""
+""",
+)
 PY_FUNC = """
 def handle_{i}_{m}(request, retries={m}):
     data = json.loads(request or '{{}}')
@@ -102,13 +156,16 @@ def handle_{i}_{m}(request, retries={m}):
         return os.environ.get('FALLBACK')
     return {{k: v for k, v in data.items() if v}}
 """
-JS_CLASS, JS_METHOD = "export class Widget{i}x{c} {{\n  constructor(el) {{ this.el = el; }}\n", """
+JS_CLASS, JS_METHOD = (
+    "export class Widget{i}x{c} {{\n  constructor(el) {{ this.el = el; }}\n",
+    """
   render{m}(items, opts = {{}}) {{
     const rows = items.map(x => `<li>${{x}}</li>`);
     this.el.innerHTML = rows.join('');
     return rows.length + {m};
   }}
-"""
+""",
+)
 JS_FUNC = """
 export const load{i}x{m} = async (id, retries = {m}) => {{
   const res = await api.get(id);
@@ -147,6 +204,12 @@ def make_project(root: Path, n: int = 1000) -> None:
         subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
 
 
+def home_config(text: str) -> None:
+    (Path.home() / ".amas").mkdir(exist_ok=True)
+    (Path.home() / ".amas" / "config.yaml").write_text(text)
+
+
+# -- startup, REPL ------------------------------------------------------------------------------------------------
 def bench_startup(proj, n):
     for flag in ("--version", "--help"):
         walls, rss = zip(*(run([*AMAS, flag], proj)[1:3] for _ in range(n)), strict=True)
@@ -157,13 +220,13 @@ def bench_startup(proj, n):
 def bench_repl(proj, n):
     env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
     for preload in (False, True):
-        (proj / ".amas").mkdir(exist_ok=True)
-        (proj / ".amas" / "config.yaml").write_text(f"preload: {str(preload).lower()}\n")
+        home_config(f"preload: {str(preload).lower()}\n")
         ready, idle, settled = [], [], []
         for _ in range(n):
             t0 = time.perf_counter()
-            child = pexpect.spawn(AMAS[0], AMAS[1:], cwd=str(proj), env=env, encoding="utf-8", timeout=30,
-                                  dimensions=(40, 120))
+            child = pexpect.spawn(
+                AMAS[0], AMAS[1:], cwd=str(proj), env=env, encoding="utf-8", timeout=30, dimensions=(40, 120)
+            )
             child.expect("›")
             ready.append(time.perf_counter() - t0)
             proc = psutil.Process(child.pid)
@@ -190,65 +253,258 @@ def bench_repl(proj, n):
             row("REPL preload: litellm loaded after start", settled, "s")
         else:
             row("REPL RSS idle, tree (preload off)", idle, "MB", "≤ 50 MB", 50)
-    (proj / ".amas" / "config.yaml").unlink()
+    (Path.home() / ".amas" / "config.yaml").unlink()
+
+
+# -- the one-shot -------------------------------------------------------------------------------------------------
+# amas run in-process under a probe: RSS and the packages new since the last mark, at each stage; with
+# PROBE_NOCOUNT, litellm.disable_token_counter is set once litellm is imported (amas's own exact count, which it
+# makes only near the context limit, would then need to switch it back on around its token_counter call).
+PROBE = r"""
+import atexit, collections, json, os, sys
+MARKS, SEEN, DONE = [], set(), set()
+def rss():
+    return {k: int(v.split()[0]) / 1024 for k, _, v in (ln.partition(":") for ln in open("/proc/self/status"))
+            if k in ("VmRSS", "VmHWM")}
+def mark(label):
+    if label in DONE:
+        return
+    DONE.add(label)
+    mods = set(sys.modules)
+    new = collections.Counter(".".join(m.split(".")[:2]) for m in mods - SEEN)
+    SEEN.update(mods)
+    MARKS.append((label, rss()["VmRSS"], len(mods), [f"{k} {v}" for k, v in new.most_common(6)]))
+mark("interpreter")
+from amas_code import providers, tools
+import amas_code.agent, amas_code.amas
+mark("amas imported (cli, agent, tools)")
+load = providers.load
+def patched():
+    first = "litellm" not in sys.modules
+    litellm = load()
+    if first:
+        if os.environ.get("PROBE_NOCOUNT"):
+            litellm.disable_token_counter = True
+        mark("litellm imported")
+        completion = litellm.completion
+        def wrapped(*a, **k):
+            result = completion(*a, **k)
+            mark("first completion() returned: stream open")
+            return result
+        litellm.completion = wrapped
+    return litellm
+providers.load = patched
+execute = tools.Tools.execute
+def run_tool(self, name, raw):
+    result = execute(self, name, raw)
+    mark(f"tool {name} done")
+    return result
+tools.Tools.execute = run_tool
+def report():
+    mark("exit")
+    loaded = {"tiktoken (module)": "tiktoken",
+              "tiktoken cl100k encoding": "litellm.litellm_core_utils.default_encoding",
+              "prompt_toolkit": "prompt_toolkit", "openai.resources (all of it)": "openai.resources.admin",
+              "aiohttp": "aiohttp", "jinja2": "jinja2", "pygments": "pygments", "rich.live": "rich.live"}
+    with open(os.environ["PROBE_OUT"], "w") as f:
+        json.dump({"marks": MARKS, "peak": rss()["VmHWM"], "modules": len(sys.modules),
+                   "loaded": {k: v in sys.modules for k, v in loaded.items()}}, f)
+atexit.register(report)
+sys.argv = ["amas", *sys.argv[1:]]
+from amas_code.amas import main
+main()
+"""
+
+
+def oneshot(proj, llm, calls, cmd, env=None):
+    """One `amas -y "..."` through the scripted model (read, search, edit: the first `calls` of them); (start, wall,
+    peak RSS, output); checks the tools ran, then puts the edited file back."""
+    llm.arrivals.clear()
+    edit = {"tool": "edit_file", "path": "src/app/settings.py", "old_str": "VALUE = 0", "new_str": "VALUE = 1"}
+    for step in [
+        {"tool": "read_file", "path": "src/app/settings.py"},
+        {"tool": "search_files", "pattern": r"NEEDLE_\d+"},
+        edit,
+    ][:calls]:
+        llm.reply(**step)
+    llm.reply(text="Done.")
+    settings = proj / "src/app/settings.py"
+    before = settings.read_text()
+    result = run([*cmd, "-y", "read settings, find the needles, bump VALUE"], proj, env)
+    edited = settings.read_text() != before
+    if len(llm.arrivals) != calls + 1 or edited != (calls == 3):
+        raise RuntimeError(f"one-shot did not run its {calls} tools:\n{result[3][-2000:]}")
+    settings.write_text(before)
+    return result
 
 
 def bench_oneshot(proj, n, llm, calls=3):
     walls, rss, first, last = [], [], [], []
-    for k in range(n):
-        llm.arrivals.clear()
-        script = [{"tool": "read_file", "path": "src/app/settings.py"},
-                  {"tool": "search_files", "pattern": r"NEEDLE_\d+"},
-                  {"tool": "edit_file", "path": "src/app/settings.py", "old_str": f"VALUE = {k}",
-                   "new_str": f"VALUE = {k + 1}"}][:calls]
-        for step in script:
-            llm.reply(**step)
-        llm.reply(text="Done.")
-        before = (proj / "src/app/settings.py").read_text()
-        t0, wall, peak, out = run([*AMAS, "-y", "read settings, find the needles, bump VALUE"], proj)
-        edited = (proj / "src/app/settings.py").read_text() != before
-        if len(llm.arrivals) != calls + 1 or edited != (calls == 3):
-            raise RuntimeError(f"one-shot did not run its {calls} tools:\n{out[-2000:]}")
-        if edited:
-            (proj / "src/app/settings.py").write_text(before.replace(f"VALUE = {k}", f"VALUE = {k + 1}"))
+    for _run in range(n):
+        t0, wall, peak, _ = oneshot(proj, llm, calls, AMAS)
         walls.append(wall)
         rss.append(peak)
         first.append(llm.arrivals[0] - t0)
         last.append(t0 + wall - llm.arrivals[-1])
     row(f"one-shot, {calls} tool calls: wall", walls, "s")
-    row(f"one-shot, {calls} tool calls: peak RSS", rss, "MB", "≤ 150 MB", 150)
+    row(f"one-shot, {calls} tool calls: peak RSS", rss, "MB", "≤ 200 MB", 200)
     row("one-shot: process start → first request at server", first, "s")
     row("one-shot: last request → process exited", last, "s")
+    # where it goes: the same one-shot under the probe, as is and with litellm's token counter off
+    probes, out = {}, Path(tempfile.mkdtemp()) / "probe.json"
+    for label, extra in (("as is", {}), ("token counter off", {"PROBE_NOCOUNT": "1"})):
+        peaks = []
+        for _run in range(min(n, 3)):  # memory varies little
+            env = {**os.environ, "PROBE_OUT": str(out), **extra}
+            peaks.append(oneshot(proj, llm, calls, [sys.executable, "-c", PROBE], env)[2])
+        probes[label] = json.loads(out.read_text())
+        if extra:
+            row(
+                "one-shot peak RSS with `litellm.disable_token_counter = True` (proposed)", peaks, "MB", "≤ 200 MB", 200
+            )
+    stages = {label: {m[0]: m for m in probe["marks"]} for label, probe in probes.items()}
+    lines = [
+        "| stage (first time reached) | RSS as is | RSS, token counter off | modules | new packages (modules) |",
+        "|---|---|---|---|---|",
+    ]
+    prev = 0.0
+    for name, rss_now, count, new in probes["as is"]["marks"]:
+        off = stages["token counter off"].get(name)
+        lines.append(
+            f"| {name} | {rss_now:.1f} MB (+{rss_now - prev:.1f}) | {f'{off[1]:.1f} MB' if off else '–'} | "
+            f"{count} | {', '.join(new)} |"
+        )
+        prev = rss_now
+    for label, probe in probes.items():
+        loaded = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in probe["loaded"].items())
+        lines.append(f"\n{label}: peak {probe['peak']:.1f} MB, {probe['modules']} modules; loaded: {loaded}.")
+    SECTIONS.append(("One-shot memory by stage (RSS of the amas process, last of the probed runs)", lines))
+
+
+# -- file tools ---------------------------------------------------------------------------------------------------
+def toolbox(root, checkpoint=True):
+    """Tools wired as the agent wires them (tests/conftest.py), edits accepted, the diffs they print silenced."""
+    from conftest import toolbox as make
+
+    from amas_code import ui
+
+    ui.console.quiet = ui.out.quiet = True
+    return make(root, checkpoint=checkpoint, auto_accept=True)
 
 
 def bench_tools(proj, n):
-    from amas_code import config as config_file
-    from amas_code import tools, ui
-    from amas_code.checkpoint import Checkpoint
+    counter = iter(range(10**6))
 
-    ui.console.quiet = ui.err_console.quiet = True  # the diffs edit_file shows
-    config, _ = config_file.load(proj, {"auto_accept": True})
-    checkpoint, k = Checkpoint(proj, ignore=config["ignore"]), iter(range(10**6))
+    def edit(box):
+        i = next(counter)
+        args = {"path": "src/app/counter.py", "old_str": f"COUNTER = {i}", "new_str": f"COUNTER = {i + 1}"}
+        result = box.execute("edit_file", json.dumps(args))
+        if not result.startswith("Edit ") or (box.checkpoint and "checkpoint" not in result):
+            raise RuntimeError(f"edit_file: {result[:500]}")
 
-    def edit():
-        return {"path": "src/app/counter.py", "old_str": f"COUNTER = {(i := next(k))}", "new_str": f"COUNTER = {i + 1}"}
+    def call(box, name, args):
+        result = box.execute(name, json.dumps(args))
+        if result.startswith(("Error", "No ")):
+            raise RuntimeError(f"{name}: {result[:500]}")
 
-    for label, name, args, cp in (("", "read_file", lambda: {"path": "src/pkg3/sub1/mod_11.py"}, checkpoint),
-                                  (" (with its git checkpoint commit)", "edit_file", edit, checkpoint),
-                                  ("", "search_files", lambda: {"pattern": r"NEEDLE_\d+"}, checkpoint),
-                                  ("", "list_files", lambda: {}, checkpoint),
-                                  (" (checkpoint off, for comparison)", "edit_file", edit, None)):
-        tools.setup(proj, config, cp)
-        times = []
-        for _ in range(n + 1):  # the first call (warm-up: lazy imports, git discovery) is not counted
-            a = args()
-            t0 = time.perf_counter()
-            result = tools.execute(name, a)
-            times.append((time.perf_counter() - t0) * 1000)
-            if result.startswith(("Error", "No ")):
-                raise RuntimeError(f"{name}: {result[:500]}")
-        row(f"tool {name}{label}, in-process", times[1:], "ms", "≤ 20 ms", 20)
-    tools.close()
+    with_cp, without = toolbox(proj), toolbox(proj, checkpoint=False)
+    runs = max(n, 5) * 2
+    read = {"path": "src/pkg3/sub1/mod_11.py"}
+    row("tool read_file, in-process", timed_ms(lambda: call(with_cp, "read_file", read), runs), "ms", "≤ 20 ms", 20)
+    row("tool edit_file with its checkpoint, in-process", timed_ms(lambda: edit(with_cp), runs), "ms", "≤ 20 ms", 20)
+    row("tool list_files, in-process", timed_ms(lambda: call(with_cp, "list_files", {}), runs), "ms", "≤ 20 ms", 20)
+    row("tool edit_file, checkpoint off (for comparison)", timed_ms(lambda: edit(without), runs), "ms")
+
+
+# search_files as it could be: `git grep -l` names the files that match (honouring .gitignore, in parallel, in C),
+# read as they come and stopped at the cap; the ignore list, the 2 MB and UTF-8 rules, the line format and the cap
+# stay today's, applied to those files only. One difference: git grep lists untracked files in path order among the
+# tracked ones, where `git ls-files -co` (today's scan) lists them first; with no untracked file the output is equal.
+def search_git(box, pattern: str, path: str = ".") -> str | None:
+    """search_files' output through git grep; None where it must fall back to the Python scan (no git, a pattern
+    git's PCRE rejects, `$`, which PCRE does not match before a CR as splitlines() does)."""
+    from amas_code import tools
+
+    regex, base = re.compile(pattern), box.gate.path(path)
+    if not base.is_dir() or "$" in pattern:
+        return None
+    globs = [fnmatch.translate(p.strip("/")) for p in box.config["ignore"] if p.strip("/")[:1] not in "#"]
+    skip, hits, rest = re.compile("|".join(globs) or "(?!)"), [], b""
+    git = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "grep", "-lzIP", "--untracked"]
+    grep = subprocess.Popen([*git, "-e", pattern, "--", "."], cwd=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        while chunk := grep.stdout.read1(65536):
+            *names, rest = (rest + chunk).split(b"\0")
+            for rel in map(os.fsdecode, names):
+                if any(skip.match(part) for part in rel.split("/")):
+                    continue
+                f = base / rel
+                try:
+                    text = f.read_text(encoding="utf-8") if f.stat().st_size < 2_000_000 else ""
+                except (OSError, UnicodeDecodeError):
+                    continue
+                hits += [
+                    f"{box.show(f)}:{n}: {line.strip()[:200]}"
+                    for n, line in enumerate(text.splitlines(), 1)
+                    if regex.search(line)
+                ]
+                if len(hits) > tools.MAX_LINES:
+                    cap = f"\n[capped at {tools.MAX_LINES} matches; narrow the pattern or path]"
+                    return finish(box, "\n".join(hits[: tools.MAX_LINES]) + cap)
+    finally:
+        grep.kill()
+        grep.communicate()
+    if grep.returncode not in (0, 1):  # PCRE rejected the pattern (before any output), or no git here
+        return None
+    return finish(box, "\n".join(hits) or f"No matches for {pattern!r}")
+
+
+def finish(box, result: str) -> str:
+    """What Tools.execute does to every result: secrets redacted, then capped."""
+    from amas_code import tools
+
+    return tools.cap(box.gate.secrets.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT)
+
+
+PATTERNS = {"rare": r"NEEDLE_\d+", "common, capped at 300": r"return \w+"}  # NEEDLE_: 3 files of 1,000; none in --repo
+
+
+def search_rows(root: Path, where: str, n: int) -> None:
+    box = toolbox(root, checkpoint=False)
+    for kind, pattern in PATTERNS.items():
+        today = box.execute("search_files", json.dumps({"pattern": pattern}))
+        same = "same output ✓" if search_git(box, pattern) == today else "OUTPUT DIFFERS ✗"
+        scan, grep = [], []
+        for _ in range(max(n, 5) * 2):  # interleaved, so load from elsewhere falls on both alike
+            scan += timed_ms(lambda p=pattern: box.execute("search_files", json.dumps({"pattern": p})), 1)
+            grep += timed_ms(lambda p=pattern: search_git(box, p), 1)
+        row(f"search_files, {where}, {kind} pattern: today's Python scan", scan, "ms", "≤ 20 ms", 20)
+        row(f"search_files, {where}, {kind} pattern: via `git grep -l` ({same})", grep, "ms", "≤ 20 ms", 20)
+
+
+def bench_search(proj, n, repo):
+    search_rows(proj, "1,000 files", n)
+    if repo:
+        files = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True).stdout.count("\n")
+        search_rows(repo, f"{repo.name} ({files:,} files)", n)
+
+
+def bench_checkpoints(n):
+    """bench/checkpoints.py's rows (edits in 1,000 small files; shell commands among 10,000 untracked), imported."""
+    import checkpoints
+
+    def show(metric, values, unit="ms", bar="report"):
+        limit = re.match(r"≤ ([\d.]+) (ms|s)$", bar)
+        limit = float(limit[1]) * (1000 if unit == "ms" and limit[2] == "s" else 1) if limit else None
+        row(f"{metric} (bench/checkpoints.py)", [v * (1000 if unit == "ms" else 1) for v in values], unit, bar, limit)
+
+    checkpoints.show, home = show, os.environ["HOME"]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            checkpoints.bench_edit(Path(tmp), n)
+            checkpoints.bench_shell(Path(tmp), n)
+    finally:
+        os.environ["HOME"] = home
 
 
 def bench_init(proj, n):
@@ -267,44 +523,190 @@ def bench_init(proj, n):
     row("`amas init`, incremental (1 file touched)", again, "s", "≤ 1.5 s", 1.5)
 
 
+# -- the browser --------------------------------------------------------------------------------------------------
 class Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
 
-def bench_browser(www, n):
-    from amas_code.browser import Browser
+def kind(proc: psutil.Process) -> str:
+    """What a process of the tree is: Playwright's node driver, Debian's launcher script, Chromium's browser
+    process, or the --type (and utility sub-type) of one of its children."""
+    try:
+        cmd = proc.cmdline()
+    except psutil.Error:
+        return "gone"
+    found = next((a.split("=", 1)[1] for a in cmd if a.startswith("--type=")), None)
+    if found == "utility":
+        sub = next((a.split("=", 1)[1] for a in cmd if a.startswith("--utility-sub-type=")), "")
+        return f"utility ({sub.rsplit('.', 1)[-1]})"
+    if found:
+        return found
+    if Path(cmd[0]).name == "node":
+        return "Playwright driver (node)"
+    return "launcher script (sh)" if Path(cmd[0]).name in ("sh", "bash", "dash") else "browser"
 
-    www.mkdir()
-    (www / "index.html").write_text("<!doctype html><title>Bench page</title><h1>Benchmark</h1>" + "".join(
-        f"<p>Paragraph {i} of plain text for the browser to render.</p>" for i in range(200)))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(www)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    launch, pss, left, browser = [], [], [], Browser({})
+
+def others() -> list[psutil.Process]:
+    """Chromium or Playwright processes on the machine outside this bench's tree: they share pages with ours,
+    which lowers our PSS (each shared page is split among all its users)."""
+    mine = {p.pid for p in psutil.Process().children(recursive=True)}
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        words = " ".join(p.info["cmdline"] or [])
+        if p.info["pid"] not in mine and ("chromium" in words or "chrome-linux" in words or "run-driver" in words):
+            found.append(p)
+    return found
+
+
+def alone(limit: float = 60) -> bool:
+    """Wait (at most limit s) until no other Chromium runs here; False if one still does."""
+    end = time.monotonic() + limit
+    while others():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+CONTENDED = []  # browser measurements made while another Chromium ran on the machine
+
+
+def browser_tree(config, args, url, n, env=None):
+    """PSS of the tree (n launches), time to launch and navigate, processes left, mean PSS by process kind, and the
+    browser's command line; ARGS and the environment (NODE_OPTIONS reaches Playwright's driver) patched meanwhile."""
+    from amas_code import browser as web
+
+    saved, web.ARGS, before = web.ARGS, args, dict(os.environ)
+    os.environ.update(env or {})
+    pss, launch, left, by_kind, cmdline = [], [], [], {}, ""
     try:
         for _ in range(n):
-            t0 = time.perf_counter()
-            text = browser.navigate(f"http://127.0.0.1:{server.server_port}/")
-            launch.append(time.perf_counter() - t0)
-            if text.startswith("Error"):
-                if "no Chromium" not in text:
-                    raise RuntimeError(text)
-                row("browser: launch + first navigate", None, "")
-                return row("browser open: PSS of its process tree", None, "", "≤ 300 MB")
-            if "Bench page" not in text or "Paragraph 0 " not in browser.get_text():
-                raise RuntimeError("browser page text missing")
-            time.sleep(1)
-            kids = psutil.Process().children(recursive=True)  # Playwright's node driver and Chromium's processes
-            pss.append(memory(kids, pss=True))
-            browser.close()
+            if not alone():
+                CONTENDED.append(args)
+            page = web.Browser(config)
+            try:
+                t0 = time.perf_counter()
+                text = page.navigate(url)
+                launch.append(time.perf_counter() - t0)
+                if text.startswith("Error") or "Bench page" not in text:
+                    raise RuntimeError(text[:500])
+                time.sleep(1)
+                kids = psutil.Process().children(recursive=True)  # Playwright's node driver and Chromium's processes
+                pss.append(memory(kids, pss=True))
+                if others():
+                    CONTENDED.append(args)
+                for p in kids:
+                    by_kind.setdefault(kind(p), []).append(memory([p], pss=True) / n)
+                cmdline = next((" ".join(p.cmdline()) for p in kids if kind(p) == "browser"), cmdline)
+            finally:
+                page.close()
             left.append(len(psutil.wait_procs(kids, timeout=10)[1]))
     finally:
-        browser.close()
+        web.ARGS = saved
+        os.environ.clear()
+        os.environ.update(before)
+    return pss, launch, left, {k: (len(v) / n, sum(v)) for k, v in by_kind.items()}, cmdline
+
+
+def serve_page(www: Path) -> ThreadingHTTPServer:
+    """A local page of 200 paragraphs with a cross-site iframe (localhost vs 127.0.0.1)."""
+    www.mkdir(exist_ok=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(www)))
+    (www / "index.html").write_text(
+        "<!doctype html><title>Bench page</title><h1>Benchmark</h1>"
+        + "".join(f"<p>Paragraph {i} of plain text for the browser to render.</p>" for i in range(200))
+        + f'<iframe src="http://localhost:{server.server_port}/frame.html"></iframe>'
+    )
+    (www / "frame.html").write_text("<!doctype html><p>A frame from another site.</p>")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+MEMORY_FLAGS = (  # in amas's ARGS for memory's sake: each is taken out in turn
+    "--renderer-process-limit=1",
+    "--disable-gpu",
+    "--disable-software-rasterizer",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+)
+CANDIDATES = (  # not in ARGS: each is added in turn
+    "--no-zygote",
+    "--in-process-gpu",
+    "--disable-site-isolation-trials",
+    "--process-per-site",
+    "--js-flags=--max-old-space-size=64",
+    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
+    "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,SpareRendererForSitePerProcess,"
+    "BackForwardCache,PaintHolding",
+)
+NODE = {  # NODE_OPTIONS for Playwright's driver (node refuses --optimize-for-size and --lite-mode there)
+    "--max-semi-space-size=1": "smaller young generation",
+    "--jitless": "no JIT code",
+    "--max-semi-space-size=1 --jitless": "both",
+}
+PROPOSED = (["--no-zygote", "--in-process-gpu"], {"NODE_OPTIONS": "--max-semi-space-size=1 --jitless"})
+
+
+def bench_browser(www, n, flags=False):
+    from conftest import make_config
+
+    from amas_code import browser as web
+
+    config, shell = make_config(), shutil.which("chromium-headless-shell")
+    full = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    default = web.find(config)
+    if default is None:
+        row("browser open: PSS of its process tree", None, "", "≤ 300 MB")
+        return
+    server = serve_page(www)
+    url = f"http://127.0.0.1:{server.server_port}/"
+    try:
+        pss, launch, left, by_kind, cmdline = browser_tree(config, web.ARGS, url, n)
+        label = "headless shell" if default == shell else Path(default).name
+        row(f"browser: launch + first navigate ({label}, local page)", launch, "s")
+        shared = ", another Chromium ran meanwhile: understated" if CONTENDED else ""
+        row(f"browser open: PSS of its process tree ({label}, as amas launches it{shared})", pss, "MB", "≤ 300 MB", 300)
+        row("browser: processes left after close()", left, "n", "0", 0)
+        lines = [f"`{cmdline}`", "", "| process | count | PSS (mean) |", "|---|---|---|"]
+        lines += [f"| {k} | {c:g} | {v:.1f} MB |" for k, (c, v) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])]
+        SECTIONS.append((f"Browser tree by process, as amas launches it ({default})", lines))
+        if not flags:
+            return
+        tries = [
+            (f"{label}, without `{a}`", config, [x for x in web.ARGS if x != a], {})
+            for a in MEMORY_FLAGS
+            if a in web.ARGS
+        ]
+        tries += [(f"{label}, plus `{a}`", config, [*web.ARGS, a], {}) for a in CANDIDATES if a not in web.ARGS]
+        tries += [
+            (f"{label}, NODE_OPTIONS=`{o}` ({why})", config, web.ARGS, {"NODE_OPTIONS": o}) for o, why in NODE.items()
+        ]
+        flags_env = f"plus `{' '.join(PROPOSED[0])}`, NODE_OPTIONS=`{PROPOSED[1]['NODE_OPTIONS']}`"
+        tries.append((f"**{label}, {flags_env}**", config, [*web.ARGS, *PROPOSED[0]], PROPOSED[1]))
+        if full and full != default:
+            tries.insert(0, (f"full Chromium ({full}), amas's ARGS", make_config(browser_path=full), web.ARGS, {}))
+        base, count = med(pss), sum(c for c, _ in by_kind.values())
+        lines = ["| variant | PSS median (min–max) | vs as launched | processes | launch + navigate |"]
+        lines += ["|---|---|---|---|---|"]
+        spread = f"{base:.1f} MB ({min(pss):.1f}–{max(pss):.1f})"
+        lines.append(f"| {label}, amas's ARGS | {spread} | – | {count:g} | {med(launch):.2f} s |")
+        for name, cfg, args, env in tries:
+            got, took, _, kinds, _ = browser_tree(cfg, args, url, max(2, min(n, 3)), env)
+            lines.append(
+                f"| {name} | {med(got):.1f} MB ({min(got):.1f}–{max(got):.1f}) | {med(got) - base:+.1f} MB "
+                f"| {sum(c for c, _ in kinds.values()):g} | {med(took):.2f} s |"
+            )
+            print(f"  browser {name}: {med(got):.1f} MB", flush=True)
+        if CONTENDED:
+            lines.append(
+                f"\n{len(CONTENDED)} measurements overlapped another Chromium on the machine: PSS understated."
+            )
+        title = "Browser: what each choice costs (PSS of the tree, same page; one change at a time, then the proposal)"
+        SECTIONS.append((title, lines))
+    finally:
         server.shutdown()
         server.server_close()
-    row("browser: launch + first navigate (local page)", launch, "s")
-    row(f"browser open: PSS of its process tree ({len(kids)} processes)", pss, "MB", "≤ 300 MB", 300)
-    row("browser: processes left after close()", left, "n", "0", 0)
 
 
 def bench_litellm(n):
@@ -314,40 +716,63 @@ def bench_litellm(n):
     row("litellm alone: peak RSS after import", [r[2] for r in runs], "MB")
 
 
+# -- the report ---------------------------------------------------------------------------------------------------
 def machine() -> str:
     info = Path("/proc/cpuinfo").read_text()
     cpu = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
     ram = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")))
-    osname = next((ln.split("=", 1)[1].strip('"') for ln in Path("/etc/os-release").read_text().splitlines()
-                   if ln.startswith("PRETTY_NAME")), platform.system())
-    return (f"Machine: {cpu}, {os.cpu_count()} cores, {ram / 1024 / 1024:.1f} GB RAM; {osname} "
-            f"(Linux {platform.release()}, {platform.machine()}); Python {platform.python_version()}; "
-            f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}")
+    release = Path("/etc/os-release").read_text().splitlines()
+    osname = next((ln.split("=", 1)[1].strip('"') for ln in release if ln.startswith("PRETTY_NAME")), platform.system())
+    return (
+        f"Machine: {cpu}, {os.cpu_count()} cores, {ram / 1024 / 1024:.1f} GB RAM; {osname} "
+        f"(Linux {platform.release()}, {platform.machine()}); Python {platform.python_version()}; "
+        f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}"
+    )
 
 
 def table(n, load) -> str:
     how = "`amas` console script" if AMAS == ["amas"] else f"`{Path(AMAS[0]).name} -m amas_code` (no `amas` on PATH)"
-    lines = [machine(), f"Load average (1 min) at start / end: {load:.2f} / {os.getloadavg()[0]:.2f} "
-             "(other work on the machine skews the figures).", "",
-             f"Median of {n} runs; amas run as {how}; peak RSS from wait4 (that process only), REPL RSS "
-             "summed over its process tree via psutil; file tools in-process via `tools.execute`.", "",
-             "| metric | median | min | max | SPEC bar |", "|---|---|---|---|---|"]
+    lines = [
+        machine(),
+        f"Load average (1 min) at start / end: {load:.2f} / {os.getloadavg()[0]:.2f} "
+        "(other work on the machine skews the timings; memory figures hold)"
+        + (
+            f"; waited {CALM['waited']:.0f} s in all for an idle CPU before steps, gave up {CALM['gave up']} times."
+            if CALM["waited"]
+            else "."
+        ),
+        "",
+        f"Median of {n} runs; amas run as {how}; peak RSS from wait4 (that process only), REPL RSS "
+        "summed over its process tree via psutil, browser PSS over Playwright's driver and Chromium's processes; "
+        "file tools in-process via `Tools.execute` (first call not counted).",
+        "",
+        "| metric | median | min | max | SPEC bar |",
+        "|---|---|---|---|---|",
+    ]
     for metric, values, unit, bar, limit in ROWS:
         if not values:
-            lines.append(f"| {metric} | n/a (no chromium) | – | – | {bar} |")
+            lines.append(f"| {metric} | n/a (no Chromium) | – | – | {bar} |")
             continue
-        med = statistics.median(values)
-        mark = "" if limit is None else (" ✓" if med <= limit else " ✗ missed")
-        lines.append(f"| {metric} | {fmt(med, unit)} | {fmt(min(values), unit)} | {fmt(max(values), unit)} "
-                     f"| {bar}{mark} |")
+        mark = "" if limit is None else (" ✓" if med(values) <= limit else " ✗ missed")
+        lines.append(
+            f"| {metric} | {fmt(med(values), unit)} | {fmt(min(values), unit)} | {fmt(max(values), unit)} "
+            f"| {bar}{mark} |"
+        )
+    for title, body in SECTIONS:
+        lines += ["", f"### {title}", "", *body]
     return "\n".join(lines) + "\n"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
-    parser.add_argument("--only", nargs="+", choices=[s.__name__[6:] for s in STEPS], help="run only these")
+    parser.add_argument("--only", nargs="+", choices=[s.__name__[6:] for s in STEPS], help="run only these steps")
     parser.add_argument("--tool-calls", type=int, default=3, choices=[1, 2, 3], help="tool calls in the one-shot")
+    parser.add_argument("--repo", type=Path, help="a large git work tree to search as well (read only)")
+    parser.add_argument("--no-flags", action="store_true", help="skip the browser flag variants (a minute or two)")
+    parser.add_argument(
+        "--calm", type=float, default=0, metavar="S", help="before each step, wait up to S s for an idle CPU"
+    )
     args = parser.parse_args()
     n = args.runs
     tmp = Path(tempfile.mkdtemp(prefix="amas-bench-"))
@@ -357,19 +782,37 @@ def main():
     for var in [v for v in os.environ if v.startswith("AMAS_") or v.endswith(("_API_KEY", "_API_BASE"))]:
         del os.environ[var]
     llm = TimedLLM()
-    os.environ.update(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", COLUMNS="100",
-                      PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                      AMAS_MODEL="openai/test-model", AMAS_API_BASE=llm.url, AMAS_API_KEY="sk-bench-12345",
-                      GIT_AUTHOR_NAME="Bench", GIT_AUTHOR_EMAIL="bench@example.com",
-                      GIT_COMMITTER_NAME="Bench", GIT_COMMITTER_EMAIL="bench@example.com")
+    os.environ.update(
+        HOME=str(home),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        COLUMNS="100",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        AMAS_MODEL="openai/test-model",
+        AMAS_API_BASE=llm.url,
+        AMAS_API_KEY="sk-bench-12345",
+        GIT_AUTHOR_NAME="Bench",
+        GIT_AUTHOR_EMAIL="bench@example.com",
+        GIT_COMMITTER_NAME="Bench",
+        GIT_COMMITTER_EMAIL="bench@example.com",
+    )
     began, load = time.perf_counter(), os.getloadavg()[0]
     try:
         print(f"generating 1,000 files in {proj}", flush=True)
         make_project(proj)
-        given = {bench_startup: (proj, n), bench_repl: (proj, n), bench_oneshot: (proj, n, llm, args.tool_calls),
-                 bench_tools: (proj, n), bench_init: (proj, n), bench_browser: (tmp / "www", n), bench_litellm: (n,)}
+        given = {
+            bench_startup: (proj, n),
+            bench_repl: (proj, n),
+            bench_oneshot: (proj, n, llm, args.tool_calls),
+            bench_tools: (proj, n),
+            bench_search: (proj, n, args.repo.resolve() if args.repo else None),
+            bench_checkpoints: (n,),
+            bench_init: (proj, n),
+            bench_browser: (tmp / "www", n, not args.no_flags),
+            bench_litellm: (n,),
+        }
         for step in STEPS:
             if not args.only or step.__name__[6:] in args.only:
+                calm(args.calm)
                 print(f"{step.__name__.removeprefix('bench_')}…", flush=True)
                 step(*given[step])
     finally:
@@ -381,7 +824,17 @@ def main():
     print(f"\n{out}\n(total {time.perf_counter() - began:.0f} s)")
 
 
-STEPS = [bench_startup, bench_repl, bench_oneshot, bench_tools, bench_init, bench_browser, bench_litellm]
+STEPS = [
+    bench_startup,
+    bench_repl,
+    bench_oneshot,
+    bench_tools,
+    bench_search,
+    bench_checkpoints,
+    bench_init,
+    bench_browser,
+    bench_litellm,
+]
 
 
 if __name__ == "__main__":
