@@ -21,7 +21,7 @@ TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml")  # content types rea
 ARGS = (
     "--disable-background-networking --disable-component-update --no-first-run --no-sandbox --disable-gpu "
     "--disable-software-rasterizer --disable-dev-shm-usage --disable-extensions --renderer-process-limit=1 "
-    "--mute-audio"
+    "--mute-audio --no-zygote --in-process-gpu"
 ).split()
 WAIT, LOAD = 5_000, 30_000  # ms for a selector to appear (a wrong one should fail fast); for a page to load
 INSTALL = (
@@ -155,6 +155,16 @@ def available(config: dict) -> bool:
     return importlib.util.find_spec("playwright") is not None and find(config) is not None
 
 
+def _quiet_driver(start):
+    """Playwright's Node driver with a small young generation and no JIT: ~16 MB less, and it only relays."""
+    old = os.environ.get("NODE_OPTIONS")
+    os.environ["NODE_OPTIONS"] = f"{old or ''} --max-semi-space-size=1 --jitless".strip()
+    try:
+        return start().start()
+    finally:
+        os.environ.pop("NODE_OPTIONS") if old is None else os.environ.update(NODE_OPTIONS=old)
+
+
 def _tool(method):
     """Run a browser action on the page; any failure comes back as an error string."""
 
@@ -192,7 +202,7 @@ class Browser:
                 path = find(self.config)
                 if path is None:
                     raise RuntimeError(INSTALL)
-                self.playwright = sync_playwright().start()
+                self.playwright = _quiet_driver(sync_playwright)
                 self.browser = self.playwright.chromium.launch(
                     executable_path=path,
                     headless=self.config.get("browser_headless", True),

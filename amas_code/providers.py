@@ -59,6 +59,7 @@ def load():
 
     litellm.suppress_debug_info = True  # else "Provider List: ..." lands on stdout
     litellm.drop_params = True  # a provider that lacks an option drops it instead of failing
+    litellm.disable_token_counter = True  # else every streamed reply loads tiktoken (+37 MB) to price itself
     return litellm
 
 
@@ -72,10 +73,14 @@ def check(model: str) -> None:
 
 def token_count(model: str, messages: list[dict]) -> int:
     """Tokens in messages by litellm's counter for the model (which loads a tokenizer: call it only when needed)."""
+    litellm = load()
+    litellm.disable_token_counter = False
     try:
-        return load().token_counter(model=model, messages=messages)
+        return litellm.token_counter(model=model, messages=messages)
     except Exception:  # tool-call shapes some counters reject: estimate from characters
         return len(json.dumps(messages)) // 3
+    finally:
+        litellm.disable_token_counter = True
 
 
 class Model:

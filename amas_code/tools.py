@@ -51,23 +51,33 @@ def cap(text: str, limit: int) -> str:
     return f"{text[: limit // 2]}\n[… {cut} characters cut; ask for less, e.g. a line range …]\n{text[-limit // 2 :]}"
 
 
-def project_files(base: Path, ignore: list[str]) -> list[Path]:
-    """Files under base, honouring `ignore` and .gitignore (git ls-files in a repository, with none of its hooks)."""
-    git = subprocess.run(
-        [*GIT, "ls-files", "-z", "-co", "--exclude-standard"], cwd=base, capture_output=True, text=True
+def project_files(base: Path, ignore: list[str], grep: str | None = None) -> list[Path]:
+    """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with grep,
+    only those git grep finds the pattern in (a pattern git's PCRE cannot take, or `$`, means every file)."""
+    ask = ["ls-files", "-z", "-co", "--exclude-standard"]
+    if grep and "$" not in grep:
+        ask = ["grep", "-lzIP", "--untracked", "-e", grep, "--", "."]
+    git = subprocess.run([*GIT, *ask], cwd=base, capture_output=True, text=True, errors="surrogateescape")
+    if git.returncode not in (0, 1) or (git.returncode == 1 and ask[0] == "ls-files"):
+        return project_files(base, ignore) if grep and ask[0] == "grep" else _walk(base, ignore)
+    skip = _globs(ignore)
+    return [base / r for r in git.stdout.split("\0") if r and not any(skip.match(p) for p in r.split("/"))]
+
+
+def _globs(patterns: list[str]) -> re.Pattern:
+    return re.compile(
+        "|".join(fnmatch.translate(p.strip("/")) for p in patterns if p.strip("/")[:1] not in "#") or "(?!)"
     )
+
+
+def _walk(base: Path, ignore: list[str]) -> list[Path]:
+    """Files under a folder that is not in git: `ignore` and its .gitignore's names honoured."""
     gitignore = base / ".gitignore"
-    if git.returncode != 0 and gitignore.is_file():
-        ignore = ignore + gitignore.read_text(errors="replace").split()
-    skip = re.compile(
-        "|".join(fnmatch.translate(p.strip("/")) for p in ignore if p.strip("/")[:1] not in "#") or "(?!)"
-    )
-    rels = [Path(r) for r in git.stdout.split("\0") if r]
-    if git.returncode != 0:
-        for folder, dirs, names in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if not skip.match(d))
-            rels += [Path(folder, n).relative_to(base) for n in sorted(names)]
-    return [base / r for r in rels if not any(skip.match(part) for part in r.parts)]
+    skip, found = _globs(ignore + (gitignore.read_text(errors="replace").split() if gitignore.is_file() else [])), []
+    for folder, dirs, names in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if not skip.match(d))
+        found += [Path(folder, n) for n in sorted(names) if not skip.match(n)]
+    return found
 
 
 def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
@@ -256,7 +266,7 @@ class Tools:
         """Regex search in project files (ignored files left out); returns path:line: text."""
         regex, base, hits = re.compile(pattern), self.gate.path(path), []
         anywhere = re.compile(pattern, re.MULTILINE)  # ^ and $ at every line, as in the per-line search
-        for f in project_files(base, self.config["ignore"]) if base.is_dir() else [base]:
+        for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [base]:
             try:
                 text = f.read_text(encoding="utf-8") if f.stat().st_size < 2_000_000 else ""
             except (OSError, UnicodeDecodeError):
@@ -272,7 +282,7 @@ class Tools:
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""
         base = self.gate.path(path)
-        rels = sorted(f.relative_to(base).as_posix() for f in project_files(base, self.config["ignore"]))
+        rels = sorted(str(f)[len(str(base)) + 1 :] for f in project_files(base, self.config["ignore"]))
         lines, shown = [], set()
         for rel in rels[:MAX_LINES]:
             parts = rel.split("/")
