@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -90,13 +91,19 @@ def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     before = {p.pid for p in psutil.Process().children()}
     proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, **PIPES)
-    note = ""
+    deadline, note = time.monotonic() + timeout, ""
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc.pid, before)
-        out, err = proc.communicate()
-        note = f"\n[timed out after {timeout}s; the command and its children were killed]"
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.1)  # retrying loses no output
+                break
+            except subprocess.TimeoutExpired:  # still running, or what it left behind holds its output open
+                if proc.poll() is None and time.monotonic() < deadline:
+                    continue
+                note = note or f"\n[timed out after {timeout}s; the command and its children were killed]" * (
+                    proc.poll() is None
+                )
+                _kill(proc.pid, before)
     finally:  # also on Ctrl+C
         _kill(proc.pid, before)
     parts = [f"$ {command}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]

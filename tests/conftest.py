@@ -24,6 +24,14 @@ def no_tty(monkeypatch):
     monkeypatch.setattr(ui, "TTY", "/nonexistent/tty", raising=False)
 
 
+def count_tokens(text: str) -> int:
+    """Real tokens (amas turns litellm's counter off for its replies' bookkeeping; here it is on)."""
+    import litellm
+
+    litellm.disable_token_counter = False
+    return litellm.token_counter(model="gpt-4o", text=text)
+
+
 def make_config(**overrides) -> dict:
     """A complete config as config.load returns it, with overrides."""
     from amas_code.config import DEFAULT_CONFIG

@@ -2,8 +2,8 @@
 
 import os
 
-import litellm
 import pytest
+from conftest import count_tokens
 from test_init import write
 
 from amas_code import repomap
@@ -132,7 +132,7 @@ def test_the_map_stays_under_its_budget(bare, budget):
     )
     text = mapped(bare, "where are things handled", {"pkg1/mod1.py"}, budget)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    assert text and litellm.token_counter(model="gpt-4o", text=text) <= budget
+    assert text and count_tokens(text) <= budget
 
 
 def test_more_files_are_listed_by_folder_so_long_paths_cost_little(bare):
@@ -150,8 +150,8 @@ def test_more_files_are_listed_by_folder_so_long_paths_cost_little(bare):
     listed = [f for f in files(text) if f.startswith(deep)]
     assert set(listed) <= set(sources) and len(listed) == len(set(listed))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    spelled = litellm.token_counter(model="gpt-4o", text="More files: " + ", ".join(listed))
-    assert spelled > 300 >= litellm.token_counter(model="gpt-4o", text=text)  # in full they would not have fit
+    spelled = count_tokens("More files: " + ", ".join(listed))
+    assert spelled > 300 >= count_tokens(text)  # in full they would not have fit
 
 
 def test_the_cache_is_read_once_until_init_runs_again(bare, monkeypatch):

@@ -98,10 +98,16 @@ def still_running(cmdline: list[str]) -> list:
 
 def test_shell_timeout_kills_background_children(run):
     start = time.monotonic()
-    out = run("shell_command", command="sleep 300 & echo started", timeout=1)
+    out = run("shell_command", command="sleep 300 & echo started; sleep 60", timeout=1)
     assert "started" in out and "[timed out after 1s" in out
     assert time.monotonic() - start < 30
     assert still_running(["sleep", "300"]) == []
+
+
+def test_a_finished_command_does_not_wait_for_what_it_left_running(run):
+    out = run("shell_command", command="sleep 302 & echo started", timeout=60)  # the sleep holds its output open
+    assert out == "$ sleep 302 & echo started\nstarted\n[exit code 0]"  # returned when the shell did, not at 60 s
+    assert still_running(["sleep", "302"]) == []
 
 
 def test_shell_leaves_nothing_running(run):
