@@ -25,6 +25,7 @@ DEF, CLASS, WALK = "def", "class", "walk"  # list it; list it and its members; l
 # fmt: off
 TOKEN = re.compile(r"[A-Z]?[a-z]{1,7}|[A-Z]+(?![a-z])|\d{1,3}|[^\sA-Za-z\d]|\n")  # ~1.0-1.3 per real token
 SPACES = re.compile(r"(?<=[(\[]) |,? (?=[)\]])|(?<==) \|(?= )")  # left by joining lines: `f( a, )`, `T = | A`
+NOISY = re.compile(rb"#|//|/\*|@|--")  # where a comment or an annotation may start
 IDENTIFIER = re.compile(r"[A-Za-z_]\w+", re.ASCII)
 WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")  # camelCase, snake_case and paths into words
 SUFFIX = re.compile(r"(ations?|ers?|ings?|ions?|ed|es|s|e|y)$")  # light stemming: redirects ~ redirect
@@ -139,7 +140,9 @@ def _signature(node, source: bytes) -> str:
     """The definition on one line without its body, comments or annotations: `def foo(a, b) -> int`."""
     text, at, body = b"", node.start_byte, _body(node)
     end = min(node.end_byte, at + 8 * SIGNATURE)
-    for cut_start, cut_end in sorted([*_noise(node, body[0] if body else end), *([body] if body else [])]):
+    cut = body[0] if body else end  # most signatures hold no comment or annotation: skip walking them
+    noise = _noise(node, cut) if NOISY.search(source, at, cut) else ()
+    for cut_start, cut_end in sorted([*noise, *([body] if body else [])]):
         text, at = text + source[at : max(at, cut_start)] + b" ", max(at, cut_end)
     text += source[at : max(at, end)]  # C's `typedef struct {...} name;` keeps the name after the body
     line = SPACES.sub("", " ".join(text.decode("utf-8", errors="replace").split())).rstrip(" {:;=,")
