@@ -3,6 +3,7 @@
 import functools
 import json
 import math
+import os
 import re
 import time
 from bisect import bisect_left
@@ -152,29 +153,46 @@ def _signature(node, source: bytes) -> str:
     return line if len(line) <= SIGNATURE else line[: SIGNATURE - 1] + "…"
 
 
-def _scan(path: Path, rel: str, cached: list | None, stats: Counter) -> list | None:
-    """The cache entry [mtime_ns, size, language, ranked low, identifiers, symbols] of one file, or None if skipped."""
+def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
+    """One file's cache entry [mtime_ns, size, language, ranked low, identifiers, symbols] (None if skipped), and
+    what happened to it."""
+    path, rel = job
     try:
         if not path.is_file():  # a FIFO would block the read; a submodule is a folder
             raise IsADirectoryError
         st = path.stat()
-        if cached and cached[:2] == [st.st_mtime_ns, st.st_size]:
-            stats["cached"] += 1
-            return cached
         source = b"" if st.st_size > MAX_BYTES else path.read_bytes()
     except OSError:  # a link loop or dangling link, no permission, not a regular file
-        stats["unreadable"] += 1
-        return None
+        return rel, None, "unreadable"
     why = "too large" if st.st_size > MAX_BYTES else "binary" * (b"\0" in source[:8192])
     language = "cpp" if path.suffix == ".h" and CPP.search(source) else EXTENSIONS[path.suffix.lower()]
     try:
         found = [] if why else symbols(source, language)
     except Exception:  # a grammar that fails to load or parse costs that file its symbols, never the map
         why = "unparsable"
-    stats[why or "reparsed"] += 1
     low = bool(LOW_RANK.search(rel) or GENERATED.search(source[:600]))
     words = " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1"))))
-    return None if why else [st.st_mtime_ns, st.st_size, language, low, words, found]
+    return rel, None if why else [st.st_mtime_ns, st.st_size, language, low, words, found], why or "reparsed"
+
+
+def _unchanged(path: Path, cached: list | None) -> bool:
+    try:
+        return bool(cached) and cached[:2] == [path.stat().st_mtime_ns, path.stat().st_size]
+    except OSError:
+        return False
+
+
+def _parse(jobs: list) -> list:
+    """The files to parse, in several processes when there are many and the machine has the cores."""
+    from rich.progress import track  # a bar on a terminal, nothing elsewhere
+
+    if len(jobs) < 200 or (os.cpu_count() or 1) < 2:
+        return list(track(map(_scan, jobs), "mapping", total=len(jobs), console=ui.console, transient=True))
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        done = pool.map(_scan, jobs, chunksize=32)
+        return list(track(done, "mapping", total=len(jobs), console=ui.console, transient=True))
 
 
 def _load_files(path: Path) -> dict:
@@ -187,16 +205,16 @@ def _load_files(path: Path) -> dict:
 
 def init(root: Path, ignore: list[str]) -> int:
     """Map the project into .amas/map_cache.json and project_map.md, parsing only files changed since the last run."""
-    from rich.progress import track  # a bar on a terminal, nothing elsewhere
-
     began, root = time.perf_counter(), Path(root).resolve()
-    old, stats, cache = _load_files(root / CACHE), Counter(), {}
+    old, stats = _load_files(root / CACHE), Counter()
     found = tools.project_files(root, [*ignore, ".amas"])
     files = sorted(f for f in found if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()))
-    for path in track(files, "mapping", console=ui.console, transient=True):
-        rel = path.relative_to(root).as_posix()
-        if entry := _scan(path, rel, old.get(rel), stats):
-            cache[rel] = entry
+    rels = {path: path.relative_to(root).as_posix() for path in files}
+    cache = {rel: old[rel] for path, rel in rels.items() if _unchanged(path, old.get(rel))}
+    stats["cached"] = len(cache)
+    for rel, entry, what in _parse([(path, rel) for path, rel in rels.items() if rel not in cache]):
+        stats[what] += 1
+        cache.update({rel: entry} if entry else {})
     defined = Counter(name for entry in cache.values() for name in {s[2] for s in entry[SYMS]})  # files defining it
     refs = Counter(w for entry in cache.values() for w in defined.keys() & set(entry[WORDS].split()))
     for symbol in (s for entry in cache.values() for s in entry[SYMS]):  # refs: other files that mention its name
