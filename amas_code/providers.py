@@ -209,15 +209,21 @@ class Model:
 
     def server_context(self) -> int | None:
         """The context size a local server reports: llama.cpp's /props, Ollama's /api/show."""
-        import httpx
+        import json
+        import urllib.request  # not httpx: a client builds an SSL context (~0.15 s) before the first request
 
         base = (self.config.get("api_base") or "").rstrip("/")
+        if not base.startswith(("http://", "https://")):
+            return None
         try:
-            if self.name.startswith("ollama") and base:
-                info = httpx.post(f"{base}/api/show", json={"name": self.name.split("/", 1)[1]}, timeout=3).json()
+            if self.name.startswith("ollama"):
+                ask = json.dumps({"name": self.name.split("/", 1)[1]}).encode()
+                with urllib.request.urlopen(f"{base}/api/show", ask, timeout=3) as answer:
+                    info = json.load(answer)
                 return next(v for k, v in info.get("model_info", {}).items() if k.endswith(".context_length"))
-            if base and self.name.startswith(("openai/", "hosted_vllm/")):
-                props = httpx.get(base.removesuffix("/v1") + "/props", timeout=3).json()
+            if self.name.startswith(("openai/", "hosted_vllm/")):
+                with urllib.request.urlopen(base.removesuffix("/v1") + "/props", timeout=3) as answer:
+                    props = json.load(answer)
                 return props.get("default_generation_settings", props).get("n_ctx")
         except Exception:  # not a server that tells: the configured size stands
             return None
