@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from urllib.parse import urljoin
 
 from amas_code import safety
 
@@ -166,19 +167,17 @@ def _quiet_driver(start):
 
 
 def _tool(method):
-    """Run a browser action on the page; any failure comes back as an error string."""
+    """Run a browser action on the page; any failure comes back as an error string, and so does a navigation the
+    page tried by itself and was refused."""
 
     @functools.wraps(method)
     def run(self, *args):
         try:
-            return method(self, self.open(), *args)
+            result = method(self, self.open(), *args)
         except Exception as e:  # the model reads the error and tries another selector or URL
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            hint = " (no element matched, or the page did not load in time)" if "Timeout" in first else ""
-            if self.browser is not None and not self.browser.is_connected():
-                self.close()  # it crashed or was killed (the OOM killer, on a Pi): start afresh next time
-                hint = " (the browser had stopped; the next call starts a new one)"
-            return f"Error: {first}{hint}"
+            result = self.failed(e)
+        stopped, self.stopped = self.stopped, []
+        return "\n".join([result, *(f"(the page's own navigation stopped: {why})" for why in stopped)])
 
     return run
 
@@ -189,10 +188,13 @@ def _cap(text: str) -> str:
 
 
 class Browser:
-    """A lazily started Chromium with one page kept across calls; close() leaves no process behind."""
+    """A lazily started Chromium with one page kept across calls; close() leaves no process behind. `visit(url)`
+    is asked before every navigation the page makes itself (a link, a form, a script) and refuses with
+    PermissionError; the subresources a page loads are not asked about."""
 
-    def __init__(self, config: dict):
-        self.config, self.playwright, self.browser, self.page = config, None, None, None
+    def __init__(self, config: dict, visit=None):
+        self.config, self.visit, self.stopped = config, visit, []
+        self.playwright, self.browser, self.page = None, None, None
 
     def open(self):
         if self.page is None:
@@ -210,10 +212,37 @@ class Browser:
                     env=safety.child_env(self.config),
                 )
                 self.page = self.browser.new_page()
+                if self.visit:  # popups open in the same context, so they are asked about too
+                    self.page.context.route("**/*", self.guard)
             except Exception:
                 self.close()
                 raise
         return self.page
+
+    def failed(self, e: Exception) -> str:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        hint = " (no element matched, or the page did not load in time)" if "Timeout" in first else ""
+        if self.browser is not None and not self.browser.is_connected():
+            self.close()  # it crashed or was killed (the OOM killer, on a Pi): start afresh next time
+            hint = " (the browser had stopped; the next call starts a new one)"
+        return f"Error: {first}{hint}"
+
+    def guard(self, route) -> None:
+        """Let a request through unless it is a navigation to a host `visit` refuses, or redirected to one (the
+        first hop of a redirect is asked about; Playwright does not route the hops after it)."""
+        url = route.request.url
+        if not route.request.is_navigation_request() or not url.lower().startswith(("http:", "https:")):
+            return route.continue_()
+        try:
+            self.visit(url)
+            response = route.fetch(max_redirects=0)
+            if location := response.headers.get("location"):
+                self.visit(urljoin(url, location))
+        except PermissionError as e:
+            self.stopped.append(str(e))
+            # a page that says so: aborting would leave a page that navigated by script never loaded
+            return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
+        return route.fulfill(response=response)
 
     @_tool
     def navigate(self, page, url: str) -> str:

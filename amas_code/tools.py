@@ -312,7 +312,7 @@ class Tools:
 
     def page(self) -> browser.Browser:
         """The browser, started on first use."""
-        self.browser, self.browser_used = self.browser or browser.Browser(self.config), True
+        self.browser, self.browser_used = self.browser or browser.Browser(self.config, self.gate.host), True
         return self.browser
 
     def close(self, idle_only: bool = False) -> None:

