@@ -193,7 +193,7 @@ def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch):
     closed = []
 
     class FakeBrowser:  # the real one is tested in test_browser.py; here only its lifetime matters
-        def __init__(self, config):
+        def __init__(self, config, visit):
             pass
 
         def navigate(self, url):

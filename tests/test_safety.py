@@ -140,7 +140,10 @@ def test_shell_lines_split_into_simple_commands():
 def test_fuzzed_dispatcher_always_returns_a_string(bare, name, args):
     box = toolbox(bare, permissions={"allow": [], "deny": ["*"], "env": []})  # no fuzzed command ever runs
     raw = args["__raw__"] if "__raw__" in args else json.dumps(args)
-    result = box.execute(name, raw)
+    try:
+        result = box.execute(name, raw)
+    finally:
+        box.close()  # a browser tool started Chromium: left open, it holds Playwright's loop for later tests
     assert isinstance(result, str) and result
 
 
