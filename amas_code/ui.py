@@ -60,12 +60,31 @@ def show_result(text: str, lines: int = 3) -> None:
 def diff(old: str, new: str, path: str) -> Text:
     """A unified diff with every byte of every changed line visible: wrapped, escaped, never cropped."""
     old, new = (text.removesuffix("\n").split("\n") if text else [] for text in (old, new))
-    lines = difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="", n=2)
     text = Text()
-    for line in lines:
+    for line in _unified(old, new, path):
         style = "bold" if line[:3] in ("---", "+++") else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
         text.append(clean(line.removesuffix("\r")) + "\n", style)
     return text if text else Text(f"(no changes to {path})\n")
+
+
+def _unified(old: list[str], new: list[str], path: str):
+    """difflib.unified_diff without its autojunk: in a file of repeated lines (data, fixtures) that marks the
+    repeated lines junk, and a one-line change is shown as the whole file removed and added."""
+    groups = difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(2)
+    for n, group in enumerate(groups):
+        if n == 0:
+            yield from (f"--- a/{path}", f"+++ b/{path}")
+        (_, a1, _, b1, _), (_, _, a2, _, b2) = group[0], group[-1]
+        yield f"@@ -{_span(a1, a2)} +{_span(b1, b2)} @@"
+        for tag, i1, i2, j1, j2 in group:
+            yield from ([f" {ln}" for ln in old[i1:i2]] if tag == "equal" else [f"-{ln}" for ln in old[i1:i2]])
+            yield from ([f"+{ln}" for ln in new[j1:j2]] if tag != "equal" else [])
+
+
+def _span(start: int, stop: int) -> str:
+    """A hunk's line range as unified diffs write it: 1-based start, ',length' unless 1; 0,0 for none."""
+    length = stop - start
+    return f"{start + 1}" if length == 1 else f"{start + (length > 0)},{length}"
 
 
 def _terminal() -> tuple[Console, object] | None:

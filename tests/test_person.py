@@ -130,6 +130,16 @@ def test_with_stdout_redirected_the_diff_and_question_stay_on_the_terminal(term,
     assert (project / "README.md").read_text() == "# Demo Project\n"
 
 
+def test_a_one_line_edit_in_a_file_of_repeated_lines_shows_one_line_changed(term, project, llm):
+    (project / "rows.csv").write_text("id,value\n" + "0,0\n" * 150 + "7,7\n" + "0,0\n" * 150)
+    llm.reply(tool="edit_file", path="rows.csv", old_str="7,7", new_str="8,8").reply(text="Done.")
+    child = term("-y", "fix row 7", wait=False)
+    child.expect(pexpect.EOF)
+    seen = screen(child.before)
+    assert "@@ -150,5 +150,5 @@" in seen and "-7,7" in seen and "+8,8" in seen
+    assert len([ln for ln in seen.splitlines() if re.match(r"[-+]\d", ln)]) == 2  # not 600 lines of - and +
+
+
 def test_resume_help_and_model_say_it_plainly(term, project, llm):
     old = [("old1234abcd9", "user", "first question"), ("5e55101d0a1f", "user", "latest question")]
     old.append(("5e55101d0a1f", "assistant", "latest answer"))
