@@ -176,8 +176,8 @@ def _tool(method):
             result = method(self, self.open(), *args)
         except Exception as e:  # the model reads the error and tries another selector or URL
             result = self.failed(e)
-        stopped, self.stopped = self.stopped, []
-        return "\n".join([result, *(f"(the page's own navigation stopped: {why})" for why in stopped)])
+        notes, self.notes = self.notes, []
+        return "\n".join([result, *(f"({note})" for note in notes)])
 
     return run
 
@@ -193,7 +193,7 @@ class Browser:
     PermissionError; the subresources a page loads are not asked about."""
 
     def __init__(self, config: dict, visit=None):
-        self.config, self.visit, self.stopped = config, visit, []
+        self.config, self.visit, self.notes = config, visit, []
         self.playwright, self.browser, self.page = None, None, None
 
     def open(self):
@@ -239,9 +239,12 @@ class Browser:
             if location := response.headers.get("location"):
                 self.visit(urljoin(url, location))
         except PermissionError as e:
-            self.stopped.append(str(e))
+            self.notes.append(f"the page's own navigation stopped: {e}")
             # a page that says so: aborting would leave a page that navigated by script never loaded
             return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
+        except Exception as e:  # refused, reset, DNS, TLS: the load fails as it would have, with the reason
+            self.notes.append((str(e).strip().splitlines() or [type(e).__name__])[0])
+            return route.abort("failed")
         return route.fulfill(response=response)
 
     @_tool

@@ -126,6 +126,23 @@ def test_http_error_and_failed_navigation(shared, pages, monkeypatch):
 
 
 @needs_chromium
+def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, monkeypatch, capfd):
+    shared.close()  # one Playwright per thread: the module's browser makes way and starts again later
+    guarded, asked = Browser(make_config(), lambda url: asked.append(url)), []
+    try:
+        assert guarded.navigate(pages.url + "/nowhere").startswith(f"Not found\n{pages.url}/nowhere (HTTP 404)")
+        dead = guarded.navigate("http://127.0.0.1:1/")
+        assert dead.startswith("Error: Page.goto: net::ERR_") and "ECONNREFUSED" in dead
+        monkeypatch.setattr(browser, "LOAD", 500)
+        assert guarded.navigate(pages.url + "/slow").startswith("Error: Page.goto: Timeout 500ms exceeded")
+        assert guarded.navigate(pages.url + "/other").startswith("Other page\n")
+    finally:
+        guarded.close()
+    assert asked == [pages.url + "/nowhere", "http://127.0.0.1:1/", pages.url + "/slow", pages.url + "/other"]
+    assert "Traceback" not in "".join(capfd.readouterr())
+
+
+@needs_chromium
 def test_close_leaves_no_process(shared, pages):
     shared.close()
     before = processes()
