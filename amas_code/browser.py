@@ -7,7 +7,6 @@ import os
 import shutil
 import time
 from pathlib import Path
-from urllib.parse import urljoin
 
 from amas_code import safety
 
@@ -228,24 +227,17 @@ class Browser:
         return f"Error: {first}{hint}"
 
     def guard(self, route) -> None:
-        """Let a request through unless it is a navigation to a host `visit` refuses, or redirected to one (the
-        first hop of a redirect is asked about; Playwright does not route the hops after it)."""
+        """Let a request through unless it is a navigation to a host `visit` refuses. Redirect hops are not routed
+        by Playwright, and fetching a navigation here to see them would hold a whole download in memory."""
         url = route.request.url
-        if not route.request.is_navigation_request() or not url.lower().startswith(("http:", "https:")):
-            return route.continue_()
-        try:
-            self.visit(url)
-            response = route.fetch(max_redirects=0)
-            if location := response.headers.get("location"):
-                self.visit(urljoin(url, location))
-        except PermissionError as e:
-            self.notes.append(f"the page's own navigation stopped: {e}")
-            # a page that says so: aborting would leave a page that navigated by script never loaded
-            return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
-        except Exception as e:  # refused, reset, DNS, TLS: the load fails as it would have, with the reason
-            self.notes.append((str(e).strip().splitlines() or [type(e).__name__])[0])
-            return route.abort("failed")
-        return route.fulfill(response=response)
+        if route.request.is_navigation_request() and url.lower().startswith(("http:", "https:")):
+            try:
+                self.visit(url)
+            except PermissionError as e:
+                self.notes.append(f"the page's own navigation stopped: {e}")
+                # a page that says so: aborting would leave a page that navigated by script never loaded
+                return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
+        return route.continue_()
 
     @_tool
     def navigate(self, page, url: str) -> str:

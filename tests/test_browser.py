@@ -1,6 +1,7 @@
 """The browser tools end to end in an installed Chromium, against pages served on 127.0.0.1."""
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -131,14 +132,16 @@ def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, 
     guarded, asked = Browser(make_config(), lambda url: asked.append(url)), []
     try:
         assert guarded.navigate(pages.url + "/nowhere").startswith(f"Not found\n{pages.url}/nowhere (HTTP 404)")
-        dead = guarded.navigate("http://127.0.0.1:1/")
-        assert dead.startswith("Error: Page.goto: net::ERR_") and "ECONNREFUSED" in dead
+        with socket.socket() as s:  # a port nothing listens on (port 1 Chromium refuses as unsafe)
+            s.bind(("127.0.0.1", 0))
+            dead_url = f"http://127.0.0.1:{s.getsockname()[1]}/"
+        assert guarded.navigate(dead_url).startswith(f"Error: Page.goto: net::ERR_CONNECTION_REFUSED at {dead_url}")
         monkeypatch.setattr(browser, "LOAD", 500)
         assert guarded.navigate(pages.url + "/slow").startswith("Error: Page.goto: Timeout 500ms exceeded")
         assert guarded.navigate(pages.url + "/other").startswith("Other page\n")
     finally:
         guarded.close()
-    assert asked == [pages.url + "/nowhere", "http://127.0.0.1:1/", pages.url + "/slow", pages.url + "/other"]
+    assert asked == [pages.url + "/nowhere", dead_url, pages.url + "/slow", pages.url + "/other"]
     assert "Traceback" not in "".join(capfd.readouterr())
 
 

@@ -17,7 +17,6 @@ import pytest
 from conftest import API_KEY, git, run_amas
 
 from amas_code import browser
-from amas_code.config import remember
 
 SECRET = "sk-live-abcdefghijklmnopqrstuv0123456789"
 
@@ -34,11 +33,6 @@ class Listener:
 
             def do_GET(self):
                 listener.requests.append({"path": self.path, "headers": dict(self.headers), "body": ""})
-                if self.path.startswith("/go?to="):  # an open redirect on a host the user trusts
-                    self.send_response(302)
-                    self.send_header("Location", self.path.removeprefix("/go?to="))
-                    self.end_headers()
-                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.end_headers()
@@ -327,21 +321,6 @@ def test_a_page_cannot_take_the_browser_to_a_new_host(project, llm, amas, listen
     assert len(listener.requests) == (1 if flags else 0)
     if not flags:
         assert "connecting to localhost was declined" in "".join(results(llm))
-
-
-@pytest.mark.skipif(browser.find({}) is None or importlib.util.find_spec("playwright") is None, reason="no browser")
-def test_a_redirect_from_an_approved_host_to_a_new_one_asks(project, home, llm, amas, listener):
-    remember(project, "hosts", ["127.0.0.1"])  # the user said "always" to 127.0.0.1 before
-    leak = listener.url.replace("127.0.0.1", "localhost") + "/leak?k=words"
-    (project / "page.html").write_text(f'<a id="out" href="{listener.url}/go?to={leak}">docs</a>')
-    calls = [
-        ("navigate", {"url": f"{listener.url}/go?to={leak}"}),
-        ("navigate", {"url": (project / "page.html").as_uri()}),
-    ]
-    attack(llm, amas, [*calls, ("click", {"selector": "#out"})])
-    time.sleep(0.5)
-    assert [r["headers"]["Host"].split(":")[0] for r in listener.requests] == ["127.0.0.1", "127.0.0.1"]
-    assert all("connecting to localhost was declined" in r for r in (results(llm)[0], results(llm)[2]))
 
 
 # -- 7. secrets never reach the model --------------------------------------------------------------------------------
