@@ -57,7 +57,7 @@ def project_files(base: Path, ignore: list[str], grep: str | None = None) -> lis
     only those git grep finds the pattern in (a pattern git's PCRE cannot take, or `$`, means every file)."""
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
     if grep and "$" not in grep:
-        ask = ["grep", "-lzIP", "--untracked", "-e", grep, "--", "."]
+        ask = ["grep", "-lzIP", "--untracked", "-e", f"(*UTF)(*UCP){grep}", "--", "."]  # \w, \d: Unicode, as in re
     git = subprocess.run([*GIT, *ask], cwd=base, capture_output=True, text=True, errors="surrogateescape")
     if git.returncode not in (0, 1) or (git.returncode == 1 and ask[0] == "ls-files"):
         return project_files(base, ignore) if grep and ask[0] == "grep" else _walk(base, ignore)

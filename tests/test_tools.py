@@ -129,6 +129,14 @@ def test_search_files_respects_ignore_and_gitignore(run, bare):
     assert run("search_files", pattern="(").startswith("Error: error:")
 
 
+def test_search_in_git_finds_what_python_regex_finds_in_any_language(project):
+    (project / "notes.py").write_text("prix = 'café'\nnaïve = True\nx = '٣'\n")  # git grep sees bytes
+    box = toolbox(project)
+    assert box.execute("search_files", json.dumps({"pattern": r"caf\w'"})) == "notes.py:1: prix = 'café'"
+    assert box.execute("search_files", json.dumps({"pattern": r"^na\w+ve"})) == "notes.py:2: naïve = True"
+    assert box.execute("search_files", json.dumps({"pattern": r"'\d'"})) == "notes.py:3: x = '٣'"
+
+
 def test_search_output_is_capped(run, bare):
     (bare / "many.txt").write_text("hit\n" * 1000)
     out = run("search_files", pattern="hit")
