@@ -245,6 +245,11 @@ class Tools:
     def change(self, p: Path, old: bytes, new: bytes, verb: str) -> str:
         """Show the diff, ask, then write through a temporary file with the change checkpointed."""
         name = self.show(p)
+        if new.count(b"[REDACTED]") > old.count(b"[REDACTED]"):  # copied from a redacted read: the secret is lost
+            return (
+                f"Error: the new content of {name} holds [REDACTED], which amas shows in place of a secret; writing it "
+                "would destroy the real value. Change only the other lines, with edit_file"
+            )
         detail = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), name)
         if self.gate.ask("edit", f"Apply {verb} to {name}?", detail) == "n":
             return "Edit declined by user."

@@ -355,6 +355,17 @@ def test_secrets_in_any_spelling_are_redacted(project, home, llm, amas, monkeypa
     ).read_text()
 
 
+@pytest.mark.parametrize("tool", ["write_file", "edit_file"])
+def test_a_redacted_read_written_back_does_not_destroy_the_secret(project, llm, amas, tool):
+    env = "DEBUG=1\nSTRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\n"
+    (project / ".env").write_text(env)
+    seen = "DEBUG=0\nSTRIPE_SECRET_KEY=[REDACTED]\n"  # what the model read, with one line changed
+    args = {"content": seen} if tool == "write_file" else {"old_str": "DEBUG=1\n", "new_str": seen}
+    attack(llm, amas, [("read_file", {"path": ".env"}), (tool, {"path": ".env", **args})], "-y")
+    assert "[REDACTED]" in results(llm)[0] and "would destroy the real value" in results(llm)[1]
+    assert (project / ".env").read_text() == env
+
+
 def test_child_processes_do_not_see_secret_variables(project, llm, amas, monkeypatch):
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_notreallyatoken")
     attack(llm, amas, [("shell_command", {"command": "env > seen.txt"})], "-y")
