@@ -85,29 +85,38 @@ def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
     """Run a shell line; stdout, stderr and exit code. Whatever it started is gone when it returns."""
     import psutil
 
-    with contextlib.suppress(OSError, AttributeError):  # orphans of the command come back to us, to be killed
-        import ctypes
-
-        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    _become_subreaper()
     before = {p.pid for p in psutil.Process().children()}
     proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, **PIPES)
-    deadline, note = time.monotonic() + timeout, ""
     try:
-        while True:
-            try:
-                out, err = proc.communicate(timeout=0.1)  # retrying loses no output
-                break
-            except subprocess.TimeoutExpired:  # still running, or what it left behind holds its output open
-                if proc.poll() is None and time.monotonic() < deadline:
-                    continue
-                note = note or f"\n[timed out after {timeout}s; the command and its children were killed]" * (
-                    proc.poll() is None
-                )
-                _kill(proc.pid, before)
+        out, err, note = _collect(proc, timeout, before)
     finally:  # also on Ctrl+C
         _kill(proc.pid, before)
     parts = [f"$ {command}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
+
+
+def _become_subreaper() -> None:
+    """Orphans of a command come back to us, to be killed (Linux; elsewhere nothing happens)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _collect(proc: subprocess.Popen, timeout: float, before: set[int]) -> tuple[str, str, str]:
+    """The command's output, and a note if it ran past its timeout and was killed with its children."""
+    deadline, note = time.monotonic() + timeout, ""
+    while True:
+        try:
+            out, err = proc.communicate(timeout=0.1)  # retrying loses no output
+            return out, err, note
+        except subprocess.TimeoutExpired:  # still running, or what it left behind holds its output open
+            if proc.poll() is None and time.monotonic() < deadline:
+                continue
+            if proc.poll() is None and not note:
+                note = f"\n[timed out after {timeout}s; the command and its children were killed]"
+            _kill(proc.pid, before)
 
 
 def _kill(pid: int, keep: set[int]) -> None:
