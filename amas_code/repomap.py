@@ -188,9 +188,11 @@ def _parse(jobs: list) -> list:
 
     if len(jobs) < 200 or (os.cpu_count() or 1) < 2:
         return list(track(map(_scan, jobs), "mapping", total=len(jobs), console=ui.console, transient=True))
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+    # spawned, not forked: a fork while the REPL's preload thread imports litellm can deadlock the workers
+    with ProcessPoolExecutor(min(4, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
         done = pool.map(_scan, jobs, chunksize=32)
         return list(track(done, "mapping", total=len(jobs), console=ui.console, transient=True))
 

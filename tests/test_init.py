@@ -333,6 +333,14 @@ def test_init_through_the_cli(project):
     assert sections(project)["app.py"] == EXPECTED["app.py"]
 
 
+def test_many_files_through_python_m_are_parsed_by_spawned_workers(project):
+    write(project, generated(300))  # over the line where init parses in several processes
+    result = run_amas("init")
+    assert result.returncode == 0, result.stderr
+    assert "mapped 300 files, 600 symbols" in result.stdout + result.stderr
+    assert len(sections(project)) == 300
+
+
 def test_a_folder_without_git_respects_ignore_and_gitignore(bare):
     write(
         bare,
