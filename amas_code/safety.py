@@ -208,10 +208,12 @@ class Gate:
         """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""
         path = (self.root / Path(raw).expanduser()).resolve()
         secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
-        if not secret and path.is_relative_to(self.root):
+        inside = path.is_relative_to(self.root)
+        git = write and inside and ".git" in path.relative_to(self.root).parts  # its hooks and config run at your
+        if not secret and not git and inside:  # next git command, outside every gate of amas
             return path
         kind = "secret" if secret else "write" if write else "read"
-        where = f"{secret[0]}, which holds credentials" if secret else "outside the project"
+        where = f"{secret[0]}, which holds credentials" if secret else "inside .git" if git else "outside the project"
         if self.ask(kind, f"{'Write' if write else 'Read'} {path} ({where})?") == "n":
             raise PermissionError(f"access to {path} ({where}) was declined by the user")
         return path

@@ -266,6 +266,16 @@ def test_navigate_file_urls_outside_ask(project, llm, amas):
     assert "hunter2-outside" not in json.dumps(llm.requests) and "declined" in results(llm)[0]
 
 
+@pytest.mark.parametrize("target", [".git/hooks/pre-commit", ".git/config", "vendor/lib/.git/hooks/post-checkout"])
+def test_writing_into_git_asks_even_under_yes(project, llm, amas, target):
+    (project / "vendor/lib/.git/hooks").mkdir(parents=True)
+    config = (project / ".git/config").read_bytes()
+    attack(llm, amas, [("write_file", {"path": target, "content": "#!/bin/sh\ntouch pwned\n"})], "-y")
+    assert "inside .git" in results(llm)[0] and "declined" in results(llm)[0]  # asked; no terminal: no
+    assert (project / ".git/config").read_bytes() == config
+    assert target == ".git/config" or not (project / target).exists()
+
+
 def test_proc_and_credentials_are_asked_even_under_yes(project, home, llm, amas):
     (home / ".netrc").write_text("machine example.com login me password hunter2-netrc\n")
     calls = [
