@@ -8,7 +8,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import time
 import zlib
 from pathlib import Path
@@ -394,5 +393,5 @@ def _write(path: Path, mode: str, data: bytes) -> None:
 def _pause(point: str) -> None:
     """A test hook: AMAS_TEST_PAUSE=<point> holds amas here for a minute, so a test can kill -9 it at that moment."""
     if os.environ.get("AMAS_TEST_PAUSE") == point:
-        print(f"amas: paused at {point}", file=sys.stderr, flush=True)
+        ui.info(f"paused at {point}")  # on stderr, where the test waits for it
         time.sleep(60)
