@@ -5,7 +5,7 @@
 
 Each checkout is copied to a temp dir per amas version, so no .amas/ mixes with another. Scores, per repository,
 how many answers (of bench/map_questions.json) appear as a path in the prompt (spelled out, or as a name on its
-folder's `folder/: A.java, B.java` line), with a neutral prompt and with the question itself:
+folder's line in `More files:`, a tree of folders), with a neutral prompt and with the question itself:
 - after (a): `repomap.prompt_map(root, prompt, set(), BUDGET)` of this tree, directly (BUDGET: the room a one-shot
   leaves the map, measured through mode b and shown in its rows);
 - before (b) / after (b) with --oneshot: `amas init`, then a real one-shot `python -m amas_code PROMPT` against a
@@ -40,8 +40,10 @@ CTAGS_KINDS = {  # the kinds of definition the map means to list, by language
     "Rust": {"module", "struct", "interface", "implementation", "function", "enum", "typedef", "macro", "method"},
     "Java": {"annotation", "class", "enum", "interface", "method"},
     "TypeScript": {"function", "class", "interface", "enum", "method", "namespace", "alias"},
+    "C": {"function", "struct", "union"},
 }
 EXTENSIONS = {"Python": ".py", "JavaScript": ".js", "Go": ".go", "Rust": ".rs", "Java": ".java", "TypeScript": ".ts"}
+EXTENSIONS["C"] = ".c"
 
 
 def copy(checkout: Path, name: str) -> Path:
@@ -126,10 +128,18 @@ def tokens(text: str) -> int:
 
 
 def listed(answer: str, text: str) -> bool:
-    """The answer's path is in the text: spelled out, or its name on its folder's `folder/: a.py, b.py` line."""
-    folder, _, name = answer.rpartition("/")
-    lines = (line.split("/: ", 1) for line in text.splitlines() if "/: " in line)
-    return answer in text or any(d == (folder or ".") and name in names.split(", ") for d, names in lines)
+    """The answer's path is in the text: spelled out, or named in `More files:`, a tree of folders."""
+    return answer in text or answer in more_files(text)
+
+
+def more_files(text: str) -> list[str]:
+    """The paths `More files:` names: `folder/: a.py, b.py` lines, each folder indented under its parent."""
+    lines, stack, out = text.splitlines(), [], []
+    for line in lines[lines.index("More files:") + 1 :] if "More files:" in lines else []:
+        head, _, names = line.strip().partition(": ")
+        stack[(len(line) - len(line.lstrip(" "))) // 2 :] = [head.rstrip("/")] if head != "./" else []
+        out += ["/".join([*stack, name]) for name in names.split(", ") if names]
+    return out
 
 
 def room(text: str, exact: bool) -> str:

@@ -555,6 +555,11 @@ join(const char *a, /* separator */ const char *b)
 """,
         ["- L2 static char * join(const char *a, const char *b)"],
     ),
+    "split.c": (  # `#if` splitting a brace: the parse error must not hide the functions after it
+        "int first(int a)\n{\n#if FAST\n    if (a) {\n#else\n    if (!a) {\n#endif\n        return 1;\n    }\n"
+        "    return 0;\n}\n\nint second(void)\n{\n    return 2;\n}\n",
+        ["- L13 int second(void)"],
+    ),
 }
 
 

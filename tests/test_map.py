@@ -18,12 +18,14 @@ def mapped(root, query: str = "", touched: set[str] = frozenset(), budget: int =
 
 
 def files(text: str) -> list[str]:
-    """The files listed in the map, in order: block headers, then More files' `folder/: a.py, b.py` lines."""
+    """The files listed in the map, in order: block headers, then the paths of More files' tree of folders."""
     lines = text.splitlines()
     more = lines.index("More files:") if "More files:" in lines else len(lines)
-    listed = [line for line in lines[:more] if line and not line.startswith(" ")]
-    for folder, names in (line.split("/: ", 1) for line in lines[more + 1 :]):
-        listed += [name if folder == "." else f"{folder}/{name}" for name in names.split(", ")]
+    listed, stack = [line for line in lines[:more] if line and not line.startswith(" ")], []
+    for line in lines[more + 1 :]:
+        head, _, names = line.strip().partition(": ")
+        stack[(len(line) - len(line.lstrip(" "))) // 2 :] = [head.rstrip("/")] if head != "./" else []
+        listed += ["/".join([*stack, name]) for name in names.split(", ") if names]
     return listed
 
 
@@ -135,7 +137,7 @@ def test_the_map_stays_under_its_budget(bare, budget):
     assert text and count_tokens(text) <= budget
 
 
-def test_more_files_are_listed_by_folder_so_long_paths_cost_little(bare):
+def test_more_files_are_a_tree_of_folders_so_long_paths_cost_little(bare):
     deep = "service/src/main/java/com/example/service"
     sources = {
         f"{deep}/{part}/Handler{i}.java": f"class Handler{i} {{\n  void handle{i}() {{}}\n}}\n"
@@ -145,13 +147,30 @@ def test_more_files_are_listed_by_folder_so_long_paths_cost_little(bare):
     write(bare, {"core.py": CORE, **USERS, **sources})
     text = mapped(bare, budget=300)
     more = text.split("More files:\n", 1)[1].splitlines()
-    folders = [line.split("/: ")[0] for line in more]
-    assert len(folders) == len(set(folders)) and f"{deep}/api" in folders  # a folder is written once
+    assert more[:3] == ["service/", "  src/", "    main/"] and deep not in "\n".join(more)  # each name once, short
+    assert any(line.startswith(" " * 14 + "api/: Handler") for line in more)  # under service/, seven deep
     listed = [f for f in files(text) if f.startswith(deep)]
-    assert set(listed) <= set(sources) and len(listed) == len(set(listed))
+    assert set(listed) <= set(sources) and len(listed) == len(set(listed)) > 20
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     spelled = count_tokens("More files: " + ", ".join(listed))
     assert spelled > 300 >= count_tokens(text)  # in full they would not have fit
+
+
+def test_a_name_many_files_define_says_little_about_a_file(bare):
+    generic = "\n".join(f"    def {name}(self):\n        return self\n" for name in ("new", "clone", "size"))
+    models = {f"models/m{i}.py": f"class Model{i}:\n{generic}" for i in range(12)}
+    users = {f"use{i}.py": "from core import parse, render\nrender(parse(x.new().clone().size()))\n" for i in range(8)}
+    write(bare, {"core.py": CORE, **models, **users})
+    assert files(mapped(bare))[0] == "core.py"  # `new`, `clone`, `size` are everywhere: core's names are its own
+
+
+def test_a_small_project_gives_its_symbols_the_room_its_names_do_not_need(bare):
+    body = "".join(
+        f"def step_{n}_of_the_pipeline(source_{n}, target_{n}, options_{n}):\n    pass\n\n" for n in range(6)
+    )
+    write(bare, {f"stage{i}.py": body.replace("step_", f"s{i}_") for i in range(8)})
+    text = mapped(bare, budget=1000)
+    assert "More files:" not in text and len(files(text)) == 8  # all eight shown with their symbols
 
 
 def test_the_cache_is_read_once_until_init_runs_again(bare, monkeypatch):
