@@ -300,10 +300,9 @@ def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
     key = (str(path), path.stat().st_mtime_ns, path.stat().st_size)
     (files, static, _, _), (scores, roots) = _index(*key), _query_scores(key, query)
     rank = {rel: value + scores[rel] + TOUCHED * (rel in touched) for rel, value in static.items()}
-    order = sorted(rank, key=rank.get, reverse=True)
-    room = budget - _tokens("\n".join(_more(order, budget * NAMES)))  # what naming files leaves the blocks
+    room = budget - min(budget * NAMES, _naming_all(key))  # what naming files leaves the blocks
     parts, rest, used = [], [], 0  # blocks are tried for at most 30 skipped files: each call stays cheap
-    for rel in order:
+    for rel in sorted(rank, key=rank.get, reverse=True):
         block = _block(rel, files[rel][SYMS], roots) if room - used > 12 and len(rest) < 30 else ""
         if block and used + _tokens(block) <= room:  # one that does not fit is skipped, not the end
             parts.append(block)
@@ -311,6 +310,12 @@ def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
         else:
             rest.append(rel)
     return "\n".join(parts + _more(rest, budget - used))
+
+
+@functools.lru_cache(maxsize=2)
+def _naming_all(key: tuple) -> float:
+    """What naming every mapped file in More files would cost, worked out once per cache."""
+    return _tokens("\n".join(_more(sorted(_index(*key)[0]), math.inf)))
 
 
 @functools.lru_cache(maxsize=4096)  # file and folder names come back at every call
