@@ -217,12 +217,7 @@ class Checkpoint:
 
     def commit(self, label: str, changes: dict, dirs: dict) -> None:
         """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
-        meta = {
-            "time": time.time(),
-            "session": self.session,
-            "request": self.request,
-            "files": dict(sorted(changes.items())),
-        }
+        meta = dict(time=time.time(), session=self.session, request=self.request, files=dict(sorted(changes.items())))
         files = {f"{p}/{rel}": s for rel, sides in changes.items() for p, s in zip("ba", sides, strict=True) if s}
         parent, who = self.ref(MAIN), f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")

@@ -177,24 +177,8 @@ def cmd_quit(agent, arg):
     raise EOFError
 
 
-COMMANDS = {
-    "/help": cmd_help,
-    "/undo": cmd_undo,
-    "/redo": cmd_redo,
-    "/checkpoint": cmd_checkpoint,
-    "/diff": cmd_diff,
-    "/attach": cmd_attach,
-    "/clear": cmd_clear,
-    "/model": cmd_model,
-    "/tokens": cmd_tokens,
-    "/compact": cmd_compact,
-    "/init": cmd_init,
-    "/skills": cmd_skills,
-    "/permissions": cmd_permissions,
-    "/browser": cmd_browser,
-    "/quit": cmd_quit,
-    "/exit": cmd_quit,
-}
+COMMANDS = {"/" + name[4:]: fn for name, fn in list(globals().items()) if name.startswith("cmd_")}  # in this order
+COMMANDS |= {"/exit": cmd_quit}
 
 
 def command(agent, line: str) -> None:

@@ -27,14 +27,6 @@ PARAMS = dict(  # what a parameter means, where its name is not enough
 )
 JSON_TYPES = {str: "string", int: "integer"}
 GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]  # none of the repository's programs
-PIPES = dict(
-    stdin=subprocess.DEVNULL,
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
-    errors="replace",
-    start_new_session=True,
-)  # its own group: a timeout or Ctrl+C kills what it started
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = ("read_file", "write_file", "create_file", "edit_file", "shell_command", "search_files", "list_files")
 NAMES += ("search_google", "fetch_url", *BROWSER)
@@ -87,7 +79,9 @@ def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
 
     _become_subreaper()
     before = {p.pid for p in psutil.Process().children()}
-    proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, **PIPES)
+    # in its own session: a timeout or Ctrl+C kills the whole group it started
+    pipes = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, text=True, errors="replace", **pipes)
     try:
         out, err, note = _collect(proc, timeout, before)
     finally:  # also on Ctrl+C
