@@ -1,6 +1,7 @@
 """Everything the user sees: answers on stdout; progress, tools and diffs on stderr; questions on the terminal."""
 
 import difflib
+import functools
 import re
 import sys
 
@@ -18,24 +19,12 @@ def clean(text: str) -> str:
     return INVISIBLE.sub(lambda m: repr(m[0])[1:-1] if m[0] < "\u0100" else f"\\u{ord(m[0]):04x}", text)
 
 
-def _say(mark: str, style: str, msg: str, con: Console | None = None) -> None:
-    (con or console).print(Text.assemble((mark + " ", style), clean(msg)), soft_wrap=True)
+def _say(mark: str, style: str, msg: str) -> None:
+    console.print(Text.assemble((mark + " ", style), clean(msg)), soft_wrap=True)
 
 
-def info(msg: str) -> None:
-    _say("ℹ", "blue", msg)
-
-
-def success(msg: str) -> None:
-    _say("✓", "green", msg)
-
-
-def warning(msg: str) -> None:
-    _say("⚠", "yellow", msg)
-
-
-def error(msg: str) -> None:
-    _say("✗", "red", msg)
+info, success = functools.partial(_say, "ℹ", "blue"), functools.partial(_say, "✓", "green")
+warning, error = functools.partial(_say, "⚠", "yellow"), functools.partial(_say, "✗", "red")
 
 
 def plural(n: int, word: str) -> str:
