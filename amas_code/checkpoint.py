@@ -21,6 +21,8 @@ GIT = (  # every call: no hooks, no fsmonitor, no line-ending conversion, modes 
     "-c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m -c core.compression=1"
 ).split()
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
+GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
+GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
 
 
@@ -38,7 +40,7 @@ class Checkpoint:
         self.root, self.ignore, self.session, self.request = Path(root).resolve(), ignore, session, ""
         key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
         self.dir = Path.home() / ".amas" / "checkpoints" / f"{self.root.name}-{key}"
-        self.pending, self.borrowed = self.dir / "pending.json", None
+        self.pending, self.borrowed, self.gitdir, self.indexed = self.dir / "pending.json", None, "", None
 
     def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
@@ -76,17 +78,35 @@ class Checkpoint:
             (self.dir / "HEAD").write_text(f"ref: {MAIN}\n")
             (self.dir / "info" / "attributes").write_text(ATTRIBUTES)
         (self.dir / "index.lock").unlink(missing_ok=True)
-        exclude, patterns = self.dir / "info" / "exclude", "\n".join(["/.amas/", *self.ignore]) + "\n"
-        if not exclude.exists() or exclude.read_text() != patterns:
+        if self.borrowed is None:
+            self.find_git()
+        patterns = "\n".join(["/.amas/", *(GENERATED if self.gitdir else self.ignore)]) + "\n"
+        if not (exclude := self.dir / "info" / "exclude").exists() or exclude.read_text() != patterns:
             exclude.write_text(patterns)
-        if self.borrowed is None:  # the user's object store, read through git's alternates: tracked files cost no disk
-            args = ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format"]
-            found = subprocess.run([*GIT, *args], capture_output=True, env=_env(), cwd=self.root)
-            common, _, kind = os.fsdecode(found.stdout).partition("\n")
-            quoted = (common + "/objects").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-            self.borrowed = f'"{quoted}"' if found.returncode == 0 and kind.strip() == "sha1" else ""
         if self.pending.exists():
             self.finish(" (interrupted)")
+
+    def user(self, *args: str) -> subprocess.CompletedProcess:
+        """git on the user's repository, reading only: none of its hooks or programs run."""
+        return subprocess.run([*GIT, *args], capture_output=True, env=_env(GIT_OPTIONAL_LOCKS="0"), cwd=self.root)
+
+    def find_git(self) -> None:
+        """The user's repository, if any, and its object store, read through git's alternates (tracked files cost
+        no disk)."""
+        found = self.user(
+            "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir", "--show-object-format"
+        )
+        lines = os.fsdecode(found.stdout).split("\n") if found.returncode == 0 else []
+        common, self.gitdir, kind = (lines + ["", "", ""])[:3]
+        quoted = (common + "/objects").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        self.borrowed = f'"{quoted}"' if kind == "sha1" else ""
+
+    def user_git(self) -> str:
+        """A fingerprint of the user's HEAD, refs and index: what git commands in a shell command may change."""
+        if not self.gitdir:
+            return ""
+        listed = self.user("show-ref", "--head").stdout + self.user("ls-files", "-s").stdout
+        return hashlib.sha1(Path(self.gitdir, "HEAD").read_bytes() + listed).hexdigest()
 
     # -- recording ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -109,8 +129,8 @@ class Checkpoint:
 
     def begin(self, label: str, paths: list[Path] | None) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
-        if paths is None:
-            before = self.snapshot()
+        if paths is None:  # what git ignores is not kept, but must not count as made by the command if it shows
+            before = {**self.snapshot(), "ignored": self.untracked("-i"), "git": self.user_git()}
         else:
             rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
             dirs = {str(d) for rel in rels for d in Path(rel).parents if not os.path.lexists(self.root / d)}
@@ -123,22 +143,27 @@ class Checkpoint:
             pending = json.loads(self.pending.read_text())
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
                 return ""
-            if "tree" in pending:
-                changes, made, gone = self.compare(pending, self.snapshot())
-                self.keep(changes)
-            else:
-                now = self.state(list(pending["files"]))
-                changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
-                made, gone = [d for d in pending["dirs"] if os.path.isdir(self.root / d)], []
+            changes, made, gone = self.changed(pending)
+            git = GIT_MOVED if pending.get("git", "") != (self.user_git() if "git" in pending else "") else ""
             if not (changes or made or gone):
-                return ""
-            self.commit(pending["label"] + suffix, changes, {"made": made, "gone": gone})
+                return f"[{git}]" if git else ""
+            self.commit(pending["label"] + suffix, changes, {"made": made, "gone": gone, "git": bool(git)})
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
-            return f"[checkpoint: {what}; /undo takes it back]"
+            return f"[checkpoint: {what}; /undo takes it back{'; ' + git if git else ''}]"
         except TROUBLE as e:
             return _failed(e)
         finally:
             self.pending.unlink(missing_ok=True)
+
+    def changed(self, pending: dict) -> tuple[dict, list[str], list[str]]:
+        """Files changed, folders made and folders gone since the kept before state."""
+        if "tree" in pending:
+            changes, made, gone = self.compare(pending, self.snapshot())
+            self.keep(changes)
+            return changes, made, gone
+        now = self.state(list(pending["files"]))
+        changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
+        return changes, [d for d in pending["dirs"] if os.path.isdir(self.root / d)], []
 
     def state(self, rels: list[str]) -> dict:
         """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
@@ -173,9 +198,11 @@ class Checkpoint:
 
     def snapshot(self, retry: bool = True) -> dict:
         """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
-        first = not (self.dir / "index").exists()
-        if first and self.borrowed:
-            self.track()
+        first, index = not (self.dir / "index").exists(), Path(self.gitdir, "index")
+        stamp = index.stat().st_mtime_ns if self.borrowed and index.exists() else None
+        if self.borrowed and (first or stamp != self.indexed):
+            self.track()  # the files the user's git tracks, again whenever its index moved (a `git add -f`)
+            self.indexed = stamp
         # the first time the rest, none of it in the user's objects, goes into one pack (threshold 1), not a file each
         added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
         if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
@@ -188,15 +215,19 @@ class Checkpoint:
             (self.dir / "index").unlink()
             return self.snapshot(False)
         hollow = set()
-        for top in os.fsdecode(self.git("ls-files", "-oz", "--directory", "--exclude-standard")).split("\0"):
+        for top in self.untracked():
             if top.endswith("/") and not os.path.lexists(self.root / top / ".git"):
                 hollow.update(os.path.relpath(d, self.root) for d, _, _ in os.walk(self.root / top))
         return {"tree": tree, "empty": sorted(hollow)}
 
+    def untracked(self, *flags: str) -> list[str]:
+        """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""
+        listed = self.git("ls-files", "-oz", "--directory", "--exclude-standard", *flags)
+        return [os.fsdecode(p) for p in listed.split(b"\0") if p]
+
     def track(self) -> None:
         """Start from the files the user's git tracks, an ignored one too (a committed dist/): hashed, not copied."""
-        user = subprocess.run([*GIT, "ls-files", "-z"], capture_output=True, env=_env(), cwd=self.root).stdout
-        paths = [self.root / os.fsdecode(p) for p in user.split(b"\0") if p]
+        paths = [self.root / os.fsdecode(p) for p in self.user("ls-files", "-z").stdout.split(b"\0") if p]
         files = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or p.is_file()]
         if files:
             self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(files) + b"\0", borrow=True)
@@ -212,8 +243,11 @@ class Checkpoint:
             elif TREE not in (mode_a, mode_b) and GITLINK not in (mode_a, mode_b):
                 sides = ((mode_a, sha_a), (mode_b, sha_b))
                 changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
-        before, after = set(old["empty"]), set(new["empty"])
-        return changes, sorted((added | after) - before - deleted), sorted((deleted | before) - after - added)
+        before, after, ignored = set(old["empty"]), set(new["empty"]), set(old.get("ignored", []))
+        shown = lambda p: p in ignored or p.startswith(tuple(i for i in ignored if i.endswith("/")))  # noqa: E731
+        changes = {p: sides for p, sides in changes.items() if sides[0] or not shown(p)}  # not made: only unignored
+        made = {d for d in (added | after) - before - deleted if not shown(d + "/")}
+        return changes, sorted(made), sorted((deleted | before) - after - added)
 
     def commit(self, label: str, changes: dict, dirs: dict) -> None:
         """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
@@ -282,7 +316,12 @@ class Checkpoint:
         if edited and not ask(f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"):
             raise CheckpointError("cancelled; nothing changed")
         # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
-        self.put({rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}, dirs)
+        try:
+            self.put({rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}, dirs)
+        except OSError as e:
+            raise CheckpointError(
+                f"stopped part way ({e}); what was put back stays, running it again goes on"
+            ) from None
         return sorted(plan)
 
     def put(self, files: dict, dirs: dict) -> None:
@@ -313,6 +352,8 @@ class Checkpoint:
             if not (redo and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0):
                 self.set_ref(REDO, chain[0]["id"])  # else it holds a longer line of undone checkpoints: keep it
             self.set_ref(MAIN, chain[-1]["parent"])
+            if moved := [cp["label"] for cp in chain if cp.get("git")]:
+                ui.warning(f"{'; '.join(moved)}: {GIT_MOVED} (see `git status` and `git reflog`)")
             return files
 
     def redo(self, ask=lambda q: False) -> list[str]:
@@ -369,8 +410,7 @@ def _remove(path: Path, folder: bool = False) -> None:
 def _write(path: Path, mode: str, data: bytes) -> None:
     """A file or link as it was, through a temporary name and a rename: never written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".amas-undo.tmp")  # one at a time, under the lock; short, whatever the name's length
-    tmp.unlink(missing_ok=True)  # left by a killed undo
+    tmp = path.with_name(f".amas-undo-{os.urandom(4).hex()}.tmp")  # short, whatever the name's length
     if mode == LINK:
         os.symlink(os.fsdecode(data), tmp)
     else:  # a new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded

@@ -352,6 +352,28 @@ def big_tracked_file(root):
     return [sh("printf tail >> big.dat")]
 
 
+# -- found by probing after the first shadow version: what git ignores, and amas's own names -------------------------
+@scenario()
+def unignored_by_the_command(root):
+    files(root, {".gitignore": ".env\nvenv/\n", ".env": "API_KEY=user-secret\n", "venv/lib.py": "user's venv\n"})
+    git(root, "add", ".gitignore")
+    git(root, "commit", "-qm", "ignore")
+    return [sh("sed -i '/^.env$/d;/^venv/d' .gitignore")]  # they were there before: undo must not delete them
+
+
+@scenario()
+def folders_named_like_build_output(root):
+    files(root, {"docs/build/chapter1.md": "user's uncommitted chapter\n", "dist": "user's notes\n"})
+    return [sh("rm -rf docs/build dist")]  # not ignored by git: amas's own ignore list must not hide them
+
+
+@scenario()
+def a_file_named_like_the_undo_temporary(root):
+    files(root, {".amas-undo.tmp": "the user's\n", "a.txt": "a\n"})
+    commit(root)
+    return [sh("echo agent > a.txt")]
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_scenario(name, bare):
     fn, git_repo, skip, needs = SCENARIOS[name]
@@ -483,3 +505,49 @@ def test_one_folder_per_project_in_the_users_home(project, home):
     assert [p.name for p in (home / ".amas" / "checkpoints").iterdir()] == [box.checkpoint.dir.name]
     assert box.checkpoint.dir.name.startswith("proj-") and stat.S_IMODE(box.checkpoint.dir.stat().st_mode) == 0o700
     assert not (project / ".amas").exists() or not any((project / ".amas").rglob("*.pack"))
+
+
+def test_a_file_the_user_tracks_later_is_checkpointed_though_ignored(project):
+    (project / ".gitignore").write_text("config.local\nbuild/\n")
+    commit(project)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "echo first > first.txt"}))  # the shadow exists now
+    files(project, {"config.local": "v1\n", "build/gen.c": "v1\n"})
+    git(project, "add", "-f", "config.local", "build/gen.c")
+    git(project, "commit", "-qm", "track them")
+    files(project, {"config.local": "user's edits\n", "build/gen.c": "user's edits\n"})
+    result = box.execute(
+        "shell_command", json.dumps({"command": "echo agent > config.local && echo agent > build/gen.c"})
+    )
+    assert "[checkpoint: 2 files;" in result
+    box.checkpoint.undo(1, refuse)
+    assert (project / "config.local").read_text() == (project / "build/gen.c").read_text() == "user's edits\n"
+
+
+def test_git_commands_of_the_agent_are_named_as_what_undo_does_not_put_back(project, capsys):
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    moved = "git's HEAD, branches or index changed too, which /undo does not put back"
+    result = box.execute("shell_command", json.dumps({"command": "git checkout -qb wip && echo x >> README.md"}))
+    assert f"[checkpoint: 1 file; /undo takes it back; {moved}]" in result
+    result = box.execute(
+        "shell_command", json.dumps({"command": "git -c user.name=a -c user.email=a@b commit -qam wip"})
+    )
+    assert result.endswith(f"[{moved}]") and len(box.checkpoint.history()) == 1  # no file changed: no checkpoint
+    capsys.readouterr()
+    box.checkpoint.undo(1, lambda q: True)
+    assert moved in " ".join(capsys.readouterr().err.split()) and (project / "README.md").read_text() == "# demo\n"
+    plain = box.execute("shell_command", json.dumps({"command": "git status -s && echo y > y.txt"}))
+    assert "[checkpoint: 1 file; /undo takes it back]" in plain  # reading git moves nothing
+
+
+def test_an_undo_stopped_part_way_says_so_and_can_be_run_again(project):
+    files(project, {"a": "a\n", "longer.txt": "l\n"})
+    commit(project)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "rm a longer.txt"}))
+    files(project, {"longer.txt/mine": "the user's\n"})  # a folder of the user's where a file comes back
+    with pytest.raises(CheckpointError, match="stopped part way .*Directory not empty.*running it again goes on"):
+        box.checkpoint.undo(1, refuse)
+    assert (project / "a").read_text() == "a\n" and (project / "longer.txt/mine").exists()
+    shutil.rmtree(project / "longer.txt")
+    assert box.checkpoint.undo(1, refuse) == ["a", "longer.txt"] and (project / "longer.txt").read_text() == "l\n"
