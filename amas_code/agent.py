@@ -188,7 +188,7 @@ class Agent:
 
     def request(self) -> list[dict]:
         """The system prompt and the conversation, compacted first when it passed the limit."""
-        system = {"role": "system", "content": self.system_prompt()}
+        system = {"role": "system", "content": self.gate.secrets.redact(self.system_prompt())}  # rules, map: files
         if self.tokens([system, *self.messages], self.limit()) > self.limit():
             self.compact() or self.shrink()
         return [system, *self.messages]

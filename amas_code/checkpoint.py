@@ -16,9 +16,11 @@ from types import SimpleNamespace
 from amas_code import config as config_file
 from amas_code import ui
 
-GIT = (  # every call: no hooks, no fsmonitor, no line-ending conversion, modes and links as they are
-    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false -c core.filemode=true "
-    "-c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m -c core.compression=1"
+GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by walking up, or transport (a lazy
+    # fetch runs the repository's sshCommand); no line-ending conversion, modes and links as they are
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.bareRepository=explicit -c protocol.allow=never "
+    "-c core.autocrlf=false -c core.filemode=true -c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 "
+    "-c core.bigFileThreshold=10m -c core.compression=1"
 ).split()
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
 GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
@@ -44,7 +46,7 @@ class Checkpoint:
 
     def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
-        env = _env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root))
+        env = git_env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root))
         if borrow and self.borrowed:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
         return subprocess.run([*GIT, *args], input=data, capture_output=True, env=env, cwd=self.root)
@@ -88,7 +90,7 @@ class Checkpoint:
 
     def user(self, *args: str) -> subprocess.CompletedProcess:
         """git on the user's repository, reading only: none of its hooks or programs run."""
-        return subprocess.run([*GIT, *args], capture_output=True, env=_env(GIT_OPTIONAL_LOCKS="0"), cwd=self.root)
+        return subprocess.run([*GIT, *args], capture_output=True, env=git_env(GIT_OPTIONAL_LOCKS="0"), cwd=self.root)
 
     def find_git(self) -> None:
         """The user's repository, if any, and its object store, read through git's alternates (tracked files cost
@@ -387,9 +389,11 @@ class Checkpoint:
         return [(rel, first[rel] and blobs[first[rel][1]], last[rel] and blobs[last[rel][1]]) for rel in sorted(first)]
 
 
-def _env(**extra: str) -> dict:
-    """The environment for git: none of the user's GIT_ variables, so it never works on the user's repository."""
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, "GIT_CONFIG_NOSYSTEM": "1", **extra}
+def git_env(**extra: str) -> dict:
+    """The environment for git: none of the user's GIT_ variables (the shadow never works on the user's repository),
+    and no fetching of missing objects, which would run the repository's programs (git 2.44+; older: protocol)."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return {**kept, "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1", **extra}
 
 
 def _failed(error: Exception) -> str:

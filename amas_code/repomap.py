@@ -210,7 +210,8 @@ def init(root: Path, ignore: list[str]) -> int:
     began, root = time.perf_counter(), Path(root).resolve()
     old, stats = _load_files(root / CACHE), Counter()
     found = tools.project_files(root, [*ignore, ".amas"])
-    files = sorted(f for f in found if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()))
+    inside = lambda f: Path(os.path.realpath(f)).is_relative_to(root)  # noqa: E731 - a link out is never read
+    files = sorted(f for f in found if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()) and inside(f))
     rels = {path: path.relative_to(root).as_posix() for path in files}
     cache = {rel: old[rel] for path, rel in rels.items() if _unchanged(path, old.get(rel))}
     stats["cached"] = len(cache)

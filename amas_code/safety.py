@@ -36,10 +36,14 @@ SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only whe
     ("eyJ",): r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
 }
 EXPORTED = re.compile(r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+")  # NAME=value
-ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; netrc's password
+ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`
+    # (ini, .env, properties: a value with a digit or a symbol, so `key = other_name` in code stays); netrc; HTTP
     r"((?:api[_-]?key|secret|token|passw(?:or)?d|pwd)[\w.-]*[\"']?\s*[:=]\s*([\"']))[^\"'\s]{4,}(?=\2)"
     r"|((?:api[_-]?key|secret|token|password)[\w.-]*[ \t]*:[ \t]*)[^\s\"'#]{8,}$"
-    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)\S+",
+    r"|(^[ \t]*(?:export[ \t]+)?[\w.-]*(?:key|secret|token|passw(?:or)?d|pwd|credential)[\w.-]*[ \t]*=[ \t]*)"
+    r"(?=\S*[\d/+!@$%^&*])[^\s\"'#()\[\]{},;]{6,}[ \t]*$"
+    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)\S+"
+    r"|(\bauthorization[ \t]*:[ \t]*(?:bearer|basic|token)?[ \t]*)[^\s\"']{8,}",
     re.M | re.I,
 )
 
@@ -140,8 +144,8 @@ class Secrets:
         for marks, pattern in self.shapes.items():
             text = pattern.sub("[REDACTED]", text) if any(m in text for m in marks) else text
         text = URL_CREDENTIALS.sub(r"\1[REDACTED]", text) if "://" in text else text
-        hide = lambda m: (m[1] or m[3] or m[4]) + "[REDACTED]"  # noqa: E731 - the case-blind scan is costly:
-        named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd"))  # noqa: E731
+        hide = lambda m: (m[1] or m[3] or m[4] or m[5] or m[6]) + "[REDACTED]"  # noqa: E731 - a case-blind scan
+        named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd", "cred", "auth"))  # noqa: E731
         lines = EXPORTED.sub(r"\1[REDACTED]", text).split("\n")  # only lines naming a secret get it
         return "\n".join(ASSIGNED.sub(hide, line) if named(line) else line for line in lines)
 
@@ -199,10 +203,12 @@ class Gate:
         return None if answer != "n" else "Command declined by user."
 
     def inside(self, target: str) -> bool:
-        """A redirection target that stays in the project (or a file descriptor, or /dev/null)."""
+        """A redirection target that stays in the project and out of .git (or a file descriptor, or /dev/null)."""
         if re.fullmatch(r"\d+|-|/dev/null", target):
             return True
-        return "$" not in target and not target.startswith("~") and self.root in (self.root / target).resolve().parents
+        path = (self.root / target).resolve()  # git would run what a write into .git/config or hooks names
+        inside = self.root in path.parents and ".git" not in path.relative_to(self.root).parts
+        return "$" not in target and not target.startswith("~") and inside
 
     def path(self, raw: str, write: bool = False) -> Path:
         """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from amas_code import browser, providers, safety, ui
+from amas_code.checkpoint import GIT, git_env
 
 MAX_READ = 50_000  # bytes of a file shown at once
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
@@ -26,7 +27,6 @@ PARAMS = dict(  # what a parameter means, where its name is not enough
     timeout="Seconds before it is killed",
 )
 JSON_TYPES = {str: "string", int: "integer"}
-GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]  # none of the repository's programs
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = ("read_file", "write_file", "create_file", "edit_file", "shell_command", "search_files", "list_files")
 NAMES += ("search_google", "fetch_url", *BROWSER)
@@ -50,7 +50,9 @@ def project_files(base: Path, ignore: list[str], grep: str | None = None) -> lis
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
     if grep and "$" not in grep:
         ask = ["grep", "-lzIP", "--untracked", "-e", f"(*UTF)(*UCP){grep}", "--", "."]  # \w, \d: Unicode, as in re
-    git = subprocess.run([*GIT, *ask], cwd=base, capture_output=True, text=True, errors="surrogateescape")
+    git = subprocess.run(
+        [*GIT, *ask], cwd=base, env=git_env(), capture_output=True, text=True, errors="surrogateescape"
+    )
     if git.returncode not in (0, 1) or (git.returncode == 1 and ask[0] == "ls-files"):
         return project_files(base, ignore) if grep and ask[0] == "grep" else _walk(base, ignore)
     skip = _globs(ignore)
@@ -235,7 +237,8 @@ class Tools:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
-        count = text.count(old_str) if old_str else 0
+        shown = self.gate.secrets.redact(text).count(old_str)  # old_str in a secret amas hides is not found, or it
+        count = text.count(old_str) if old_str and shown == text.count(old_str) else 0  # would tell what it is
         if count == 1:
             return self.change(p, data, _like(data, text.replace(old_str, new_str, 1)), "edit")
         if count > 1:
@@ -282,12 +285,14 @@ class Tools:
         regex, base, hits = re.compile(pattern), self.gate.path(path), []
         anywhere = re.compile(pattern, re.MULTILINE)  # ^ and $ at every line, as in the per-line search
         for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [base]:
-            try:
-                text = f.read_text(encoding="utf-8") if f.stat().st_size < 2_000_000 else ""
+            try:  # a link out of the project is never followed: a clone can ship one to ~/.aws/credentials
+                inside = not f.is_symlink() or Path(os.path.realpath(f)).is_relative_to(self.root)
+                text = f.read_text(encoding="utf-8") if inside and f.stat().st_size < 2_000_000 else ""
             except (OSError, UnicodeDecodeError):
                 continue
             if not anywhere.search(text):  # most files do not match: skip splitting them into lines
                 continue
+            text = self.gate.secrets.redact(text)  # matched as shown: no guessing a secret a character at a time
             lines = enumerate(text.splitlines(), 1)
             hits += [f"{self.show(f)}:{n}: {line.strip()[:200]}" for n, line in lines if regex.search(line)]
             if len(hits) > MAX_LINES:

@@ -19,6 +19,11 @@ def clean(text: str) -> str:
     return INVISIBLE.sub(lambda m: repr(m[0])[1:-1] if m[0] < "\u0100" else f"\\u{ord(m[0]):04x}", text)
 
 
+def one_line(text: str) -> str:
+    """Text escaped and on one line: blank lines cannot push what a command really runs off the screen."""
+    return clean(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def _say(mark: str, style: str, msg: str) -> None:
     console.print(Text.assemble((mark + " ", style), clean(msg)), soft_wrap=True)
 
@@ -33,7 +38,7 @@ def plural(n: int, word: str) -> str:
 
 def show_call(name: str, target: str) -> None:
     """One line per tool call: what it is about, escaped, never interpreted as markup."""
-    console.print(Text.assemble(("● ", "cyan"), (name, "bold"), " ", clean(target)), soft_wrap=True)
+    console.print(Text.assemble(("● ", "cyan"), (name, "bold"), " ", one_line(target)), soft_wrap=True)
 
 
 def show_result(text: str, lines: int = 3) -> None:
@@ -106,7 +111,7 @@ def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
         warning(f"{question} declined: no terminal to ask on{' (run with --yes to accept)' * ('a' in choices)}")
         return "n"
     labels = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
-    prompt = Text.assemble((clean(question), "bold"), " ", "/".join(labels[c] for c in choices), ": ")
+    prompt = Text.assemble((one_line(question), "bold"), " ", "/".join(labels[c] for c in choices), ": ")
     try:
         while True:
             raw = con.input(prompt, stream=stream)

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from conftest import API_KEY, make_config, toolbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -150,3 +151,20 @@ def test_fuzzed_dispatcher_always_returns_a_string(bare, name, args):
 def test_config_secrets_from_every_layer_are_known(bare):
     secrets = safety.Secrets(make_config(secrets=["home-key-123456", "project-key-654321"]))
     assert secrets.redact("home-key-123456 project-key-654321") == "[REDACTED] [REDACTED]"
+
+
+@pytest.mark.parametrize(
+    "line, shown",
+    [
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED]"),
+        ("db_password=hunter2x", "db_password=[REDACTED]"),
+        ("SECRET_KEY = unquoted9value", "SECRET_KEY = [REDACTED]"),
+        ("password = hunter2", "password = [REDACTED]"),
+        ('curl -H "Authorization: Bearer abcdef123456" x', 'curl -H "Authorization: Bearer [REDACTED]" x'),
+        ("primary_key = id_column", "primary_key = id_column"),  # code and config that hold no secret stay
+        ("self.token = token_from_env()", "self.token = token_from_env()"),
+        ("max_tokens = 8192", "max_tokens = 8192"),
+    ],
+)
+def test_secret_assignments_in_common_formats_are_redacted(bare, line, shown):
+    assert safety.Secrets(make_config()).redact(line) == shown
