@@ -2,6 +2,7 @@
 
 import difflib
 import functools
+import io
 import re
 import sys
 
@@ -85,8 +86,8 @@ def _terminal() -> tuple[Console, object] | None:
     """The console and input stream of the person at the terminal, or None when there is none."""
     if sys.stdin.isatty() and console.is_terminal:
         return console, None
-    try:
-        tty = open(TTY, "r+", encoding="utf-8")  # noqa: SIM115 - kept open for the session's questions
+    try:  # unbuffered: a terminal cannot seek, which a buffered text file opened "r+" needs
+        tty = io.TextIOWrapper(open(TTY, "r+b", buffering=0), encoding="utf-8", line_buffering=True)  # noqa: SIM115
     except OSError:
         return None
     return Console(file=tty, highlight=False), tty

@@ -130,6 +130,17 @@ def test_with_stdout_redirected_the_diff_and_question_stay_on_the_terminal(term,
     assert (project / "README.md").read_text() == "# Demo Project\n"
 
 
+@pytest.mark.parametrize("shape", ["echo 'fix the title' | {amas}", "{amas} 'fix the title' 2> err.txt"])
+def test_with_stdin_piped_or_stderr_redirected_the_question_is_asked_on_the_terminal(term, project, llm, shape):
+    llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project").reply(text="Retitled.")
+    child = term(argv=["bash", "-c", shape.format(amas=f"{shlex.quote(sys.executable)} -m amas_code")], wait=False)
+    seen = upto(child, QUESTION)
+    assert "+# Demo Project" in seen and "Apply edit to README.md?" in seen
+    child.sendline("y")
+    child.expect(pexpect.EOF)
+    assert (project / "README.md").read_text() == "# Demo Project\n"
+
+
 def test_a_one_line_edit_in_a_file_of_repeated_lines_shows_one_line_changed(term, project, llm):
     (project / "rows.csv").write_text("id,value\n" + "0,0\n" * 150 + "7,7\n" + "0,0\n" * 150)
     llm.reply(tool="edit_file", path="rows.csv", old_str="7,7", new_str="8,8").reply(text="Done.")
