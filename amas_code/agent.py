@@ -150,6 +150,9 @@ class Agent:
         with ui.Stream(self.config["stream"]) as stream:
             reply = self.model.complete(messages, self.tools.schemas(), stream)
         ui.show_answer(reply["content"])
+        if lost := reply.pop("lost", None):  # the partial answer is kept, and the model told where it stopped
+            self.messages.append(reply | {"content": f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"})
+            raise lost
         if reply.pop("cut", False):
             ui.warning(f"the answer was cut at max_tokens ({self.config['max_tokens']}); raise it in your config")
         if not reply["content"].strip() and not reply.get("tool_calls"):
@@ -272,11 +275,18 @@ class Agent:
 
 
 def _entry(line: str) -> dict | None:
+    """One line of the history, if it has the shape amas writes (a hand-edited or damaged one is skipped)."""
     try:
         entry = json.loads(line)
     except ValueError:
         return None
-    return entry if isinstance(entry, dict) and isinstance(entry.get("session"), str) and "role" in entry else None
+    shape = {"session": str, "time": (int, float), "role": str, "content": (str, type(None)), "tool_calls": list}
+    if not isinstance(entry, dict) or not {"session", "time", "role"} <= entry.keys():
+        return None
+    if any(not isinstance(entry[k], t) for k, t in shape.items() if k in entry):
+        return None
+    whole = lambda c: isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)  # noqa: E731
+    return entry if all(map(whole, entry.get("tool_calls", []))) else None
 
 
 def _repeats(calls: list[dict]) -> int:

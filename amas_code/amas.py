@@ -28,7 +28,7 @@ def cli(prompt, model, api_base, yes, resume, trust):
         from amas_code import repomap
 
         sys.exit(repomap.init(root, config["ignore"]))
-    piped = "" if sys.stdin.isatty() else sys.stdin.read().strip()
+    piped = "" if sys.stdin.isatty() else sys.stdin.buffer.read().decode("utf-8", errors="replace").strip()
     text = f"{text}\n\n```\n{piped}\n```" if text and piped else text or piped
     if not text and not sys.stdin.isatty():
         ui.error('nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal')

@@ -107,7 +107,8 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
     """Merge every layer; return the config, warnings, and the project settings ignored until trusted."""
     warnings, home = [], Path.home() / ".amas" / "config.yaml"
     user, project_file = layer(home, warnings), root / ".amas" / "config.yaml"
-    project, ignored, guarded = layer(project_file, warnings), [], False
+    own = project_file.resolve() == home.resolve()  # amas run in your home: its .amas/ holds your own settings
+    project, ignored, guarded = {} if own else layer(project_file, warnings), [], False
     if project.get("api_key"):
         _ignore_config(root)
     if project and not trusted(root):

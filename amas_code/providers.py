@@ -185,12 +185,12 @@ class Model:
             for i, c in enumerate(msg.tool_calls or [])
         ]
         content = msg.content or ""
-        if partial:
-            calls, content = [], content + f"\n\n[connection lost mid-answer: {partial}]"
+        if partial:  # the text so far is the answer; the caller says what went wrong
+            calls = []
         elif not calls:
             calls, content = parse_tool_calls(content, self.text_tools)
         reply = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
-        return reply | ({"cut": True} if finish == "length" else {})
+        return reply | ({"cut": True} if finish == "length" else {}) | ({"lost": partial} if partial else {})
 
     def count(self, litellm, built) -> None:
         usage = getattr(built, "usage", None)

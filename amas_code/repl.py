@@ -2,6 +2,7 @@
 
 import glob
 import os
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -73,7 +74,11 @@ def cmd_attach(agent, arg):
     """Add files to your next message: /attach <path or glob>..."""
     if not arg.strip():
         return ui.error("/attach needs a file, e.g. /attach src/app.py or /attach 'docs/*.md'")
-    for pattern in arg.split():
+    try:
+        patterns = shlex.split(arg)  # 'docs/*.md' and "my file.txt" as a shell would take them
+    except ValueError:
+        patterns = arg.split()
+    for pattern in patterns:
         full = str(agent.root / os.path.expanduser(pattern))
         for path in sorted(glob.glob(full, recursive=True)) or [full]:
             try:
@@ -110,7 +115,7 @@ def cmd_model(agent, arg):
     name = arg.strip()
     if name:
         providers.check(name)
-        same = name.split("/")[0] == agent.model.name.split("/")[0]  # another provider: its own address and key
+        same = name.split("/")[0] == agent.config["model"].split("/")[0]  # another provider than configured: its own
         keep = {k: agent.config[k] for k in ("api_base", "api_key") if same}
         agent.model = providers.Model(
             {**agent.config, "api_base": None, "api_key": None, **keep, "model": name}, agent.model.usage

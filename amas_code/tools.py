@@ -174,7 +174,10 @@ class Tools:
         for key, value in sig.bind(**args).arguments.items():
             want = sig.parameters[key].annotation
             if not isinstance(value, want) or isinstance(value, bool):
-                raise ValueError(f"argument {key!r} of {name} must be a {JSON_TYPES[want]}, got {type(value).__name__}")
+                kind = JSON_TYPES[want]
+                raise ValueError(
+                    f"argument {key!r} of {name} must be a{'n' * (kind[0] == 'i')} {kind}, got {type(value).__name__}"
+                )
         return args
 
     def execute(self, name: str, raw) -> str:
@@ -283,6 +286,8 @@ class Tools:
     def search_files(self, pattern: str, path: str = ".") -> str:
         """Regex search in project files (ignored files left out); returns path:line: text."""
         regex, base, hits = re.compile(pattern), self.gate.path(path), []
+        if not base.exists():
+            return f"Error: {path} does not exist"
         anywhere = re.compile(pattern, re.MULTILINE)  # ^ and $ at every line, as in the per-line search
         for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [base]:
             try:  # a link out of the project is never followed: a clone can ship one to ~/.aws/credentials
@@ -302,6 +307,8 @@ class Tools:
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""
         base = self.gate.path(path)
+        if not base.is_dir():
+            return f"Error: {path} is not a folder" if base.exists() else f"Error: {path} does not exist"
         rels = sorted(str(f)[len(str(base)) + 1 :] for f in project_files(base, self.config["ignore"]))
         lines, shown = [], set()
         for rel in rels[:MAX_LINES]:

@@ -209,3 +209,40 @@ def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch):
     llm.reply(text="no browsing here")
     agent.turn("just talk")
     assert closed == [True] and agent.tools.browser is None
+
+
+def test_attach_takes_quoted_globs_and_names_with_spaces(agent, project, llm):
+    from amas_code import repl
+
+    (project / "docs").mkdir()
+    for name in ("docs/a.md", "docs/b.md", "my file.txt"):
+        (project / name).write_text(f"{name}\n")
+    repl.command(agent, "/attach 'docs/*.md' \"my file.txt\"")
+    assert [path for path, _ in agent.attachments] == ["docs/a.md", "docs/b.md", "my file.txt"]
+
+
+def test_model_back_to_the_configured_provider_gets_its_address_and_key_back(agent, llm):
+    from amas_code import repl
+
+    repl.command(agent, "/model anthropic/claude-sonnet-4-5")
+    assert agent.model.config["api_base"] is None and agent.model.config["api_key"] is None
+    repl.command(agent, "/model openai/other-model")
+    assert agent.model.config["api_base"] == llm.url and agent.model.config["api_key"] == agent.config["api_key"]
+
+
+def test_a_damaged_history_is_resumed_without_its_bad_lines(project, llm, capsys):
+    from amas_code.agent import Agent
+
+    good = {"session": "s1", "time": 1.0, "role": "user", "content": "kept"}
+    bad = [
+        {**good, "time": "x"},
+        {**good, "content": ["a"]},
+        {**good, "role": "assistant", "tool_calls": "notalist"},
+        {**good, "role": "assistant", "tool_calls": [{"function": "x"}]},
+    ]
+    (project / ".amas").mkdir()
+    (project / ".amas/history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [good, *bad]) + "{broken\n")
+    agent = Agent(make_config(model="openai/test-model", api_base=llm.url, api_key="k" * 12), project, resume=True)
+    llm.reply(text="resumed")
+    agent.turn("go on")
+    assert [m["content"] for m in llm.requests[0]["messages"][1:]] == ["kept", "go on"]

@@ -404,3 +404,26 @@ def test_a_model_without_a_provider_is_one_clear_line(project, llm, amas):
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert "unknown model 'nonsense'" in result.stderr and "LLM Provider" not in result.stderr
     assert llm.requests == []
+
+
+def test_binary_piped_in_is_read_as_text_not_blamed_on_the_server(project, llm):
+    llm.reply(text="Random bytes.")
+    done = subprocess.run(
+        [sys.executable, "-m", "amas_code", "what is this"],
+        input=bytes(range(256)) * 8,
+        capture_output=True,
+        env=amas_env(llm),
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.decode() == "Random bytes.\n"
+    assert "\ufffd" in llm.requests[0]["messages"][-1]["content"]
+
+
+def test_in_your_home_folder_your_own_settings_are_not_a_stranger_project(home, llm, monkeypatch):
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text("auto_accept: true\n")
+    monkeypatch.chdir(home)
+    llm.reply(tool="write_file", path="w.txt", content="w\n").reply(text="Written.")
+    result = run_amas("write it", llm=llm, input="")
+    assert result.returncode == 0 and (home / "w.txt").read_text() == "w\n"
+    assert "not trusted" not in result.stderr

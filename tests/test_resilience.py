@@ -35,10 +35,17 @@ def test_one_shot_error_is_a_line_not_a_traceback(project, llm):
 
 def test_connection_reset_mid_stream_keeps_the_partial_answer(agent, llm, capsys):
     llm.error(200, cut_after="The first half of a long answer")
-    agent.turn("explain")
-    out = capsys.readouterr().out
-    assert "The first half of a long answer" in out and "connection lost mid-answer" in out
-    assert agent.messages[-1]["content"].startswith("The first half of a long answer")
+    with pytest.raises(providers.ProviderError, match="closed the connection in the middle of the answer"):
+        agent.turn("explain")
+    assert capsys.readouterr().out == "The first half of a long answer\n"  # the answer, and no error, on stdout
+    assert agent.messages[-1]["content"].startswith("The first half of a long answer\n\n[connection lost mid-answer")
+
+
+def test_a_one_shot_cut_mid_answer_fails_with_the_answer_on_stdout_and_the_error_on_stderr(project, llm):
+    llm.error(200, cut_after="The first half")
+    result = run_amas("explain", llm=llm, input="")
+    assert result.returncode == 1 and result.stdout == "The first half\n"
+    assert result.stderr.startswith("✗ the server at") and "closed the connection" in result.stderr
 
 
 def test_context_window_exceeded_compacts_and_retries_once(agent, llm):

@@ -164,3 +164,12 @@ def test_dispatcher_answers_bad_calls_with_text(run, box):
 def test_huge_tool_result_is_capped(run):
     out = run("shell_command", command="python3 -c \"print('x' * 3_000_000)\"")
     assert len(out) < tools.MAX_RESULT + 200 and "characters cut" in out
+
+
+def test_search_and_list_say_when_the_path_is_not_there(project):
+    box = toolbox(project)
+    assert box.execute("search_files", json.dumps({"pattern": "x", "path": "nope"})) == "Error: nope does not exist"
+    assert box.execute("list_files", json.dumps({"path": "nope"})) == "Error: nope does not exist"
+    assert box.execute("list_files", json.dumps({"path": "README.md"})) == "Error: README.md is not a folder"
+    wrong = box.execute("read_file", json.dumps({"path": "README.md", "offset": "3"}))
+    assert wrong == "Error: argument 'offset' of read_file must be an integer, got str"
