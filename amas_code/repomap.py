@@ -238,7 +238,8 @@ def _write_map(root: Path, cache: dict, stats: Counter, seconds: float) -> None:
     write_private(root / MAP, "\n".join(lines) + "\n")
     skipped = {k: n for k, n in stats.items() if k not in ("reparsed", "cached")}
     why = f" ({', '.join(f'{n} {k}' for k, n in skipped.items())})" if skipped else ""
-    ui.success(f"mapped {len(cache)} files, {sum(map(len, mapped.values()))} symbols in {seconds:.2f} s → {MAP}")
+    found = f"{ui.plural(len(cache), 'file')}, {ui.plural(sum(map(len, mapped.values())), 'symbol')}"
+    ui.success(f"mapped {found} in {seconds:.2f} s → {MAP}")
     done = f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skipped.values())} skipped{why}"
     ui.info(f"{done}; languages: {languages}")
 

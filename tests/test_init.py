@@ -569,3 +569,9 @@ def test_definitions_the_map_used_to_miss_or_garble(bare, name):
     write(bare, {name: source})
     init(bare)
     assert sections(bare) == {name: lines}
+
+
+def test_one_file_is_counted_as_one(bare, capsys):
+    (bare / "app.py").write_text("def main():\n    pass\n")
+    repomap.init(bare, DEFAULT_CONFIG["ignore"])
+    assert "mapped 1 file, 1 symbol in" in capsys.readouterr().err
