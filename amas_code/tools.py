@@ -119,9 +119,11 @@ def _kill(pid: int, keep: set[int]) -> None:
     """The command's process group, and every process it left behind (re-parented to us), killed."""
     import psutil
 
+    strays = [p for p in psutil.Process().children() if p.pid not in keep and p.pid != pid]
+    with contextlib.suppress(psutil.Error):  # its own tree too, waited for: a kill signal is only sent, not done
+        strays += psutil.Process(pid).children(recursive=True)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    strays = [p for p in psutil.Process().children() if p.pid not in keep and p.pid != pid]
     for stray in list(strays):
         with contextlib.suppress(psutil.Error):
             strays += stray.children(recursive=True)
