@@ -146,7 +146,7 @@ class Checkpoint:
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
                 return ""
             changes, made, gone = self.changed(pending)
-            git = GIT_MOVED if pending.get("git", "") != (self.user_git() if "git" in pending else "") else ""
+            git = GIT_MOVED if "git" in pending and pending["git"] != self.user_git() else ""  # shell commands only
             if not (changes or made or gone):
                 return f"[{git}]" if git else ""
             self.commit(pending["label"] + suffix, changes, {"made": made, "gone": gone, "git": bool(git)})
