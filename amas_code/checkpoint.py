@@ -209,6 +209,9 @@ class Checkpoint:
         added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
         if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
             raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
+        nested = [e.partition(b"\t")[2] for e in self.git("ls-files", "-sz").split(b"\0") if e.startswith(b"160000")]
+        if nested:  # a nested repository stays out, or the next `add` runs `git status` (and its filters) in it
+            self.git("update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0")
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
         except CheckpointError:  # the index names content now nowhere (the user's gc took it): read all again

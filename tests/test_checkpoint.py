@@ -551,3 +551,25 @@ def test_an_undo_stopped_part_way_says_so_and_can_be_run_again(project):
     assert (project / "a").read_text() == "a\n" and (project / "longer.txt/mine").exists()
     shutil.rmtree(project / "longer.txt")
     assert box.checkpoint.undo(1, refuse) == ["a", "longer.txt"] and (project / "longer.txt").read_text() == "l\n"
+
+
+@pytest.mark.parametrize("registered", [False, True])
+def test_no_program_of_a_nested_repository_runs(project, registered):
+    """The shadow's `git add` once ran `git status` inside a nested repository, and with it that one's filters."""
+    lib, marker = project / "vendor" / "lib", project.parent / "ran"
+    lib.mkdir(parents=True)
+    git(lib, "init", "-q")
+    git(lib, "config", "filter.mark.clean", f"sh -c 'echo clean >> {marker}; cat'")
+    files(lib, {".gitattributes": "* filter=mark\n", "lib.c": "int x;\n"})
+    commit(lib)
+    if registered:
+        git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "./vendor/lib", "vendor/lib")
+        commit(project, "add submodule")
+    marker.unlink(missing_ok=True)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    for n in range(3):
+        os.utime(lib / "lib.c", (n, n))  # stat-dirty in the nested index: a status there would run its filter
+        assert "checkpoint: 1 file" in box.execute("shell_command", json.dumps({"command": f"echo {n} > a{n}.txt"}))
+    assert not marker.exists()
+    box.checkpoint.undo(3, refuse)
+    assert not list(project.glob("a*.txt")) and (lib / "lib.c").read_text() == "int x;\n"
