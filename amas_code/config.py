@@ -26,6 +26,7 @@ DEFAULT_CONFIG = {
     "browser_headless": True,
 }
 TRISTATE, NUMBER, NULLABLE = (True, False, "auto"), (int, float), {"api_key", "api_base", "browser_path", "max_tokens"}
+POSITIVE = {"max_context_tokens", "max_tokens", "shell_timeout"}
 STRINGS = lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)  # noqa: E731
 CHECKS = {  # key -> (test, what it should be); None is allowed where the default is None
     "model": (lambda v: isinstance(v, str) and re.fullmatch(r"\S+", v), "a litellm model string, e.g. openai/gpt-4.1"),
@@ -77,6 +78,8 @@ def check(key: str, value, where: str) -> None:
         want = KIND_NAMES.get(kind, "a string")
     if not ((value is None and key in NULLABLE) or test(value)):
         raise ConfigError(f"{where}: {key} should be {want}, not {value!r}")
+    if key in POSITIVE and value is not None and value <= 0:
+        raise ConfigError(f"{where}: {key} should be above 0, not {value!r}")
 
 
 def layer(path: Path, warnings: list) -> dict:

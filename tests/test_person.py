@@ -388,8 +388,11 @@ def test_a_tab_indented_old_str_keeps_its_tab(project, llm, amas):
         ("model: null\n", ["hi"], "model should be a litellm model string"),
         ("ignore: [1, 2]\n", ["init"], "ignore should be a list of glob patterns, not [1, 2]"),
         ("", ["-m", "", "hi"], "model should be a litellm model string"),
+        ("max_tokens: -5\n", ["hi"], "max_tokens should be above 0, not -5"),
+        ("max_context_tokens: 0\n", ["hi"], "max_context_tokens should be above 0, not 0"),
+        ("shell_timeout: -1.5\n", ["hi"], "shell_timeout should be above 0, not -1.5"),
     ],
-    ids=["quoted-number", "null-model", "ignore-numbers", "empty-model-flag"],
+    ids=["quoted-number", "null-model", "ignore-numbers", "empty-model-flag", "negative", "zero", "negative-float"],
 )
 def test_a_bad_setting_is_one_clear_line(project, llm, amas, yaml, args, line):
     config(project, yaml)
