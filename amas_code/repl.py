@@ -173,6 +173,8 @@ def cmd_permissions(agent, arg):
 
 def cmd_browser(agent, arg):
     """Close the browser to free its memory: /browser close."""
+    if arg.strip() not in ("", "close"):  # the agent opens it when it needs it
+        return ui.error(f"/browser takes only close, not {arg.strip()!r}; the browser is as it was")
     agent.tools.close()
     ui.success("browser closed")
 

@@ -189,7 +189,9 @@ def test_resumed_session_killed_mid_tool_is_repaired(project, llm):
     assert sent[4]["content"] == "go on" and agent.session == "s1"
 
 
-def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch):
+def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch, capsys):
+    from amas_code import repl
+
     closed = []
 
     class FakeBrowser:  # the real one is tested in test_browser.py; here only its lifetime matters
@@ -206,6 +208,8 @@ def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch):
     llm.reply(tool="navigate", url="http://127.0.0.1:1/").reply(text="opened")
     agent.turn("open the page")
     assert closed == [] and agent.tools.browser is not None  # used this turn: kept for the next
+    repl.command(agent, "/browser open")  # a command it does not have leaves it open
+    assert closed == [] and "/browser takes only close, not 'open'" in capsys.readouterr().err
     llm.reply(text="no browsing here")
     agent.turn("just talk")
     assert closed == [True] and agent.tools.browser is None
