@@ -89,12 +89,14 @@ def run(root: Path, config: dict, text: str, resume: bool) -> int:
 
 
 def main() -> None:
-    try:
-        cli()
-        code = 0
-    except KeyboardInterrupt:
+    try:  # not standalone: click would print "Aborted!" for a Ctrl+C at a question before the agent starts
+        code = cli.main(standalone_mode=False) or 0
+    except (KeyboardInterrupt, click.Abort):
         ui.warning("interrupted")
         code = 130
+    except click.ClickException as e:  # a usage error
+        e.show()
+        code = e.exit_code
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else int(e.code is not None)
     except Exception as e:  # never a traceback on the user's screen

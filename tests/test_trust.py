@@ -16,7 +16,7 @@ import pexpect
 import pytest
 from conftest import API_KEY, git, run_amas
 
-from amas_code import browser
+from amas_code import browser, config
 
 SECRET = "sk-live-abcdefghijklmnopqrstuv0123456789"
 
@@ -590,6 +590,17 @@ def test_folder_trust_is_asked_once_and_again_when_the_config_changes(repl, proj
     child.sendline("n")
     child.expect("ignored auto_accept")
     child.expect("›")
+
+
+def test_ctrl_c_at_the_trust_question_is_an_interruption_not_a_crash(repl, project):
+    project_config(project, "auto_accept: true\n")
+    child = repl(wait=False)
+    child.expect(r"Trust it\?")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "interrupted" in child.before and "Aborted" not in child.before and child.exitstatus == 130
+    assert config.trusted(project) is None  # asked again next time
 
 
 def test_trust_without_a_terminal(project, llm, amas):
