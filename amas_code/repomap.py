@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from amas_code import tools, ui
-from amas_code.config import write_private
+from amas_code.config import ConfigError, write_private
 
 CACHE, MAP = ".amas/map_cache.json", ".amas/project_map.md"
 CACHE_VERSION = 5  # bump when extraction or the entry layout changes, so older caches are parsed again
@@ -223,8 +223,12 @@ def init(root: Path, ignore: list[str]) -> int:
     for symbol in (s for entry in cache.values() for s in entry[SYMS]):  # refs: other files that mention its name,
         name = symbol[2]  # per file defining it (`new`, `clone`, `len` in 300 files say little); ids spare re-reading
         symbol[4:] = [round(max(0, refs[name] - defined[name]) / defined[name], 2)]
-    write_private(root / CACHE, json.dumps({"version": CACHE_VERSION, "files": cache}, separators=(",", ":")))
-    _write_map(root, cache, stats, time.perf_counter() - began)
+    try:
+        write_private(root / CACHE, json.dumps({"version": CACHE_VERSION, "files": cache}, separators=(",", ":")))
+        _write_map(root, cache, stats, time.perf_counter() - began)
+    except (OSError, ConfigError) as e:  # a read-only folder, a file named .amas, a link
+        ui.error(f"cannot write the project map into .amas/: {getattr(e, 'strerror', None) or e}")
+        return 1
     return 0
 
 

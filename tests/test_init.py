@@ -333,6 +333,15 @@ def test_init_through_the_cli(project):
     assert sections(project)["app.py"] == EXPECTED["app.py"]
 
 
+def test_a_map_that_cannot_be_written_is_one_clear_line(project):
+    write(project, {"app.py": SOURCES["app.py"]})
+    (project / ".amas").write_text("a file of the user's where amas keeps its folder\n")
+    result = run_amas("init")
+    assert result.returncode == 1 and "unexpected" not in result.stderr
+    assert result.stderr.strip().endswith("cannot write the project map into .amas/: File exists")
+    assert (project / ".amas").read_text() == "a file of the user's where amas keeps its folder\n"
+
+
 def test_many_files_through_python_m_are_parsed_by_spawned_workers(project):
     write(project, generated(300))  # over the line where init parses in several processes
     result = run_amas("init")
