@@ -28,12 +28,21 @@ def cli(prompt, model, api_base, yes, resume, trust):
         from amas_code import repomap
 
         sys.exit(repomap.init(root, config["ignore"]))
-    piped = "" if sys.stdin.isatty() else sys.stdin.buffer.read().decode("utf-8", errors="replace").strip()
+    piped = "" if sys.stdin.isatty() else read_piped(sys.stdin.buffer)
     text = f"{text}\n\n```\n{piped}\n```" if text and piped else text or piped
     if not text and not sys.stdin.isatty():
         ui.error('nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal')
         sys.exit(1)
     sys.exit(run(root, config, text, resume))
+
+
+def read_piped(stream, keep: int = 30_000) -> str:
+    """What was piped in, in bounded memory: if long, its head and its end (where a log's errors are)."""
+    head, tail, size = stream.read(keep), b"", 0
+    while chunk := stream.read(1 << 20):
+        size, tail = size + len(chunk), (tail + chunk)[-keep:]
+    cut = f"\n[… {size - len(tail):,} bytes of piped input cut …]\n".encode()
+    return (head + (cut if size > len(tail) else b"") + tail).decode("utf-8", errors="replace").strip()
 
 
 def find_root(here: Path) -> Path:

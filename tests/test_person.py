@@ -422,6 +422,18 @@ def test_binary_piped_in_is_read_as_text_not_blamed_on_the_server(project, llm):
     assert "\ufffd" in llm.requests[0]["messages"][-1]["content"]
 
 
+def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
+    llm.reply(text="The disk is full.")
+    log = b"first line of the log\n" + b"INFO all is well\n" * 600_000 + b"ERROR disk full\n"  # 10 MB
+    done = subprocess.run(
+        [sys.executable, "-m", "amas_code", "why did it fail?"], input=log, capture_output=True, env=amas_env(llm)
+    )
+    assert done.returncode == 0 and done.stdout.decode() == "The disk is full.\n"
+    sent = llm.requests[0]["messages"][-1]["content"]
+    assert sent.startswith("why did it fail?\n\n```\nfirst line of the log\n") and "ERROR disk full\n```" in sent
+    assert len(sent) < 70_000 and re.search(r"\[… [\d,]+ bytes of piped input cut …\]", sent)
+
+
 def test_in_your_home_folder_your_own_settings_are_not_a_stranger_project(home, llm, monkeypatch):
     (home / ".amas").mkdir()
     (home / ".amas/config.yaml").write_text("auto_accept: true\n")
