@@ -129,16 +129,20 @@ class Agent:
 
     def reply(self) -> dict:
         """One model call; switches to text tool calls, or compacts, once when the provider needs it."""
+        switched = None  # said once text tool calls worked: an empty stream may be the server failing anyway
         for attempt in range(3):
             try:
-                return self.call()
+                reply = self.call()
+                if switched:
+                    ui.warning(f"{switched}; using text tool calls for this session")
+                return reply
             except providers.NoNativeTools as e:
                 if self.model.text_tools:
                     raise
-                self.model.text_tools = True
-                ui.warning(f"{e}; using text tool calls for this session")
+                self.model.text_tools, switched = True, e
             except providers.ProviderError as e:
                 if e.kind != "context" or attempt or not (self.compact() or self.shrink()):
+                    self.model.text_tools &= switched is None  # they did not help: tools again next time
                     raise
         raise providers.ProviderError("the model call kept failing")
 

@@ -229,8 +229,18 @@ def test_a_stream_with_no_data_is_an_error_naming_the_server(project, llm, amas)
     port = llm.url.split(":")[-1].split("/")[0]
     errors = [line for line in result.output.splitlines() if line.startswith("✗")]
     assert len(errors) == 1 and "sent an empty stream" in errors[0] and f"127.0.0.1:{port}" in errors[0]
-    assert "the model sent an empty reply" not in result.output
+    assert "the model sent an empty reply" not in result.output and "text tool calls" not in result.output
     assert len(llm.requests) <= 3  # with tools, then without them and one retry: no more
+
+
+def test_text_tool_calls_that_did_not_help_are_not_kept(agent, llm):
+    for _ in range(3):  # with tools, then as text and its one retry
+        llm.empty()
+    with pytest.raises(providers.ProviderError, match="sent an empty stream"):
+        agent.turn("hi")
+    llm.reply(text="back")
+    agent.turn("hi again")
+    assert len(llm.requests) == 4 and llm.requests[-1]["tools"] and not agent.model.text_tools
 
 
 def test_max_tokens_is_sent_and_a_cut_answer_says_so(project, llm, amas):
