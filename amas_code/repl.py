@@ -93,7 +93,7 @@ def _attach(agent, path: Path) -> None:
         raise ValueError("no such file")
     if path.is_dir():
         raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
-    data = path.read_bytes()
+    data = tools.regular(path, path.name).read_bytes()
     if tools.looks_binary(data):
         raise ValueError("it is a binary file")
     text = agent.gate.secrets.redact(data[: tools.MAX_READ].decode(errors="replace"))

@@ -36,6 +36,15 @@ def looks_binary(data: bytes) -> bool:
     return b"\0" in data[:8192]
 
 
+def regular(p: Path, name: str) -> Path:
+    """The path, if it is a file to read: a FIFO or a device is never opened (it blocks, or never ends)."""
+    if p.is_dir():
+        raise ValueError(f"{name} is a folder; list_files shows what it holds")
+    if p.exists() and not p.is_file():
+        raise ValueError(f"{name} is not a regular file")
+    return p
+
+
 def cap(text: str, limit: int) -> str:
     """Text cut to limit characters, keeping its head and its tail (where errors and exit codes are)."""
     if len(text) <= limit:
@@ -201,7 +210,7 @@ class Tools:
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a file with line numbers. Read a file before editing it."""
         p = self.gate.path(path)
-        data = p.read_bytes()
+        data = regular(p, path).read_bytes()
         if looks_binary(data):
             return "Binary file, cannot display"
         self.touched.add(self.show(p))
@@ -235,7 +244,7 @@ class Tools:
     def edit_file(self, path: str, old_str: str, new_str: str) -> str:
         """Replace one exact, unique occurrence of old_str with new_str."""
         p = self.gate.path(path, write=True)
-        data = p.read_bytes()
+        data = regular(p, path).read_bytes()
         try:
             text = data.decode("utf-8").replace("\r\n", "\n") if _crlf(data) else data.decode("utf-8")
         except UnicodeDecodeError:
@@ -291,10 +300,10 @@ class Tools:
         if not base.exists():
             return f"Error: {path} does not exist"
         anywhere = re.compile(pattern, re.MULTILINE)  # ^ and $ at every line, as in the per-line search
-        for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [base]:
+        for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [regular(base, path)]:
             try:  # a link out of the project is never followed: a clone can ship one to ~/.aws/credentials
                 inside = not f.is_symlink() or Path(os.path.realpath(f)).is_relative_to(self.root)
-                text = f.read_text(encoding="utf-8") if inside and f.stat().st_size < 2_000_000 else ""
+                text = f.read_text(encoding="utf-8") if inside and f.is_file() and f.stat().st_size < 2e6 else ""
             except (OSError, UnicodeDecodeError):
                 continue
             if not anywhere.search(text):  # most files do not match: skip splitting them into lines

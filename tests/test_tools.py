@@ -173,3 +173,30 @@ def test_search_and_list_say_when_the_path_is_not_there(project):
     assert box.execute("list_files", json.dumps({"path": "README.md"})) == "Error: README.md is not a folder"
     wrong = box.execute("read_file", json.dumps({"path": "README.md", "offset": "3"}))
     assert wrong == "Error: argument 'offset' of read_file must be an integer, got str"
+
+
+@pytest.mark.parametrize(
+    "name, args, said",
+    [
+        ("search_files", {"pattern": "hello"}, "a.txt:1: hello"),  # the walk of a folder without git meets it
+        ("search_files", {"pattern": "hello", "path": "pipe"}, "Error: pipe is not a regular file"),
+        ("read_file", {"path": "pipe"}, "Error: pipe is not a regular file"),
+        ("edit_file", {"path": "pipe", "old_str": "a", "new_str": "b"}, "Error: pipe is not a regular file"),
+        ("read_file", {"path": "."}, "Error: . is a folder; list_files shows what it holds"),
+    ],
+)
+def test_a_fifo_never_blocks_a_tool(run, bare, name, args, said):
+    import os
+    import threading
+
+    (bare / "a.txt").write_text("hello\n")
+    os.mkfifo(bare / "pipe")
+    result = []
+    worker = threading.Thread(target=lambda: result.append(run(name, **args)), daemon=True)
+    worker.start()
+    worker.join(10)
+    blocked = worker.is_alive()
+    if blocked:  # opening the FIFO: a writer that closes at once lets it go
+        os.close(os.open(bare / "pipe", os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+    assert not blocked and result == [said]
