@@ -25,6 +25,7 @@ GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by wa
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
 GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
+LOST = "which git ignores and /undo cannot bring back: /undo keeps the files it made, which may hold it"
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
 
 
@@ -146,12 +147,14 @@ class Checkpoint:
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
                 return ""
             changes, made, gone = self.changed(pending)
-            git = GIT_MOVED if "git" in pending and pending["git"] != self.user_git() else ""  # shell commands only
+            moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
+            lost = [p for p in pending.get("ignored", []) if not os.path.lexists(self.root / p)]
+            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
             if not (changes or made or gone):
-                return f"[{git}]" if git else ""
-            self.commit(pending["label"] + suffix, changes, {"made": made, "gone": gone, "git": bool(git)})
+                return f"[{'; '.join(said)}]" if said else ""
+            self.commit(pending["label"] + suffix, changes, {"made": made, "gone": gone, "git": moved, "lost": lost})
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
-            return f"[checkpoint: {what}; /undo takes it back{'; ' + git if git else ''}]"
+            return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
         except TROUBLE as e:
             return _failed(e)
         finally:
@@ -313,8 +316,9 @@ class Checkpoint:
         """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
         plan, dirs = {}, {}
         for cp in chain:
-            for rel, sides in cp["files"].items():
-                plan.setdefault(rel, [sides[not forward]]).append(sides[forward])  # [expected now, ..., wanted]
+            for rel, sides in cp["files"].items():  # a file made by a command that removed an ignored one stays
+                if forward or sides[0] or not cp.get("lost"):
+                    plan.setdefault(rel, [sides[not forward]]).append(sides[forward])  # [expected now, ..., wanted]
             dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
         now = self.state(list(plan))  # the content of a file changed since is kept too, in case
         edited = [rel for rel, sides in plan.items() if now[rel] not in (sides[0], sides[-1])]
@@ -359,6 +363,8 @@ class Checkpoint:
             self.set_ref(MAIN, chain[-1]["parent"])
             if moved := [cp["label"] for cp in chain if cp.get("git")]:
                 ui.warning(f"{'; '.join(moved)}: {GIT_MOVED} (see `git status` and `git reflog`)")
+            for cp in (cp for cp in chain if cp.get("lost")):
+                ui.warning(f"{cp['label']}: {_lost(cp['lost'])}")
             return files
 
     def redo(self, ask=lambda q: False) -> list[str]:
@@ -397,6 +403,10 @@ def git_env(**extra: str) -> dict:
     and no fetching of missing objects, which would run the repository's programs (git 2.44+; older: protocol)."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     return {**kept, "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1", **extra}
+
+
+def _lost(paths: list[str]) -> str:
+    return f"it removed {', '.join(paths[:5])}{'…' * (len(paths) > 5)}, {LOST}"
 
 
 def _failed(error: Exception) -> str:

@@ -573,3 +573,22 @@ def test_no_program_of_a_nested_repository_runs(project, registered):
     assert not marker.exists()
     box.checkpoint.undo(3, refuse)
     assert not list(project.glob("a*.txt")) and (lib / "lib.c").read_text() == "int x;\n"
+
+
+def test_undo_keeps_what_a_command_made_when_it_removed_a_file_git_ignores(project, capsys):
+    files(project, {".gitignore": ".env\n", ".env": "KEY=the user's only copy\n"})
+    commit(project)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    result = box.execute("shell_command", json.dumps({"command": "mv .env env.backup && echo x >> README.md"}))
+    lost = "it removed .env, which git ignores and /undo cannot bring back: /undo keeps the files it made"
+    assert lost in " ".join(result.split())
+    capsys.readouterr()
+    assert box.checkpoint.undo(1, refuse) == ["README.md"] and (project / "README.md").read_text() == "# demo\n"
+    assert (project / "env.backup").read_text() == "KEY=the user's only copy\n"
+    assert lost in " ".join(capsys.readouterr().err.split())
+    assert box.checkpoint.redo(refuse) == ["README.md", "env.backup"]
+    assert (project / "env.backup").read_text() == "KEY=the user's only copy\n"
+    box.checkpoint.undo(1, refuse)
+    plain = box.execute("shell_command", json.dumps({"command": "echo y > y.txt"}))
+    assert plain.endswith("[checkpoint: 1 file; /undo takes it back]")
+    assert box.checkpoint.undo(1, refuse) == ["y.txt"] and not (project / "y.txt").exists()
