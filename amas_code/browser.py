@@ -227,10 +227,10 @@ class Browser:
         return f"Error: {first}{hint}"
 
     def guard(self, route) -> None:
-        """Let a request through unless it is a navigation to a host `visit` refuses. Redirect hops are not routed
+        """Let a request through unless it is a navigation `visit` refuses. Redirect hops are not routed
         by Playwright, and fetching a navigation here to see them would hold a whole download in memory."""
         url = route.request.url
-        if route.request.is_navigation_request() and url.lower().startswith(("http:", "https:")):
+        if route.request.is_navigation_request():
             try:
                 self.visit(url)
             except PermissionError as e:

@@ -342,9 +342,20 @@ class Tools:
         return browser.fetch(url, self.gate)
 
     def page(self) -> browser.Browser:
-        """The browser, started on first use."""
-        self.browser, self.browser_used = self.browser or browser.Browser(self.config, self.gate.host), True
+        """The browser, started on first use; every navigation, the page's own too, goes through visit."""
+        self.browser, self.browser_used = self.browser or browser.Browser(self.config, self.visit), True
         return self.browser
+
+    def visit(self, url: str) -> str:
+        """The URL, if the browser may open it: a file through the path gate, a new host asked about."""
+        scheme = urlsplit(url).scheme.lower()
+        if scheme == "file":
+            return self.gate.path(unquote(urlsplit(url).path)).as_uri()
+        if scheme in ("http", "https"):
+            self.gate.host(url)
+        elif scheme not in ("about", "data", "blob"):  # view-source:file://… would skip the path gate
+            raise PermissionError(f"the browser opens http, https, file, about, data and blob URLs, not {scheme}:")
+        return url
 
     def close(self, idle_only: bool = False) -> None:
         """Free the browser (hundreds of MB); with idle_only, only if no tool used it since the last call."""
@@ -355,12 +366,8 @@ class Tools:
 
     def navigate(self, url: str) -> str:
         """Browser: open a URL; returns the title and visible text."""
-        if url.lower().startswith("file:"):
-            url = self.gate.path(unquote(urlsplit(url).path)).as_uri()
-        elif not url.lower().startswith(("about:", "data:")):
-            url = url if "://" in url else f"https://{url}"
-            self.gate.host(url)
-        return self.page().navigate(url)
+        known = "://" in url or url.lower().startswith(("about:", "data:", "view-source:"))
+        return self.page().navigate(self.visit(url if known else f"https://{url}"))
 
     def click(self, selector: str) -> str:
         """Browser: click the element matching a CSS selector."""

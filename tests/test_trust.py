@@ -334,6 +334,20 @@ def test_a_page_cannot_take_the_browser_to_a_new_host(project, llm, amas, listen
         assert "connecting to localhost was declined" in "".join(results(llm))
 
 
+@pytest.mark.skipif(browser.find({}) is None or importlib.util.find_spec("playwright") is None, reason="no browser")
+@pytest.mark.parametrize("flags", [(), ("-y",)])
+def test_a_page_cannot_take_the_browser_to_a_file_outside(project, home, llm, amas, flags):
+    (home / ".docker").mkdir()
+    (home / ".docker/config.json").write_text('{"auths": {"r.example": {"auth": "aHVudGVyMi1kb2NrZXI="}}}\n')
+    away = (home / ".docker/config.json").as_uri()
+    (project / "index.html").write_text(f"<p>docs</p><script>setTimeout(() => location.href = '{away}', 50)</script>")
+    calls = [("navigate", {"url": (project / "index.html").as_uri()}), ("get_text", {})]
+    attack(llm, amas, [*calls, ("navigate", {"url": f"view-source:{away}"}), ("get_text", {})], *flags)
+    assert "aHVudGVyMi1kb2NrZXI" not in json.dumps(llm.requests)
+    said = results(llm)
+    assert "holds credentials" in said[1] + said[2] and "view-source" in said[2]
+
+
 # -- 7. secrets never reach the model --------------------------------------------------------------------------------
 
 
