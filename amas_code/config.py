@@ -43,6 +43,7 @@ KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string", NUM
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
 SET, ON = lambda v: v is not None, lambda v: v is False  # noqa: E731
 LOOSER = dict(auto_accept=bool, browser_path=SET, checkpoint_on_edit=ON, searxng_url=SET, api_base=SET)  # untrusted: no
+LOOSER["ignore"] = lambda v: not set(v or []) <= set(DEFAULT_CONFIG["ignore"])  # outside git: what /undo covers
 GITIGNORE = "# local state of amas; rules.md and skills/ are meant to be shared\nhistory.jsonl\ninput_history\n"
 GITIGNORE += "map_cache.json\nproject_map.md\n*.tmp\n"
 

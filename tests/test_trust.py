@@ -106,6 +106,15 @@ def test_untrusted_project_cannot_turn_off_checkpoints(project, home, llm, amas)
     assert list((home / ".amas/checkpoints").iterdir())  # the change can still be undone
 
 
+def test_untrusted_project_cannot_hide_files_from_checkpoints(bare, llm, amas):
+    """In a folder without git the ignore list decides what a shell command's checkpoint covers."""
+    (bare / "thesis.txt").write_text("three years of work\n")
+    project_config(bare, "ignore: ['*']\n")
+    result = attack(llm, amas, [("shell_command", {"command": "echo overwritten > thesis.txt"})], "-y")
+    assert "ignored ignore from .amas/config.yaml: this folder is not trusted" in result.output
+    assert "checkpoint: 1 file" in results(llm)[0]
+
+
 def user_model(home, llm, **extra):
     (home / ".amas").mkdir(exist_ok=True)
     settings = {"model": "openai/test-model", "api_base": llm.url, "api_key": SECRET, **extra}
