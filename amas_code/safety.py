@@ -64,7 +64,8 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
     toks = tokens(line)
     if toks is None:
         return [line.split()], [], False
-    commands, targets, words, plain = [], [], [], not re.search(r"`|\$\(|[<>]\(|\n", line)
+    bare = line.replace("\\", "")  # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
+    commands, targets, words, plain = [], [], [], not re.search(r"`|\$\(|[<>]\(|\n", bare)
     for i, tok in enumerate(toks):
         if i and set(toks[i - 1]) <= set("<>&|") and {"<", ">"} & set(toks[i - 1]):
             targets.append(tok)  # the word after a redirection

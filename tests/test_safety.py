@@ -31,6 +31,13 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
     assert not (bare / "made.txt").exists()
 
 
+@pytest.mark.parametrize("line", ["printf -v x[\\$\\(id\\>../pwned\\)] %s hi", "printf -v x[$\\(id\\)] %s hi"])
+def test_an_escaped_substitution_never_matches_an_allow_rule(bare, line):
+    """bash evaluates printf -v's array subscript as arithmetic, which runs the `$(...)` the backslashes hid."""
+    box = toolbox(bare, permissions={"allow": ["printf *"], "deny": [], "env": []})
+    assert shell(box, line) == "Command declined by user." and box.gate.last[1] != "allow"
+
+
 def test_always_remembers_the_exact_commands_in_your_home(repl, project, home, llm):
     llm.reply(tool="shell_command", command="echo first && echo second").reply(text="one")
     llm.reply(tool="shell_command", command="echo first && echo second").reply(text="two")
