@@ -208,13 +208,7 @@ class Checkpoint:
         if self.borrowed and (first or stamp != self.indexed):
             self.track()  # the files the user's git tracks, again whenever its index moved (a `git add -f`)
             self.indexed = stamp
-        # the first time the rest, none of it in the user's objects, goes into one pack (threshold 1), not a file each
-        added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
-        if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
-            raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
-        nested = [e.partition(b"\t")[2] for e in self.git("ls-files", "-sz").split(b"\0") if e.startswith(b"160000")]
-        if nested:  # a nested repository stays out, or the next `add` runs `git status` (and its filters) in it
-            self.git("update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0")
+        self.add(first)
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
         except CheckpointError:  # the index names content now nowhere (the user's gc took it): read all again
@@ -227,6 +221,18 @@ class Checkpoint:
             if top.endswith("/") and not os.path.lexists(self.root / top / ".git"):
                 hollow.update(os.path.relpath(d, self.root) for d, _, _ in os.walk(self.root / top))
         return {"tree": tree, "empty": sorted(hollow)}
+
+    def add(self, first: bool) -> None:
+        """Every file into the shadow's index, the first time what the user's objects lack into one pack (threshold
+        1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them."""
+        added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
+        if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
+            raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
+        nested = [
+            e.partition(b"\t")[2] for e in self.git("ls-files", "-sz").split(b"\0") if e.startswith(GITLINK.encode())
+        ]
+        if nested:
+            self.git("update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0")
 
     def untracked(self, *flags: str) -> list[str]:
         """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""
