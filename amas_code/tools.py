@@ -254,7 +254,10 @@ class Tools:
         shown = self.gate.secrets.redact(text).count(old_str)  # old_str in a secret amas hides is not found, or it
         count = text.count(old_str) if old_str and shown == text.count(old_str) else 0  # would tell what it is
         if count == 1:
-            return self.change(p, data, _like(data, text.replace(old_str, new_str, 1)), "edit")
+            new, seen = text.replace(old_str, new_str, 1), self.gate.secrets.redact(text).replace(old_str, new_str, 1)
+            if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count("[REDACTED]"):  # `PASSWORD=` → `\n`
+                return "Error: this edit would leave a hidden secret without the name that hides it; edit other lines"
+            return self.change(p, data, _like(data, new), "edit")
         if count > 1:
             lines = ", ".join(str(text.count("\n", 0, m.start()) + 1) for m in re.finditer(re.escape(old_str), text))
             return (

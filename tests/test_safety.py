@@ -155,6 +155,20 @@ def test_fuzzed_dispatcher_always_returns_a_string(bare, name, args):
     assert isinstance(result, str) and result
 
 
+@pytest.mark.parametrize(
+    "old, new", [("DB_PASSWORD=", "DB_PASSWORD=\n"), ("DB_PASSWORD=", "DB_NAME="), ("DB_PASSWORD=", "")]
+)
+def test_an_edit_never_parts_a_secret_from_the_name_that_hides_it(bare, old, new):
+    env = "HOST=db\nDB_PASSWORD=Tr0ub4dor&3x\n"
+    (bare / ".env").write_text(env)
+    box = toolbox(bare, auto_accept=True)
+    said = box.execute("edit_file", json.dumps({"path": ".env", "old_str": old, "new_str": new}))
+    assert said.startswith("Error: this edit would leave a hidden secret without the name that hides it")
+    assert (bare / ".env").read_text() == env and "Tr0ub4dor" not in box.execute("read_file", '{"path": ".env"}')
+    done = box.execute("edit_file", json.dumps({"path": ".env", "old_str": "HOST=db", "new_str": "HOST=db2"}))
+    assert done.startswith("Edit .env") and (bare / ".env").read_text() == env.replace("db\n", "db2\n", 1)
+
+
 def test_config_secrets_from_every_layer_are_known(bare):
     secrets = safety.Secrets(make_config(secrets=["home-key-123456", "project-key-654321"]))
     assert secrets.redact("home-key-123456 project-key-654321") == "[REDACTED] [REDACTED]"
