@@ -238,9 +238,11 @@ def test_text_tool_calls_that_did_not_help_are_not_kept(agent, llm):
         llm.empty()
     with pytest.raises(providers.ProviderError, match="sent an empty stream"):
         agent.turn("hi")
+    assert not agent.model.text_tools
+    llm.script.clear()  # the text call is retried once or not at all, as litellm reports an empty stream
     llm.reply(text="back")
     agent.turn("hi again")
-    assert len(llm.requests) == 4 and llm.requests[-1]["tools"] and not agent.model.text_tools
+    assert llm.requests[-1]["tools"] and not agent.model.text_tools
 
 
 def test_max_tokens_is_sent_and_a_cut_answer_says_so(project, llm, amas):
