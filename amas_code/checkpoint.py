@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -24,6 +25,7 @@ GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by wa
 ).split()
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
 GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
+UNREAD = re.compile(r"""error: open\("(.+?)"\): |warning: could not open directory '(.+?)': """)
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
 LOST = "which git ignores and /undo cannot bring back: /undo keeps the files it made, which may hold it"
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
@@ -208,7 +210,7 @@ class Checkpoint:
         if self.borrowed and (first or stamp != self.indexed):
             self.track()  # the files the user's git tracks, again whenever its index moved (a `git add -f`)
             self.indexed = stamp
-        self.add(first)
+        unread = self.add(first)
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
         except CheckpointError:  # the index names content now nowhere (the user's gc took it): read all again
@@ -220,11 +222,12 @@ class Checkpoint:
         for top in self.untracked():
             if top.endswith("/") and not os.path.lexists(self.root / top / ".git"):
                 hollow.update(os.path.relpath(d, self.root) for d, _, _ in os.walk(self.root / top))
-        return {"tree": tree, "empty": sorted(hollow)}
+        return {"tree": tree, "empty": sorted(hollow), "unread": unread}
 
-    def add(self, first: bool) -> None:
+    def add(self, first: bool) -> list[str]:
         """Every file into the shadow's index, the first time what the user's objects lack into one pack (threshold
-        1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them."""
+        1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them.
+        The paths it could not read: not covered, and never taken for new when a command makes them readable."""
         added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
         if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
             raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
@@ -233,6 +236,7 @@ class Checkpoint:
         ]
         if nested:
             self.git("update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0")
+        return [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
 
     def untracked(self, *flags: str) -> list[str]:
         """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""
@@ -242,7 +246,7 @@ class Checkpoint:
     def track(self) -> None:
         """Start from the files the user's git tracks, an ignored one too (a committed dist/): hashed, not copied."""
         paths = [self.root / os.fsdecode(p) for p in self.user("ls-files", "-z").stdout.split(b"\0") if p]
-        files = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or p.is_file()]
+        files = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or _readable(p)]
         if files:
             self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(files) + b"\0", borrow=True)
 
@@ -257,7 +261,7 @@ class Checkpoint:
             elif TREE not in (mode_a, mode_b) and GITLINK not in (mode_a, mode_b):
                 sides = ((mode_a, sha_a), (mode_b, sha_b))
                 changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
-        before, after, ignored = set(old["empty"]), set(new["empty"]), set(old.get("ignored", []))
+        before, after, ignored = set(old["empty"]), set(new["empty"]), {*old.get("ignored", []), *old.get("unread", [])}
         shown = lambda p: p in ignored or p.startswith(tuple(i for i in ignored if i.endswith("/")))  # noqa: E731
         changes = {p: sides for p, sides in changes.items() if sides[0] or not shown(p)}  # not made: only unignored
         made = {d for d in (added | after) - before - deleted if not shown(d + "/")}
@@ -413,6 +417,10 @@ def git_env(**extra: str) -> dict:
 
 def _lost(paths: list[str]) -> str:
     return f"it removed {', '.join(paths[:5])}{'…' * (len(paths) > 5)}, {LOST}"
+
+
+def _readable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.R_OK)  # one unreadable file would fail the whole update-index
 
 
 def _failed(error: Exception) -> str:

@@ -7,6 +7,8 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -592,3 +594,52 @@ def test_undo_keeps_what_a_command_made_when_it_removed_a_file_git_ignores(proje
     plain = box.execute("shell_command", json.dumps({"command": "echo y > y.txt"}))
     assert plain.endswith("[checkpoint: 1 file; /undo takes it back]")
     assert box.checkpoint.undo(1, refuse) == ["y.txt"] and not (project / "y.txt").exists()
+
+
+AS_A_USER = """
+import json, os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from conftest import toolbox
+root = Path(sys.argv[2])
+box = toolbox(root, checkpoint=True, auto_accept=True)
+said = [box.execute("shell_command", json.dumps({"command": c})) for c in ("echo 1 > made.txt", sys.argv[3])]
+print(json.dumps({"said": said, "undone": box.checkpoint.undo(1, lambda q: False)}))
+"""
+
+
+def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path):
+    """Unreadable before the command, git could not snapshot it; readable after, it looked new, and /undo deleted it.
+    Root reads anything: as root the scenario runs as nobody."""
+    base = Path(tempfile.mkdtemp(prefix="amas-unread-"))  # where nobody can go: tmp_path's parents are private
+    root, home = base / "proj", base / "home"
+    try:
+        for folder in (base, root, home):
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, 0o777)
+        files(root, {"README.md": "# demo\n", "secret.cfg": "tracked, unreadable\n"})
+        git(root, "init", "-q", "-b", "main")
+        commit(root)
+        files(root, {"private.txt": "only copy\n", "vault/notes.txt": "only copy too\n"})
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        subprocess.run(["chown", "-R", "65534:65534", str(base)], check=True) if as_nobody else None
+        for path in ("private.txt", "secret.cfg", "vault"):
+            os.chmod(root / path, 0)
+        env = {**os.environ, "HOME": str(home), "GIT_CONFIG_GLOBAL": "/dev/null"}
+        tests = str(Path(__file__).parent)
+        command = "chmod 644 private.txt && chmod 755 vault"
+        done = subprocess.run(
+            [*as_nobody, sys.executable, "-c", AS_A_USER, tests, str(root), command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        assert out["said"][0].endswith("[checkpoint: 1 file; /undo takes it back]")  # one unreadable file: still on
+        assert "checkpoint" not in out["said"][1] and out["undone"] == ["made.txt"]  # nothing looked new
+        assert (root / "private.txt").read_text() == "only copy\n" and (root / "vault/notes.txt").exists()
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(base)])
+        shutil.rmtree(base, ignore_errors=True)
