@@ -64,9 +64,19 @@ def diff(old: str, new: str, path: str) -> Text:
 
 def _unified(old: list[str], new: list[str], path: str):
     """difflib.unified_diff without its autojunk: in a file of repeated lines (data, fixtures) that marks the
-    repeated lines junk, and a one-line change is shown as the whole file removed and added."""
-    groups = difflib.SequenceMatcher(None, old, new, autojunk=False).get_grouped_opcodes(2)
-    for n, group in enumerate(groups):
+    repeated lines junk, and a one-line change is shown as the whole file removed and added. The lines both ends
+    share are left out of the matching, which is quadratic in repeated lines (10,000 took 13 s)."""
+    same = lambda a, b: next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))  # noqa: E731
+    top = same(old, new)
+    end = min(same(old[::-1], new[::-1]), len(old) - top, len(new) - top)
+    matcher = difflib.SequenceMatcher(None, old[top : len(old) - end], new[top : len(new) - end], autojunk=False)
+    middle = [(tag, i1 + top, i2 + top, j1 + top, j2 + top) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
+    matcher.opcodes = [
+        ("equal", 0, top, 0, top),
+        *middle,
+        ("equal", len(old) - end, len(old), len(new) - end, len(new)),
+    ]
+    for n, group in enumerate(matcher.get_grouped_opcodes(2) if old != new else []):
         if n == 0:
             yield from (f"--- a/{path}", f"+++ b/{path}")
         (_, a1, _, b1, _), (_, _, a2, _, b2) = group[0], group[-1]

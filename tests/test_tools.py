@@ -200,3 +200,25 @@ def test_a_fifo_never_blocks_a_tool(run, bare, name, args, said):
         os.close(os.open(bare / "pipe", os.O_WRONLY | os.O_NONBLOCK))
         worker.join(10)
     assert not blocked and result == [said]
+
+
+def test_a_one_line_change_in_a_file_of_repeated_lines_is_diffed_as_one_line(monkeypatch):
+    """Matching is quadratic in repeated lines (10,000 took 13 s): the lines both ends share are left out first."""
+    import difflib
+
+    from amas_code import ui
+
+    matched = []
+
+    class Recorded(difflib.SequenceMatcher):
+        def __init__(self, isjunk=None, a="", b="", autojunk=True):
+            matched.append(len(a) + len(b))
+            super().__init__(isjunk, a, b, autojunk)
+
+    monkeypatch.setattr(difflib, "SequenceMatcher", Recorded)
+    old = "x,1\n" * 30_000
+    new = "x,1\n" * 15_000 + "x,2\n" + "x,1\n" * 14_999
+    shown = ui.diff(old, new, "data.csv").plain
+    assert shown == "--- a/data.csv\n+++ b/data.csv\n@@ -14999,5 +14999,5 @@\n x,1\n x,1\n-x,1\n+x,2\n x,1\n x,1\n"
+    assert matched and max(matched) <= 12
+    assert ui.diff("a\nb\n", "a\nc\nb\n", "f").plain == "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n+c\n b\n"
