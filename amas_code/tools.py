@@ -182,13 +182,9 @@ class Tools:
             raise ValueError(f"{name} is missing required argument(s): {', '.join(missing)}")
         if unknown := [k for k in args if k not in sig.parameters]:
             raise ValueError(f"{name} has no argument(s) {', '.join(unknown)}; it takes {', '.join(sig.parameters)}")
-        for key, value in sig.bind(**args).arguments.items():
-            want = sig.parameters[key].annotation
-            if not isinstance(value, want) or isinstance(value, bool):
-                kind = JSON_TYPES[want]
-                raise ValueError(
-                    f"argument {key!r} of {name} must be a{'n' * (kind[0] == 'i')} {kind}, got {type(value).__name__}"
-                )
+        if args.get("path") == "":
+            raise ValueError(f"the path for {name} is empty; name a file or folder, e.g. README.md or .")
+        _typed(name, sig, args)
         return args
 
     def execute(self, name: str, raw) -> str:
@@ -226,6 +222,8 @@ class Tools:
         if end < len(lines):
             why = "truncated at 50 KB" if size > MAX_READ else "more lines follow"
             out.append(f"[{why}: lines {offset + 1}-{end} of {len(lines)} shown; read_file offset={end} reads on]")
+        if lines and not out:
+            return f"Error: {path} has {len(lines)} lines; offset {offset} is past its end"
         return "\n".join(out) if out else f"(empty file: {self.show(p)})"
 
     def write_file(self, path: str, content: str) -> str:
@@ -387,6 +385,17 @@ class Tools:
     def get_text(self, selector: str = "body") -> str:
         """Browser: visible text of the page or of one element."""
         return self.page().get_text(selector)
+
+
+def _typed(name: str, sig: inspect.Signature, args: dict) -> None:
+    """Each argument of its parameter's type: a string `timeout` is refused before the command starts."""
+    for key, value in sig.bind(**args).arguments.items():
+        want = sig.parameters[key].annotation
+        if not isinstance(value, want) or isinstance(value, bool):
+            kind = JSON_TYPES[want]
+            raise ValueError(
+                f"argument {key!r} of {name} must be a{'n' * (kind[0] == 'i')} {kind}, got {type(value).__name__}"
+            )
 
 
 def _crlf(data: bytes) -> bool:

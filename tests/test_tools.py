@@ -37,6 +37,11 @@ def test_read_file_binary_missing_and_empty(run, bare):
     assert run("read_file", path="img.png") == "Binary file, cannot display"
     assert run("read_file", path="nope.py").startswith("Error: FileNotFoundError")
     assert run("read_file", path="empty.txt") == "(empty file: empty.txt)"
+    (bare / "two.txt").write_text("1\n2\n")
+    assert run("read_file", path="two.txt", offset=5) == "Error: two.txt has 2 lines; offset 5 is past its end"
+    assert run("create_file", path="", content="x") == (
+        "Error: the path for create_file is empty; name a file or folder, e.g. README.md or ."
+    )
 
 
 def test_read_file_truncates_at_50kb_and_says_how_to_go_on(run, bare):
