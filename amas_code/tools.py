@@ -249,10 +249,10 @@ class Tools:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
-        shown = self.gate.secrets.redact(text).count(old_str)  # old_str in a secret amas hides is not found, or it
-        count = text.count(old_str) if old_str and shown == text.count(old_str) else 0  # would tell what it is
+        visible = self.gate.secrets.redact(text)  # old_str in a secret amas hides is not found, or it would tell
+        count = text.count(old_str) if old_str and visible.count(old_str) == text.count(old_str) else 0  # what it is
         if count == 1:
-            new, seen = text.replace(old_str, new_str, 1), self.gate.secrets.redact(text).replace(old_str, new_str, 1)
+            new, seen = text.replace(old_str, new_str, 1), visible.replace(old_str, new_str, 1)
             if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count("[REDACTED]"):  # `PASSWORD=` → `\n`
                 return "Error: this edit would leave a hidden secret without the name that hides it; edit other lines"
             return self.change(p, data, _like(data, new), "edit")

@@ -71,7 +71,7 @@ def _unified(old: list[str], new: list[str], path: str):
     end = min(same(old[::-1], new[::-1]), len(old) - top, len(new) - top)
     matcher = difflib.SequenceMatcher(None, old[top : len(old) - end], new[top : len(new) - end], autojunk=False)
     middle = [(tag, i1 + top, i2 + top, j1 + top, j2 + top) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
-    matcher.opcodes = [
+    matcher.opcodes = [  # the cache get_opcodes() returns, which get_grouped_opcodes() groups with context
         ("equal", 0, top, 0, top),
         *middle,
         ("equal", len(old) - end, len(old), len(new) - end, len(new)),
