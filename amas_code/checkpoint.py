@@ -175,7 +175,7 @@ class Checkpoint:
     def state(self, rels: list[str]) -> dict:
         """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
         out = dict.fromkeys(rels)
-        for rel in rels:
+        for rel in (rel for rel in rels if not _linked(self.root / rel)):  # through a link: not at this path
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                 st, path = os.lstat(self.root / rel), self.root / rel
                 if stat.S_ISLNK(st.st_mode):
@@ -336,18 +336,21 @@ class Checkpoint:
             raise CheckpointError("cancelled; nothing changed")
         # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
         try:
-            self.put({rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}, dirs)
+            self.put({rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}, dirs, [*plan, *dirs])
         except OSError as e:
             raise CheckpointError(
                 f"stopped part way ({e}); what was put back stays, running it again goes on"
             ) from None
         return sorted(plan)
 
-    def put(self, files: dict, dirs: dict) -> None:
-        """Remove files, remove and make folders, then write files; never through a link on the way."""
-        paths = {rel: self.root / rel for rel in [*files, *dirs]}
-        if linked := [rel for rel, p in paths.items() if os.path.realpath(p.parent) != os.path.normpath(p.parent)]:
+    def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
+        """Remove files, remove and make folders, then write files; never through a link on the way to one of rels
+        (a link this removes or replaces goes first: a folder swapped for a link)."""
+        going = {rel for rel, side in files.items() if LINK not in (side or ())}
+        links = {str(d) for rel in rels for d in Path(rel).parents if os.path.islink(self.root / d)} - going
+        if linked := [rel for rel in rels if links & set(map(str, Path(rel).parents))]:
             raise CheckpointError(f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed")
+        paths = {rel: self.root / rel for rel in [*files, *dirs]}
         blobs = self.contents([side[1] for side in files.values() if side])
         gone = [(rel, False) for rel, side in files.items() if not side] + [(d, True) for d in dirs if not dirs[d]]
         for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
@@ -423,6 +426,11 @@ def _readable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.R_OK)  # one unreadable file would fail the whole update-index
 
 
+def _linked(path: Path) -> bool:
+    """A folder on the way to path is a symlink."""
+    return os.path.realpath(path.parent) != os.path.normpath(path.parent)
+
+
 def _failed(error: Exception) -> str:
     """Say on screen that a change has no checkpoint; the note that tells the model."""
     ui.warning(message := f"checkpoint failed, /undo will not cover this change: {str(error)[:300]}")
@@ -431,6 +439,8 @@ def _failed(error: Exception) -> str:
 
 def _remove(path: Path, folder: bool = False) -> None:
     """A file or link gone (never followed); a folder only if it holds nothing but empty folders."""
+    if _linked(path):  # what is at the path is gone already: its folder is a link this undo removes
+        return
     if not folder and (path.is_symlink() or path.is_file()):
         path.unlink()
     for inner, _, _ in os.walk(path, topdown=False) if path.is_dir() and not path.is_symlink() else []:

@@ -203,6 +203,20 @@ def file_folder_swaps(root):
 
 
 @scenario()
+def folder_link_swaps(root):
+    files(root, {"d/x": "in a folder\n", "target/t": "t\n"})
+    os.symlink("target", root / "l")
+    if (root / ".git").exists():
+        commit(root)
+    return [sh("mv d d.old && ln -s d.old d && rm l && mkdir l && echo in > l/inner")]
+
+
+@scenario(git_repo=False)
+def folder_link_swaps_without_git(root):
+    return folder_link_swaps(root)
+
+
+@scenario()
 def detached_head(root):
     files(root, {"a.txt": "a\n"})
     commit(root)
