@@ -269,7 +269,8 @@ class Checkpoint:
 
     def commit(self, label: str, changes: dict, dirs: dict) -> None:
         """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
-        meta = dict(time=time.time(), session=self.session, request=self.request, files=dict(sorted(changes.items())))
+        meta = dict(time=time.time(), session=self.session, request=self.request, pid=os.getpid())
+        meta["files"] = dict(sorted(changes.items()))
         files = {f"{p}/{rel}": s for rel, sides in changes.items() for p, s in zip("ba", sides, strict=True) if s}
         parent, who = self.ref(MAIN), f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
@@ -369,6 +370,9 @@ class Checkpoint:
                 raise CheckpointError("nothing to undo")
             if len(chain) < n:
                 raise CheckpointError(f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed")
+            if theirs := [cp["label"] for cp in chain if _running(cp.get("pid"))]:  # a second window's own change
+                if not ask(f"another amas still running in this project made {'; '.join(theirs)}. Take it back?"):
+                    raise CheckpointError("cancelled; nothing changed")
             files = self.apply(chain, False, ask)
             redo = self.ref(REDO)
             if not (redo and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0):
@@ -429,6 +433,15 @@ def _readable(path: Path) -> bool:
 def _linked(path: Path) -> bool:
     """A folder on the way to path is a symlink."""
     return os.path.realpath(path.parent) != os.path.normpath(path.parent)
+
+
+def _running(pid) -> bool:
+    """Another process with this id is alive (an amas that made a checkpoint and has not ended)."""
+    try:
+        os.kill(pid, 0)
+    except (OSError, TypeError):
+        return False
+    return pid != os.getpid()
 
 
 def _failed(error: Exception) -> str:

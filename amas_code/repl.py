@@ -25,7 +25,7 @@ def cmd_undo(agent, arg):
     if not arg.strip().isdigit() and arg.strip() or arg.strip() == "0":
         return ui.error(f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed")
     n = int(arg.strip() or 1)
-    if agent.checkpoint and (labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]):
+    if agent.checkpoint and len(labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]) == n:
         ui.info("taking back: " + "; ".join(labels))
     _checkpoints(agent, "undone", lambda cp: cp.undo(n, _ask))
 

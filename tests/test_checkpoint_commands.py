@@ -2,12 +2,15 @@
 amas processes: what each says, and that a refused command changes nothing."""
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from conftest import toolbox
 from test_checkpoint import refuse, user_state
 
-from amas_code import repl
+from amas_code import repl, ui
 from amas_code.checkpoint import Checkpoint
 
 
@@ -32,7 +35,8 @@ def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project
         ("999", "only 1 checkpoint to undo; nothing changed"),
     ]:
         repl.command(agent, f"/undo {arg}")
-        assert message in said(capsys)
+        shown = said(capsys)
+        assert message in shown and "taking back" not in shown  # what is not taken back is not announced
         assert user_state(project) == before
     repl.command(agent, "/redo")
     assert "nothing to redo" in said(capsys)
@@ -108,3 +112,31 @@ def test_undo_redo_and_restore_across_restarts(project):
     assert len(fresh().history()) == 4
     fresh().undo(4, refuse)
     assert user_state(project) == states[0]
+
+
+def test_undo_asks_before_taking_back_what_another_running_amas_made(agent, project, capsys, monkeypatch):
+    edit(agent.tools, "README.md", "demo", "mine")
+    other = (  # a second amas window in the same project: it makes a change and keeps running
+        "import json, sys, time; sys.path.insert(0, sys.argv[2]); from pathlib import Path\n"
+        "from conftest import toolbox\n"
+        "box = toolbox(Path(sys.argv[1]), checkpoint=True, auto_accept=True)\n"
+        "print(box.execute('create_file', json.dumps({'path': 'theirs.txt', 'content': 'theirs'})), flush=True)\n"
+        "time.sleep(30)"
+    )
+    window = subprocess.Popen(
+        [sys.executable, "-c", other, str(project), str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert "[checkpoint:" in window.stdout.readline()
+        asked = []
+        monkeypatch.setattr(ui, "ask", lambda question, *a: asked.append(question) or "n")
+        repl.command(agent, "/undo")
+        assert "another amas still running in this project made [amas] create theirs.txt" in asked[0]
+        assert "cancelled; nothing changed" in said(capsys)
+        assert (project / "theirs.txt").read_text() == "theirs" and "mine" in (project / "README.md").read_text()
+    finally:
+        window.kill()
+        window.wait()
+    asked.clear()
+    repl.command(agent, "/undo")  # once it has ended, its change is undone like any other
+    assert not asked and not (project / "theirs.txt").exists() and "undone: theirs.txt" in said(capsys)
