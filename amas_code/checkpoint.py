@@ -404,15 +404,17 @@ class Checkpoint:
             raise CheckpointError(f"{cid} is already the latest checkpoint; nothing changed")
         return self.undo(match[0], ask)
 
-    def changes(self) -> list[tuple[str, bytes | None, bytes | None]]:
-        """What the agent changed in this session, per file: (path, first before, last after)."""
+    def changes(self) -> list[tuple[str, tuple, tuple]]:
+        """What the agent changed in this session, per file: (path, first before, last after), each (mode, bytes);
+        an absent file is (None, b"")."""
         first, last = {}, {}
         for cp in reversed([cp for cp in self.history() if cp.get("session") == self.session]):
             for rel, (before, after) in cp["files"].items():
                 first.setdefault(rel, before)
                 last[rel] = after
         blobs = self.contents([s[1] for s in [*first.values(), *last.values()] if s]) if first else {}
-        return [(rel, first[rel] and blobs[first[rel][1]], last[rel] and blobs[last[rel][1]]) for rel in sorted(first)]
+        side = lambda s: (s[0], blobs[s[1]]) if s else (None, b"")  # noqa: E731
+        return [(rel, side(first[rel]), side(last[rel])) for rel in sorted(first)]
 
 
 def git_env(**extra: str) -> dict:

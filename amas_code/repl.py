@@ -64,8 +64,13 @@ def _checkpoints(agent, verb: str, action) -> None:
 def cmd_diff(agent, arg):
     """Show what the agent changed in this session."""
     changes = agent.checkpoint.changes() if agent.checkpoint else []
-    for path, old, new in changes:
-        ui.console.print(ui.diff((old or b"").decode(errors="replace"), (new or b"").decode(errors="replace"), path))
+    for path, (old_mode, old), (new_mode, new) in changes:
+        if old_mode and new_mode and old_mode != new_mode:
+            ui.info(f"{path}: mode {old_mode} → {new_mode}")
+        if tools.looks_binary(old) or tools.looks_binary(new):
+            ui.info(f"{path}: binary file, {len(old):,} → {len(new):,} bytes")
+        elif old != new or old_mode == new_mode:
+            ui.console.print(ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), path))
     if not changes:
         ui.info("the agent changed nothing in this session")
 

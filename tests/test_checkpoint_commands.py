@@ -140,3 +140,15 @@ def test_undo_asks_before_taking_back_what_another_running_amas_made(agent, proj
     asked.clear()
     repl.command(agent, "/undo")  # once it has ended, its change is undone like any other
     assert not asked and not (project / "theirs.txt").exists() and "undone: theirs.txt" in said(capsys)
+
+
+def test_diff_names_mode_changes_and_binary_files(agent, project, capsys):
+    (project / "run.sh").write_text("echo hi\n")
+    (project / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    for command in ["chmod +x run.sh", "printf 'a\\0b' >> logo.png"]:
+        assert "[checkpoint:" in agent.tools.execute("shell_command", json.dumps({"command": command}))
+    said(capsys)
+    repl.command(agent, "/diff")
+    shown = said(capsys)
+    assert "run.sh: mode 100644 → 100755" in shown and "no changes" not in shown
+    assert "logo.png: binary file, 16 → 19 bytes" in shown and "PNG" not in shown and "IHDR" not in shown
