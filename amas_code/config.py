@@ -60,8 +60,8 @@ def read_yaml(path: Path) -> dict:
         data = yaml.safe_load(read_private(path)) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}:{where}: invalid YAML ({getattr(e, 'problem', e)})") from None
+        where = f" line {mark.line + 1}:" if mark else ""
+        raise ConfigError(f"{path}:{where} invalid YAML ({getattr(e, 'problem', e)})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(data, dict):
@@ -86,6 +86,8 @@ def check(key: str, value, where: str) -> None:
 def layer(path: Path, warnings: list) -> dict:
     """The known, checked keys of one config file."""
     out = {}
+    if path.exists() and not path.is_file():
+        warnings.append(f"{path} is not a file; ignored")
     for key, value in (read_yaml(path) if path.is_file() else {}).items():
         if key not in DEFAULT_CONFIG:
             warnings.append(f"{path}: unknown config key {key!r} ignored")

@@ -213,6 +213,8 @@ class Gate:
 
     def path(self, raw: str, write: bool = False) -> Path:
         """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""
+        if write and raw.endswith("/"):
+            raise ValueError(f"{raw} ends with /, which names a folder; give the file's name, e.g. {raw}file.txt")
         path = (self.root / Path(raw).expanduser()).resolve()
         secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
         inside = path.is_relative_to(self.root)

@@ -136,3 +136,15 @@ def test_a_folder_where_amas_cannot_keep_state_still_answers(project, llm):
     assert result.returncode == 0 and "still here" in result.stdout
     assert result.stderr.count("the conversation is not saved") == 1 and "Traceback" not in result.stderr
     assert (project / ".amas").read_text() == "a file where amas expects its folder\n"
+
+
+def test_a_config_with_a_nul_or_that_is_a_folder_is_named_plainly(project, llm, amas):
+    (project / ".amas").mkdir()
+    (project / ".amas/config.yaml").write_text("model: x\0\n")
+    result = amas("hi")
+    assert result.exit_code == 1 and "config.yaml: invalid YAML (" in result.output and "::" not in result.output
+    (project / ".amas/config.yaml").unlink()
+    (project / ".amas/config.yaml").mkdir()
+    llm.reply(text="fine")
+    result = amas("hi")
+    assert result.exit_code == 0 and "config.yaml is not a file; ignored" in result.output

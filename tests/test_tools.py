@@ -227,3 +227,10 @@ def test_a_one_line_change_in_a_file_of_repeated_lines_is_diffed_as_one_line(mon
     assert shown == "--- a/data.csv\n+++ b/data.csv\n@@ -14999,5 +14999,5 @@\n x,1\n x,1\n-x,1\n+x,2\n x,1\n x,1\n"
     assert matched and max(matched) <= 12
     assert ui.diff("a\nb\n", "a\nc\nb\n", "f").plain == "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n+c\n b\n"
+
+
+@pytest.mark.parametrize("name", ["create_file", "write_file"])
+def test_a_path_ending_in_a_slash_is_not_made_a_file(run, bare, name):
+    said = run(name, path="sub/", content="x\n")
+    assert said == "Error: sub/ ends with /, which names a folder; give the file's name, e.g. sub/file.txt"
+    assert not (bare / "sub").exists()
