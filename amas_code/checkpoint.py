@@ -439,11 +439,13 @@ def _linked(path: Path) -> bool:
 
 def _running(pid) -> bool:
     """Another process with this id is alive (an amas that made a checkpoint and has not ended)."""
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
-    except (OSError, TypeError):
+    except OSError:  # gone (or another user's process: not an amas of this user)
         return False
-    return pid != os.getpid()
+    return True
 
 
 def _failed(error: Exception) -> str:
