@@ -55,6 +55,7 @@ class NoNativeTools(ProviderError):
 def load():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-map fetch at import
     os.environ.setdefault("LITELLM_LOG", "ERROR")  # its WARNING lines are not for our users
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")  # else it loads a .env found up from its folder (a clone's)
     import litellm
 
     litellm.suppress_debug_info = True  # else "Provider List: ..." lands on stdout

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -638,3 +639,18 @@ def test_trust_without_a_terminal(project, llm, amas):
 def test_the_api_key_never_reaches_the_screen(project, llm, amas):
     result = attack(llm, amas, [("shell_command", {"command": "echo $AMAS_API_KEY; printenv AMAS_API_KEY"})], "-y")
     assert API_KEY not in result.output
+
+
+def test_a_repositorys_dotenv_never_reaches_amas_own_environment(tmp_path):
+    """litellm loads a .env found by walking up from its own folder: amas installed in a venv inside a cloned
+    repository would take the repository's OPENAI_BASE_URL (the user's key sent there) or LD_PRELOAD."""
+    project = tmp_path / "proj"
+    site = project / ".venv" / "lib"
+    site.mkdir(parents=True)
+    (project / ".env").write_text("OPENAI_BASE_URL=http://127.0.0.1:9/v1\nAMAS_PROBE_DOTENV=loaded\n")
+    os.symlink(os.path.dirname(importlib.util.find_spec("litellm").origin), site / "litellm")
+    code = "import os; from amas_code import providers; providers.load(); print(os.environ.get('AMAS_PROBE_DOTENV'))"
+    amas_dir = os.path.dirname(os.path.dirname(importlib.util.find_spec("amas_code").origin))
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_MODE"} | {"PYTHONPATH": f"{site}:{amas_dir}"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-500:]
