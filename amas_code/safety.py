@@ -65,7 +65,8 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
     if toks is None:
         return [line.split()], [], False
     bare = line.replace("\\", "")  # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
-    commands, targets, words, plain = [], [], [], not re.search(r"`|\$\(|[<>]\(|\n", bare)
+    hidden = r"`|\$[(\[{'\"]|[<>]\(|\n|\w\["  # substitutions; $[ ${ $' $"; a subscript, evaluated as arithmetic
+    commands, targets, words, plain = [], [], [], not re.search(hidden, bare)
     for i, tok in enumerate(toks):
         if i and set(toks[i - 1]) <= set("<>&|") and {"<", ">"} & set(toks[i - 1]):
             targets.append(tok)  # the word after a redirection

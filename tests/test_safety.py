@@ -31,9 +31,20 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
     assert not (bare / "made.txt").exists()
 
 
-@pytest.mark.parametrize("line", ["printf -v x[\\$\\(id\\>../pwned\\)] %s hi", "printf -v x[$\\(id\\)] %s hi"])
+HIDDEN = [  # where /bin/sh is bash, each runs `id`: an array subscript is evaluated as arithmetic, which runs a
+    "printf -v x[\\$\\(id\\>../pwned\\)] %s hi",  # `$(...)` the backslashes, $'\x24' or a variable hid
+    "printf -v x[$\\(id\\)] %s hi",
+    "printf ${X:=$'a[\\x24(id>pwned)]'} $[X]",
+    "printf %s $'\\x24(id)' ${X}",
+    'printf $"x" a',
+    "printf -v 'b[X]' 1",
+]
+
+
+@pytest.mark.parametrize("line", HIDDEN)
 def test_an_escaped_substitution_never_matches_an_allow_rule(bare, line):
-    """bash evaluates printf -v's array subscript as arithmetic, which runs the `$(...)` the backslashes hid."""
+    """A line whose words bash may still expand into a command (arithmetic, ANSI-C quotes, parameter expansion)
+    is not plain, so no allow rule runs it unasked."""
     box = toolbox(bare, permissions={"allow": ["printf *"], "deny": [], "env": []})
     assert shell(box, line) == "Command declined by user." and box.gate.last[1] != "allow"
 
