@@ -92,6 +92,7 @@ class Agent:
             len(self.messages),
             "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments),
         )
+        text = self.gate.secrets.redact(text)  # what was piped in too: a log with a token in it
         self.messages.append({"role": "user", "content": attached + text})
         self.attachments = []
         if self.checkpoint:

@@ -70,7 +70,8 @@ def cmd_diff(agent, arg):
         if tools.looks_binary(old) or tools.looks_binary(new):
             ui.info(f"{path}: binary file, {len(old):,} → {len(new):,} bytes")
         elif old != new or old_mode == new_mode:
-            ui.console.print(ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), path))
+            shown = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), path, agent.gate.secrets.redact)
+            ui.console.print(shown)
     if not changes:
         ui.info("the agent changed nothing in this session")
 

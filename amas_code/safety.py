@@ -34,6 +34,7 @@ SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only whe
     ("glpat-", "xox", "AKIA", "ASIA", "AIza", "hf_", "npm_"): r"\bglpat-[\w-]{20,}|\bxox[abposr]-[\w-]{10,}"
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[\w-]{35}|\bhf_[A-Za-z0-9]{30,}|\bnpm_[A-Za-z0-9]{36}",
     ("eyJ",): r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
+    ("",): r"(?m)^[-+ ]?[A-Za-z0-9+/]{60,80}={0,2}(?:\n[-+ ]?[A-Za-z0-9+/]{8,80}={0,2}$){2,}",  # a key's body, alone
 }
 EXPORTED = re.compile(r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+")  # NAME=value
 ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`
@@ -141,10 +142,12 @@ class Secrets:
         return [p for p in out if len(p) >= 6]
 
     def redact(self, text: str) -> str:
+        """Text with every secret [REDACTED], its lines kept (line numbers stay true)."""
+        keep = lambda m: "[REDACTED]" + "\n" * m[0].count("\n")  # noqa: E731
         if self.known:
-            text = self.known.sub("[REDACTED]", text)
+            text = self.known.sub(keep, text)
         for marks, pattern in self.shapes.items():
-            text = pattern.sub("[REDACTED]", text) if any(m in text for m in marks) else text
+            text = pattern.sub(keep, text) if any(m in text for m in marks) else text
         text = URL_CREDENTIALS.sub(r"\1[REDACTED]", text) if "://" in text else text
         hide = lambda m: (m[1] or m[3] or m[4] or m[5] or m[6]) + "[REDACTED]"  # noqa: E731 - a case-blind scan
         named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd", "cred", "auth"))  # noqa: E731

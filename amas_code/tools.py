@@ -209,8 +209,10 @@ class Tools:
         data = regular(p, path).read_bytes()
         if looks_binary(data):
             return "Binary file, cannot display"
-        self.touched.add(self.show(p))
-        lines, offset = data.decode("utf-8", errors="replace").splitlines(), max(0, offset)
+        self.touched.add(
+            self.show(p)
+        )  # redacted whole: a part of a secret (a key without its BEGIN line) is hidden too
+        lines, offset = self.gate.secrets.redact(data.decode("utf-8", errors="replace")).splitlines(), max(0, offset)
         out, size, end = [], 0, min(len(lines), offset + max(1, limit))
         for i in range(offset, end):
             size += len(lines[i]) + 8
@@ -261,7 +263,7 @@ class Tools:
             return (
                 f"Error: old_str occurs {count} times in {path} (lines {lines}); include more context to make it unique"
             )
-        return f"Error: old_str not found in {path}. " + _closest(text, old_str)
+        return f"Error: old_str not found in {path}. " + _closest(visible, old_str)
 
     def change(self, p: Path, old: bytes, new: bytes, verb: str) -> str:
         """Show the diff, ask, then write through a temporary file with the change checkpointed."""
@@ -271,7 +273,7 @@ class Tools:
                 f"Error: the new content of {name} holds [REDACTED], which amas shows in place of a secret; writing it "
                 "would destroy the real value. Change only the other lines, with edit_file"
             )
-        detail = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), name)
+        detail = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), name, self.gate.secrets.redact)
         if self.gate.ask("edit", f"Apply {verb} to {name}?", detail) == "n":
             return "Edit declined by user."
         inside = p.is_relative_to(self.root) and self.checkpoint is not None

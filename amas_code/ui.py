@@ -52,20 +52,25 @@ def show_result(text: str, lines: int = 3) -> None:
     console.print(Text("\n".join(f"  │ {r}" for r in rows), style="dim"), overflow="fold")
 
 
-def diff(old: str, new: str, path: str) -> Text:
-    """A unified diff with every byte of every changed line visible: wrapped, escaped, never cropped."""
-    old, new = (text.removesuffix("\n").split("\n") if text else [] for text in (old, new))
+def diff(old: str, new: str, path: str, hide=str) -> Text:
+    """A unified diff with every byte of every changed line visible (wrapped, escaped, never cropped) but secrets:
+    `hide` redacts, keeping lines, so a line whose secret changed shows changed, as [REDACTED]."""
+    lines = lambda t: t.removesuffix("\n").split("\n") if t else []  # noqa: E731
+    real, shown = (lines(old), lines(new)), (lines(hide(old)), lines(hide(new)))
+    real = real if list(map(len, real)) == list(map(len, shown)) else shown  # lines kept, as redact does
     text = Text()
-    for line in _unified(old, new, path):
+    for line in _unified(real, shown, path):
         style = "bold" if line[:3] in ("---", "+++") else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
         text.append(clean(line.removesuffix("\r")) + "\n", style)
     return text if text else Text(f"(no changes to {path})\n")
 
 
-def _unified(old: list[str], new: list[str], path: str):
-    """difflib.unified_diff without its autojunk: in a file of repeated lines (data, fixtures) that marks the
-    repeated lines junk, and a one-line change is shown as the whole file removed and added. The lines both ends
-    share are left out of the matching, which is quadratic in repeated lines (10,000 took 13 s)."""
+def _unified(real: tuple, shown: tuple, path: str):
+    """The unified diff of the real old and new lines, written with the shown ones. difflib.unified_diff without
+    its autojunk: in a file of repeated lines (data, fixtures) that marks the repeated lines junk, and a one-line
+    change is shown as the whole file removed and added. The lines both ends share are left out of the matching,
+    which is quadratic in repeated lines (10,000 took 13 s)."""
+    (old, new), (old_shown, new_shown) = real, shown
     same = lambda a, b: next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))  # noqa: E731
     top = same(old, new)
     end = min(same(old[::-1], new[::-1]), len(old) - top, len(new) - top)
@@ -82,8 +87,8 @@ def _unified(old: list[str], new: list[str], path: str):
         (_, a1, _, b1, _), (_, _, a2, _, b2) = group[0], group[-1]
         yield f"@@ -{_span(a1, a2)} +{_span(b1, b2)} @@"
         for tag, i1, i2, j1, j2 in group:
-            yield from ([f" {ln}" for ln in old[i1:i2]] if tag == "equal" else [f"-{ln}" for ln in old[i1:i2]])
-            yield from ([f"+{ln}" for ln in new[j1:j2]] if tag != "equal" else [])
+            yield from (f"{' ' if tag == 'equal' else '-'}{ln}" for ln in old_shown[i1:i2])
+            yield from (f"+{ln}" for ln in new_shown[j1:j2] if tag != "equal")
 
 
 def _span(start: int, stop: int) -> str:

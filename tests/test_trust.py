@@ -533,14 +533,14 @@ def test_a_hidden_secret_cannot_be_guessed_a_character_at_a_time(project, llm, a
         ("search_files", {"pattern": "STRIPE_SECRET_KEY=sk_live_5[0-4]"}),
         ("search_files", {"pattern": "STRIPE_SECRET_KEY=sk_live_5[5-9]"}),
         ("search_files", {"pattern": "STRIPE"}),
-        ("edit_file", {"path": ".env", "old_str": "KEY=sk_live_51", "new_str": "KEY=x"}),
-        ("edit_file", {"path": ".env", "old_str": "KEY=sk_live_52", "new_str": "KEY=x"}),
+        ("edit_file", {"path": ".env", "old_str": "KEY=sk_live_51Hq", "new_str": "KEY=x"}),  # the hint is found in
+        ("edit_file", {"path": ".env", "old_str": "KEY=sk_live_51Hz", "new_str": "KEY=x"}),  # what the model sees
     ]
     attack(llm, amas, calls, "-y")
     found = results(llm)
     assert found[0] == found[1].replace("5[5-9]", "5[0-4]") and found[0].startswith("No matches")
     assert found[2] == ".env:2: STRIPE_SECRET_KEY=[REDACTED]"
-    assert found[3].startswith("Error: old_str not found") and found[4].replace("52", "51") == found[3]
+    assert found[3].startswith("Error: old_str not found") and found[4] == found[3]
     assert "sk_live_51" in (project / ".env").read_text()
 
 
@@ -654,3 +654,50 @@ def test_a_repositorys_dotenv_never_reaches_amas_own_environment(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_MODE"} | {"PYTHONPATH": f"{site}:{amas_dir}"}
     done = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-500:]
+
+
+KEY_BODY = [base64.b64encode(bytes(range(i, i + 48))).decode() for i in range(0, 240, 48)]  # 64-character lines
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + "\n".join(KEY_BODY) + "\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def test_a_private_key_is_hidden_whatever_part_of_it_is_read(project, llm, amas):
+    (project / "deploy_key").write_text(PEM)
+    (project / "after.txt").write_text(PEM + "needle here\n")
+    calls = [
+        ("read_file", {"path": "deploy_key", "offset": 1, "limit": 3}),  # the BEGIN line left out
+        ("edit_file", {"path": "deploy_key", "old_str": "not in it\n-----END OPENSSH PRIVATE KEY", "new_str": "y"}),
+        ("shell_command", {"command": "sed -n 2,4p deploy_key"}),
+        ("search_files", {"pattern": "needle"}),
+    ]
+    attack(llm, amas, calls, "-y")
+    sent, said = json.dumps(llm.requests), results(llm)
+    assert not [line for line in KEY_BODY if line[:20] in sent]
+    assert "after.txt:8: needle here" in said[3]  # the key's lines still count: line numbers stay true
+
+
+def test_edit_diffs_on_screen_hide_secrets_but_show_the_line_changed(project, llm, amas, monkeypatch):
+    monkeypatch.setenv("SERVICE_TOKEN", "tok-9f8e7d6c5b4a")
+    env = f"STRIPE=sk_live_{'a1' * 12}\nSERVICE=tok-9f8e7d6c5b4a\nAPI_KEY = 'abcd1234efgh5678'\n"
+    (project / ".env").write_text(env)
+    (project / "key.pem").write_text(PEM)
+    calls = [
+        ("write_file", {"path": ".env", "content": "# cleared\n"}),
+        ("write_file", {"path": "key.pem", "content": "gone\n"}),
+    ]
+    result = attack(llm, amas, calls, "-y")
+    for secret in ("sk_live_a1a1", "tok-9f8e7d6c5b4a", "abcd1234efgh5678", KEY_BODY[1][:20]):
+        assert secret not in result.output
+    shown = " ".join(result.output.split())
+    assert "-SERVICE=[REDACTED]" in shown and "-API_KEY = '[REDACTED]'" in shown and "+# cleared" in shown
+
+
+def test_piped_input_and_the_prompt_reach_the_model_redacted(project, llm, amas, monkeypatch):
+    monkeypatch.setenv("DEPLOY_TOKEN", "dpl-5e3cr3t-value")
+    llm.reply(text="looked")
+    token = "ghp_" + "A1b2C3d4" * 5
+    result = amas("why does deploy fail", input=f"export DEPLOY_TOKEN=dpl-5e3cr3t-value\n{token}\n")
+    assert result.exit_code == 0
+    sent, history = json.dumps(llm.requests), (project / ".amas/history.jsonl").read_text()
+    for secret in ("dpl-5e3cr3t-value", token):
+        assert secret not in sent and secret not in history
+    assert "why does deploy fail" in sent
