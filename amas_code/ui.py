@@ -12,12 +12,15 @@ from rich.text import Text
 out = Console(highlight=False)  # the answer: what `amas "..." > file` keeps
 console = Console(stderr=True, highlight=False)  # everything about the work
 TTY = "/dev/tty"  # where questions go when stdin or stderr is not the terminal
-INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selectors, tags
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000e0000-\U000e0fff]"
+)
 
 
 def clean(text: str) -> str:
     """Control, bidi and zero-width characters shown escaped, so text from outside cannot fake the screen."""
-    return INVISIBLE.sub(lambda m: repr(m[0])[1:-1] if m[0] < "\u0100" else f"\\u{ord(m[0]):04x}", text)
+    return INVISIBLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
 
 
 def one_line(text: str) -> str:

@@ -420,6 +420,24 @@ def test_escape_sequences_in_a_command_are_shown_escaped(repl, project, llm):
     child.expect("done")
 
 
+INVISIBLE = {  # shown as nothing, or as a mark a reader skips; each is shown escaped
+    "\u3164": "\\u3164",  # a Hangul filler: a JavaScript identifier (the invisible backdoor)
+    "\U000e0041": "\\U000e0041",  # a tag character: a whole payload can be made of them
+    "\ufe0f": "\\ufe0f",  # a variation selector
+    "\u2060": "\\u2060",  # a word joiner
+    "\u061c": "\\u061c",  # the Arabic letter mark (bidi)
+    "\u00ad": "\\xad",  # a soft hyphen
+    "\u2028": "\\u2028",  # a line separator
+}
+
+
+@pytest.mark.parametrize("char", INVISIBLE)
+def test_invisible_characters_in_an_edit_are_shown_escaped(project, llm, amas, char):
+    line = f"const {{ timeout,{char}}} = req.query; exec([cmd,{char}][0])"
+    result = attack(llm, amas, [("write_file", {"path": "app.js", "content": line + "\n"})], "-y")
+    assert f"+const {{ timeout,{INVISIBLE[char]}}}" in result.output and char not in result.output
+
+
 def test_blank_lines_cannot_push_a_command_off_the_screen(repl, project, llm):
     llm.reply(tool="shell_command", command="touch pwned" + "\n" * 60 + "ls").reply(text="done")
     child = repl()
