@@ -97,9 +97,13 @@ def layer(path: Path, warnings: list) -> dict:
     return out
 
 
-def untrusted(project: dict) -> tuple[dict, list[str]]:
-    """What an untrusted project file may set (it may add deny rules, not loosen anything), and what was cut."""
+def untrusted(project: dict, mine: dict) -> tuple[dict, list[str]]:
+    """What an untrusted project file may set (it may add deny rules, not loosen anything), and what was cut;
+    mine: the user's own settings (home and environment)."""
     cut = [k for k, test in LOOSER.items() if k in project and test(project[k])]
+    yours = (mine.get("model") or DEFAULT_CONFIG["model"]).split("/")[0]
+    moved = project.get("model") and project["model"].split("/")[0] != yours and not project.get("api_key")
+    cut += ["model"] * bool(moved and mine.get("api_key") and not mine.get("api_base"))  # your key to its provider
     if "api_base" in cut and project.get("api_key"):  # its own server with its own key: never the user's key
         cut.remove("api_base")
     perms = project.get("permissions") or {}
@@ -117,10 +121,10 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
     project, ignored, guarded = {} if own else layer(project_file, warnings), [], False
     if project.get("api_key"):
         _ignore_config(root)
-    if project and not trusted(root):
-        project, ignored = untrusted(project)
-        guarded = "api_base" in project  # kept only because the project gave its own key
     env = {key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)}
+    if project and not trusted(root):
+        project, ignored = untrusted(project, {**user, **env})
+        guarded = "api_base" in project  # kept only because the project gave its own key
     config = {**DEFAULT_CONFIG, "permissions": {}, "secrets": []}
     for source in (user, project, env, {k: v for k, v in (flags or {}).items() if v is not None}):
         config.update({k: v for k, v in source.items() if k != "permissions"})

@@ -136,6 +136,17 @@ def test_untrusted_project_api_base_never_receives_your_key(project, home, llm, 
         assert not listener.requests and len(llm.requests) == 1
 
 
+def test_untrusted_project_model_never_takes_your_key_to_another_provider(project, home, llm):
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text(f"model: openai/test-model\napi_key: {SECRET}\n")  # no api_base
+    project_config(project, "model: ollama_chat/anything\n")  # Ollama's default address, with your key
+    llm.reply(text="hello from your model")
+    env = {"AMAS_MODEL": "", "AMAS_API_BASE": "", "AMAS_API_KEY": "", "OPENAI_BASE_URL": llm.url}
+    result = run_amas("hi", input="", env=env)
+    assert "ignored model from .amas/config.yaml: this folder is not trusted" in " ".join(result.stderr.split())
+    assert result.returncode == 0 and llm.requests[0]["model"] == "test-model"
+
+
 def test_a_project_cannot_drop_your_deny_rules(project, home, llm, amas):
     (home / ".amas").mkdir()
     (home / ".amas/config.yaml").write_text("permissions:\n  deny: ['rm *']\n")
