@@ -139,13 +139,21 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
 
 def _ignore_config(root: Path) -> None:
     """A project config holding a key is git-ignored, so it is never committed by accident."""
-    path = root / ".amas" / ".gitignore"
     try:
-        text = read_private(path) if path.exists() else GITIGNORE
-        if "config.yaml" not in text.split():
-            write_private(path, text.rstrip("\n") + "\nconfig.yaml\n")
+        private_dir(root / ".amas")
+        _ignore_local(root / ".amas" / ".gitignore", "config.yaml\n")
     except (OSError, ConfigError):  # a read-only checkout: nothing to protect it from
         pass
+
+
+def _ignore_local(path: Path, extra: str = "") -> None:
+    """amas's local state (and extra) in .amas/.gitignore, whatever a clone shipped: lines added, none dropped."""
+    text = "" if path.is_symlink() else path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    missing = [line for line in (GITIGNORE + extra).splitlines() if line not in text.splitlines()]
+    if missing and not path.is_symlink():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write("\n" * (text[-1:] not in ("", "\n")) + "\n".join(missing) + "\n")
 
 
 def _digest(root: Path) -> str:
@@ -189,9 +197,8 @@ def private_dir(folder: Path) -> Path:
     if folder.is_symlink():
         raise ConfigError(f"{folder} is a symlink; amas does not follow it (remove it to go on)")
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    ignore = folder / ".gitignore"
-    if folder.name == ".amas" and folder.parent != Path.home() and not os.path.lexists(ignore):
-        ignore.write_text(GITIGNORE, encoding="utf-8")  # a project's local state stays out of its commits
+    if folder.name == ".amas" and folder.parent != Path.home():
+        _ignore_local(folder / ".gitignore")  # a project's local state stays out of its commits
     return folder
 
 

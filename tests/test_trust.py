@@ -609,6 +609,19 @@ def test_state_is_private_and_git_ignored(project, llm, amas):
     assert not [f for f in staged if f.startswith(".amas/") and f != ".amas/.gitignore"]
 
 
+def test_a_shipped_amas_gitignore_still_keeps_local_state_out_of_commits(project, llm, amas):
+    project_config(project, "permissions:\n  deny: ['sudo *']\n")
+    (project / ".amas/.gitignore").write_text("# shared with the team\nnotes.tmp")  # no local state in it
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "ship .amas")
+    attack(llm, amas, [("list_files", {})])
+    amas("init")
+    git(project, "add", "-A")
+    staged = git(project, "diff", "--cached", "--name-only").split()
+    assert staged == [".amas/.gitignore"]  # lines added, none dropped
+    assert (project / ".amas/.gitignore").read_text().startswith("# shared with the team\nnotes.tmp\n")
+
+
 # -- 11. screenshots and runaway processes ------------------------------------------------------------------------
 
 
