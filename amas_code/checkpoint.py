@@ -274,7 +274,7 @@ class Checkpoint:
         files = {f"{p}/{rel}": s for rel, sides in changes.items() for p, s in zip("ba", sides, strict=True) if s}
         parent, who = self.ref(MAIN), f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
-        body = f"{head}author {who}\ncommitter {who}\n\n{label}\n\n{json.dumps(meta | dirs)}\n"
+        body = f"{head}author {who}\ncommitter {who}\n\n{ui.one_line(label)}\n\n{json.dumps(meta | dirs)}\n"
         sha = self.store(body.encode(errors="surrogateescape"), "commit")
         _pause("commit")
         self.set_ref(MAIN, sha)
@@ -308,7 +308,7 @@ class Checkpoint:
         done, out = self.run("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev), []
         for entry in filter(str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []):
             sha, parents, body = entry.strip("\n").split("\x1f")
-            label, _, meta = body.partition("\n\n")
+            label, _, meta = body.rpartition("\n\n")  # the meta is one line, last (a label may hold blank lines)
             out.append({"id": sha, "parent": (parents.split() or [None])[0], "label": label, **json.loads(meta)})
         return out
 

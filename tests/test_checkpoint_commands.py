@@ -152,3 +152,13 @@ def test_diff_names_mode_changes_and_binary_files(agent, project, capsys):
     shown = said(capsys)
     assert "run.sh: mode 100644 → 100755" in shown and "no changes" not in shown
     assert "logo.png: binary file, 16 → 19 bytes" in shown and "PNG" not in shown and "IHDR" not in shown
+
+
+def test_a_command_with_blank_lines_and_separators_is_listed_and_undone(agent, project, capsys):
+    command = "cat > f.py <<'EOF'\nimport os\n\n\nprint(1)\x1e\x1f\nEOF"
+    assert "[checkpoint: 1 file" in agent.tools.execute("shell_command", json.dumps({"command": command}))
+    said(capsys)
+    repl.command(agent, "/checkpoint")
+    assert "[amas] shell: cat > f.py <<'EOF'\\nimport os\\n\\n\\nprint(1)\\x1e\\x1f\\nEOF" in said(capsys)
+    repl.command(agent, "/undo")
+    assert "undone: f.py" in said(capsys) and not (project / "f.py").exists()
