@@ -18,10 +18,11 @@ from amas_code import config as config_file
 from amas_code import ui
 
 GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by walking up, or transport (a lazy
-    # fetch runs the repository's sshCommand); no line-ending conversion, modes and links as they are
+    # fetch runs the repository's sshCommand); no line-ending conversion, modes and links as they are; names only
+    # Windows refuses (git~1, `.git.`) are plain files here
     "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.bareRepository=explicit -c protocol.allow=never "
     "-c core.autocrlf=false -c core.filemode=true -c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 "
-    "-c core.bigFileThreshold=10m -c core.compression=1"
+    "-c core.bigFileThreshold=10m -c core.compression=1 -c core.protectNTFS=false"
 ).split()
 ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
 GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
@@ -110,8 +111,10 @@ class Checkpoint:
         """A fingerprint of the user's HEAD, refs and index: what git commands in a shell command may change."""
         if not self.gitdir:
             return ""
-        listed = self.user("show-ref", "--head").stdout + self.user("ls-files", "-s").stdout
-        return hashlib.sha1(Path(self.gitdir, "HEAD").read_bytes() + listed).hexdigest()
+        listed = self.user("show-ref", "--head").stdout + self.user("ls-files", "-sv").stdout  # -v: flags too
+        with contextlib.suppress(OSError):  # a command moved .git away: its HEAD is gone, which counts as moved
+            listed += Path(self.gitdir, "HEAD").read_bytes()
+        return hashlib.sha1(listed).hexdigest()
 
     # -- recording ------------------------------------------------------------------------------
     @contextlib.contextmanager

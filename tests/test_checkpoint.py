@@ -657,3 +657,28 @@ def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path):
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(base)])
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_command_that_moves_the_users_git_away_still_gets_its_checkpoint(project, capsys):
+    (project / "notes.txt").write_text("untracked, the only copy\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    result = box.execute("shell_command", json.dumps({"command": "mv .git ../moved.git && rm notes.txt"}))
+    assert "[checkpoint: 1 file; /undo takes it back; git's HEAD, branches or index changed too" in result
+    box.checkpoint.undo(1, refuse)
+    assert (project / "notes.txt").read_text() == "untracked, the only copy\n"
+
+
+@pytest.mark.parametrize("command", ["git update-index --assume-unchanged README.md", "git sparse-checkout set d"])
+def test_index_flags_a_command_sets_are_named_as_git_changes(project, command):
+    files(project, {"d/a": "a\n", "e/b": "b\n"})
+    commit(project)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    assert "git's HEAD, branches or index changed too" in box.execute("shell_command", json.dumps({"command": command}))
+
+
+def test_names_git_refuses_on_windows_are_covered_on_linux(project):
+    files(project, {"git~1": "user's\n", ".git.": "also\n"})
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "rm git~1 .git. && echo y >> README.md"}))
+    box.checkpoint.undo(1, refuse)
+    assert (project / "git~1").read_text() == "user's\n" and (project / ".git.").read_text() == "also\n"
