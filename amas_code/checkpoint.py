@@ -328,14 +328,9 @@ class Checkpoint:
 
     def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
         """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
-        plan, dirs = {}, {}
-        for cp in chain:
-            for rel, sides in cp["files"].items():  # a file made by a command that removed an ignored one stays
-                if forward or sides[0] or not cp.get("lost"):
-                    plan.setdefault(rel, [sides[not forward]]).append(sides[forward])  # [expected now, ..., wanted]
-            dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
+        plan, dirs, between = _plan(chain, forward)
         now = self.state(list(plan))  # the content of a file changed since is kept too, in case
-        edited = [rel for rel, sides in plan.items() if now[rel] not in (sides[0], sides[-1])]
+        edited = [rel for rel, sides in plan.items() if now[rel] not in (sides[0], sides[-1]) or rel in between]
         if edited and not ask(f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"):
             raise CheckpointError("cancelled; nothing changed")
         # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
@@ -418,6 +413,19 @@ class Checkpoint:
         blobs = self.contents([s[1] for s in [*first.values(), *last.values()] if s]) if first else {}
         side = lambda s: (s[0], blobs[s[1]]) if s else (None, b"")  # noqa: E731
         return [(rel, side(first[rel]), side(last[rel])) for rel in sorted(first)]
+
+
+def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
+    """Per file [expected now, ..., wanted], per folder whether it should be there, and the files changed between
+    two checkpoints of the chain (by you: undoing both would drop that edit unasked)."""
+    plan, dirs, between = {}, {}, set()
+    for cp in chain:
+        for rel, sides in cp["files"].items():  # a file made by a command that removed an ignored one stays
+            if forward or sides[0] or not cp.get("lost"):
+                between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
+                plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
+        dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
+    return plan, dirs, between
 
 
 def git_env(**extra: str) -> dict:

@@ -682,3 +682,17 @@ def test_names_git_refuses_on_windows_are_covered_on_linux(project):
     box.execute("shell_command", json.dumps({"command": "rm git~1 .git. && echo y >> README.md"}))
     box.checkpoint.undo(1, refuse)
     assert (project / "git~1").read_text() == "user's\n" and (project / ".git.").read_text() == "also\n"
+
+
+def test_undoing_two_checkpoints_asks_about_your_edit_between_them(project):
+    files(project, {"a.txt": "a0\n"})
+    commit(project)
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("edit_file", json.dumps({"path": "a.txt", "old_str": "a0", "new_str": "a1"}))
+    (project / "a.txt").write_text("your edit\n")
+    box.execute("shell_command", json.dumps({"command": "echo agent >> a.txt"}))
+    asked = []
+    with pytest.raises(CheckpointError, match="cancelled; nothing changed"):
+        box.checkpoint.undo(2, lambda q: asked.append(q) or False)
+    assert asked == ["a.txt changed since the checkpoint. Discard those edits?"]
+    assert (project / "a.txt").read_text() == "your edit\nagent\n"
