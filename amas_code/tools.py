@@ -230,7 +230,7 @@ class Tools:
 
     def write_file(self, path: str, content: str) -> str:
         """Replace a file's whole content (give the FULL content)."""
-        p = self.gate.path(path, write=True)
+        p = regular(self.gate.path(path, write=True), path)
         old = p.read_bytes() if p.is_file() else b""
         return self.change(p, old, _like(old, content), "write")
 
@@ -414,14 +414,15 @@ def _like(old: bytes, text: str) -> bytes:
 def _write(path: Path, data: bytes) -> None:
     """Write whole, through a temporary file and a rename, keeping the file's mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.amas-{os.getpid()}")
-    tmp.unlink(missing_ok=True)  # left by a killed run
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    if path.exists():
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".amas-write-{os.urandom(4).hex()}.tmp")  # short, whatever the name's length
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb") as f:
+            f.write(data)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # only if the rename did not happen
 
 
 def _closest(content: str, old: str) -> str:

@@ -234,3 +234,12 @@ def test_a_path_ending_in_a_slash_is_not_made_a_file(run, bare, name):
     said = run(name, path="sub/", content="x\n")
     assert said == "Error: sub/ ends with /, which names a folder; give the file's name, e.g. sub/file.txt"
     assert not (bare / "sub").exists()
+
+
+def test_writes_to_a_folder_or_a_long_name_leave_no_stray_file(run, bare):
+    (bare / "d").mkdir()
+    assert run("write_file", path="d", content="x") == "Error: d is a folder; list_files shows what it holds"
+    long = "n" * 250 + ".txt"  # the file system's limit is 255 bytes: a temporary name must be shorter
+    assert run("write_file", path=long, content="x\n") == f"Write {long}: 1 line"
+    assert run("edit_file", path=long, old_str="x", new_str="y") == f"Edit {long}: 1 line"
+    assert sorted(p.name for p in bare.iterdir()) == ["d", long] and (bare / long).read_text() == "y\n"
