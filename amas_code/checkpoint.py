@@ -86,7 +86,7 @@ class Checkpoint:
         (self.dir / "index.lock").unlink(missing_ok=True)
         if self.borrowed is None:
             self.find_git()
-        patterns = "\n".join(["/.amas/", *(GENERATED if self.gitdir else self.ignore)]) + "\n"
+        patterns = "\n".join(["/.amas/", *(GENERATED + self.excluded() if self.gitdir else self.ignore)]) + "\n"
         if not (exclude := self.dir / "info" / "exclude").exists() or exclude.read_text() != patterns:
             exclude.write_text(patterns)
         if self.pending.exists():
@@ -103,9 +103,15 @@ class Checkpoint:
             "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir", "--show-object-format"
         )
         lines = os.fsdecode(found.stdout).split("\n") if found.returncode == 0 else []
-        common, self.gitdir, kind = (lines + ["", "", ""])[:3]
-        quoted = (common + "/objects").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        self.common, self.gitdir, kind = (lines + ["", "", ""])[:3]
+        quoted = (self.common + "/objects").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         self.borrowed = f'"{quoted}"' if kind == "sha1" else ""
+
+    def excluded(self) -> list[str]:
+        """The patterns of the user's .git/info/exclude, which git ignores like a .gitignore's."""
+        with contextlib.suppress(OSError):
+            return Path(self.common, "info", "exclude").read_text(errors="surrogateescape").splitlines()
+        return []
 
     def user_git(self) -> str:
         """A fingerprint of the user's HEAD, refs and index: what git commands in a shell command may change."""

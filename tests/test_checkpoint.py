@@ -696,3 +696,14 @@ def test_undoing_two_checkpoints_asks_about_your_edit_between_them(project):
         box.checkpoint.undo(2, lambda q: asked.append(q) or False)
     assert asked == ["a.txt changed since the checkpoint. Discard those edits?"]
     assert (project / "a.txt").read_text() == "your edit\nagent\n"
+
+
+def test_files_your_info_exclude_ignores_are_never_copied(project):
+    (project / ".git/info/exclude").write_text("# mine\n.env\n")
+    (project / ".env").write_text("KEY=s3cr3t-9f8e7d\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    assert "checkpoint: 1 file" in box.execute("shell_command", json.dumps({"command": "echo y >> README.md"}))
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+    ).stdout
+    assert b"s3cr3t-9f8e7d" not in objects and b"y\n" in objects
