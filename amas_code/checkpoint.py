@@ -28,7 +28,7 @@ ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in 
 GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
 UNREAD = re.compile(r"""error: open\("(.+?)"\): |warning: could not open directory '(.+?)': """)
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
-LOST = "which git ignores and /undo cannot bring back: /undo keeps the files it made, which may hold it"
+LOST = "which /undo cannot bring back (git ignores it, or it is a repository of its own): /undo keeps the files it made"
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
 
 
@@ -159,7 +159,8 @@ class Checkpoint:
                 return ""
             changes, made, gone = self.changed(pending)
             moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-            lost = [p for p in pending.get("ignored", []) if not os.path.lexists(self.root / p)]
+            kept = [*pending.get("ignored", []), *pending.get("nested", [])]  # what no checkpoint holds
+            lost = [p for p in kept if not os.path.lexists(self.root / p)]
             said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
@@ -219,7 +220,7 @@ class Checkpoint:
         if self.borrowed and (first or stamp != self.indexed):
             self.track()  # the files the user's git tracks, again whenever its index moved (a `git add -f`)
             self.indexed = stamp
-        unread = self.add(first)
+        found = self.add(first)
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
         except CheckpointError:  # the index names content now nowhere (the user's gc took it): read all again
@@ -231,12 +232,13 @@ class Checkpoint:
         for top in self.untracked():
             if top.endswith("/") and not os.path.lexists(self.root / top / ".git"):
                 hollow.update(os.path.relpath(d, self.root) for d, _, _ in os.walk(self.root / top))
-        return {"tree": tree, "empty": sorted(hollow), "unread": unread}
+        return {"tree": tree, "empty": sorted(hollow), **found}
 
-    def add(self, first: bool) -> list[str]:
+    def add(self, first: bool) -> dict:
         """Every file into the shadow's index, the first time what the user's objects lack into one pack (threshold
         1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them.
-        The paths it could not read: not covered, and never taken for new when a command makes them readable."""
+        The paths it could not read ("unread"): not covered, and never taken for new when a command makes them
+        readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one."""
         added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
         if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
             raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
@@ -245,7 +247,8 @@ class Checkpoint:
         ]
         if nested:
             self.git("update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0")
-        return [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
+        unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
+        return {"unread": unread, "nested": [os.fsdecode(p) for p in nested]}
 
     def untracked(self, *flags: str) -> list[str]:
         """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""

@@ -596,7 +596,7 @@ def test_undo_keeps_what_a_command_made_when_it_removed_a_file_git_ignores(proje
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     result = box.execute("shell_command", json.dumps({"command": "mv .env env.backup && echo x >> README.md"}))
-    lost = "it removed .env, which git ignores and /undo cannot bring back: /undo keeps the files it made"
+    lost = "it removed .env, which /undo cannot bring back (git ignores it, or it is a repository of its own)"
     assert lost in " ".join(result.split())
     capsys.readouterr()
     assert box.checkpoint.undo(1, refuse) == ["README.md"] and (project / "README.md").read_text() == "# demo\n"
@@ -707,3 +707,15 @@ def test_files_your_info_exclude_ignores_are_never_copied(project):
         ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
     ).stdout
     assert b"s3cr3t-9f8e7d" not in objects and b"y\n" in objects
+
+
+def test_removing_a_nested_repository_is_said_to_be_beyond_undo(project, capsys):
+    lib = project / "vendor" / "lib"
+    lib.mkdir(parents=True)
+    git(lib, "init", "-q")
+    files(lib, {"lib.c": "v1\n"})
+    commit(lib)
+    (lib / "lib.c").write_text("uncommitted work\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    result = " ".join(box.execute("shell_command", json.dumps({"command": "rm -rf vendor && echo y >> a.txt"})).split())
+    assert "it removed vendor/lib, which /undo cannot bring back (git ignores it, or it is a repository" in result
