@@ -404,7 +404,7 @@ class Checkpoint:
 
     def restore(self, cid: str, ask=lambda q: False) -> list[str]:
         """Undo every checkpoint made after the given one."""
-        match = [i for i, cp in enumerate(self.history()) if cid and cp["id"].startswith(cid.lower())]
+        match = [i for i, cp in enumerate(self.history(limit=100_000)) if cid and cp["id"].startswith(cid.lower())]
         if len(match) != 1:
             raise CheckpointError(f"{cid} is not one of the checkpoints (/checkpoint lists them); nothing changed")
         if match[0] == 0:

@@ -162,3 +162,12 @@ def test_a_command_with_blank_lines_and_separators_is_listed_and_undone(agent, p
     assert "[amas] shell: cat > f.py <<'EOF'\\nimport os\\n\\n\\nprint(1)\\x1e\\x1f\\nEOF" in said(capsys)
     repl.command(agent, "/undo")
     assert "undone: f.py" in said(capsys) and not (project / "f.py").exists()
+
+
+def test_checkpoint_goes_back_past_the_latest_two_hundred(agent, project, capsys):
+    for n in range(205):
+        agent.tools.execute("write_file", json.dumps({"path": "count.txt", "content": f"{n + 1}\n"}))
+    first = agent.checkpoint.history(limit=1000)[-1]["id"]
+    said(capsys)
+    repl.command(agent, f"/checkpoint {first[:10]}")
+    assert "restored: count.txt" in said(capsys) and (project / "count.txt").read_text() == "1\n"
