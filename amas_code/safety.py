@@ -22,7 +22,8 @@ RESERVED = set("if then elif else fi for while until do done case esac function 
 CREDENTIALS = (
     "~/.ssh ~/.aws ~/.netrc ~/.config/gh ~/.gnupg ~/.docker ~/.kube ~/.amas ~/.git-credentials ~/.config/gcloud "
     "~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc /sys /dev /etc/shadow /etc/sudoers "
-    "/etc/ssh"
+    "/etc/ssh ~/.pgpass ~/.my.cnf ~/.vault-token ~/.config/rclone ~/.config/git/credentials ~/.terraform.d ~/.cargo "
+    "~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history ~/.mysql_history ~/.python_history"
 ).split()
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD\b|CRED|AUTH|COOKIE|PRIVATE", re.I)
 URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(?=@)", re.I)
@@ -84,6 +85,7 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
 
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
     """Every command a line may run, for deny rules: each simple command, what it wraps, and substitutions."""
+    line = line.replace("\\\n", "")  # a line continuation joins the words around it, even inside a name
     found = [v for c in split(line)[0] for v in variants(c, depth)]
     if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
         for part in re.findall(r"`([^`]*)`", line) + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)]:
@@ -102,6 +104,7 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
     if name in WRAPPERS:
         out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
     inner = [" ".join(words[1:])] if name == "eval" else []
+    inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in words if name == "env" and " " in w]
     inner += [w for i, w in enumerate(words) if name in SHELLS and i and re.fullmatch(r"-\w*c\w*", words[i - 1])]
     return out + [v for text in inner for v in every_command(text, depth + 1)]
 

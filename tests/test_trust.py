@@ -206,6 +206,8 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
         "find . -name victim -exec rm -rf {} +",
         "sudo rm -rf victim",
         "rm victim -rf",
+        "r\\\nm -rf victim",  # a line continuation inside the name
+        "env -S'rm -rf victim'",
     ],
 )
 def test_deny_rules_are_not_fooled(project, home, llm, amas, line):
@@ -307,6 +309,16 @@ def test_proc_and_credentials_are_asked_even_under_yes(project, home, llm, amas)
     attack(llm, amas, calls, "-y")
     assert "hunter2-netrc" not in json.dumps(llm.requests)
     assert all("which holds credentials" in r and "declined" in r for r in results(llm)[:2])
+
+
+@pytest.mark.parametrize(
+    "where", [".pgpass", ".vault-token", ".config/rclone/rclone.conf", ".bash_history", ".config/git/credentials"]
+)
+def test_more_credential_files_are_asked_even_under_yes(project, home, llm, amas, where):
+    (home / where).parent.mkdir(parents=True, exist_ok=True)
+    (home / where).write_text("db:5432:app:alice:Pr0dPassw0rd-x9\n")
+    attack(llm, amas, [("read_file", {"path": f"~/{where}"})], "-y")
+    assert "Pr0dPassw0rd-x9" not in json.dumps(llm.requests) and "which holds credentials" in results(llm)[0]
 
 
 # -- 6. no request to a new host without asking; the whole chain ----------------------------------------------------
