@@ -88,11 +88,8 @@ class Agent:
     # -- the loop -----------------------------------------------------------------------------------
     def turn(self, text: str) -> bool:
         """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
-        start, attached = (
-            len(self.messages),
-            "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments),
-        )
-        text = self.gate.secrets.redact(text)  # what was piped in too: a log with a token in it
+        start, text = len(self.messages), self.gate.secrets.redact(text)  # piped in too: a log with a token in it
+        attached = "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments)
         self.messages.append({"role": "user", "content": attached + text})
         self.attachments = []
         if self.checkpoint:
