@@ -148,9 +148,11 @@ def _ignore_config(root: Path) -> None:
 
 def _ignore_local(path: Path, extra: str = "") -> None:
     """amas's local state (and extra) in .amas/.gitignore, whatever a clone shipped: lines added, none dropped."""
-    text = "" if path.is_symlink() else path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    if path.is_symlink() or (path.exists() and not path.is_file()):  # never followed; a folder is left alone
+        return
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     missing = [line for line in (GITIGNORE + extra).splitlines() if line not in text.splitlines()]
-    if missing and not path.is_symlink():
+    if missing:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write("\n" * (text[-1:] not in ("", "\n")) + "\n".join(missing) + "\n")

@@ -209,9 +209,8 @@ class Tools:
         data = regular(p, path).read_bytes()
         if looks_binary(data):
             return "Binary file, cannot display"
-        self.touched.add(
-            self.show(p)
-        )  # redacted whole: a part of a secret (a key without its BEGIN line) is hidden too
+        self.touched.add(self.show(p))
+        # redacted whole, then cut: a part of a secret (a key without its BEGIN line) is hidden too
         lines, offset = self.gate.secrets.redact(data.decode("utf-8", errors="replace")).splitlines(), max(0, offset)
         out, size, end = [], 0, min(len(lines), offset + max(1, limit))
         for i in range(offset, end):
