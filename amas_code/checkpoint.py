@@ -47,6 +47,7 @@ class Checkpoint:
         key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
         self.dir = Path.home() / ".amas" / "checkpoints" / f"{self.root.name}-{key}"
         self.pending, self.borrowed, self.gitdir, self.indexed = self.dir / "pending.json", None, "", None
+        self.common = ""  # the user's git directory shared by its worktrees (objects, info/exclude), once found
 
     def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""

@@ -22,7 +22,8 @@ RESERVED = set("if then elif else fi for while until do done case esac function 
 CREDENTIALS = (
     "~/.ssh ~/.aws ~/.netrc ~/.config/gh ~/.gnupg ~/.docker ~/.kube ~/.amas ~/.git-credentials ~/.config/gcloud "
     "~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc /sys /dev /etc/shadow /etc/sudoers "
-    "/etc/ssh ~/.pgpass ~/.my.cnf ~/.vault-token ~/.config/rclone ~/.config/git/credentials ~/.terraform.d ~/.cargo "
+    "/etc/ssh ~/.pgpass ~/.my.cnf ~/.vault-token ~/.config/rclone ~/.config/git/credentials "
+    "~/.terraform.d/credentials.tfrc.json ~/.cargo/credentials ~/.cargo/credentials.toml "
     "~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history ~/.mysql_history ~/.python_history"
 ).split()
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD\b|CRED|AUTH|COOKIE|PRIVATE", re.I)
