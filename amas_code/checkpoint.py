@@ -144,8 +144,11 @@ class Checkpoint:
 
     def begin(self, label: str, paths: list[Path] | None) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
-        if paths is None:  # what git ignores is not kept, but must not count as made by the command if it shows
-            before = {**self.snapshot(), "ignored": self.untracked("-i"), "git": self.user_git()}
+        if paths is None:  # what git ignores is not snapshotted, but must not count as made by the command if it
+            ignored = self.untracked("-i")  # shows; its small files are kept here (not copied) until the command
+            kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}  # ends: `cp .env.example .env`
+            before = {**self.snapshot(), "ignored": ignored, "git": self.user_git()}
+            before["kept"] = {rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side}
         else:
             rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
             dirs = {str(d) for rel in rels for d in Path(rel).parents if not os.path.lexists(self.root / d)}
@@ -160,8 +163,8 @@ class Checkpoint:
                 return ""
             changes, made, gone = self.changed(pending)
             moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-            kept = [*pending.get("ignored", []), *pending.get("nested", [])]  # what no checkpoint holds
-            lost = [p for p in kept if not os.path.lexists(self.root / p)]
+            held = [*pending.get("ignored", []), *pending.get("nested", [])]  # what no checkpoint holds, unless kept
+            lost = [p for p in held if not os.path.lexists(self.root / p) and p not in pending.get("kept", {})]
             said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
@@ -178,6 +181,9 @@ class Checkpoint:
         if "tree" in pending:
             changes, made, gone = self.compare(pending, self.snapshot())
             self.keep(changes)
+            for rel, (mode, text) in pending.get("kept", {}).items():  # copied only when the command changed it
+                if (was := (mode, text.encode("latin-1"))) != (now := _side(self.root / rel)):
+                    changes[rel] = [[mode, self.store(was[1])], now and [now[0], self.store(now[1])]]
             return changes, made, gone
         now = self.state(list(pending["files"]))
         changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
@@ -185,15 +191,7 @@ class Checkpoint:
 
     def state(self, rels: list[str]) -> dict:
         """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
-        out = dict.fromkeys(rels)
-        for rel in (rel for rel in rels if not _linked(self.root / rel)):  # through a link: not at this path
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                st, path = os.lstat(self.root / rel), self.root / rel
-                if stat.S_ISLNK(st.st_mode):
-                    out[rel] = [LINK, self.store(os.fsencode(os.readlink(path)))]
-                elif stat.S_ISREG(st.st_mode):
-                    out[rel] = ["100755" if st.st_mode & 0o100 else "100644", self.store(path.read_bytes())]
-        return out
+        return {rel: (side := _side(self.root / rel)) and [side[0], self.store(side[1])] for rel in rels}
 
     def store(self, data: bytes, kind: str = "blob") -> str:
         """An object written loose into the shadow's own store, where the user's gc can never take it; its id."""
@@ -447,6 +445,27 @@ def git_env(**extra: str) -> dict:
 
 def _lost(paths: list[str]) -> str:
     return f"it removed {', '.join(paths[:5])}{'…' * (len(paths) > 5)}, {LOST}"
+
+
+def _side(path: Path) -> tuple[str, bytes] | None:
+    """(mode, bytes) of the file or link at path, never read through a link on the way; None: absent or a folder."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) and not _linked(path):
+            return LINK, os.fsencode(os.readlink(path))
+        if stat.S_ISREG(st.st_mode) and not _linked(path):
+            return "100755" if st.st_mode & 0o100 else "100644", path.read_bytes()
+    return None
+
+
+def _small(root: Path, paths: list[str], budget: int = 1 << 22) -> list[str]:
+    """The files among paths worth keeping as they are: readable, up to 1 MiB each and 4 MiB in all."""
+    out = []
+    for rel in (p for p in paths if not p.endswith("/") and _readable(root / p)):
+        size = os.lstat(root / rel).st_size
+        if size <= min(1 << 20, budget):
+            out, budget = [*out, rel], budget - size
+    return out
 
 
 def _readable(path: Path) -> bool:

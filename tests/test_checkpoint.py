@@ -378,6 +378,20 @@ def unignored_by_the_command(root):
 
 
 @scenario()
+def ignored_files_overwritten_or_removed(root):  # an agent's `cp .env.example .env` over the user's only copy
+    files(root, {".gitignore": ".env\n*.log\n", ".env.example": "API_KEY=\n", "run.log": "the user's log\n"})
+    commit(root)
+    files(root, {".env": "API_KEY=the user's only copy\n"})
+    return [sh("cp .env.example .env && rm run.log && echo x >> README.md")]
+
+
+@scenario(git_repo=False)
+def ignored_files_overwritten_without_git(root):  # amas's own ignore list: build/ is kept out, dist a file
+    files(root, {"app.py": "a\n", "build/out.o": "built\n", "dist": "the user's notes\n"})
+    return [sh("echo new > dist && echo b >> app.py")]
+
+
+@scenario()
 def folders_named_like_build_output(root):
     files(root, {"docs/build/chapter1.md": "user's uncommitted chapter\n", "dist": "user's notes\n"})
     return [sh("rm -rf docs/build dist")]  # not ignored by git: amas's own ignore list must not hide them
@@ -592,18 +606,19 @@ def test_no_program_of_a_nested_repository_runs(project, registered):
 
 
 def test_undo_keeps_what_a_command_made_when_it_removed_a_file_git_ignores(project, capsys):
-    files(project, {".gitignore": ".env\n", ".env": "KEY=the user's only copy\n"})
+    """A small ignored file is kept (see the scenarios); one in an ignored folder is not, nor is one over 1 MiB."""
+    files(project, {".gitignore": "secrets/\n", "secrets/.env": "KEY=the user's only copy\n"})
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    result = box.execute("shell_command", json.dumps({"command": "mv .env env.backup && echo x >> README.md"}))
-    lost = "it removed .env, which /undo cannot bring back (git ignores it, or it is a repository of its own)"
+    result = box.execute("shell_command", json.dumps({"command": "mv secrets env.backup && echo x >> README.md"}))
+    lost = "it removed secrets/, which /undo cannot bring back (git ignores it, or it is a repository of its own)"
     assert lost in " ".join(result.split())
     capsys.readouterr()
     assert box.checkpoint.undo(1, refuse) == ["README.md"] and (project / "README.md").read_text() == "# demo\n"
-    assert (project / "env.backup").read_text() == "KEY=the user's only copy\n"
+    assert (project / "env.backup/.env").read_text() == "KEY=the user's only copy\n"
     assert lost in " ".join(capsys.readouterr().err.split())
-    assert box.checkpoint.redo(refuse) == ["README.md", "env.backup"]
-    assert (project / "env.backup").read_text() == "KEY=the user's only copy\n"
+    assert box.checkpoint.redo(refuse) == ["README.md", "env.backup/.env"]
+    assert (project / "env.backup/.env").read_text() == "KEY=the user's only copy\n"
     box.checkpoint.undo(1, refuse)
     plain = box.execute("shell_command", json.dumps({"command": "echo y > y.txt"}))
     assert plain.endswith("[checkpoint: 1 file; /undo takes it back]")
