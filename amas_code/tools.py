@@ -88,7 +88,7 @@ def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
     """Run a shell line; stdout, stderr and exit code. Whatever it started is gone when it returns."""
     import psutil
 
-    _become_subreaper()
+    _harden()
     before = {p.pid for p in psutil.Process().children()}
     # in its own session: a timeout or Ctrl+C kills the whole group it started
     pipes = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -101,12 +101,14 @@ def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
 
 
-def _become_subreaper() -> None:
-    """Orphans of a command come back to us, to be killed (Linux; elsewhere nothing happens)."""
+def _harden() -> None:
+    """Orphans of a command come back to us, to be killed; and amas's /proc files (its first environment, which
+    holds the keys kept from commands) are closed to them (Linux; elsewhere nothing happens)."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<amas>/environ is root's
 
 
 def _collect(proc: subprocess.Popen, timeout: float, before: set[int]) -> tuple[str, str, str]:

@@ -1,6 +1,12 @@
 """The gates in-process: shell rules, paths outside the project, redaction, and a fuzzed dispatcher."""
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from conftest import API_KEY, make_config, toolbox
@@ -200,3 +206,29 @@ def test_config_secrets_from_every_layer_are_known(bare):
 )
 def test_secret_assignments_in_common_formats_are_redacted(bare, line, shown):
     assert safety.Secrets(make_config()).redact(line) == shown
+
+
+AS_NOBODY = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import toolbox
+box = toolbox(sys.argv[2], auto_accept=True)
+print(json.dumps(box.execute("shell_command", json.dumps({"command": sys.argv[3]}))))
+"""
+
+
+def test_a_command_cannot_read_the_key_from_amas_own_environment(tmp_path):
+    """Children get no secret variables, but /proc/$PPID/environ held amas's whole first environment: a shifted
+    copy (`tr`, the name too) passed the redaction. Root reads any process's: as root the command runs as nobody."""
+    base = Path(tempfile.mkdtemp(prefix="amas-environ-"))
+    try:
+        os.chmod(base, 0o777)
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        env = {**os.environ, "HOME": str(base), "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstuvwxyz"}
+        line = "tr 'A-Za-z' 'B-ZAb-za' < /proc/$PPID/environ | tr '\\0' '\\n' | grep tl-"  # the name shifted too
+        args = [sys.executable, "-c", AS_NOBODY, str(Path(__file__).parent), str(base), line]
+        done = subprocess.run([*as_nobody, *args], env=env, capture_output=True, text=True, timeout=60)
+        said = json.loads(done.stdout.strip().splitlines()[-1])
+        assert "[exit code" in said and "tl-bcdefghijklmnopqrstuvwxyza" not in said, said
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
