@@ -85,11 +85,15 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
 
 
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
-    """Every command a line may run, for deny rules: each simple command, what it wraps, and substitutions."""
+    """Every command a line may run, for deny rules: each simple command, what it wraps, substitutions, and the
+    echo/printf text or here-string a shell of the line may read as commands."""
     line = line.replace("\\\n", "")  # a line continuation joins the words around it, even inside a name
-    found = [v for c in split(line)[0] for v in variants(c, depth)]
+    commands, targets, _ = split(line)
+    found = [v for c in commands for v in variants(c, depth)]
+    reads = any(v[0].rsplit("/", 1)[-1] in SHELLS and not any(re.fullmatch(r"-\w*c\w*", w) for w in v) for v in found)
+    fed = [" ".join(c[1:]) for c in commands if c[0] in ("echo", "printf")] + targets if reads else []  # its stdin
     if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
-        for part in re.findall(r"`([^`]*)`", line) + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)]:
+        for part in re.findall(r"`([^`]*)`", line) + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)] + fed:
             found += every_command(part, depth + 1)
     return found
 

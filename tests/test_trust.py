@@ -208,6 +208,9 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
         "rm victim -rf",
         "r\\\nm -rf victim",  # a line continuation inside the name
         "env -S'rm -rf victim'",
+        "echo 'rm -rf victim' | sh",  # a shell reading its commands from stdin
+        "printf 'rm -rf victim\\n' | bash -s",
+        "bash <<< 'rm -rf victim'",
     ],
 )
 def test_deny_rules_are_not_fooled(project, home, llm, amas, line):
