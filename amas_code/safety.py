@@ -121,11 +121,13 @@ def _parts(words: list[str]) -> tuple[str, set, str]:
 
 
 def denied(words: list[str], rule: str) -> bool:
-    """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the program."""
+    """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the program; a program
+    named by a glob (`/bin/r?`) matches what the glob finds, one named by a variable or substitution any rule."""
     pattern = tokens(rule) or [rule]
     (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
     fits = fnmatch.fnmatchcase(rest, args) or fnmatch.fnmatchcase(rest, f"{args} *")  # extra arguments count too
-    return fnmatch.fnmatchcase(name, want) and need <= flags and fits
+    named = re.search("[$`]", words[0]) or fnmatch.fnmatchcase(name, want) or fnmatch.fnmatchcase(want, name)
+    return bool(named) and need <= flags and fits
 
 
 class Secrets:

@@ -211,6 +211,10 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
         "echo 'rm -rf victim' | sh",  # a shell reading its commands from stdin
         "printf 'rm -rf victim\\n' | bash -s",
         "bash <<< 'rm -rf victim'",
+        "/bin/r? -rf victim",  # the shell finds the program a glob names
+        "/usr/bin/r[m] -rf victim",
+        '"$(echo rm)" -rf victim',  # a program named by a substitution or a variable could be any program
+        "X=rm; $X -rf victim",
     ],
 )
 def test_deny_rules_are_not_fooled(project, home, llm, amas, line):
