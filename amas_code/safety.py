@@ -100,7 +100,7 @@ def every_command(line: str, depth: int = 0) -> list[list[str]]:
 
 def variants(words: list[str], depth: int) -> list[list[str]]:
     """A command and those it runs: assignments dropped, wrappers (env, sudo, xargs, find -exec ...) peeled,
-    `sh -c` and `eval` strings parsed again."""
+    `sh -c`, `eval` and `git -c alias.x=!…` strings parsed again."""
     while words and re.match(r"^\w+=", words[0]):
         words = words[1:]
     if not words or depth > 4:
@@ -111,6 +111,7 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
     inner = [" ".join(words[1:])] if name == "eval" else []
     inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in words if name == "env" and " " in w]
     inner += [w for i, w in enumerate(words) if name in SHELLS and i and re.fullmatch(r"-\w*c\w*", words[i - 1])]
+    inner += [w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)]
     return out + [v for text in inner for v in every_command(text, depth + 1)]
 
 

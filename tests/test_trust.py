@@ -215,6 +215,7 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
         "/usr/bin/r[m] -rf victim",
         '"$(echo rm)" -rf victim',  # a program named by a substitution or a variable could be any program
         "X=rm; $X -rf victim",
+        "git -c 'alias.x=!rm -rf victim' x",  # a git alias runs a shell line
     ],
 )
 def test_deny_rules_are_not_fooled(project, home, llm, amas, line):
