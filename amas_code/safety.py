@@ -127,8 +127,9 @@ def denied(words: list[str], rule: str) -> bool:
     pattern = tokens(rule) or [rule]
     (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
     fits = fnmatch.fnmatchcase(rest, args) or fnmatch.fnmatchcase(rest, f"{args} *")  # extra arguments count too
-    named = re.search("[$`]", words[0]) or fnmatch.fnmatchcase(name, want) or fnmatch.fnmatchcase(want, name)
-    return bool(named) and need <= flags and fits
+    unknown = "$(" in words[0] or "`" in words[0] or "$" in name  # `$HOME/bin/tool` is tool
+    named = unknown or fnmatch.fnmatchcase(name, want) or fnmatch.fnmatchcase(want, name)
+    return named and need <= flags and fits
 
 
 class Secrets:
@@ -164,6 +165,11 @@ class Secrets:
         named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd", "cred", "auth"))  # noqa: E731
         lines = EXPORTED.sub(r"\1[REDACTED]", text).split("\n")  # only lines naming a secret get it
         return "\n".join(ASSIGNED.sub(hide, line) if named(line) else line for line in lines)
+
+
+def _in_git(rel: Path) -> bool:
+    """A path inside a .git folder, however its case is written (one folder on macOS's and Windows' disks)."""
+    return ".git" in {part.lower() for part in rel.parts}
 
 
 def child_env(config: dict) -> dict:
@@ -223,7 +229,7 @@ class Gate:
         if re.fullmatch(r"\d+|-|/dev/null", target):
             return True
         path = (self.root / target).resolve()  # git would run what a write into .git/config or hooks names
-        inside = self.root in path.parents and ".git" not in path.relative_to(self.root).parts
+        inside = self.root in path.parents and not _in_git(path.relative_to(self.root))
         return "$" not in target and not target.startswith("~") and inside
 
     def path(self, raw: str, write: bool = False) -> Path:
@@ -233,7 +239,7 @@ class Gate:
         path = (self.root / Path(raw).expanduser()).resolve()
         secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
         inside = path.is_relative_to(self.root)
-        git = write and inside and ".git" in path.relative_to(self.root).parts  # its hooks and config run at your
+        git = write and inside and _in_git(path.relative_to(self.root))  # its hooks and config run at your
         if not secret and not git and inside:  # next git command, outside every gate of amas
             return path
         kind = "secret" if secret else "write" if write else "read"

@@ -29,6 +29,12 @@ def test_deny_refuses_even_under_yes_and_says_which_rule(bare):
     assert box.gate.last == ("echo x && sudo reboot", "deny", "sudo *")
 
 
+def test_a_program_named_by_a_variable_is_any_program_but_a_variable_folder_is_not(bare):
+    box = toolbox(bare, auto_accept=True, permissions={"allow": [], "deny": ["sudo *"], "env": []})
+    assert shell(box, "S=sudo; $S reboot").startswith("Error: command refused by the deny rule 'sudo *'")
+    assert shell(box, "D=/bin; $D/echo fine") == "$ D=/bin; $D/echo fine\nfine\n[exit code 0]"
+
+
 def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_terminal(bare):
     box = toolbox(bare, permissions={"allow": ["echo *"], "deny": [], "env": []})
     assert shell(box, "echo allowed") == "$ echo allowed\nallowed\n[exit code 0]"

@@ -172,6 +172,7 @@ def test_a_project_cannot_drop_your_deny_rules(project, home, llm, amas):
         "echo ok > ../pwned",
         "echo ok >> /tmp/amas-pwned-$$",
         "echo '[core] fsmonitor = touch pwned' >> .git/config",  # git would run it at the user's next status
+        "echo '[core] fsmonitor = touch pwned' >> .Git/config",  # the same .git where case is not told apart
     ],
 )
 def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
@@ -298,7 +299,9 @@ def test_navigate_file_urls_outside_ask(project, llm, amas):
     assert "hunter2-outside" not in json.dumps(llm.requests) and "declined" in results(llm)[0]
 
 
-@pytest.mark.parametrize("target", [".git/hooks/pre-commit", ".git/config", "vendor/lib/.git/hooks/post-checkout"])
+@pytest.mark.parametrize(
+    "target", [".git/hooks/pre-commit", ".git/config", "vendor/lib/.git/hooks/post-checkout", ".GIT/hooks/pre-commit"]
+)
 def test_writing_into_git_asks_even_under_yes(project, llm, amas, target):
     (project / "vendor/lib/.git/hooks").mkdir(parents=True)
     config = (project / ".git/config").read_bytes()
