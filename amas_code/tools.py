@@ -55,9 +55,10 @@ def cap(text: str, limit: int) -> str:
 
 def project_files(base: Path, ignore: list[str], grep: str | None = None) -> list[Path]:
     """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with grep,
-    only those git grep finds the pattern in (a pattern git's PCRE cannot take, or `$`, means every file)."""
+    only those git grep finds the pattern in (a pattern git's PCRE cannot take, or `$`, means every file; so does a
+    lookaround or an anchor such as `\\A`: git grep may match them across lines, where each line decides here)."""
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
-    if grep and "$" not in grep:
+    if grep and not re.search(r"\$|\(\?|\\[AZzG]", grep):
         ask = ["grep", "-lzIP", "--untracked", "-e", f"(*UTF)(*UCP){grep}", "--", "."]  # \w, \d: Unicode, as in re
     git = subprocess.run(
         [*GIT, *ask], cwd=base, env=git_env(), capture_output=True, text=True, errors="surrogateescape"
@@ -303,18 +304,18 @@ class Tools:
         regex, base, hits = re.compile(pattern), self.gate.path(path), []
         if not base.exists():
             return f"Error: {path} does not exist"
-        anywhere = re.compile(pattern, re.MULTILINE)  # ^ and $ at every line, as in the per-line search
         for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [regular(base, path)]:
             try:  # a link out of the project is never followed: a clone can ship one to ~/.aws/credentials
                 inside = not f.is_symlink() or Path(os.path.realpath(f)).is_relative_to(self.root)
                 text = f.read_text(encoding="utf-8") if inside and f.is_file() and f.stat().st_size < 2e6 else ""
             except (OSError, UnicodeDecodeError):
                 continue
-            if not anywhere.search(text):  # most files do not match: skip splitting them into lines
+            if not any(map(regex.search, raw := text.splitlines())):  # line by line, as git grep decides
                 continue
-            text = self.gate.secrets.redact(text)  # matched as shown: no guessing a secret a character at a time
-            lines = enumerate(text.splitlines(), 1)
-            hits += [f"{self.show(f)}:{n}: {line.strip()[:200]}" for n, line in lines if regex.search(line)]
+            pairs = list(zip(raw, self.gate.secrets.redact(text).splitlines(), strict=False))  # it keeps lines
+            if not any(a == b and regex.search(b) for a, b in pairs):  # matching only where a secret is, a file would
+                continue  # tell the model whether its guess was right: a line a secret touches shows only beside others
+            hits += [f"{self.show(f)}:{n}: {b.strip()[:200]}" for n, (_, b) in enumerate(pairs, 1) if regex.search(b)]
             if len(hits) > MAX_LINES:
                 return "\n".join(hits[:MAX_LINES]) + f"\n[capped at {MAX_LINES} matches; narrow the pattern or path]"
         return "\n".join(hits) or f"No matches for {pattern!r}"

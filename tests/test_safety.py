@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -238,3 +239,23 @@ def test_a_command_cannot_read_the_key_from_amas_own_environment(tmp_path):
         assert "[exit code" in said and "tl-bcdefghijklmnopqrstuvwxyza" not in said, said
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("git_repo", [True, False])
+def test_search_files_is_no_oracle_on_a_hidden_secret(bare, git_repo):
+    """Which files match was decided on the raw text and the lines shown on the redacted one: a pattern that
+    matches a redacted line whatever the guess (`\\[REDACTED\\]`, or a line alone) told whether the guess was right."""
+    if git_repo:
+        subprocess.run(["git", "init", "-q"], cwd=bare, check=True)
+    (bare / ".env").write_text("DEBUG=true\nDB_PASSWORD=Xk9#mQ2vLp7z!Rt4\n")
+    (bare / "settings.py").write_text("API_TOKEN = 'tok_9fQ2xLm7Zp4K'\n")
+    box = toolbox(bare)
+    for right, wrong in [("Xk9#", "Yk9#"), ("Xk9#mQ", "Xk9#mR")]:
+        forms = [r"\ADEBUG=true\Z|(?=[\s\S]*PASSWORD=%s)", r"\[REDACTED\]|PASSWORD=%s", r"DEBUG|PASSWORD=%s"]
+        for form in forms:
+            said = [box.execute("search_files", json.dumps({"pattern": form % re.escape(g)})) for g in (right, wrong)]
+            assert said[0] == said[1], form
+    guess = [box.execute("search_files", json.dumps({"pattern": rf"\[REDACTED\]|API_TOKEN = '{g}"})) for g in "tx"]
+    assert guess[0].startswith("No matches") and guess[1].startswith("No matches")
+    shown = box.execute("search_files", json.dumps({"pattern": "DEBUG|PASSWORD", "path": ".env"}))
+    assert shown == ".env:1: DEBUG=true\n.env:2: DB_PASSWORD=[REDACTED]"  # a file matching elsewhere shows it redacted

@@ -584,14 +584,14 @@ def test_a_hidden_secret_cannot_be_guessed_a_character_at_a_time(project, llm, a
     calls = [
         ("search_files", {"pattern": "STRIPE_SECRET_KEY=sk_live_5[0-4]"}),
         ("search_files", {"pattern": "STRIPE_SECRET_KEY=sk_live_5[5-9]"}),
-        ("search_files", {"pattern": "STRIPE"}),
+        ("search_files", {"pattern": "DEBUG|STRIPE"}),  # a secret's line shows beside a line no secret touches
         ("edit_file", {"path": ".env", "old_str": "KEY=sk_live_51Hq", "new_str": "KEY=x"}),  # the hint is found in
         ("edit_file", {"path": ".env", "old_str": "KEY=sk_live_51Hz", "new_str": "KEY=x"}),  # what the model sees
     ]
     attack(llm, amas, calls, "-y")
     found = results(llm)
     assert found[0] == found[1].replace("5[5-9]", "5[0-4]") and found[0].startswith("No matches")
-    assert found[2] == ".env:2: STRIPE_SECRET_KEY=[REDACTED]"
+    assert found[2] == ".env:1: DEBUG=1\n.env:2: STRIPE_SECRET_KEY=[REDACTED]"
     assert found[3].startswith("Error: old_str not found") and found[4] == found[3]
     assert "sk_live_51" in (project / ".env").read_text()
 
