@@ -209,7 +209,9 @@ class Gate:
                 return f"Error: command refused by the deny rule {rule!r} in permissions"
         rules = [*self.config["permissions"].get("allow", []), *self.commands]
         matched = [next((r for r in rules if fnmatch.fnmatchcase(" ".join(c), r)), None) for c in commands]
-        if plain and commands and all(matched) and all(map(self.inside, targets)):
+        named = not any(re.search(r"\s", c[0]) for c in commands)  # `'echo /../bin/sh'` is not echo
+        reach = [w for c in commands for w in c[1:] if self.reaches(w)]  # --basetemp=.git, --output-file ~/.bashrc
+        if plain and commands and all(matched) and named and not reach and all(map(self.inside, targets)):
             self.last = (command, "allow", ", ".join(dict.fromkeys(matched)))
             return None
         self.last = (command, "ask", None)
@@ -231,6 +233,11 @@ class Gate:
         path = (self.root / target).resolve()  # git would run what a write into .git/config or hooks names
         inside = self.root in path.parents and not _in_git(path.relative_to(self.root))
         return "$" not in target and not target.startswith("~") and inside
+
+    def reaches(self, word: str) -> bool:
+        """An argument (or an option's value) that may name a place outside the project or inside .git."""
+        value = word.split("=", 1)[-1]
+        return bool(value) and not self.inside(value) and (self.root / value).resolve() != self.root
 
     def path(self, raw: str, write: bool = False) -> Path:
         """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""

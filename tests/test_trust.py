@@ -183,6 +183,26 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
     assert results(llm)[0] == "Command declined by user." and "fine" in results(llm)[1]
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "touch ../pwned",  # an allowed program's own arguments reach outside the project, or into .git
+        "touch .git/pwned",
+        "touch ~/pwned",
+        "touch --reference=README.md ../pwned",
+        "touch x --no-create=../pwned",
+        "'echo /../../../../../../../../../../../../usr/bin/touch' pwned",  # a folder named `echo `
+    ],
+)
+def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, amas, line):
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text("permissions:\n  allow: ['echo *', 'touch *']\n")
+    (project / "echo ").mkdir()
+    attack(llm, amas, [("shell_command", {"command": line}), ("shell_command", {"command": "touch made.txt"})])
+    assert not [p for p in (project.parent, project, project / ".git", home) if (p / "pwned").exists()]
+    assert results(llm)[0] == "Command declined by user." and (project / "made.txt").exists()
+
+
 # -- 3. deny rules survive respelling --------------------------------------------------------------------------------
 
 
