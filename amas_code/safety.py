@@ -15,7 +15,8 @@ from amas_code import ui
 AUTO = {"edit": True, "shell": True, "read": True, "net": True, "write": False, "secret": False}  # under --yes
 WRAPPERS = set(  # run the words after them
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
-    "watch parallel".split()
+    "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
+    "ltrace firejail".split()
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
 RESERVED = set("if then elif else fi for while until do done case esac function select coproc { [[ !".split())
@@ -65,8 +66,8 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
     """The simple commands of a line, its redirection targets, and whether it is plain: no substitution,
     subshell, group, compound command or newline (only a plain line can match an allow rule)."""
     toks = tokens(line)
-    if toks is None:
-        return [line.split()], [], False
+    if toks is None:  # split at operators all the same, for deny rules (`:; rm -rf x #'`)
+        return [p.split() for p in re.split(r"[;&|()\n]", line) if p.split()], [], False
     bare = line.replace("\\", "")  # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
     hidden = r"`|\$[(\[{'\"]|[<>]\(|\n|\w\["  # substitutions; $[ ${ $' $"; a subscript, evaluated as arithmetic
     commands, targets, words, plain = [], [], [], not re.search(hidden, bare)
@@ -90,8 +91,10 @@ def every_command(line: str, depth: int = 0) -> list[list[str]]:
     line = line.replace("\\\n", "")  # a line continuation joins the words around it, even inside a name
     commands, targets, _ = split(line)
     found = [v for c in commands for v in variants(c, depth)]
-    reads = any(v[0].rsplit("/", 1)[-1] in SHELLS and not any(re.fullmatch(r"-\w*c\w*", w) for w in v) for v in found)
-    fed = [" ".join(c[1:]) for c in commands if c[0] in ("echo", "printf")] + targets if reads else []  # its stdin
+    shells = {*SHELLS, ".", "source"}
+    reads = any(v[0].rsplit("/", 1)[-1] in shells and not any(re.fullmatch(r"-\w*c\w*", w) for w in v) for v in found)
+    echoed = [c[1:] for c in commands if c[0] in ("echo", "printf")]  # all its words, and each (printf '%s' 'rm …')
+    fed = [" ".join(w) for w in echoed] + [w for words in echoed for w in words] + targets if reads else []
     if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
         for part in re.findall(r"`([^`]*)`", line) + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)] + fed:
             found += every_command(part, depth + 1)
@@ -110,9 +113,18 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
         out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
     inner = [" ".join(words[1:])] if name == "eval" else []
     inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in words if name == "env" and " " in w]
-    inner += [w for i, w in enumerate(words) if name in SHELLS and i and re.fullmatch(r"-\w*c\w*", words[i - 1])]
+    if name in SHELLS and any(re.fullmatch(r"-\w*c\w*", w) for w in words[1:]):  # `sh -c -- '…'` too
+        inner += [w for w in words[1:] if not w.startswith("-")]
     inner += [w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)]
+    out += [["git", *_git_command(words[1:])]] if name == "git" else []  # `git -C . push` is `git push`
     return out + [v for text in inner for v in every_command(text, depth + 1)]
+
+
+def _git_command(words: list[str]) -> list[str]:
+    """git's words from its subcommand on, past its own options (-C dir, -c name=value, --git-dir=…, -P)."""
+    while words and words[0].startswith("-"):
+        words = words[2:] if words[0] in ("-C", "-c") else words[1:]
+    return words
 
 
 def _parts(words: list[str]) -> tuple[str, set, str]:
@@ -126,7 +138,8 @@ def denied(words: list[str], rule: str) -> bool:
     named by a glob (`/bin/r?`) matches what the glob finds, one named by a variable or substitution any rule."""
     pattern = tokens(rule) or [rule]
     (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
-    fits = fnmatch.fnmatchcase(rest, args) or fnmatch.fnmatchcase(rest, f"{args} *")  # extra arguments count too
+    flags |= {f.lower() for f in flags} | {f"-{f[2].lower()}" for f in flags if f.startswith("--")}  # -R, --force
+    fits = any(fnmatch.fnmatchcase(rest, a) for a in (args, f"{args} *", args.removesuffix(" *")))  # more or none
     unknown = "$(" in words[0] or "`" in words[0] or "$" in name  # `$HOME/bin/tool` is tool
     named = unknown or fnmatch.fnmatchcase(name, want) or fnmatch.fnmatchcase(want, name)
     return named and need <= flags and fits

@@ -36,6 +36,12 @@ def test_a_program_named_by_a_variable_is_any_program_but_a_variable_folder_is_n
     assert shell(box, "D=/bin; $D/echo fine") == "$ D=/bin; $D/echo fine\nfine\n[exit code 0]"
 
 
+def test_deny_rules_see_the_git_command_past_gits_own_options(bare):
+    box = toolbox(bare, auto_accept=True, permissions={"allow": [], "deny": ["git push *"], "env": []})
+    for line in ("git -C . push origin main", "git -c x.y=z push", "git --git-dir=.git --no-pager push -f"):
+        assert shell(box, line) == "Error: command refused by the deny rule 'git push *' in permissions", line
+
+
 def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_terminal(bare):
     box = toolbox(bare, permissions={"allow": ["echo *"], "deny": [], "env": []})
     assert shell(box, "echo allowed") == "$ echo allowed\nallowed\n[exit code 0]"

@@ -237,6 +237,14 @@ def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, a
         '"$(echo rm)" -rf victim',  # a program named by a substitution or a variable could be any program
         "X=rm; $X -rf victim",
         "git -c 'alias.x=!rm -rf victim' x",  # a git alias runs a shell line
+        ":; rm -rf victim #'",  # a quote the parser cannot close, in a comment
+        "rm -Rf victim",
+        "rm --recursive --force victim",
+        "sh -c -- 'rm -rf victim'",
+        "printf '%s\\n' 'rm -rf victim' | sh",
+        "echo 'rm -rf victim' | . /dev/stdin",
+        "ionice rm -rf victim",
+        "flock /tmp/amas-probe-lock rm -rf victim",
     ],
 )
 def test_deny_rules_are_not_fooled(project, home, llm, amas, line):
