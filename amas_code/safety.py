@@ -25,6 +25,7 @@ CREDENTIALS = (
     "~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc /sys /dev /etc/shadow /etc/sudoers "
     "/etc/ssh ~/.pgpass ~/.my.cnf ~/.vault-token ~/.config/rclone ~/.config/git/credentials "
     "~/.terraform.d/credentials.tfrc.json ~/.cargo/credentials ~/.cargo/credentials.toml "
+    "~/.config/containers/auth.json ~/.m2/settings.xml ~/.gradle/gradle.properties "
     "~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history ~/.mysql_history ~/.python_history"
 ).split()
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD\b|CRED|AUTH|COOKIE|PRIVATE", re.I)
@@ -42,12 +43,14 @@ SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only whe
 EXPORTED = re.compile(r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+")  # NAME=value
 ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`
     # (ini, .env, properties: a value with a digit or a symbol, so `key = other_name` in code stays); netrc; HTTP
-    r"((?:api[_-]?key|secret|token|passw(?:or)?d|pwd)[\w.-]*[\"']?\s*[:=]\s*([\"']))[^\"'\s]{4,}(?=\2)"
-    r"|((?:api[_-]?key|secret|token|password)[\w.-]*[ \t]*:[ \t]*)[^\s\"'#]{8,}$"
-    r"|(^[ \t]*(?:export[ \t]+)?[\w.-]*(?:key|secret|token|passw(?:or)?d|pwd|credential)[\w.-]*[ \t]*=[ \t]*)"
+    r"((?:api[_-]?key|secret|token|passw(?:or)?d|pwd|auth\b|(?<![a-z])pass\b)[\w.-]*[\"']?\s*[:=]\s*([\"']))"
+    r"[^\"'\s]{4,}(?=\2)"
+    r"|((?:api[_-]?key|secret|token|password)[\w.-]*[ \t]*:[ \t]*)[^\s\"'#]{6,}$"
+    r"|(^[ \t]*(?:export[ \t]+)?[\w.:/-]*(?:key|secret|token|passw(?:or)?d|pwd|credential|auth\b)[\w.-]*[ \t]*=[ \t]*)"
     r"(?=\S*[\d/+!@$%^&*])[^\s\"'#()\[\]{},;]{6,}[ \t]*$"
-    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)\S+"
-    r"|(\bauthorization[ \t]*:[ \t]*(?:bearer|basic|token)?[ \t]*)[^\s\"']{8,}",
+    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)(?![=:])\S+"
+    r"|(\bauthorization[ \t]*:[ \t]*(?:bearer|basic|token)?[ \t]*)[^\s\"']{8,}"
+    r"|(<(?:\w+:)?(?:passw(?:or)?d|secret|token|api[_-]?key|auth)[\w.-]*>)[^<\s]{4,}(?=</)",  # XML
     re.M | re.I,
 )
 
@@ -174,7 +177,7 @@ class Secrets:
         for marks, pattern in self.shapes.items():
             text = pattern.sub(keep, text) if any(m in text for m in marks) else text
         text = URL_CREDENTIALS.sub(r"\1[REDACTED]", text) if "://" in text else text
-        hide = lambda m: (m[1] or m[3] or m[4] or m[5] or m[6]) + "[REDACTED]"  # noqa: E731 - a case-blind scan
+        hide = lambda m: (m[1] or m[3] or m[4] or m[5] or m[6] or m[7]) + "[REDACTED]"  # noqa: E731 - a case-blind scan
         named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd", "cred", "auth"))  # noqa: E731
         lines = EXPORTED.sub(r"\1[REDACTED]", text).split("\n")  # only lines naming a secret get it
         return "\n".join(ASSIGNED.sub(hide, line) if named(line) else line for line in lines)

@@ -212,7 +212,15 @@ def test_config_secrets_from_every_layer_are_known(bare):
         ("SECRET_KEY = unquoted9value", "SECRET_KEY = [REDACTED]"),
         ("password = hunter2", "password = [REDACTED]"),
         ('curl -H "Authorization: Bearer abcdef123456" x', 'curl -H "Authorization: Bearer [REDACTED]" x'),
+        ("_auth=ZGV2dXNlcjpTM2NyZXQ=", "_auth=[REDACTED]"),  # .npmrc
+        ("//registry.npmjs.org/:_authToken=abc123def456", "//registry.npmjs.org/:_authToken=[REDACTED]"),
+        ('{"auths": {"r": {"auth": "ZGV2dXNlcjpTM2NyZXQ="}}}', '{"auths": {"r": {"auth": "[REDACTED]"}}}'),  # docker
+        ("<password>CorrectHorseBattery</password>", "<password>[REDACTED]</password>"),  # maven
+        ("  password: hunter2", "  password: [REDACTED]"),
+        ("DB_PASS = 'correcthorse'", "DB_PASS = '[REDACTED]'"),
+        ("password = correct9horse", "password = [REDACTED]"),  # not `password [REDACTED] correct9horse`
         ("primary_key = id_column", "primary_key = id_column"),  # code and config that hold no secret stay
+        ('"author": "JaneDoe", "compass": "north"', '"author": "JaneDoe", "compass": "north"'),
         ("self.token = token_from_env()", "self.token = token_from_env()"),
         ("max_tokens = 8192", "max_tokens = 8192"),
     ],

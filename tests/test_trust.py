@@ -351,7 +351,17 @@ def test_proc_and_credentials_are_asked_even_under_yes(project, home, llm, amas)
 
 
 @pytest.mark.parametrize(
-    "where", [".pgpass", ".vault-token", ".config/rclone/rclone.conf", ".bash_history", ".config/git/credentials"]
+    "where",
+    [
+        ".pgpass",
+        ".vault-token",
+        ".config/rclone/rclone.conf",
+        ".bash_history",
+        ".config/git/credentials",
+        ".config/containers/auth.json",
+        ".m2/settings.xml",
+        ".gradle/gradle.properties",
+    ],
 )
 def test_more_credential_files_are_asked_even_under_yes(project, home, llm, amas, where):
     (home / where).parent.mkdir(parents=True, exist_ok=True)
