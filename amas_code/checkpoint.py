@@ -28,7 +28,10 @@ ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in 
 GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
 UNREAD = re.compile(r"""error: open\("(.+?)"\): |warning: could not open directory '(.+?)': """)
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
-LOST = "which /undo cannot bring back (git ignores it, or it is a repository of its own): /undo keeps the files it made"
+LOST = (  # what no checkpoint holds
+    "which /undo cannot bring back (git ignores it, it is a repository of its own, or only the .git it removed held "
+    "its content): /undo keeps the files it made"
+)
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
 
 
@@ -145,9 +148,10 @@ class Checkpoint:
     def begin(self, label: str, paths: list[Path] | None) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
         if paths is None:  # what git ignores is not snapshotted, but must not count as made by the command if it
-            ignored = self.untracked("-i")  # shows; its small files are kept here (not copied) until the command
-            kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}  # ends: `cp .env.example .env`
-            before = {**self.snapshot(), "ignored": ignored, "git": self.user_git()}
+            before = self.snapshot()  # shows; its small files are kept here (not copied) until the command ends
+            ignored = self.untracked("-i")  # (`cp .env.example .env`); listed once the shadow tracks what git does
+            kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
+            before |= {"ignored": ignored, "git": self.user_git()}
             before["kept"] = {rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side}
         else:
             rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
@@ -161,14 +165,16 @@ class Checkpoint:
             pending = json.loads(self.pending.read_text())
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
                 return ""
-            changes, made, gone = self.changed(pending)
+            changes, made, gone, unkept = self.changed(pending)
             moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
             held = [*pending.get("ignored", []), *pending.get("nested", [])]  # what no checkpoint holds, unless kept
-            lost = [p for p in held if not os.path.lexists(self.root / p) and p not in pending.get("kept", {})]
+            kept = pending.get("kept", {})  # a folder all of whose files were kept is not lost either
+            lost = [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)] + unkept
             said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
-            self.commit(pending["label"] + suffix, changes, {"made": made, "gone": gone, "git": moved, "lost": lost})
+            meta = {"made": made, "gone": gone, "git": moved, "lost": lost, "interrupted": bool(suffix)}
+            self.commit(pending["label"] + suffix, changes, meta)
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
             return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
         except TROUBLE as e:
@@ -176,18 +182,21 @@ class Checkpoint:
         finally:
             self.pending.unlink(missing_ok=True)
 
-    def changed(self, pending: dict) -> tuple[dict, list[str], list[str]]:
-        """Files changed, folders made and folders gone since the kept before state."""
+    def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
+        """Files changed, folders made and folders gone since the kept before state, and the changed files whose
+        content is nowhere now (only the user's objects held it, and the command removed them)."""
         if "tree" in pending:
             changes, made, gone = self.compare(pending, self.snapshot())
-            self.keep(changes)
+            nowhere = self.keep(changes)
+            unkept = sorted(rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides))
+            changes = {rel: sides for rel, sides in changes.items() if rel not in unkept}
             for rel, (mode, text) in pending.get("kept", {}).items():  # copied only when the command changed it
                 if (was := (mode, text.encode("latin-1"))) != (now := _side(self.root / rel)):
                     changes[rel] = [[mode, self.store(was[1])], now and [now[0], self.store(now[1])]]
-            return changes, made, gone
+            return changes, made, gone, unkept
         now = self.state(list(pending["files"]))
         changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
-        return changes, [d for d in pending["dirs"] if os.path.isdir(self.root / d)], []
+        return changes, [d for d in pending["dirs"] if os.path.isdir(self.root / d)], [], []
 
     def state(self, rels: list[str]) -> dict:
         """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
@@ -204,13 +213,16 @@ class Checkpoint:
             os.replace(path.with_name("tmp_" + sha), path)
         return sha
 
-    def keep(self, changes: dict) -> None:
-        """Copy into the shadow's own store the blobs of a checkpoint that only the user's objects hold."""
+    def keep(self, changes: dict) -> set[str]:
+        """Copy into the shadow's own store the blobs of a checkpoint that only the user's objects hold; the ids of
+        those not even there (a command removed the user's .git)."""
         blobs = "".join({f"{side[1]}\n" for sides in changes.values() for side in sides if side}).encode()
         checked = self.run("cat-file", "--batch-check", data=blobs).stdout.splitlines() if self.borrowed else []
         missing = b"".join(line[:40] + b"\n" for line in checked if line.endswith(b" missing"))
-        if missing:
-            self.git("pack-objects", "-q", str(self.dir / "objects" / "pack" / "pack"), data=missing, borrow=True)
+        there = self.run("cat-file", "--batch-check", data=missing, borrow=True).stdout.splitlines() if missing else []
+        if found := b"".join(line[:40] + b"\n" for line in there if not line.endswith(b" missing")):
+            self.git("pack-objects", "-q", str(self.dir / "objects" / "pack" / "pack"), data=found, borrow=True)
+        return {line[:40].decode() for line in there if line.endswith(b" missing")}
 
     def snapshot(self, retry: bool = True) -> dict:
         """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
@@ -257,6 +269,7 @@ class Checkpoint:
     def track(self) -> None:
         """Start from the files the user's git tracks, an ignored one too (a committed dist/): hashed, not copied."""
         paths = [self.root / os.fsdecode(p) for p in self.user("ls-files", "-z").stdout.split(b"\0") if p]
+        paths = [p for p in paths if not _linked(p)]  # beyond a link the user made in place of a tracked folder
         files = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or _readable(p)]
         if files:
             self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(files) + b"\0", borrow=True)
@@ -348,6 +361,8 @@ class Checkpoint:
             raise CheckpointError(
                 f"stopped part way ({e}); what was put back stays, running it again goes on"
             ) from None
+        finally:
+            self.indexed = None  # what it put back the user's git tracks, an ignored file too: tracked here again
         return sorted(plan)
 
     def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
@@ -424,8 +439,9 @@ class Checkpoint:
 
 
 def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
-    """Per file [expected now, ..., wanted], per folder whether it should be there, and the files changed between
-    two checkpoints of the chain (by you: undoing both would drop that edit unasked)."""
+    """Per file [expected now, ..., wanted], per folder whether it should be there, and the files to ask about:
+    changed between two checkpoints of the chain (by you: undoing both would drop that edit unasked), or in a
+    checkpoint of an amas that was killed (what changed until the next one started may be yours)."""
     plan, dirs, between = {}, {}, set()
     for cp in chain:
         for rel, sides in cp["files"].items():  # a file made by a command that removed an ignored one stays
@@ -433,6 +449,7 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
                 between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
                 plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
         dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
+        between |= set(cp["files"]) if cp.get("interrupted") else set()  # what changed while no amas watched
     return plan, dirs, between
 
 
@@ -466,6 +483,11 @@ def _small(root: Path, paths: list[str], budget: int = 1 << 22) -> list[str]:
         if size <= min(1 << 20, budget):
             out, budget = [*out, rel], budget - size
     return out
+
+
+def _kept(path: str, kept: dict) -> bool:
+    """A path whose content the command's before state holds: a kept file, or a folder of kept files."""
+    return path in kept or path.endswith("/") and any(k.startswith(path) for k in kept)
 
 
 def _readable(path: Path) -> bool:

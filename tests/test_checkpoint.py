@@ -385,6 +385,30 @@ def ignored_files_overwritten_or_removed(root):  # an agent's `cp .env.example .
     return [sh("cp .env.example .env && rm run.log && echo x >> README.md")]
 
 
+@scenario()
+def ignored_but_tracked_moved_by_the_first_command(root):  # no shadow index yet: dist/ is not "ignored" here
+    files(root, {".gitignore": "dist/\n", "dist/app.js": "v1\n"})
+    git(root, "add", "-f", ".gitignore", "dist/app.js")
+    git(root, "commit", "-qm", "build output committed")
+    return [sh("mv dist old-dist")]
+
+
+@scenario()
+def a_folder_of_small_ignored_files_removed(root):  # every file of logs/ is kept: logs/ is not lost
+    files(root, {".gitignore": "*.log\n", "logs/app.log": "the user's log\n"})
+    commit(root)
+    return [sh("rm -rf logs && echo agent > new.py")]
+
+
+@scenario()
+def a_tracked_folder_the_user_made_a_link(root):  # the user's index still names conf/x, beyond the link
+    files(root, {"conf/x": "x\n", "a.txt": "a\n"})
+    commit(root)
+    subprocess.run("mv conf conf.real && ln -s conf.real conf", shell=True, cwd=root, check=True)
+    files(root, {"notes.txt": "the user's notes\n"})
+    return [sh("rm notes.txt && echo agent > a.txt")]
+
+
 @scenario(git_repo=False)
 def ignored_files_overwritten_without_git(root):  # amas's own ignore list: build/ is kept out, dist a file
     files(root, {"app.py": "a\n", "build/out.o": "built\n", "dist": "the user's notes\n"})
@@ -611,7 +635,7 @@ def test_undo_keeps_what_a_command_made_when_it_removed_a_file_git_ignores(proje
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     result = box.execute("shell_command", json.dumps({"command": "mv secrets env.backup && echo x >> README.md"}))
-    lost = "it removed secrets/, which /undo cannot bring back (git ignores it, or it is a repository of its own)"
+    lost = "it removed secrets/, which /undo cannot bring back (git ignores it, it is a repository of its own, or only"
     assert lost in " ".join(result.split())
     capsys.readouterr()
     assert box.checkpoint.undo(1, refuse) == ["README.md"] and (project / "README.md").read_text() == "# demo\n"
@@ -733,4 +757,53 @@ def test_removing_a_nested_repository_is_said_to_be_beyond_undo(project, capsys)
     (lib / "lib.c").write_text("uncommitted work\n")
     box = toolbox(project, checkpoint=True, auto_accept=True)
     result = " ".join(box.execute("shell_command", json.dumps({"command": "rm -rf vendor && echo y >> a.txt"})).split())
-    assert "it removed vendor/lib, which /undo cannot bring back (git ignores it, or it is a repository" in result
+    assert "it removed vendor/lib, which /undo cannot bring back (git ignores it, it is a repository" in result
+
+
+def test_a_command_that_removes_the_users_git_still_gets_what_can_be_kept(project, capsys):
+    """The before content of unchanged tracked files lived only in the user's objects, which the command removed:
+    the checkpoint failed whole, and the uncommitted line (already in the shadow) was lost with it."""
+    files(project, {"src/app.py": "committed app\n", "src/lib.py": "lib\n"})
+    commit(project)
+    files(project, {"src/app.py": "committed app\nthe user's uncommitted line\n"})
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "echo warm > warm.txt"}))
+    box.checkpoint.undo(1, refuse)
+    said = box.execute("shell_command", json.dumps({"command": "rm -rf .git src && echo new > README.md"}))
+    assert "checkpoint failed" not in said and "/undo takes it back" in said, said
+    assert "src/lib.py" in said and "README.md" in said and "cannot bring back" in said  # their content is gone
+    assert Checkpoint(project, [], "other").undo(1, refuse) == ["src/app.py"]
+    assert (project / "src/app.py").read_text() == "committed app\nthe user's uncommitted line\n"
+
+
+def test_an_interrupted_checkpoint_asks_before_undo_takes_back_what_may_be_yours(project):
+    """amas killed while a command ran: the next start books what changed since as that command's; the user's own
+    edits made meanwhile were then taken back without a question."""
+    files(project, {"notes.txt": "v1\n"})
+    commit(project)
+    cp = Checkpoint(project, [], "killed")
+    with cp.locked():
+        cp.begin("[amas] shell: echo agent > a.txt", None)  # and then amas was killed
+    files(project, {"notes.txt": "v1\nthe user's edit after the crash\n"})
+    later = Checkpoint(project, [], "next")
+    with pytest.raises(CheckpointError, match="cancelled; nothing changed"):
+        later.undo(1, lambda q: False)
+    assert (project / "notes.txt").read_text() == "v1\nthe user's edit after the crash\n"
+    asked = []
+    assert later.undo(1, lambda q: asked.append(q) or True) == ["notes.txt"] and "notes.txt" in asked[0]
+
+
+def test_a_file_undo_brings_back_into_an_ignored_folder_is_checkpointed_again(project):
+    """git add -A dropped the user's force-tracked build/gen.c when a command removed it; /undo put it back, but
+    the shadow no longer tracked it, so the agent's next change to it had no checkpoint."""
+    files(project, {".gitignore": "build/\n", "build/gen.c": "committed\n"})
+    git(project, "add", "-f", ".gitignore", "build/gen.c")
+    git(project, "commit", "-qm", "generated code committed")
+    files(project, {"build/gen.c": "committed\nthe user's edit\n"})
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box.execute("shell_command", json.dumps({"command": "rm -rf build"}))
+    box.checkpoint.undo(1, refuse)
+    said = box.execute("shell_command", json.dumps({"command": "echo agent > build/gen.c"}))
+    assert said.endswith("[checkpoint: 1 file; /undo takes it back]"), said
+    box.checkpoint.undo(1, refuse)
+    assert (project / "build/gen.c").read_text() == "committed\nthe user's edit\n"
