@@ -50,14 +50,16 @@ class Checkpoint:
         key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
         self.dir = Path.home() / ".amas" / "checkpoints" / f"{self.root.name}-{key}"
         self.pending, self.borrowed, self.gitdir, self.indexed = self.dir / "pending.json", None, "", None
-        self.common = ""  # the user's git directory shared by its worktrees (objects, info/exclude), once found
+        self.common, self.excludes = "", ""  # the user's git directory shared by its worktrees (objects,
+        # info/exclude) and the ignore file its config names, once found
 
     def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
-        env = git_env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root))
+        env = git_env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root), GIT_CONFIG_GLOBAL=os.devnull)
         if borrow and self.borrowed:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
-        return subprocess.run([*GIT, *args], input=data, capture_output=True, env=env, cwd=self.root)
+        excludes = ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []  # of your config, only that
+        return subprocess.run([*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root)
 
     def git(self, *args: str, data: bytes | None = None, borrow: bool = False) -> bytes:
         done = self.run(*args, data=data, borrow=borrow)
@@ -110,6 +112,7 @@ class Checkpoint:
         self.common, self.gitdir, kind = (lines + ["", "", ""])[:3]
         quoted = (self.common + "/objects").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         self.borrowed = f'"{quoted}"' if kind == "sha1" else ""
+        self.excludes = os.fsdecode(self.user("config", "--path", "core.excludesFile").stdout).strip()
 
     def excluded(self) -> list[str]:
         """The patterns of the user's .git/info/exclude, which git ignores like a .gitignore's."""

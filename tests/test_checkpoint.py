@@ -807,3 +807,18 @@ def test_a_file_undo_brings_back_into_an_ignored_folder_is_checkpointed_again(pr
     assert said.endswith("[checkpoint: 1 file; /undo takes it back]"), said
     box.checkpoint.undo(1, refuse)
     assert (project / "build/gen.c").read_text() == "committed\nthe user's edit\n"
+
+
+def test_the_shadow_reads_only_the_ignore_file_of_your_git_config(project, home):
+    """The shadow read the user's ~/.gitconfig: `core.ignoreStat` hid every change from it (no checkpoint). Its
+    global ignore file is still honoured: what your git ignores is not copied."""
+    (home / ".gitignore_global").write_text("*.secret\n")
+    (home / ".gitconfig").write_text(f"[core]\n\tignoreStat = true\n\texcludesFile = {home}/.gitignore_global\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    line = "echo agent >> README.md && printf 5e%s 1f > k.secret"  # the content is not in the label
+    said = box.execute("shell_command", json.dumps({"command": line}))
+    assert said.endswith("[checkpoint: 1 file; /undo takes it back]"), said
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+    )
+    assert b"5e1f" not in objects.stdout and box.checkpoint.undo(1, refuse) == ["README.md"]
