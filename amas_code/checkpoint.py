@@ -470,10 +470,10 @@ def _lost(paths: list[str]) -> str:
 def _side(path: Path) -> tuple[str, bytes] | None:
     """(mode, bytes) of the file or link at path, never read through a link on the way; None: absent or a folder."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode) and not _linked(path):
+        st = None if _linked(path) else os.lstat(path)
+        if st and stat.S_ISLNK(st.st_mode):
             return LINK, os.fsencode(os.readlink(path))
-        if stat.S_ISREG(st.st_mode) and not _linked(path):
+        if st and stat.S_ISREG(st.st_mode):
             return "100755" if st.st_mode & 0o100 else "100644", path.read_bytes()
     return None
 

@@ -19,6 +19,7 @@ WRAPPERS = set(  # run the words after them
     "ltrace firejail".split()
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
+READERS = SHELLS | {".", "source"}  # without -c: run what they read
 RESERVED = set("if then elif else fi for while until do done case esac function select coproc { [[ !".split())
 CREDENTIALS = (
     "~/.ssh ~/.aws ~/.netrc ~/.config/gh ~/.gnupg ~/.docker ~/.kube ~/.amas ~/.git-credentials ~/.config/gcloud "
@@ -94,8 +95,7 @@ def every_command(line: str, depth: int = 0) -> list[list[str]]:
     line = line.replace("\\\n", "")  # a line continuation joins the words around it, even inside a name
     commands, targets, _ = split(line)
     found = [v for c in commands for v in variants(c, depth)]
-    shells = {*SHELLS, ".", "source"}
-    reads = any(v[0].rsplit("/", 1)[-1] in shells and not any(re.fullmatch(r"-\w*c\w*", w) for w in v) for v in found)
+    reads = any(v[0].rsplit("/", 1)[-1] in READERS and not _dash_c(v) for v in found)
     echoed = [c[1:] for c in commands if c[0] in ("echo", "printf")]  # all its words, and each (printf '%s' 'rm …')
     fed = [" ".join(w) for w in echoed] + [w for words in echoed for w in words] + targets if reads else []
     if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
@@ -116,11 +116,16 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
         out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
     inner = [" ".join(words[1:])] if name == "eval" else []
     inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in words if name == "env" and " " in w]
-    if name in SHELLS and any(re.fullmatch(r"-\w*c\w*", w) for w in words[1:]):  # `sh -c -- '…'` too
+    if name in SHELLS and _dash_c(words):  # `sh -c -- '…'` too
         inner += [w for w in words[1:] if not w.startswith("-")]
     inner += [w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)]
     out += [["git", *_git_command(words[1:])]] if name == "git" else []  # `git -C . push` is `git push`
     return out + [v for text in inner for v in every_command(text, depth + 1)]
+
+
+def _dash_c(words: list[str]) -> bool:
+    """A shell given its commands as a string (-c, -ec, -xc…), not on its input."""
+    return any(re.fullmatch(r"-\w*c\w*", w) for w in words[1:])
 
 
 def _git_command(words: list[str]) -> list[str]:

@@ -108,8 +108,9 @@ def _harden() -> None:
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
-        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<amas>/environ is root's
+        libc = ctypes.CDLL(None)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<amas>/environ is root's
 
 
 def _collect(proc: subprocess.Popen, timeout: float, before: set[int]) -> tuple[str, str, str]:
