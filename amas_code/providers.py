@@ -1,5 +1,6 @@
 """The only place litellm is called: a Model streams one reply, counts usage, speaks text tool calls when it must."""
 
+import contextlib
 import itertools
 import json
 import os
@@ -111,11 +112,12 @@ class Model:
         return load().model_cost.get(self.name, {}).get("supports_function_calling") is not False
 
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
-        litellm, chunks, partial = load(), [], None
+        litellm, chunks, partial, streamed = load(), [], None, None
         check(self.name)
         self.check_key()
         try:
-            for chunk in litellm.completion(**self.kwargs(messages, tools)):
+            streamed = litellm.completion(**self.kwargs(messages, tools))
+            for chunk in streamed:
                 chunks.append(chunk)
                 text = chunk.choices[0].delta.content if chunk.choices else None
                 if text and on_text:
@@ -125,6 +127,8 @@ class Model:
             if not any(c.choices and c.choices[0].delta.content for c in chunks):
                 raise partial from None
             partial.partial = True
+        finally:
+            _close(streamed)
         if not any(getattr(c, "usage", None) or c.choices and _carries(c.choices[0].delta) for c in chunks):
             if tools:  # llama-cpp-python fails inside the stream when the model picks a tool: text calls work
                 raise NoNativeTools(f"{self.config.get('api_base')} sent nothing back when offered tools")
@@ -238,6 +242,15 @@ class Model:
         how = f"To call a tool, write on its own line, for example:\n{EXAMPLE}\nthen stop and wait: the result comes"
         how += ' back as <tool_response name="read_file">...</tool_response>. Tools:\n'
         return "\n# Calling tools\n" + how + "\n".join(lines) + "\n"
+
+
+def _close(streamed) -> None:
+    """End the HTTP response under a stream now, read to its end or not: closed by the garbage collector inside the
+    next request, it waits for the pool lock that request holds, forever (httpcore issue 990)."""
+    inner = getattr(streamed, "completion_stream", None)
+    for stream in (getattr(inner, "streaming_response", None), inner):  # litellm's own iterators; the SDKs' streams
+        with contextlib.suppress(Exception):
+            stream.close()
 
 
 def _carries(delta) -> bool:

@@ -417,6 +417,20 @@ def test_gemini_function_call_round_trip(serve, project):
 # -- OpenAI-compatible servers (llama.cpp, LM Studio, vLLM) -------------------------------------------
 
 
+@pytest.mark.parametrize("cls", [Anthropic, Gemini, Ollama], ids=lambda cls: cls.__name__)
+def test_an_answer_leaves_no_response_open_in_the_shared_pool(serve, cls):
+    """litellm stops reading these streams at their last event; the response it leaves open was closed by the
+    garbage collector, which can run inside the next request while it holds the pool's lock: the CI run of
+    this suite, like a REPL's next message, then waited forever (httpcore issue 990)."""
+    import litellm
+
+    server = serve(cls)
+    server.reply("First.").reply("Second.")
+    assert amas("one").exit_code == 0 and amas("two").exit_code == 0
+    assert [r["status"] for r in server.requests if r["path"] == server.chat_path] == [200, 200]
+    assert litellm.module_level_client.client._transport._pool._requests == []  # none in flight, none left over
+
+
 def test_openai_compatible_server_needs_no_key(project, llm, monkeypatch):
     monkeypatch.setenv("AMAS_MODEL", "openai/qwen2.5-coder")  # llama.cpp's server: api_base, no key at all
     monkeypatch.setenv("AMAS_API_BASE", llm.url)
