@@ -124,8 +124,9 @@ def run_amas(*args, llm=None, input=None, env=None, timeout=120):
     """Run `python -m amas_code` as a user would, in the current directory."""
     return subprocess.run(
         [sys.executable, "-m", "amas_code", *args],
-        input=input,
+        input="" if input is None else input,  # never the runner's own stdin, which may stay open
         capture_output=True,
+        start_new_session=True,  # no controlling terminal: amas asks no one, as without a person
         text=True,
         env={**amas_env(llm), **(env or {})},
         timeout=timeout,

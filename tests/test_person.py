@@ -426,7 +426,11 @@ def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
     llm.reply(text="The disk is full.")
     log = b"first line of the log\n" + b"INFO all is well\n" * 600_000 + b"ERROR disk full\n"  # 10 MB
     done = subprocess.run(
-        [sys.executable, "-m", "amas_code", "why did it fail?"], input=log, capture_output=True, env=amas_env(llm)
+        [sys.executable, "-m", "amas_code", "why did it fail?"],
+        input=log,
+        capture_output=True,
+        env=amas_env(llm),
+        timeout=120,
     )
     assert done.returncode == 0 and done.stdout.decode() == "The disk is full.\n"
     sent = llm.requests[0]["messages"][-1]["content"]
