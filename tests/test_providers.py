@@ -414,9 +414,6 @@ def test_gemini_function_call_round_trip(serve, project):
     assert "notes/todo.md" in json.dumps(response["response"])
 
 
-# -- OpenAI-compatible servers (llama.cpp, LM Studio, vLLM) -------------------------------------------
-
-
 @pytest.mark.parametrize("cls", [Anthropic, Gemini, Ollama], ids=lambda cls: cls.__name__)
 def test_an_answer_leaves_no_response_open_in_the_shared_pool(serve, cls):
     """litellm stops reading these streams at their last event; the response it leaves open was closed by the
@@ -426,9 +423,13 @@ def test_an_answer_leaves_no_response_open_in_the_shared_pool(serve, cls):
 
     server = serve(cls)
     server.reply("First.").reply("Second.")
-    assert amas("one").exit_code == 0 and amas("two").exit_code == 0
+    first, second = amas("one"), amas("two")
+    assert (first.exit_code, second.exit_code) == (0, 0) and "First." in first.output and "Second." in second.output
     assert [r["status"] for r in server.requests if r["path"] == server.chat_path] == [200, 200]
     assert litellm.module_level_client.client._transport._pool._requests == []  # none in flight, none left over
+
+
+# -- OpenAI-compatible servers (llama.cpp, LM Studio, vLLM) -------------------------------------------
 
 
 def test_openai_compatible_server_needs_no_key(project, llm, monkeypatch):
