@@ -484,7 +484,8 @@ def _small(root: Path, paths: list[str], budget: int = 1 << 22) -> list[str]:
     for rel in (p for p in paths if not p.endswith("/") and _readable(root / p)):
         size = os.lstat(root / rel).st_size
         if size <= min(1 << 20, budget):
-            out, budget = [*out, rel], budget - size
+            out.append(rel)
+            budget -= size
     return out
 
 
