@@ -120,11 +120,15 @@ def _collect(proc: subprocess.Popen, timeout: float, before: set[int]) -> tuple[
         try:
             out, err = proc.communicate(timeout=0.1)  # retrying loses no output
             return out, err, note
-        except subprocess.TimeoutExpired:  # still running, or what it left behind holds its output open
+        except subprocess.TimeoutExpired as e:  # still running, or what it left behind holds its output open
             if proc.poll() is None and time.monotonic() < deadline:
                 continue
             if proc.poll() is None and not note:
                 note = f"\n[timed out after {timeout}s; the command and its children were killed]"
+            elif time.monotonic() > deadline + 1:  # out of reach: it left its session, and no subreaper took it
+                proc.stdout.close(), proc.stderr.close()
+                held = f"{note}\n[still held open after {timeout}s by a process it started that amas cannot stop]"
+                return *[(part or b"").decode(errors="replace") for part in (e.output, e.stderr)], held
             _kill(proc.pid, before)
 
 

@@ -1,6 +1,11 @@
 """Each tool and its edge cases, called through the dispatcher the model uses."""
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -243,3 +248,20 @@ def test_writes_to_a_folder_or_a_long_name_leave_no_stray_file(run, bare):
     assert run("write_file", path=long, content="x\n") == f"Write {long}: 1 line"
     assert run("edit_file", path=long, old_str="x", new_str="y") == f"Edit {long}: 1 line"
     assert sorted(p.name for p in bare.iterdir()) == ["d", long] and (bare / long).read_text() == "y\n"
+
+
+def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeout(bare):
+    """Where no subreaper brings a daemon back (macOS, or a parent that took the role), the command still returns
+    at its timeout with what it printed, and says why; a fresh interpreter stands in for such a system."""
+    script = (
+        "import os, pathlib; from amas_code import tools; tools._harden = lambda: None; "
+        "print(tools.run_command(\"setsid sh -c 'echo $$ > daemon.pid; exec sleep 303' & echo started\", 2, "
+        "pathlib.Path.cwd(), dict(os.environ)))"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script], cwd=bare, capture_output=True, text=True, timeout=40)
+        assert done.stdout.startswith("$ setsid sh -c") and "\nstarted\n" in done.stdout
+        assert "[exit code 0]\n[still held open after 2s by a process it started that amas cannot stop" in done.stdout
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(int((bare / "daemon.pid").read_text()), signal.SIGKILL)
