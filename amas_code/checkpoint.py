@@ -9,8 +9,10 @@ import os
 import re
 import stat
 import subprocess
+import tempfile
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,6 +35,7 @@ LOST = (  # what no checkpoint holds
     "its content): /undo keeps the files it made"
 )
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
+BIG = 10 << 20  # a file this big is stored by git, which streams it (core.bigFileThreshold above)
 
 
 class CheckpointError(Exception):
@@ -55,11 +58,15 @@ class Checkpoint:
 
     def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
+        excludes = ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []  # of your config, only that
+        env = self.env(borrow)
+        return subprocess.run([*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root)
+
+    def env(self, borrow: bool = False) -> dict:
         env = git_env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root), GIT_CONFIG_GLOBAL=os.devnull)
         if borrow and self.borrowed:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
-        excludes = ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []  # of your config, only that
-        return subprocess.run([*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root)
+        return env
 
     def git(self, *args: str, data: bytes | None = None, borrow: bool = False) -> bytes:
         done = self.run(*args, data=data, borrow=borrow)
@@ -203,10 +210,13 @@ class Checkpoint:
 
     def state(self, rels: list[str]) -> dict:
         """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
-        return {rel: (side := _side(self.root / rel)) and [side[0], self.store(side[1])] for rel in rels}
+        return {rel: (side := _side(self.root / rel, BIG)) and [side[0], self.store(side[1])] for rel in rels}
 
-    def store(self, data: bytes, kind: str = "blob") -> str:
-        """An object written loose into the shadow's own store, where the user's gc can never take it; its id."""
+    def store(self, data: bytes | Path, kind: str = "blob") -> str:
+        """An object written loose into the shadow's own store, where the user's gc can never take it; its id. A big
+        file (a path) git stores in a pack, streamed: never whole in memory."""
+        if isinstance(data, Path):
+            return self.git("hash-object", "-w", "--no-filters", "--", str(data)).decode().strip()
         raw = b"%s %d\0" % (kind.encode(), len(data)) + data
         sha = hashlib.sha1(raw).hexdigest()
         path = self.dir / "objects" / sha[:2] / sha[2:]
@@ -340,15 +350,23 @@ class Checkpoint:
         return out
 
     def contents(self, blobs: list[str]) -> dict[str, bytes]:
-        """Blob bytes by id, read by one git cat-file."""
-        raw, out, at = self.git("cat-file", "--batch", data="".join(f"{b}\n" for b in blobs).encode()), {}, 0
-        while at < len(raw):
-            end = raw.index(b"\n", at)
-            sha, kind, size = (raw[at:end].split() + [b"", b"0"])[:3]
-            if kind != b"blob":
-                raise CheckpointError(f"the checkpoint's content {sha.decode()} is missing; nothing changed")
-            out[sha.decode()], at = raw[end + 1 : end + 1 + int(size)], end + 2 + int(size)
-        return out
+        """Blob bytes by id."""
+        with self.blobs(blobs) as pieces:
+            return {sha: b"".join(pieces()) for sha in blobs}
+
+    @contextlib.contextmanager
+    def blobs(self, blobs: list[str]):
+        """`pieces()` gives the next blob's bytes in pieces, read by one git cat-file (a big file is never whole in
+        memory), once every blob is known to be there; the ids come from a file, so git never waits on us."""
+        asked = "".join(f"{b}\n" for b in blobs).encode()
+        listed = self.git("cat-file", "--batch-check", data=asked).splitlines()
+        if lost := [line.split()[0].decode() for line in listed if line.split()[1:2] != [b"blob"]]:
+            raise CheckpointError(f"the checkpoint's content {lost[0]} is missing; nothing changed")
+        with tempfile.TemporaryFile() as ids:
+            ids.write(asked), ids.seek(0)
+            cat = [*GIT, "cat-file", "--batch"]
+            with subprocess.Popen(cat, stdin=ids, stdout=subprocess.PIPE, env=self.env(), cwd=self.root) as git:
+                yield lambda: _pieces(git.stdout)
 
     def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
         """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
@@ -376,15 +394,16 @@ class Checkpoint:
         if linked := [rel for rel in rels if links & set(map(str, Path(rel).parents))]:
             raise CheckpointError(f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed")
         paths = {rel: self.root / rel for rel in [*files, *dirs]}
-        blobs = self.contents([side[1] for side in files.values() if side])
+        written = sorted((rel for rel in files if files[rel]), key=len)
         gone = [(rel, False) for rel, side in files.items() if not side] + [(d, True) for d in dirs if not dirs[d]]
-        for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
-            _remove(paths[rel], folder)
-        for rel in sorted(d for d, keep in dirs.items() if keep):
-            paths[rel].mkdir(parents=True, exist_ok=True)
-        for rel in sorted((r for r, side in files.items() if side), key=len):
-            _write(paths[rel], files[rel][0], blobs[files[rel][1]])
-            _pause("undo")
+        with self.blobs([files[rel][1] for rel in written]) as pieces:  # all there, or nothing changes
+            for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
+                _remove(paths[rel], folder)
+            for rel in sorted(d for d, keep in dirs.items() if keep):
+                paths[rel].mkdir(parents=True, exist_ok=True)
+            for rel in written:
+                _write(paths[rel], files[rel][0], pieces())
+                _pause("undo")
 
     def undo(self, n: int = 1, ask=lambda q: False) -> list[str]:
         """Restore the before state of the last n checkpoints; return the files restored."""
@@ -467,15 +486,28 @@ def _lost(paths: list[str]) -> str:
     return f"it removed {', '.join(paths[:5])}{'…' * (len(paths) > 5)}, {LOST}"
 
 
-def _side(path: Path) -> tuple[str, bytes] | None:
-    """(mode, bytes) of the file or link at path, never read through a link on the way; None: absent or a folder."""
+def _side(path: Path, big: float = float("inf")) -> tuple[str, bytes | Path] | None:
+    """(mode, bytes) of the file or link at path, never read through a link on the way (a file over big: its path,
+    not read); None: absent or a folder."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         st = None if _linked(path) else os.lstat(path)
         if st and stat.S_ISLNK(st.st_mode):
             return LINK, os.fsencode(os.readlink(path))
         if st and stat.S_ISREG(st.st_mode):
-            return "100755" if st.st_mode & 0o100 else "100644", path.read_bytes()
+            return "100755" if st.st_mode & 0o100 else "100644", path if st.st_size > big else path.read_bytes()
     return None
+
+
+def _pieces(pipe) -> Iterator[bytes]:
+    """The next blob `git cat-file --batch` writes, in pieces of up to 1 MiB."""
+    left = int(pipe.readline().split()[2])
+    while left:
+        piece = pipe.read(min(left, 1 << 20))
+        if not piece:
+            raise CheckpointError("git cat-file stopped part way")
+        left -= len(piece)
+        yield piece
+    pipe.read(1)  # the newline after each blob
 
 
 def _small(root: Path, paths: list[str], budget: int = 1 << 22) -> list[str]:
@@ -531,22 +563,26 @@ def _remove(path: Path, folder: bool = False) -> None:
             os.rmdir(inner)
 
 
-def _write(path: Path, mode: str, data: bytes) -> None:
+def _write(path: Path, mode: str, pieces: Iterator[bytes]) -> None:
     """A file or link as it was, through a temporary name and a rename: never written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".amas-undo-{os.urandom(4).hex()}.tmp")  # short, whatever the name's length
-    if mode == LINK:
-        os.symlink(os.fsdecode(data), tmp)
-    else:  # a new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded
-        flags, executable = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode == "100755"
-        with os.fdopen(os.open(tmp, flags, 0o777 if executable else 0o666), "wb") as f:
-            f.write(data)
-        if path.is_file() and not path.is_symlink():
-            old = os.lstat(path).st_mode & 0o777
-            os.chmod(tmp, old | (old & 0o444) >> 2 if executable else old & ~0o111)
-    if path.is_dir() and not path.is_symlink():
-        path.rmdir()  # a folder where the file was (emptied above): a file/folder swap
-    os.replace(tmp, path)
+    try:
+        if mode == LINK:
+            os.symlink(os.fsdecode(b"".join(pieces)), tmp)
+        else:  # a new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded
+            flags, executable = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode == "100755"
+            with os.fdopen(os.open(tmp, flags, 0o777 if executable else 0o666), "wb") as f:
+                f.writelines(pieces)
+            if path.is_file() and not path.is_symlink():
+                old = os.lstat(path).st_mode & 0o777
+                os.chmod(tmp, old | (old & 0o444) >> 2 if executable else old & ~0o111)
+        if path.is_dir() and not path.is_symlink():
+            path.rmdir()  # a folder where the file was (emptied above): a file/folder swap
+        os.replace(tmp, path)
+    finally:  # a write that failed part way (a full disk) leaves no temporary file behind
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 def _pause(point: str) -> None:

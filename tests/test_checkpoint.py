@@ -822,3 +822,23 @@ def test_the_shadow_reads_only_the_ignore_file_of_your_git_config(project, home)
         ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
     )
     assert b"5e1f" not in objects.stdout and box.checkpoint.undo(1, refuse) == ["README.md"]
+
+
+def test_undo_of_a_big_file_never_holds_it_in_memory(bare):
+    """On a 1 GB board a file of a few hundred MB must still come back: amas streams it through git, never holding
+    it whole (it held it about four times over)."""
+    size = 64 << 20
+    original = os.urandom(size)  # does not compress: the worst case
+    (bare / "big.dat").write_bytes(original)
+    box = toolbox(bare, checkpoint=True, auto_accept=True)
+    result = box.execute("shell_command", json.dumps({"command": f"head -c {size} /dev/urandom > big.dat"}))
+    assert "[checkpoint: 1 file" in result and (bare / "big.dat").read_bytes() != original
+    measure = (
+        "from pathlib import Path; from amas_code.checkpoint import Checkpoint; "
+        "print(Checkpoint(Path.cwd(), []).undo(1, lambda q: True)); "
+        "print(Path('/proc/self/status').read_text().split('VmHWM:')[1].split()[0])"  # this process, since its exec
+    )  # (git's own peak counts the object file it maps, page cache the kernel can drop, not memory it holds)
+    done = subprocess.run([sys.executable, "-c", measure], cwd=bare, capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("['big.dat']\n"), done.stderr[-2000:]
+    assert (bare / "big.dat").read_bytes() == original
+    assert int(done.stdout.splitlines()[1]) < size / 2 / 1024  # KiB: it was four times the size
