@@ -251,14 +251,24 @@ class Gate:
         """A redirection target that stays in the project and out of .git (or a file descriptor, or /dev/null)."""
         if re.fullmatch(r"\d+|-|/dev/null", target):
             return True
+        if re.search(r"[*?[]", target):  # the shell expands it: `.?` may be `..`, `.gi?` `.git`, `l?k` a link out
+            return self.globbed(target)
         path = (self.root / target).resolve()  # git would run what a write into .git/config or hooks names
         inside = self.root in path.parents and not _in_git(path.relative_to(self.root))
         return "$" not in target and not target.startswith("~") and inside
 
+    def globbed(self, target: str) -> bool:
+        """A glob that stays in the project and out of .git whatever it expands to, a file it makes too."""
+        parts = [p.lower() for p in Path(target).parts if p.startswith(".")]  # as the shell, a dot matches a dot
+        if any(fnmatch.fnmatchcase(name, p) for p in parts for name in ("..", ".git")):
+            return False
+        folder = [folder] if (folder := os.path.dirname(target)) else []
+        return all(map(self.inside, glob.glob(target, root_dir=self.root) + folder))
+
     def reaches(self, word: str) -> bool:
         """An argument (or an option's value) that may name a place outside the project or inside .git."""
-        value = word.split("=", 1)[-1]
-        return bool(value) and not self.inside(value) and (self.root / value).resolve() != self.root
+        values = {word.split("=", 1)[-1], word[2:] if re.match(r"-\w.", word) else ""}  # `-t..` is `-t ..`
+        return any(v and not self.inside(v) and (self.root / v).resolve() != self.root for v in values)
 
     def path(self, raw: str, write: bool = False) -> Path:
         """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""

@@ -48,6 +48,10 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
     assert box.gate.last == ("echo allowed", "allow", "echo *")
     assert shell(box, "touch made.txt") == "Command declined by user."
     assert not (bare / "made.txt").exists()
+    (bare / "src").mkdir()
+    (bare / "src/a.py").write_text("")
+    for line in ("echo src/*.py", "echo -n src/?.py", "echo *"):  # a glob that stays in the project still runs
+        assert "[exit code 0]" in shell(box, line), line
 
 
 HIDDEN = [  # where /bin/sh is bash, each runs `id`: an array subscript is evaluated as arithmetic, which runs a
