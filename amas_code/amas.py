@@ -91,7 +91,7 @@ def run(root: Path, config: dict, text: str, resume: bool) -> int:
             return 0
         return 0 if agent.turn(text) else 130
     except providers.ProviderError as e:
-        ui.error(str(e))
+        ui.error(agent.gate.secrets.redact(str(e)))  # credentials in api_base, a key a provider echoed
         return 1
     finally:
         agent.tools.close()

@@ -147,11 +147,16 @@ def _ignore_config(root: Path) -> None:
 
 
 def _ignore_local(path: Path, extra: str = "") -> None:
-    """amas's local state (and extra) in .amas/.gitignore, whatever a clone shipped: lines added, none dropped."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):  # never followed; a folder is left alone
+    """amas's local state (and extra) in .amas/.gitignore, whatever a clone shipped: lines added, none dropped; after
+    a `!history.jsonl` that would undo them, all of them again."""
+    if path.is_symlink():  # never followed: a link to /dev/null would ignore nothing
+        path.unlink()
+    if path.exists() and not path.is_file():  # a folder is left alone
         return
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    missing = [line for line in (GITIGNORE + extra).splitlines() if line not in text.splitlines()]
+    lines = text.splitlines()  # a line counts only after the last `!…`, which may undo it
+    after = lines[max((i for i, line in enumerate(lines) if line.startswith("!")), default=-1) + 1 :]
+    missing = [line for line in (GITIGNORE + extra).splitlines() if line not in after]
     if missing:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "a", encoding="utf-8") as f:

@@ -126,10 +126,8 @@ def cmd_model(agent, arg):
         agent.model = providers.Model(
             {**agent.config, "api_base": None, "api_key": None, **keep, "model": name}, agent.model.usage
         )
-    ui.info(
-        f"model: {agent.model.name}"
-        + (f" at {agent.model.config['api_base']}" if agent.model.config.get("api_base") else "")
-    )
+    base = agent.model.config.get("api_base")
+    ui.info(agent.gate.secrets.redact(f"model: {agent.model.name}" + (f" at {base}" if base else "")))
 
 
 def cmd_tokens(agent, arg):
@@ -301,7 +299,7 @@ def step(agent, line: str) -> bool:
         ui.console.print()
         ui.warning("cancelled")
     except providers.ProviderError as e:
-        ui.error(str(e))
+        ui.error(agent.gate.secrets.redact(str(e)))
     except Exception as e:  # a bug must not end the session or show a traceback
-        ui.error(f"{type(e).__name__}: {e}")
+        ui.error(agent.gate.secrets.redact(f"{type(e).__name__}: {e}"))
     return True

@@ -41,6 +41,7 @@ SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only whe
     ("eyJ",): r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
     ("",): r"(?m)^[-+ ]?[A-Za-z0-9+/]{60,80}={0,2}(?:\n[-+ ]?[A-Za-z0-9+/]{8,80}={0,2}$){2,}",  # a key's body, alone
 }
+KEY_LINE = re.compile(r"-----(?:BEGIN|END)[A-Z ]*PRIVATE KEY-----")
 EXPORTED = re.compile(r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+")  # NAME=value
 ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`
     # (ini, .env, properties: a value with a digit or a symbol, so `key = other_name` in code stays); netrc; HTTP
@@ -186,6 +187,20 @@ class Secrets:
         named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd", "cred", "auth"))  # noqa: E731
         lines = EXPORTED.sub(r"\1[REDACTED]", text).split("\n")  # only lines naming a secret get it
         return "\n".join(ASSIGNED.sub(hide, line) if named(line) else line for line in lines)
+
+    def concealed(self, old: str, new: str) -> list[int]:
+        """Lines the model writes (not in the old text) where hiding secrets would hide more than a secret: spaces or
+        shell characters, which no secret needs (a key block with no END line, `KEY=1;curl …|sh`)."""
+        out, known = [], set(old.split("\n"))
+        for n, (real, shown) in enumerate(zip(new.split("\n"), self.redact(new).split("\n"), strict=False), 1):
+            kept = shown.split("[REDACTED]")  # what shows; the rest is hidden (all of a line shown empty)
+            found = (
+                re.fullmatch("(.*?)".join(map(re.escape, kept)), real, re.S) if real != shown and any(kept) else None
+            )
+            hidden = found.groups() if found else [real] * (real != shown)
+            if real not in known and any(re.search(r"[\s$`;|&<>()]", KEY_LINE.sub("", h)) for h in hidden):
+                out.append(n)
+        return out
 
 
 def _in_git(rel: Path) -> bool:

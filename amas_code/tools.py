@@ -26,6 +26,10 @@ PARAMS = dict(  # what a parameter means, where its name is not enough
     old_str="Exact text to replace, with enough context to be unique",
     timeout="Seconds before it is killed",
 )
+CONCEALED = (  # why a write is refused whose diff would hide more than a secret
+    "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
+    "which no secret needs; write it so that only the secret itself is hidden"
+)
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = ("read_file", "write_file", "create_file", "edit_file", "shell_command", "search_files", "list_files")
@@ -280,6 +284,8 @@ class Tools:
                 f"Error: the new content of {name} holds [REDACTED], which amas shows in place of a secret; writing it "
                 "would destroy the real value. Change only the other lines, with edit_file"
             )
+        if hidden := self.gate.secrets.concealed(old.decode(errors="replace"), new.decode(errors="replace")):
+            return f"Error: {ui.plural(len(hidden), 'line')} of {name} ({', '.join(map(str, hidden[:9]))}) {CONCEALED}"
         detail = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), name, self.gate.secrets.redact)
         if self.gate.ask("edit", f"Apply {verb} to {name}?", detail) == "n":
             return "Edit declined by user."
@@ -310,8 +316,8 @@ class Tools:
         if not base.exists():
             return f"Error: {path} does not exist"
         for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [regular(base, path)]:
-            try:  # a link out of the project is never followed: a clone can ship one to ~/.aws/credentials
-                inside = not f.is_symlink() or Path(os.path.realpath(f)).is_relative_to(self.root)
+            try:  # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
+                inside = any(map(Path(os.path.realpath(f)).is_relative_to, (self.root, base)))  # base: as asked
                 text = f.read_text(encoding="utf-8") if inside and f.is_file() and f.stat().st_size < 2e6 else ""
             except (OSError, UnicodeDecodeError):
                 continue

@@ -14,7 +14,9 @@ console = Console(stderr=True, highlight=False)  # everything about the work
 TTY = "/dev/tty"  # where questions go when stdin or stderr is not the terminal
 INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selectors, tags
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000e0000-\U000e0fff]"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000e0000-\U000e0fff"
+    "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a]"  # and the rest of Unicode's format characters (Cf)
 )
 
 

@@ -148,3 +148,11 @@ def test_a_config_with_a_nul_or_that_is_a_folder_is_named_plainly(project, llm, 
     llm.reply(text="fine")
     result = amas("hi")
     assert result.exit_code == 0 and "config.yaml is not a file; ignored" in result.output
+
+
+def test_credentials_in_the_api_base_never_reach_the_screen(project, llm):
+    base = "http://alice:S3cretPassw0rd@127.0.0.1:9/v1"
+    result = run_amas("hello", llm=llm, input="", env={"AMAS_API_BASE": base})
+    assert result.returncode == 1
+    assert "cannot reach http://alice:[REDACTED]@127.0.0.1:9/v1: is the server running" in result.stderr
+    assert "S3cretPassw0rd" not in result.stderr + result.stdout
