@@ -51,7 +51,8 @@ class Checkpoint:
     def __init__(self, root: Path, ignore: list[str], session: str = ""):
         self.root, self.ignore, self.session, self.request = Path(root).resolve(), ignore, session, ""
         key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
-        self.dir = Path.home() / ".amas" / "checkpoints" / f"{self.root.name}-{key}"
+        name = os.fsdecode(os.fsencode(self.root.name)[:100])  # a name's length has a limit: the key tells apart
+        self.dir = Path.home() / ".amas" / "checkpoints" / f"{name}-{key}"
         self.pending, self.borrowed, self.gitdir, self.indexed = self.dir / "pending.json", None, "", None
         self.common, self.excludes = "", ""  # the user's git directory shared by its worktrees (objects,
         # info/exclude) and the ignore file its config names, once found
@@ -63,7 +64,7 @@ class Checkpoint:
         return subprocess.run([*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root)
 
     def env(self, borrow: bool = False) -> dict:
-        env = git_env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root), GIT_CONFIG_GLOBAL=os.devnull)
+        env = git_env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root), GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
         if borrow and self.borrowed:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
         return env
@@ -107,7 +108,8 @@ class Checkpoint:
 
     def user(self, *args: str) -> subprocess.CompletedProcess:
         """git on the user's repository, reading only: none of its hooks or programs run."""
-        return subprocess.run([*GIT, *args], capture_output=True, env=git_env(GIT_OPTIONAL_LOCKS="0"), cwd=self.root)
+        env = git_env(GIT_OPTIONAL_LOCKS="0", LC_ALL="C")  # its messages in English, which are read
+        return subprocess.run([*GIT, *args], capture_output=True, env=env, cwd=self.root)
 
     def find_git(self) -> None:
         """The user's repository, if any, and its object store, read through git's alternates (tracked files cost
@@ -239,10 +241,10 @@ class Checkpoint:
 
     def snapshot(self, retry: bool = True) -> dict:
         """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
-        first, index = not (self.dir / "index").exists(), Path(self.gitdir, "index")
-        stamp = index.stat().st_mtime_ns if self.borrowed and index.exists() else None
-        if self.borrowed and (first or stamp != self.indexed):
-            self.track()  # the files the user's git tracks, again whenever its index moved (a `git add -f`)
+        first, marks = not (self.dir / "index").exists(), (Path(self.gitdir, "index"), self.dir / "restored")
+        stamp = [mark.stat().st_mtime_ns for mark in marks if self.gitdir and mark.exists()]
+        if self.gitdir and (first or stamp != self.indexed):  # again whenever the user's index moved (a `git add
+            self.track()  # -f`) or an undo, here or in another amas, put back what it tracks
             self.indexed = stamp
         found = self.add(first)
         try:
@@ -285,7 +287,8 @@ class Checkpoint:
         paths = [p for p in paths if not _linked(p)]  # beyond a link the user made in place of a tracked folder
         files = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or _readable(p)]
         if files:
-            self.git("update-index", "--add", "-z", "--stdin", data=b"\0".join(files) + b"\0", borrow=True)
+            add = ["update-index", "--add", "--replace", "-z", "--stdin"]  # --replace: a file now a folder, or back
+            self.git(*add, data=b"\0".join(files) + b"\0", borrow=True)
 
     def compare(self, old: dict, new: dict) -> tuple[dict, list[str], list[str]]:
         """Files, folders made and folders gone between two snapshots; submodules are left to themselves."""
@@ -382,8 +385,8 @@ class Checkpoint:
             raise CheckpointError(
                 f"stopped part way ({e}); what was put back stays, running it again goes on"
             ) from None
-        finally:
-            self.indexed = None  # what it put back the user's git tracks, an ignored file too: tracked here again
+        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
+            (self.dir / "restored").touch()
         return sorted(plan)
 
     def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
@@ -478,7 +481,7 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
 def git_env(**extra: str) -> dict:
     """The environment for git: none of the user's GIT_ variables (the shadow never works on the user's repository),
     and no fetching of missing objects, which would run the repository's programs (git 2.44+; older: protocol)."""
-    kept = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "LANGUAGE"}
     return {**kept, "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1", **extra}
 
 

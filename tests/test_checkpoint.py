@@ -661,7 +661,8 @@ print(json.dumps({"said": said, "undone": box.checkpoint.undo(1, lambda q: False
 """
 
 
-def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path):
+@pytest.mark.parametrize("language", ["", "de"])  # git's messages in German were not understood
+def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, language):
     """Unreadable before the command, git could not snapshot it; readable after, it looked new, and /undo deleted it.
     Root reads anything: as root the scenario runs as nobody."""
     base = Path(tempfile.mkdtemp(prefix="amas-unread-"))  # where nobody can go: tmp_path's parents are private
@@ -678,7 +679,7 @@ def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path):
         subprocess.run(["chown", "-R", "65534:65534", str(base)], check=True) if as_nobody else None
         for path in ("private.txt", "secret.cfg", "vault"):
             os.chmod(root / path, 0)
-        env = {**os.environ, "HOME": str(home), "GIT_CONFIG_GLOBAL": "/dev/null"}
+        env = {**os.environ, "HOME": str(home), "GIT_CONFIG_GLOBAL": "/dev/null", "LANGUAGE": language}
         tests = str(Path(__file__).parent)
         command = "chmod 644 private.txt && chmod 755 vault"
         done = subprocess.run(
@@ -842,3 +843,55 @@ def test_undo_of_a_big_file_never_holds_it_in_memory(bare):
     assert done.stdout.startswith("['big.dat']\n"), done.stderr[-2000:]
     assert (bare / "big.dat").read_bytes() == original
     assert int(done.stdout.splitlines()[1]) < size / 2 / 1024  # KiB: it was four times the size
+
+
+def sh_box(box, command: str) -> str:
+    return box.execute("shell_command", json.dumps({"command": command}))
+
+
+def test_a_path_that_turns_from_file_to_folder_in_your_index_keeps_checkpoints_going(project):
+    files(project, {"foo": "committed\n"})
+    commit(project)
+    files(project, {"foo": "committed\nuncommitted line\n"})
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    assert "[checkpoint: 1 file" in sh_box(box, "echo warm > w.txt")
+    assert "[checkpoint: 2 files" in sh_box(box, "rm foo && mkdir foo && echo new > foo/bar && git add foo")
+    assert "[checkpoint: 1 file" in sh_box(box, "echo z > z.txt")
+    box.checkpoint.undo(2, refuse)
+    assert (project / "foo").read_text() == "committed\nuncommitted line\n"
+
+
+@pytest.mark.parametrize("kind", ["sha1", "sha256"])
+def test_a_force_tracked_ignored_file_is_covered_in_any_object_format(bare, kind):
+    git(bare, "init", "-q", "-b", "main", f"--object-format={kind}")
+    files(bare, {".gitignore": "dist/\n", "dist/app.js": "v1\n"})
+    git(bare, "add", "-f", ".gitignore", "dist/app.js")
+    commit(bare)
+    files(bare, {"dist/app.js": "v1\nthe user's edit\n"})
+    box = toolbox(bare, checkpoint=True, auto_accept=True)
+    assert "[checkpoint: 1 file" in sh_box(box, "echo agent > dist/app.js")
+    assert box.checkpoint.undo(1, refuse) == ["dist/app.js"]
+    assert (bare / "dist/app.js").read_text() == "v1\nthe user's edit\n"
+
+
+def test_what_another_amas_put_back_is_covered_by_the_next_change(project):
+    files(project, {".gitignore": "build/\n", "build/gen.c": "committed\n"})
+    git(project, "add", "-f", ".gitignore", "build/gen.c")
+    commit(project)
+    files(project, {"build/gen.c": "committed\nthe user's edit\n"})
+    first, second = (toolbox(project, checkpoint=True, auto_accept=True) for _ in range(2))  # two windows
+    sh_box(second, "echo warm > w.txt")
+    sh_box(first, "rm -rf build")
+    first.checkpoint.undo(1, refuse)
+    assert "[checkpoint: 1 file" in sh_box(second, "echo agent > build/gen.c")
+    assert second.checkpoint.undo(1, refuse) == ["build/gen.c"]
+    assert (project / "build/gen.c").read_text() == "committed\nthe user's edit\n"
+
+
+def test_a_project_with_a_very_long_folder_name_has_checkpoints(home, tmp_path, monkeypatch):
+    root = tmp_path / ("p" * 245)
+    root.mkdir()
+    monkeypatch.chdir(root)
+    box = toolbox(root, checkpoint=True, auto_accept=True)
+    assert sh_box(box, "echo y > y.txt").endswith("[checkpoint: 1 file; /undo takes it back]")
+    assert box.checkpoint.undo(1, refuse) == ["y.txt"] and not (root / "y.txt").exists()
