@@ -289,12 +289,16 @@ class Tools:
         detail = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), name, self.gate.secrets.redact)
         if self.gate.ask("edit", f"Apply {verb} to {name}?", detail) == "n":
             return "Edit declined by user."
-        inside = p.is_relative_to(self.root) and self.checkpoint is not None
-        with self.checkpoint.recording(f"[amas] {verb} {name}", [p]) if inside else contextlib.nullcontext() as rec:
+        with self.recording(p, f"[amas] {verb} {name}") as rec:
             _write(p, new)
         self.touched.add(name)
         lines = ui.plural(new.count(b"\n") + (not new.endswith(b"\n") and bool(new)), "line")
         return f"{verb.capitalize()} {name}: {lines}" + (f" {rec.note}" if rec and rec.note else "")
+
+    def recording(self, p: Path, label: str):
+        """A change to one file, as one checkpoint when the file is in the project."""
+        inside = p.is_relative_to(self.root) and self.checkpoint is not None
+        return self.checkpoint.recording(label, [p]) if inside else contextlib.nullcontext()
 
     # -- commands and search ------------------------------------------------------------------------
     def shell_command(self, command: str, timeout: int = 0) -> str:
@@ -395,7 +399,12 @@ class Tools:
 
     def screenshot(self, path: str = "screenshot.png") -> str:
         """Browser: save a PNG of the page; returns its path."""
-        return self.page().screenshot(str(self.gate.path(path, write=True)))
+        p = self.gate.path(path, write=True)
+        if os.path.lexists(p) and self.gate.ask("edit", f"Replace {self.show(p)} with a screenshot?") == "n":
+            return "Screenshot declined by user."
+        with self.recording(p, f"[amas] screenshot {self.show(p)}") as rec:
+            shot = self.page().screenshot(str(p))
+        return shot + (f" {rec.note}" if rec and rec.note else "")
 
     def get_text(self, selector: str = "body") -> str:
         """Browser: visible text of the page or of one element."""

@@ -177,6 +177,29 @@ def test_a_killed_chromium_is_started_again(shared, pages):
 
 
 @needs_chromium
+def test_a_screenshot_over_a_file_asks_and_is_checkpointed(bare, shared, pages):
+    shared.close()  # the tools open their own browser
+    (bare / "logo.png").write_bytes(b"the user's logo")
+    asking = toolbox(bare, checkpoint=True)  # no terminal to ask on: declined
+    try:
+        asking.execute("navigate", json.dumps({"url": pages.url + "/"}))
+        assert asking.execute("screenshot", json.dumps({"path": "logo.png"})) == "Screenshot declined by user."
+    finally:
+        asking.close()
+    assert (bare / "logo.png").read_bytes() == b"the user's logo"
+    box = toolbox(bare, checkpoint=True, auto_accept=True)
+    try:
+        box.execute("navigate", json.dumps({"url": pages.url + "/"}))
+        said = box.execute("screenshot", json.dumps({"path": "logo.png"}))
+    finally:
+        box.close()
+    assert said.endswith("[checkpoint: 1 file; /undo takes it back]")
+    assert (bare / "logo.png").read_bytes()[:4] == b"\x89PNG"
+    box.checkpoint.undo(1, lambda q: True)
+    assert (bare / "logo.png").read_bytes() == b"the user's logo"
+
+
+@needs_chromium
 def test_tools_dispatch_to_the_browser(shared, pages, tmp_path):
     shared.close()  # the tools open their own browser
     box = toolbox(tmp_path, auto_accept=True)
