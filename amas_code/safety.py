@@ -198,7 +198,7 @@ class Secrets:
                 re.fullmatch("(.*?)".join(map(re.escape, kept)), real, re.S) if real != shown and any(kept) else None
             )
             hidden = found.groups() if found else [real] * (real != shown)
-            if real not in known and any(re.search(r"[\s$`;|&<>()]", KEY_LINE.sub("", h)) for h in hidden):
+            if real not in known and any(re.search(r"[\s`;|&<>()]", KEY_LINE.sub("", h)) for h in hidden):
                 out.append(n)
         return out
 
