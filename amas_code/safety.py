@@ -275,7 +275,7 @@ class Gate:
     def globbed(self, target: str) -> bool:
         """A glob that stays in the project and out of .git whatever it expands to, a file it makes too."""
         parts = [p.lower() for p in Path(target).parts if p.startswith(".")]  # as the shell, a dot matches a dot
-        if any(fnmatch.fnmatchcase(name, p) for p in parts for name in ("..", ".git")):
+        if target.startswith(("/", "~")) or any(fnmatch.fnmatchcase(n, p) for p in parts for n in ("..", ".git")):
             return False
         folder = [folder] if (folder := os.path.dirname(target)) else []
         return all(map(self.inside, glob.glob(target, root_dir=self.root) + folder))
