@@ -193,14 +193,30 @@ class Secrets:
         shell characters, which no secret needs (a key block with no END line, `KEY=1;curl …|sh`)."""
         out, known = [], set(old.split("\n"))
         for n, (real, shown) in enumerate(zip(new.split("\n"), self.redact(new).split("\n"), strict=False), 1):
-            kept = shown.split("[REDACTED]")  # what shows; the rest is hidden (all of a line shown empty)
-            found = (
-                re.fullmatch("(.*?)".join(map(re.escape, kept)), real, re.S) if real != shown and any(kept) else None
-            )
-            hidden = found.groups() if found else [real] * (real != shown)
+            hidden = _split(real, shown)[1]
             if real not in known and any(re.search(r"[\s`;|&<>()]", KEY_LINE.sub("", h)) for h in hidden):
                 out.append(n)
         return out
+
+    def masked(self, text: str) -> tuple[str, list[str]]:
+        """The text as the model sees it, each hidden span a mark (NUL, its number, NUL), and the spans: an edit made
+        on it is answered as the model sees the file and never reaches into a secret."""
+        lines, spans = [], []
+        for real, shown in zip(text.split("\n"), self.redact(text).split("\n"), strict=False):
+            kept, hidden = _split(real, shown)
+            marks = [f"\0{n}\0" for n in range(len(spans), len(spans) + len(hidden))]
+            lines.append("".join(k + m for k, m in zip(kept, [*marks, ""], strict=False)))
+            spans += hidden
+        return "\n".join(lines), spans
+
+
+def _split(real: str, shown: str) -> tuple[list[str], list[str]]:
+    """A line's shown parts and the spans [REDACTED] covers between them (a line shown empty: all of it hidden)."""
+    if real == shown:
+        return [real], []
+    kept = shown.split("[REDACTED]")
+    found = re.fullmatch("(.*?)".join(map(re.escape, kept)), real, re.S) if any(kept) else None
+    return (kept, list(found.groups())) if found else (["", ""], [real])
 
 
 def _in_git(rel: Path) -> bool:

@@ -30,6 +30,7 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
     "which no secret needs; write it so that only the secret itself is hidden"
 )
+MARK = re.compile("\0(\\d+)\0")  # a hidden span in the text as the model sees it (Secrets.masked)
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = ("read_file", "write_file", "create_file", "edit_file", "shell_command", "search_files", "list_files")
@@ -262,19 +263,17 @@ class Tools:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
-        visible = self.gate.secrets.redact(text)  # old_str in a secret amas hides is not found, or it would tell
-        count = text.count(old_str) if old_str and visible.count(old_str) == text.count(old_str) else 0  # what it is
+        masked, spans = self.gate.secrets.masked(text)  # as the model sees it: an edit never reaches into a secret
+        count = masked.count(old_str) if old_str and "\0" not in old_str + new_str else 0
+        edited = masked.replace(old_str, new_str, 1)
         if count == 1:
-            new, seen = text.replace(old_str, new_str, 1), visible.replace(old_str, new_str, 1)
-            if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count("[REDACTED]"):  # `PASSWORD=` → `\n`
+            new = MARK.sub(lambda m: spans[int(m[1])], edited)
+            if self.gate.secrets.redact(new).count("[REDACTED]") < MARK.sub("[REDACTED]", edited).count("[REDACTED]"):
                 return "Error: this edit would leave a hidden secret without the name that hides it; edit other lines"
             return self.change(p, data, _like(data, new), "edit")
         if count > 1:
-            lines = ", ".join(str(text.count("\n", 0, m.start()) + 1) for m in re.finditer(re.escape(old_str), text))
-            return (
-                f"Error: old_str occurs {count} times in {path} (lines {lines}); include more context to make it unique"
-            )
-        return f"Error: old_str not found in {path}. " + _closest(visible, old_str)
+            return _ambiguous(masked, old_str, path)
+        return f"Error: old_str not found in {path}. " + _closest(MARK.sub("[REDACTED]", masked), old_str)
 
     def change(self, p: Path, old: bytes, new: bytes, verb: str) -> str:
         """Show the diff, ask, then write through a temporary file with the change checkpointed."""
@@ -445,6 +444,15 @@ def _write(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)  # only if the rename did not happen
+
+
+def _ambiguous(text: str, old: str, path: str) -> str:
+    """old_str occurs more than once: where, so the model can add context."""
+    lines = ", ".join(str(text.count("\n", 0, m.start()) + 1) for m in re.finditer(re.escape(old), text))
+    return (
+        f"Error: old_str occurs {text.count(old)} times in {path} (lines {lines}); include more context to make it "
+        "unique"
+    )
 
 
 def _closest(content: str, old: str) -> str:

@@ -642,6 +642,19 @@ def test_rules_linked_to_a_secret_file_reach_the_model_redacted(project, llm, am
     assert "ghp_abcdef" not in sent
 
 
+def test_edit_file_answers_from_the_text_the_model_sees_never_from_a_secret(project, llm, amas):
+    """Each character of the alphabet line shows once; some are in the hidden key too. An edit of one character
+    must be answered the same whether or not the key holds it, or the answers spell the key's characters."""
+    (project / "app.cfg").write_text('api_key = "q7rk2m9x"\nletters = "abcdefghijklmnopqrstuvwxyz0123456789"\n')
+    calls = [("edit_file", {"path": "app.cfg", "old_str": c, "new_str": c.upper()}) for c in "qb7"]
+    calls.append(("edit_file", {"path": "app.cfg", "old_str": "letters", "new_str": "\x000\x00"}))  # a mark
+    attack(llm, amas, calls, "-y")
+    said = results(llm)
+    assert [s.split(":")[0] for s in said[:3]] == ["Edit app.cfg"] * 3, said
+    assert said[3].startswith("Error: old_str not found")
+    assert (project / "app.cfg").read_text() == 'api_key = "q7rk2m9x"\nletters = "aBcdefghijklmnopQrstuvwxyz0123456789"\n'
+
+
 def test_a_hidden_secret_cannot_be_guessed_a_character_at_a_time(project, llm, amas):
     (project / ".env").write_text("DEBUG=1\nSTRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\n")
     calls = [
