@@ -652,7 +652,8 @@ def test_edit_file_answers_from_the_text_the_model_sees_never_from_a_secret(proj
     said = results(llm)
     assert [s.split(":")[0] for s in said[:3]] == ["Edit app.cfg"] * 3, said
     assert said[3].startswith("Error: old_str not found")
-    assert (project / "app.cfg").read_text() == 'api_key = "q7rk2m9x"\nletters = "aBcdefghijklmnopQrstuvwxyz0123456789"\n'
+    edited = 'api_key = "q7rk2m9x"\nletters = "aBcdefghijklmnopQrstuvwxyz0123456789"\n'
+    assert (project / "app.cfg").read_text() == edited
 
 
 def test_a_hidden_secret_cannot_be_guessed_a_character_at_a_time(project, llm, amas):
