@@ -41,6 +41,7 @@ SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only whe
     ("eyJ",): r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
     ("",): r"(?m)^[-+ ]?[A-Za-z0-9+/]{60,80}={0,2}(?:\n[-+ ]?[A-Za-z0-9+/]{8,80}={0,2}$){2,}",  # a key's body, alone
 }
+MARK = re.compile("\0(\\d+)\0")  # a hidden span in the text as the model sees it (Secrets.masked)
 KEY_LINE = re.compile(r"-----(?:BEGIN|END)[A-Z ]*PRIVATE KEY-----")
 EXPORTED = re.compile(r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+")  # NAME=value
 ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`

@@ -30,7 +30,6 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
     "which no secret needs; write it so that only the secret itself is hidden"
 )
-MARK = re.compile("\0(\\d+)\0")  # a hidden span in the text as the model sees it (Secrets.masked)
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = ("read_file", "write_file", "create_file", "edit_file", "shell_command", "search_files", "list_files")
@@ -267,13 +266,13 @@ class Tools:
         count = masked.count(old_str) if old_str and "\0" not in old_str + new_str else 0
         edited = masked.replace(old_str, new_str, 1)
         if count == 1:
-            new = MARK.sub(lambda m: spans[int(m[1])], edited)
-            if self.gate.secrets.redact(new).count("[REDACTED]") < MARK.sub("[REDACTED]", edited).count("[REDACTED]"):
+            new, seen = safety.MARK.sub(lambda m: spans[int(m[1])], edited), safety.MARK.sub("[REDACTED]", edited)
+            if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count("[REDACTED]"):  # `PASSWORD=` → `\n`
                 return "Error: this edit would leave a hidden secret without the name that hides it; edit other lines"
             return self.change(p, data, _like(data, new), "edit")
         if count > 1:
             return _ambiguous(masked, old_str, path)
-        return f"Error: old_str not found in {path}. " + _closest(MARK.sub("[REDACTED]", masked), old_str)
+        return f"Error: old_str not found in {path}. " + _closest(safety.MARK.sub("[REDACTED]", masked), old_str)
 
     def change(self, p: Path, old: bytes, new: bytes, verb: str) -> str:
         """Show the diff, ask, then write through a temporary file with the change checkpointed."""
