@@ -10,17 +10,27 @@ from amas_code import __version__, ui
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("prompt", nargs=-1)
-@click.option("-m", "--model", help="litellm model, e.g. ollama_chat/qwen2.5-coder or openai/gpt-4.1")
+@click.option(
+    "-m", "--model", help="litellm model, e.g. ollama_chat/qwen2.5-coder or openai/gpt-4.1"
+)
 @click.option("--api-base", help="Provider URL, e.g. http://localhost:11434 for Ollama")
 @click.option("-y", "--yes", is_flag=True, help="Apply edits and run commands without asking")
-@click.option("-c", "--continue", "resume", is_flag=True, help="Resume the latest conversation in the REPL")
-@click.option("--trust", is_flag=True, help="Trust this folder's .amas/config.yaml (remembered until it changes)")
+@click.option(
+    "-c", "--continue", "resume", is_flag=True, help="Resume the latest conversation in the REPL"
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Trust this folder's .amas/config.yaml (remembered until it changes)",
+)
 @click.version_option(__version__, "--version", prog_name="amas", message="%(prog)s %(version)s")
 def cli(prompt, model, api_base, yes, resume, trust):
     """Amas Code: a small AI coding agent. `amas "task"` runs one task; `amas` opens the REPL;
     `amas init` maps the project for the model; `cat log | amas "explain this"` attaches what is piped."""
     root = find_root(Path.cwd())
-    config = settings(root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust)
+    config = settings(
+        root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust
+    )
     text = " ".join(prompt).strip()
     if trust and not text:
         sys.exit(0)
@@ -31,7 +41,9 @@ def cli(prompt, model, api_base, yes, resume, trust):
     piped = "" if sys.stdin.isatty() else read_piped(sys.stdin.buffer)
     text = f"{text}\n\n```\n{piped}\n```" if text and piped else text or piped
     if not text and not sys.stdin.isatty():
-        ui.error('nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal')
+        ui.error(
+            'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
+        )
         sys.exit(1)
     sys.exit(run(root, config, text, resume))
 
@@ -42,7 +54,9 @@ def read_piped(stream, keep: int = 30_000) -> str:
     while chunk := stream.read(1 << 20):
         size, tail = size + len(chunk), (tail + chunk)[-keep:]
     cut = f"\n[… {size - len(tail):,} bytes of piped input cut …]\n".encode()
-    return (head + (cut if size > len(tail) else b"") + tail).decode("utf-8", errors="replace").strip()
+    return (
+        (head + (cut if size > len(tail) else b"") + tail).decode("utf-8", errors="replace").strip()
+    )
 
 
 def find_root(here: Path) -> Path:
@@ -91,7 +105,9 @@ def run(root: Path, config: dict, text: str, resume: bool) -> int:
             return 0
         return 0 if agent.turn(text) else 130
     except providers.ProviderError as e:
-        ui.error(agent.gate.secrets.redact(str(e)))  # credentials in api_base, a key a provider echoed
+        ui.error(
+            agent.gate.secrets.redact(str(e))
+        )  # credentials in api_base, a key a provider echoed
         return 1
     finally:
         agent.tools.close()

@@ -23,7 +23,10 @@ ARGS = (
     "--disable-software-rasterizer --disable-dev-shm-usage --disable-extensions --renderer-process-limit=1 "
     "--mute-audio --no-zygote --in-process-gpu"
 ).split()
-WAIT, LOAD = 5_000, 30_000  # ms for a selector to appear (a wrong one should fail fast); for a page to load
+WAIT, LOAD = (
+    5_000,
+    30_000,
+)  # ms for a selector to appear (a wrong one should fail fast); for a page to load
 INSTALL = (
     "no Chromium found. Install the light headless one with `sudo apt install chromium-headless-shell` "
     "(Debian, Raspberry Pi OS), or `chromium`, or set `browser_path` in ~/.amas/config.yaml"
@@ -43,8 +46,13 @@ def _duckduckgo(query: str, n: int, config: dict) -> list[tuple[str, str, str]]:
     try:
         from ddgs import DDGS
     except ImportError:
-        raise LookupError("the ddgs package is not installed: pip install 'amas-code[duckduckgo]'") from None
-    return [(r.get("title", ""), r.get("href", ""), r.get("body", "")) for r in DDGS().text(query, max_results=n)]
+        raise LookupError(
+            "the ddgs package is not installed: pip install 'amas-code[duckduckgo]'"
+        ) from None
+    return [
+        (r.get("title", ""), r.get("href", ""), r.get("body", ""))
+        for r in DDGS().text(query, max_results=n)
+    ]
 
 
 def _searxng(query: str, n: int, config: dict) -> list[tuple[str, str, str]]:
@@ -53,7 +61,10 @@ def _searxng(query: str, n: int, config: dict) -> list[tuple[str, str, str]]:
     base = (config.get("searxng_url") or "http://localhost:8888").rstrip("/")
     response = httpx.get(f"{base}/search", params={"q": query, "format": "json"}, timeout=TIMEOUT)
     response.raise_for_status()
-    return [(r.get("title", ""), r.get("url", ""), r.get("content", "")) for r in response.json()["results"][:n]]
+    return [
+        (r.get("title", ""), r.get("url", ""), r.get("content", ""))
+        for r in response.json()["results"][:n]
+    ]
 
 
 BACKENDS = {"google": _google, "duckduckgo": _duckduckgo, "searxng": _searxng}
@@ -64,7 +75,9 @@ def search(query: str, num_results: int, config: dict) -> str:
     name = config.get("search_backend") or "google"
     try:
         results = BACKENDS[name](query, max(1, min(num_results, 20)), config)
-    except Exception as e:  # blocked, rate-limited, offline, missing package: the model may try another way
+    except (
+        Exception
+    ) as e:  # blocked, rate-limited, offline, missing package: the model may try another way
         status = getattr(getattr(e, "response", None), "status_code", None)
         why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         why += " (blocked or rate-limited)" if status in (403, 429) else ""
@@ -72,7 +85,10 @@ def search(query: str, num_results: int, config: dict) -> str:
         return f"Error: {name} search failed: {why}. Try another backend in .amas/config.yaml: {others}"
     if not results:
         return f"No results for {query!r} ({name})."
-    return "\n".join(f"{i}. {title}\n   {url}\n   {snippet}" for i, (title, url, snippet) in enumerate(results, 1))
+    return "\n".join(
+        f"{i}. {title}\n   {url}\n   {snippet}"
+        for i, (title, url, snippet) in enumerate(results, 1)
+    )
 
 
 def fetch(url: str, gate: safety.Gate) -> str:
@@ -92,10 +108,14 @@ def fetch(url: str, gate: safety.Gate) -> str:
         converter = html2text.HTML2Text(baseurl=final_url, bodywidth=0)
         converter.ignore_images = True
         text = converter.handle(text).strip()
-    size = f"{len(text):,} characters" + (f" from the first {MAX_BYTES:,} bytes" if len(body) > MAX_BYTES else "")
+    size = f"{len(text):,} characters" + (
+        f" from the first {MAX_BYTES:,} bytes" if len(body) > MAX_BYTES else ""
+    )
     if len(text) > MAX_CHARS:
         return f"{text[:MAX_CHARS]}\n\n[page capped at {MAX_CHARS:,} of {size}]"
-    return text + (f"\n\n[download stopped at {MAX_BYTES:,} bytes]" if len(body) > MAX_BYTES else "")
+    return text + (
+        f"\n\n[download stopped at {MAX_BYTES:,} bytes]" if len(body) > MAX_BYTES else ""
+    )
 
 
 def _download(url: str, gate: safety.Gate) -> tuple[bytearray, str, str, str] | str:
@@ -103,9 +123,13 @@ def _download(url: str, gate: safety.Gate) -> tuple[bytearray, str, str, str] | 
     import httpx
 
     deadline, body = time.monotonic() + TIMEOUT, bytearray()
-    hooks = {"request": [lambda request: gate.host(str(request.url))]}  # redirects to a new host ask too
+    hooks = {
+        "request": [lambda request: gate.host(str(request.url))]
+    }  # redirects to a new host ask too
     try:
-        with httpx.Client(event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)) as c:
+        with httpx.Client(
+            event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)
+        ) as c:
             with c.stream("GET", url, headers={"User-Agent": USER_AGENT}) as r:
                 kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
                 if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
@@ -114,7 +138,9 @@ def _download(url: str, gate: safety.Gate) -> tuple[bytearray, str, str, str] | 
                     body += chunk
                     if len(body) > MAX_BYTES:
                         break
-                    if time.monotonic() > deadline:  # a read timeout alone never stops a page that trickles
+                    if (
+                        time.monotonic() > deadline
+                    ):  # a read timeout alone never stops a page that trickles
                         raise httpx.ReadTimeout("the page did not finish loading")
                 return body, kind, r.encoding or "utf-8", str(r.url)
     except PermissionError as e:
@@ -136,12 +162,19 @@ def find(config: dict) -> str | None:
     own Chromium, then the system's."""
     if config.get("browser_path"):
         return shutil.which(config["browser_path"])
-    cache = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright")
+    cache = Path(
+        os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright"
+    )
     shells = [
         "chromium-headless-shell",
         *glob.glob(str(cache / "chromium_headless_shell-*/chrome-linux/headless_shell")),
     ]
-    full = [*glob.glob(str(cache / "chromium-*/chrome-linux/chrome")), "chromium", "chromium-browser", "google-chrome"]
+    full = [
+        *glob.glob(str(cache / "chromium-*/chrome-linux/chrome")),
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+    ]
     for name in (shells if config.get("browser_headless", True) else []) + full:
         if found := shutil.which(name):
             return found
@@ -183,7 +216,11 @@ def _tool(method):
 
 def _cap(text: str) -> str:
     text = text.strip()
-    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}\n[capped at {MAX_TEXT} of {len(text)} characters]"
+    return (
+        text
+        if len(text) <= MAX_TEXT
+        else f"{text[:MAX_TEXT]}\n[capped at {MAX_TEXT} of {len(text)} characters]"
+    )
 
 
 class Browser:
@@ -220,7 +257,9 @@ class Browser:
 
     def failed(self, e: Exception) -> str:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        hint = " (no element matched, or the page did not load in time)" if "Timeout" in first else ""
+        hint = (
+            " (no element matched, or the page did not load in time)" if "Timeout" in first else ""
+        )
         if self.browser is not None and not self.browser.is_connected():
             self.close()  # it crashed or was killed (the OOM killer, on a Pi): start afresh next time
             hint = " (the browser had stopped; the next call starts a new one)"
@@ -243,7 +282,9 @@ class Browser:
     def navigate(self, page, url: str) -> str:
         response = page.goto(url, timeout=LOAD)
         status = f" (HTTP {response.status})" if response and not response.ok else ""
-        return f"{page.title()}\n{page.url}{status}\n\n{_cap(page.inner_text('body', timeout=WAIT))}"
+        return (
+            f"{page.title()}\n{page.url}{status}\n\n{_cap(page.inner_text('body', timeout=WAIT))}"
+        )
 
     @_tool
     def click(self, page, selector: str) -> str:
@@ -268,7 +309,13 @@ class Browser:
 
     def close(self) -> None:
         """Stop Chromium, then Playwright's driver; safe to call twice."""
-        browser, playwright, self.browser, self.playwright, self.page = self.browser, self.playwright, None, None, None
+        browser, playwright, self.browser, self.playwright, self.page = (
+            self.browser,
+            self.playwright,
+            None,
+            None,
+            None,
+        )
         with contextlib.suppress(Exception):  # already gone: nothing left to free
             if browser:
                 browser.close()

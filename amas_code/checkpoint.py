@@ -26,8 +26,15 @@ GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by wa
     "-c core.autocrlf=false -c core.filemode=true -c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 "
     "-c core.bigFileThreshold=10m -c core.compression=1 -c core.protectNTFS=false"
 ).split()
-ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
-GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]  # in a git repository the rest is what git ignores
+ATTRIBUTES = (
+    "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
+)
+GENERATED = [
+    "node_modules",
+    "__pycache__",
+    "*.pyc",
+    ".venv",
+]  # in a git repository the rest is what git ignores
 UNREAD = re.compile(r"""error: open\("(.+?)"\): |warning: could not open directory '(.+?)': """)
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
 LOST = (  # what no checkpoint holds
@@ -42,29 +49,60 @@ class CheckpointError(Exception):
     """An undo, redo or restore that was refused or failed; the message says whether anything changed."""
 
 
-TROUBLE = (OSError, ValueError, CheckpointError, config_file.ConfigError)  # a change then goes on without checkpoint
+TROUBLE = (
+    OSError,
+    ValueError,
+    CheckpointError,
+    config_file.ConfigError,
+)  # a change then goes on without checkpoint
 
 
 class Checkpoint:
     """A chain of commits on the shadow's main, each the before (b/) and after (a/) of the files one change touched."""
 
     def __init__(self, root: Path, ignore: list[str], session: str = ""):
-        self.root, self.ignore, self.session, self.request = Path(root).resolve(), ignore, session, ""
+        self.root, self.ignore, self.session, self.request = (
+            Path(root).resolve(),
+            ignore,
+            session,
+            "",
+        )
         key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
-        name = os.fsdecode(os.fsencode(self.root.name)[:100])  # a name's length has a limit: the key tells apart
+        name = os.fsdecode(
+            os.fsencode(self.root.name)[:100]
+        )  # a name's length has a limit: the key tells apart
         self.dir = Path.home() / ".amas" / "checkpoints" / f"{name}-{key}"
-        self.pending, self.borrowed, self.gitdir, self.indexed = self.dir / "pending.json", None, "", None
-        self.common, self.excludes = "", ""  # the user's git directory shared by its worktrees (objects,
+        self.pending, self.borrowed, self.gitdir, self.indexed = (
+            self.dir / "pending.json",
+            None,
+            "",
+            None,
+        )
+        self.common, self.excludes = (
+            "",
+            "",
+        )  # the user's git directory shared by its worktrees (objects,
         # info/exclude) and the ignore file its config names, once found
 
-    def run(self, *args: str, data: bytes | None = None, borrow: bool = False) -> subprocess.CompletedProcess:
+    def run(
+        self, *args: str, data: bytes | None = None, borrow: bool = False
+    ) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
-        excludes = ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []  # of your config, only that
+        excludes = (
+            ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []
+        )  # of your config, only that
         env = self.env(borrow)
-        return subprocess.run([*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root)
+        return subprocess.run(
+            [*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root
+        )
 
     def env(self, borrow: bool = False) -> dict:
-        env = git_env(GIT_DIR=str(self.dir), GIT_WORK_TREE=str(self.root), GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
+        env = git_env(
+            GIT_DIR=str(self.dir),
+            GIT_WORK_TREE=str(self.root),
+            GIT_CONFIG_GLOBAL=os.devnull,
+            LC_ALL="C",
+        )
         if borrow and self.borrowed:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
         return env
@@ -72,7 +110,9 @@ class Checkpoint:
     def git(self, *args: str, data: bytes | None = None, borrow: bool = False) -> bytes:
         done = self.run(*args, data=data, borrow=borrow)
         if done.returncode:
-            raise CheckpointError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:300]}")
+            raise CheckpointError(
+                f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:300]}"
+            )
         return done.stdout
 
     @contextlib.contextmanager
@@ -92,16 +132,28 @@ class Checkpoint:
 
     def ready(self) -> None:
         """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
-        if not (self.dir / "info" / "attributes").exists():  # written last: a half-made shadow is simply made again
-            for folder in ("objects", "refs/heads", "info"):  # all git needs of a repository (no hooks, no config)
+        if not (
+            self.dir / "info" / "attributes"
+        ).exists():  # written last: a half-made shadow is simply made again
+            for folder in (
+                "objects",
+                "refs/heads",
+                "info",
+            ):  # all git needs of a repository (no hooks, no config)
                 (self.dir / folder).mkdir(parents=True, exist_ok=True)
             (self.dir / "HEAD").write_text(f"ref: {MAIN}\n")
             (self.dir / "info" / "attributes").write_text(ATTRIBUTES)
         (self.dir / "index.lock").unlink(missing_ok=True)
         if self.borrowed is None:
             self.find_git()
-        patterns = "\n".join(["/.amas/", *(GENERATED + self.excluded() if self.gitdir else self.ignore)]) + "\n"
-        if not (exclude := self.dir / "info" / "exclude").exists() or exclude.read_text() != patterns:
+        patterns = (
+            "\n".join(["/.amas/", *(GENERATED + self.excluded() if self.gitdir else self.ignore)])
+            + "\n"
+        )
+        if (
+            not (exclude := self.dir / "info" / "exclude").exists()
+            or exclude.read_text() != patterns
+        ):
             exclude.write_text(patterns)
         if self.pending.exists():
             self.finish(" (interrupted)")
@@ -115,26 +167,45 @@ class Checkpoint:
         """The user's repository, if any, and its object store, read through git's alternates (tracked files cost
         no disk)."""
         found = self.user(
-            "rev-parse", "--path-format=absolute", "--git-common-dir", "--git-dir", "--show-object-format"
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-common-dir",
+            "--git-dir",
+            "--show-object-format",
         )
         lines = os.fsdecode(found.stdout).split("\n") if found.returncode == 0 else []
         self.common, self.gitdir, kind = (lines + ["", "", ""])[:3]
-        quoted = (self.common + "/objects").replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        quoted = (
+            (self.common + "/objects")
+            .replace("\\", "\\\\")
+            .replace('"', '\\"')
+            .replace("\n", "\\n")
+        )
         self.borrowed = f'"{quoted}"' if kind == "sha1" else ""
-        self.excludes = os.fsdecode(self.user("config", "--path", "core.excludesFile").stdout).strip()
+        self.excludes = os.fsdecode(
+            self.user("config", "--path", "core.excludesFile").stdout
+        ).strip()
 
     def excluded(self) -> list[str]:
         """The patterns of the user's .git/info/exclude, which git ignores like a .gitignore's."""
         with contextlib.suppress(OSError):
-            return Path(self.common, "info", "exclude").read_text(errors="surrogateescape").splitlines()
+            return (
+                Path(self.common, "info", "exclude")
+                .read_text(errors="surrogateescape")
+                .splitlines()
+            )
         return []
 
     def user_git(self) -> str:
         """A fingerprint of the user's HEAD, refs and index: what git commands in a shell command may change."""
         if not self.gitdir:
             return ""
-        listed = self.user("show-ref", "--head").stdout + self.user("ls-files", "-sv").stdout  # -v: flags too
-        with contextlib.suppress(OSError):  # a command moved .git away: its HEAD is gone, which counts as moved
+        listed = (
+            self.user("show-ref", "--head").stdout + self.user("ls-files", "-sv").stdout
+        )  # -v: flags too
+        with contextlib.suppress(
+            OSError
+        ):  # a command moved .git away: its HEAD is gone, which counts as moved
             listed += Path(self.gitdir, "HEAD").read_bytes()
         return hashlib.sha1(listed).hexdigest()
 
@@ -146,7 +217,9 @@ class Checkpoint:
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.locked())
-                self.begin(label, paths)  # paths None: anything in the project may change (a shell command)
+                self.begin(
+                    label, paths
+                )  # paths None: anything in the project may change (a shell command)
             except TROUBLE as e:
                 rec.note = _failed(e)
             _pause("before")
@@ -159,17 +232,32 @@ class Checkpoint:
 
     def begin(self, label: str, paths: list[Path] | None) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
-        if paths is None:  # what git ignores is not snapshotted, but must not count as made by the command if it
-            before = self.snapshot()  # shows; its small files are kept here (not copied) until the command ends
-            ignored = self.untracked("-i")  # (`cp .env.example .env`); listed once the shadow tracks what git does
+        if (
+            paths is None
+        ):  # what git ignores is not snapshotted, but must not count as made by the command if it
+            before = (
+                self.snapshot()
+            )  # shows; its small files are kept here (not copied) until the command ends
+            ignored = self.untracked(
+                "-i"
+            )  # (`cp .env.example .env`); listed once the shadow tracks what git does
             kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
             before |= {"ignored": ignored, "git": self.user_git()}
-            before["kept"] = {rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side}
+            before["kept"] = {
+                rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side
+            }
         else:
             rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
-            dirs = {str(d) for rel in rels for d in Path(rel).parents if not os.path.lexists(self.root / d)}
+            dirs = {
+                str(d)
+                for rel in rels
+                for d in Path(rel).parents
+                if not os.path.lexists(self.root / d)
+            }
             before = {"files": self.state(rels), "dirs": sorted(dirs)}
-        config_file.write_private(self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before}))
+        config_file.write_private(
+            self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
+        )
 
     def finish(self, suffix: str = "") -> str:
         """Commit what changed since the kept before state as one checkpoint; the note for the tool result."""
@@ -179,13 +267,26 @@ class Checkpoint:
                 return ""
             changes, made, gone, unkept = self.changed(pending)
             moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-            held = [*pending.get("ignored", []), *pending.get("nested", [])]  # what no checkpoint holds, unless kept
-            kept = pending.get("kept", {})  # a folder all of whose files were kept is not lost either
-            lost = [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)] + unkept
+            held = [
+                *pending.get("ignored", []),
+                *pending.get("nested", []),
+            ]  # what no checkpoint holds, unless kept
+            kept = pending.get(
+                "kept", {}
+            )  # a folder all of whose files were kept is not lost either
+            lost = [
+                p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)
+            ] + unkept
             said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
-            meta = {"made": made, "gone": gone, "git": moved, "lost": lost, "interrupted": bool(suffix)}
+            meta = {
+                "made": made,
+                "gone": gone,
+                "git": moved,
+                "lost": lost,
+                "interrupted": bool(suffix),
+            }
             self.commit(pending["label"] + suffix, changes, meta)
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
             return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
@@ -200,11 +301,18 @@ class Checkpoint:
         if "tree" in pending:
             changes, made, gone = self.compare(pending, self.snapshot())
             nowhere = self.keep(changes)
-            unkept = sorted(rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides))
+            unkept = sorted(
+                rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides)
+            )
             changes = {rel: sides for rel, sides in changes.items() if rel not in unkept}
-            for rel, (mode, text) in pending.get("kept", {}).items():  # copied only when the command changed it
+            for rel, (mode, text) in pending.get(
+                "kept", {}
+            ).items():  # copied only when the command changed it
                 if (was := (mode, text.encode("latin-1"))) != (now := _side(self.root / rel)):
-                    changes[rel] = [[mode, self.store(was[1])], now and [now[0], self.store(now[1])]]
+                    changes[rel] = [
+                        [mode, self.store(was[1])],
+                        now and [now[0], self.store(now[1])],
+                    ]
             return changes, made, gone, unkept
         now = self.state(list(pending["files"]))
         changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
@@ -212,7 +320,10 @@ class Checkpoint:
 
     def state(self, rels: list[str]) -> dict:
         """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
-        return {rel: (side := _side(self.root / rel, BIG)) and [side[0], self.store(side[1])] for rel in rels}
+        return {
+            rel: (side := _side(self.root / rel, BIG)) and [side[0], self.store(side[1])]
+            for rel in rels
+        }
 
     def store(self, data: bytes | Path, kind: str = "blob") -> str:
         """An object written loose into the shadow's own store, where the user's gc can never take it; its id. A big
@@ -231,25 +342,48 @@ class Checkpoint:
     def keep(self, changes: dict) -> set[str]:
         """Copy into the shadow's own store the blobs of a checkpoint that only the user's objects hold; the ids of
         those not even there (a command removed the user's .git)."""
-        blobs = "".join({f"{side[1]}\n" for sides in changes.values() for side in sides if side}).encode()
-        checked = self.run("cat-file", "--batch-check", data=blobs).stdout.splitlines() if self.borrowed else []
+        blobs = "".join(
+            {f"{side[1]}\n" for sides in changes.values() for side in sides if side}
+        ).encode()
+        checked = (
+            self.run("cat-file", "--batch-check", data=blobs).stdout.splitlines()
+            if self.borrowed
+            else []
+        )
         missing = b"".join(line[:40] + b"\n" for line in checked if line.endswith(b" missing"))
-        there = self.run("cat-file", "--batch-check", data=missing, borrow=True).stdout.splitlines() if missing else []
+        there = (
+            self.run("cat-file", "--batch-check", data=missing, borrow=True).stdout.splitlines()
+            if missing
+            else []
+        )
         if found := b"".join(line[:40] + b"\n" for line in there if not line.endswith(b" missing")):
-            self.git("pack-objects", "-q", str(self.dir / "objects" / "pack" / "pack"), data=found, borrow=True)
+            self.git(
+                "pack-objects",
+                "-q",
+                str(self.dir / "objects" / "pack" / "pack"),
+                data=found,
+                borrow=True,
+            )
         return {line[:40].decode() for line in there if line.endswith(b" missing")}
 
     def snapshot(self, retry: bool = True) -> dict:
         """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
-        first, marks = not (self.dir / "index").exists(), (Path(self.gitdir, "index"), self.dir / "restored")
+        first, marks = (
+            not (self.dir / "index").exists(),
+            (Path(self.gitdir, "index"), self.dir / "restored"),
+        )
         stamp = [mark.stat().st_mtime_ns for mark in marks if self.gitdir and mark.exists()]
-        if self.gitdir and (first or stamp != self.indexed):  # again whenever the user's index moved (a `git add
+        if self.gitdir and (
+            first or stamp != self.indexed
+        ):  # again whenever the user's index moved (a `git add
             self.track()  # -f`) or an undo, here or in another amas, put back what it tracks
             self.indexed = stamp
         found = self.add(first)
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
-        except CheckpointError:  # the index names content now nowhere (the user's gc took it): read all again
+        except (
+            CheckpointError
+        ):  # the index names content now nowhere (the user's gc took it): read all again
             if not retry:
                 raise
             (self.dir / "index").unlink()
@@ -265,14 +399,24 @@ class Checkpoint:
         1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them.
         The paths it could not read ("unread"): not covered, and never taken for new when a command makes them
         readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one."""
-        added = self.run(*["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True)
-        if b"fatal:" in added.stderr:  # an error on one path (a nested repository with no commit) is no reason
-            raise CheckpointError(f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}")
+        added = self.run(
+            *["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True
+        )
+        if (
+            b"fatal:" in added.stderr
+        ):  # an error on one path (a nested repository with no commit) is no reason
+            raise CheckpointError(
+                f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
+            )
         nested = [
-            e.partition(b"\t")[2] for e in self.git("ls-files", "-sz").split(b"\0") if e.startswith(GITLINK.encode())
+            e.partition(b"\t")[2]
+            for e in self.git("ls-files", "-sz").split(b"\0")
+            if e.startswith(GITLINK.encode())
         ]
         if nested:
-            self.git("update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0")
+            self.git(
+                "update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0"
+            )
         unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
         return {"unread": unread, "nested": [os.fsdecode(p) for p in nested]}
 
@@ -283,16 +427,30 @@ class Checkpoint:
 
     def track(self) -> None:
         """Start from the files the user's git tracks, an ignored one too (a committed dist/): hashed, not copied."""
-        paths = [self.root / os.fsdecode(p) for p in self.user("ls-files", "-z").stdout.split(b"\0") if p]
-        paths = [p for p in paths if not _linked(p)]  # beyond a link the user made in place of a tracked folder
-        files = [os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or _readable(p)]
+        paths = [
+            self.root / os.fsdecode(p) for p in self.user("ls-files", "-z").stdout.split(b"\0") if p
+        ]
+        paths = [
+            p for p in paths if not _linked(p)
+        ]  # beyond a link the user made in place of a tracked folder
+        files = [
+            os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or _readable(p)
+        ]
         if files:
-            add = ["update-index", "--add", "--replace", "-z", "--stdin"]  # --replace: a file now a folder, or back
+            add = [
+                "update-index",
+                "--add",
+                "--replace",
+                "-z",
+                "--stdin",
+            ]  # --replace: a file now a folder, or back
             self.git(*add, data=b"\0".join(files) + b"\0", borrow=True)
 
     def compare(self, old: dict, new: dict) -> tuple[dict, list[str], list[str]]:
         """Files, folders made and folders gone between two snapshots; submodules are left to themselves."""
-        raw = self.git("diff-tree", "-r", "-t", "-z", "--no-renames", old["tree"], new["tree"], borrow=True)
+        raw = self.git(
+            "diff-tree", "-r", "-t", "-z", "--no-renames", old["tree"], new["tree"], borrow=True
+        )
         changes, added, deleted, fields = {}, set(), set(), raw.split(b"\0")
         for head, path in zip(fields[0:-1:2], fields[1::2], strict=True):
             mode_a, mode_b, sha_a, sha_b, _ = head[1:].decode().split()
@@ -301,9 +459,15 @@ class Checkpoint:
             elif TREE not in (mode_a, mode_b) and GITLINK not in (mode_a, mode_b):
                 sides = ((mode_a, sha_a), (mode_b, sha_b))
                 changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
-        before, after, ignored = set(old["empty"]), set(new["empty"]), {*old.get("ignored", []), *old.get("unread", [])}
+        before, after, ignored = (
+            set(old["empty"]),
+            set(new["empty"]),
+            {*old.get("ignored", []), *old.get("unread", [])},
+        )
         shown = lambda p: p in ignored or p.startswith(tuple(i for i in ignored if i.endswith("/")))  # noqa: E731
-        changes = {p: sides for p, sides in changes.items() if sides[0] or not shown(p)}  # not made: only unignored
+        changes = {
+            p: sides for p, sides in changes.items() if sides[0] or not shown(p)
+        }  # not made: only unignored
         made = {d for d in (added | after) - before - deleted if not shown(d + "/")}
         return changes, sorted(made), sorted((deleted | before) - after - added)
 
@@ -311,7 +475,12 @@ class Checkpoint:
         """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
         meta = dict(time=time.time(), session=self.session, request=self.request, pid=os.getpid())
         meta["files"] = dict(sorted(changes.items()))
-        files = {f"{p}/{rel}": s for rel, sides in changes.items() for p, s in zip("ba", sides, strict=True) if s}
+        files = {
+            f"{p}/{rel}": s
+            for rel, sides in changes.items()
+            for p, s in zip("ba", sides, strict=True)
+            if s
+        }
         parent, who = self.ref(MAIN), f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
         body = f"{head}author {who}\ncommitter {who}\n\n{ui.one_line(label)}\n\n{json.dumps(meta | dirs)}\n"
@@ -326,8 +495,13 @@ class Checkpoint:
             name, _, rest = path.partition("/")
             inner.setdefault(name, {})[rest] = side  # rest "": a file right here
         here = {name: sub.get("") or ["40000", self.tree(sub)] for name, sub in inner.items()}
-        order = sorted(here, key=lambda n: os.fsencode(n) + b"/" * (here[n][0] == "40000"))  # git's order
-        entries = [b"%s %s\0" % (here[n][0].encode(), os.fsencode(n)) + bytes.fromhex(here[n][1]) for n in order]
+        order = sorted(
+            here, key=lambda n: os.fsencode(n) + b"/" * (here[n][0] == "40000")
+        )  # git's order
+        entries = [
+            b"%s %s\0" % (here[n][0].encode(), os.fsencode(n)) + bytes.fromhex(here[n][1])
+            for n in order
+        ]
         return self.store(b"".join(entries), "tree")
 
     # -- reading, undo, redo ------------------------------------------------------------------
@@ -346,10 +520,21 @@ class Checkpoint:
     def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
         """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
         done, out = self.run("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev), []
-        for entry in filter(str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []):
+        for entry in filter(
+            str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []
+        ):
             sha, parents, body = entry.strip("\n").split("\x1f")
-            label, _, meta = body.rpartition("\n\n")  # the meta is one line, last (a label may hold blank lines)
-            out.append({"id": sha, "parent": (parents.split() or [None])[0], "label": label, **json.loads(meta)})
+            label, _, meta = body.rpartition(
+                "\n\n"
+            )  # the meta is one line, last (a label may hold blank lines)
+            out.append(
+                {
+                    "id": sha,
+                    "parent": (parents.split() or [None])[0],
+                    "label": label,
+                    **json.loads(meta),
+                }
+            )
         return out
 
     def contents(self, blobs: list[str]) -> dict[str, bytes]:
@@ -368,19 +553,31 @@ class Checkpoint:
         with tempfile.TemporaryFile() as ids:
             ids.write(asked), ids.seek(0)
             cat = [*GIT, "cat-file", "--batch"]
-            with subprocess.Popen(cat, stdin=ids, stdout=subprocess.PIPE, env=self.env(), cwd=self.root) as git:
+            with subprocess.Popen(
+                cat, stdin=ids, stdout=subprocess.PIPE, env=self.env(), cwd=self.root
+            ) as git:
                 yield lambda: _pieces(git.stdout)
 
     def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
         """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
         plan, dirs, between = _plan(chain, forward)
         now = self.state(list(plan))  # the content of a file changed since is kept too, in case
-        edited = [rel for rel, sides in plan.items() if now[rel] not in (sides[0], sides[-1]) or rel in between]
-        if edited and not ask(f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"):
+        edited = [
+            rel
+            for rel, sides in plan.items()
+            if now[rel] not in (sides[0], sides[-1]) or rel in between
+        ]
+        if edited and not ask(
+            f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"
+        ):
             raise CheckpointError("cancelled; nothing changed")
         # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
         try:
-            self.put({rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}, dirs, [*plan, *dirs])
+            self.put(
+                {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]},
+                dirs,
+                [*plan, *dirs],
+            )
         except OSError as e:
             raise CheckpointError(
                 f"stopped part way ({e}); what was put back stays, running it again goes on"
@@ -393,13 +590,21 @@ class Checkpoint:
         """Remove files, remove and make folders, then write files; never through a link on the way to one of rels
         (a link this removes or replaces goes first: a folder swapped for a link)."""
         going = {rel for rel, side in files.items() if LINK not in (side or ())}
-        links = {str(d) for rel in rels for d in Path(rel).parents if os.path.islink(self.root / d)} - going
+        links = {
+            str(d) for rel in rels for d in Path(rel).parents if os.path.islink(self.root / d)
+        } - going
         if linked := [rel for rel in rels if links & set(map(str, Path(rel).parents))]:
-            raise CheckpointError(f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed")
+            raise CheckpointError(
+                f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed"
+            )
         paths = {rel: self.root / rel for rel in [*files, *dirs]}
         written = sorted((rel for rel in files if files[rel]), key=len)
-        gone = [(rel, False) for rel, side in files.items() if not side] + [(d, True) for d in dirs if not dirs[d]]
-        with self.blobs([files[rel][1] for rel in written]) as pieces:  # all there, or nothing changes
+        gone = [(rel, False) for rel, side in files.items() if not side] + [
+            (d, True) for d in dirs if not dirs[d]
+        ]
+        with self.blobs(
+            [files[rel][1] for rel in written]
+        ) as pieces:  # all there, or nothing changes
             for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
                 _remove(paths[rel], folder)
             for rel in sorted(d for d, keep in dirs.items() if keep):
@@ -415,14 +620,25 @@ class Checkpoint:
             if not chain:
                 raise CheckpointError("nothing to undo")
             if len(chain) < n:
-                raise CheckpointError(f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed")
-            if theirs := [cp["label"] for cp in chain if _running(cp.get("pid"))]:  # a second window's own change
-                if not ask(f"another amas still running in this project made {'; '.join(theirs)}. Take it back?"):
+                raise CheckpointError(
+                    f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed"
+                )
+            if theirs := [
+                cp["label"] for cp in chain if _running(cp.get("pid"))
+            ]:  # a second window's own change
+                if not ask(
+                    f"another amas still running in this project made {'; '.join(theirs)}. Take it back?"
+                ):
                     raise CheckpointError("cancelled; nothing changed")
             files = self.apply(chain, False, ask)
             redo = self.ref(REDO)
-            if not (redo and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0):
-                self.set_ref(REDO, chain[0]["id"])  # else it holds a longer line of undone checkpoints: keep it
+            if not (
+                redo
+                and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0
+            ):
+                self.set_ref(
+                    REDO, chain[0]["id"]
+                )  # else it holds a longer line of undone checkpoints: keep it
             self.set_ref(MAIN, chain[-1]["parent"])
             if moved := [cp["label"] for cp in chain if cp.get("git")]:
                 ui.warning(f"{'; '.join(moved)}: {GIT_MOVED} (see `git status` and `git reflog`)")
@@ -434,8 +650,12 @@ class Checkpoint:
         """Re-apply the checkpoint the last undo took back."""
         with self.locked():
             head, redo = self.ref(MAIN), self.ref(REDO)
-            ahead = self.history(f"{head}..{redo}" if head else redo) if redo and redo != head else []
-            if not ahead or ahead[-1]["parent"] != head:  # a checkpoint made since the undo ends what can be redone
+            ahead = (
+                self.history(f"{head}..{redo}" if head else redo) if redo and redo != head else []
+            )
+            if (
+                not ahead or ahead[-1]["parent"] != head
+            ):  # a checkpoint made since the undo ends what can be redone
                 raise CheckpointError("nothing to redo")
             files = self.apply(ahead[-1:], True, ask)
             self.set_ref(MAIN, ahead[-1]["id"])
@@ -443,9 +663,15 @@ class Checkpoint:
 
     def restore(self, cid: str, ask=lambda q: False) -> list[str]:
         """Undo every checkpoint made after the given one."""
-        match = [i for i, cp in enumerate(self.history(limit=100_000)) if cid and cp["id"].startswith(cid.lower())]
+        match = [
+            i
+            for i, cp in enumerate(self.history(limit=100_000))
+            if cid and cp["id"].startswith(cid.lower())
+        ]
         if len(match) != 1:
-            raise CheckpointError(f"{cid} is not one of the checkpoints (/checkpoint lists them); nothing changed")
+            raise CheckpointError(
+                f"{cid} is not one of the checkpoints (/checkpoint lists them); nothing changed"
+            )
         if match[0] == 0:
             raise CheckpointError(f"{cid} is already the latest checkpoint; nothing changed")
         return self.undo(match[0], ask)
@@ -458,7 +684,9 @@ class Checkpoint:
             for rel, (before, after) in cp["files"].items():
                 first.setdefault(rel, before)
                 last[rel] = after
-        blobs = self.contents([s[1] for s in [*first.values(), *last.values()] if s]) if first else {}
+        blobs = (
+            self.contents([s[1] for s in [*first.values(), *last.values()] if s]) if first else {}
+        )
         side = lambda s: (s[0], blobs[s[1]]) if s else (None, b"")  # noqa: E731
         return [(rel, side(first[rel]), side(last[rel])) for rel in sorted(first)]
 
@@ -469,12 +697,16 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
     checkpoint of an amas that was killed (what changed until the next one started may be yours)."""
     plan, dirs, between = {}, {}, set()
     for cp in chain:
-        for rel, sides in cp["files"].items():  # a file made by a command that removed an ignored one stays
+        for rel, sides in cp[
+            "files"
+        ].items():  # a file made by a command that removed an ignored one stays
             if forward or sides[0] or not cp.get("lost"):
                 between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
                 plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
         dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
-        between |= set(cp["files"]) if cp.get("interrupted") else set()  # what changed while no amas watched
+        between |= (
+            set(cp["files"]) if cp.get("interrupted") else set()
+        )  # what changed while no amas watched
     return plan, dirs, between
 
 
@@ -497,7 +729,10 @@ def _side(path: Path, big: float = float("inf")) -> tuple[str, bytes | Path] | N
         if st and stat.S_ISLNK(st.st_mode):
             return LINK, os.fsencode(os.readlink(path))
         if st and stat.S_ISREG(st.st_mode):
-            return "100755" if st.st_mode & 0o100 else "100644", path if st.st_size > big else path.read_bytes()
+            return (
+                "100755" if st.st_mode & 0o100 else "100644",
+                path if st.st_size > big else path.read_bytes(),
+            )
     return None
 
 
@@ -530,7 +765,9 @@ def _kept(path: str, kept: dict) -> bool:
 
 
 def _readable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.R_OK)  # one unreadable file would fail the whole update-index
+    return path.is_file() and os.access(
+        path, os.R_OK
+    )  # one unreadable file would fail the whole update-index
 
 
 def _linked(path: Path) -> bool:
@@ -551,7 +788,9 @@ def _running(pid) -> bool:
 
 def _failed(error: Exception) -> str:
     """Say on screen that a change has no checkpoint; the note that tells the model."""
-    ui.warning(message := f"checkpoint failed, /undo will not cover this change: {str(error)[:300]}")
+    ui.warning(
+        message := f"checkpoint failed, /undo will not cover this change: {str(error)[:300]}"
+    )
     return f"[{message}]"
 
 
@@ -561,7 +800,9 @@ def _remove(path: Path, folder: bool = False) -> None:
         return
     if not folder and (path.is_symlink() or path.is_file()):
         path.unlink()
-    for inner, _, _ in os.walk(path, topdown=False) if path.is_dir() and not path.is_symlink() else []:
+    for inner, _, _ in (
+        os.walk(path, topdown=False) if path.is_dir() and not path.is_symlink() else []
+    ):
         with contextlib.suppress(OSError):
             os.rmdir(inner)
 
@@ -569,12 +810,17 @@ def _remove(path: Path, folder: bool = False) -> None:
 def _write(path: Path, mode: str, pieces: Iterator[bytes]) -> None:
     """A file or link as it was, through a temporary name and a rename: never written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".amas-undo-{os.urandom(4).hex()}.tmp")  # short, whatever the name's length
+    tmp = path.with_name(
+        f".amas-undo-{os.urandom(4).hex()}.tmp"
+    )  # short, whatever the name's length
     try:
         if mode == LINK:
             os.symlink(os.fsdecode(b"".join(pieces)), tmp)
         else:  # a new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded
-            flags, executable = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode == "100755"
+            flags, executable = (
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                mode == "100755",
+            )
             with os.fdopen(os.open(tmp, flags, 0o777 if executable else 0o666), "wb") as f:
                 f.writelines(pieces)
             if path.is_file() and not path.is_symlink():

@@ -17,7 +17,11 @@ DEFAULT_CONFIG = {
     "stream": True,  # show the answer as it arrives
     "shell_timeout": 30,  # seconds before a shell_command is killed
     "ignore": ["node_modules", "__pycache__", ".git", "*.pyc", "dist", "build", ".amas", ".venv"],
-    "permissions": {"allow": [], "deny": [], "env": []},  # shell rules; env: secret variables children may see
+    "permissions": {
+        "allow": [],
+        "deny": [],
+        "env": [],
+    },  # shell rules; env: secret variables children may see
     "preload": "auto",  # import litellm while the REPL waits: auto (2 GB+ RAM), true, false
     "text_tools": "auto",  # tool calls written as text: auto (when native ones fail), true, false
     "search_backend": "google",  # google, duckduckgo or searxng
@@ -25,25 +29,43 @@ DEFAULT_CONFIG = {
     "browser_path": None,  # a Chromium binary; else a headless shell, Playwright's own, or a system Chromium
     "browser_headless": True,
 }
-TRISTATE, NUMBER, NULLABLE = (True, False, "auto"), (int, float), {"api_key", "api_base", "browser_path", "max_tokens"}
+TRISTATE, NUMBER, NULLABLE = (
+    (True, False, "auto"),
+    (int, float),
+    {"api_key", "api_base", "browser_path", "max_tokens"},
+)
 POSITIVE = {"max_context_tokens", "max_tokens", "shell_timeout"}
 STRINGS = lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)  # noqa: E731
 CHECKS = {  # key -> (test, what it should be); None is allowed where the default is None
-    "model": (lambda v: isinstance(v, str) and re.fullmatch(r"\S+", v), "a litellm model string, e.g. openai/gpt-4.1"),
+    "model": (
+        lambda v: isinstance(v, str) and re.fullmatch(r"\S+", v),
+        "a litellm model string, e.g. openai/gpt-4.1",
+    ),
     "ignore": (STRINGS, "a list of glob patterns"),
     "permissions": (
-        lambda v: isinstance(v, dict) and set(v) <= {"allow", "deny", "env"} and all(map(STRINGS, v.values())),
+        lambda v: (
+            isinstance(v, dict)
+            and set(v) <= {"allow", "deny", "env"}
+            and all(map(STRINGS, v.values()))
+        ),
         "a mapping with allow, deny and env lists of strings",
     ),
     "preload": (lambda v: v in TRISTATE, "true, false or auto"),
     "text_tools": (lambda v: v in TRISTATE, "true, false or auto"),
-    "search_backend": (lambda v: v in ("google", "duckduckgo", "searxng"), "google, duckduckgo or searxng"),
+    "search_backend": (
+        lambda v: v in ("google", "duckduckgo", "searxng"),
+        "google, duckduckgo or searxng",
+    ),
 }
 KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string", NUMBER: "a number"}
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
 SET, ON = lambda v: v is not None, lambda v: v is False  # noqa: E731
-LOOSER = dict(auto_accept=bool, browser_path=SET, checkpoint_on_edit=ON, searxng_url=SET, api_base=SET)  # untrusted: no
-LOOSER["ignore"] = lambda v: not set(v or []) <= set(DEFAULT_CONFIG["ignore"])  # outside git: what /undo covers
+LOOSER = dict(
+    auto_accept=bool, browser_path=SET, checkpoint_on_edit=ON, searxng_url=SET, api_base=SET
+)  # untrusted: no
+LOOSER["ignore"] = lambda v: (
+    not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
+)  # outside git: what /undo covers
 GITIGNORE = "# local state of amas; rules.md and skills/ are meant to be shared\nhistory.jsonl\ninput_history\n"
 GITIGNORE += "map_cache.json\nproject_map.md\n*.tmp\n"
 
@@ -102,9 +124,17 @@ def untrusted(project: dict, mine: dict) -> tuple[dict, list[str]]:
     mine: the user's own settings (home and environment)."""
     cut = [k for k, test in LOOSER.items() if k in project and test(project[k])]
     yours = (mine.get("model") or DEFAULT_CONFIG["model"]).split("/")[0]
-    moved = project.get("model") and project["model"].split("/")[0] != yours and not project.get("api_key")
-    cut += ["model"] * bool(moved and mine.get("api_key") and not mine.get("api_base"))  # your key to its provider
-    if "api_base" in cut and project.get("api_key"):  # its own server with its own key: never the user's key
+    moved = (
+        project.get("model")
+        and project["model"].split("/")[0] != yours
+        and not project.get("api_key")
+    )
+    cut += ["model"] * bool(
+        moved and mine.get("api_key") and not mine.get("api_base")
+    )  # your key to its provider
+    if "api_base" in cut and project.get(
+        "api_key"
+    ):  # its own server with its own key: never the user's key
         cut.remove("api_base")
     perms = project.get("permissions") or {}
     cut += [f"permissions.{k}" for k in ("allow", "env") if perms.get(k)]
@@ -117,7 +147,9 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
     """Merge every layer; return the config, warnings, and the project settings ignored until trusted."""
     warnings, home = [], Path.home() / ".amas" / "config.yaml"
     user, project_file = layer(home, warnings), root / ".amas" / "config.yaml"
-    own = project_file.resolve() == home.resolve()  # amas run in your home: its .amas/ holds your own settings
+    own = (
+        project_file.resolve() == home.resolve()
+    )  # amas run in your home: its .amas/ holds your own settings
     project, ignored, guarded = {} if own else layer(project_file, warnings), [], False
     if project.get("api_key"):
         _ignore_config(root)
@@ -128,7 +160,9 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
     config = {**DEFAULT_CONFIG, "permissions": {}, "secrets": []}
     for source in (user, project, env, {k: v for k, v in (flags or {}).items() if v is not None}):
         config.update({k: v for k, v in source.items() if k != "permissions"})
-        for kind, rules in (source.get("permissions") or {}).items():  # rules add up: a project cannot drop yours
+        for kind, rules in (
+            source.get("permissions") or {}
+        ).items():  # rules add up: a project cannot drop yours
             config["permissions"][kind] = [*config["permissions"].get(kind, []), *rules]
         config["secrets"] += [str(source["api_key"])] if source.get("api_key") else []
     if guarded and config["api_base"] == project["api_base"]:
@@ -155,7 +189,9 @@ def _ignore_local(path: Path, extra: str = "") -> None:
         return
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     lines = text.splitlines()  # a line counts only after the last `!…`, which may undo it
-    after = lines[max((i for i, line in enumerate(lines) if line.startswith("!")), default=-1) + 1 :]
+    after = lines[
+        max((i for i, line in enumerate(lines) if line.startswith("!")), default=-1) + 1 :
+    ]
     missing = [line for line in (GITIGNORE + extra).splitlines() if line not in after]
     if missing:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)

@@ -23,7 +23,14 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
     "no tools": "{model} has no native tool calling at this server",
     "provider": "unknown model {model!r}: write it as provider/model, e.g. openai/gpt-4.1 or ollama_chat/qwen2.5-coder",
 }
-RETRIES = {429: 2, 500: 1, "timeout": 1, "connection": 1, "empty": 1, "dropped": 1}  # others never (auth, 404...)
+RETRIES = {
+    429: 2,
+    500: 1,
+    "timeout": 1,
+    "connection": 1,
+    "empty": 1,
+    "dropped": 1,
+}  # others never (auth, 404...)
 SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
     "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens|prompt is too long",
     "timeout": r"timed out|timeout",
@@ -33,11 +40,17 @@ SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's
     "no tools": r"does not support tools|tools? (are|is) not supported|tool use is not supported|--jinja"
     r"|auto.tool.choice|Cannot use tools with stream",
 }
-TIMEOUT = 600  # seconds without an answer before a request counts as timed out (local models are slow)
+TIMEOUT = (
+    600  # seconds without an answer before a request counts as timed out (local models are slow)
+)
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
 CALL = re.compile(r"<tool_call>\s*(?:```(?:json)?\s*)?")
 FENCE = re.compile(r"```(?:json|tool_call)?\s*(?=\{)")
-NULL_CONTENT = ("gemini/", "vertex_ai/", "anthropic/")  # reject an empty text part; others reject a null one
+NULL_CONTENT = (
+    "gemini/",
+    "vertex_ai/",
+    "anthropic/",
+)  # reject an empty text part; others reject a null one
 EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
 
 
@@ -56,12 +69,16 @@ class NoNativeTools(ProviderError):
 def load():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-map fetch at import
     os.environ.setdefault("LITELLM_LOG", "ERROR")  # its WARNING lines are not for our users
-    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")  # else it loads a .env found up from its folder (a clone's)
+    os.environ.setdefault(
+        "LITELLM_MODE", "PRODUCTION"
+    )  # else it loads a .env found up from its folder (a clone's)
     import litellm
 
     litellm.suppress_debug_info = True  # else "Provider List: ..." lands on stdout
     litellm.drop_params = True  # a provider that lacks an option drops it instead of failing
-    litellm.disable_token_counter = True  # else every streamed reply loads tiktoken (+37 MB) to price itself
+    litellm.disable_token_counter = (
+        True  # else every streamed reply loads tiktoken (+37 MB) to price itself
+    )
     return litellm
 
 
@@ -91,12 +108,24 @@ class Model:
     def __init__(self, config: dict, usage: dict | None = None):
         self.config, self.name = config, config["model"]
         self.text_tools, self.context = config.get("text_tools") is True, None
-        self.usage = usage or {"prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0, "cost_known": True}
+        self.usage = usage or {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cost": 0.0,
+            "cost_known": True,
+        }
 
     def complete(self, messages: list[dict], tools: list | None = None, on_text=None) -> dict:
         """Stream one reply: {"role", "content", "tool_calls"?, "cut"?}; retried by status, never after text."""
-        if tools and not self.text_tools and self.config.get("text_tools") != False and not self.native():  # noqa: E712
-            raise NoNativeTools(f"{self.name} has no native tool calling in litellm's model list", "no tools")
+        if (
+            tools
+            and not self.text_tools
+            and self.config.get("text_tools") is not False
+            and not self.native()
+        ):
+            raise NoNativeTools(
+                f"{self.name} has no native tool calling in litellm's model list", "no tools"
+            )
         if self.text_tools:
             messages, tools = to_text(messages), None
         for attempt in itertools.count():
@@ -129,9 +158,13 @@ class Model:
             partial.partial = True
         finally:
             _close(streamed)
-        if not any(getattr(c, "usage", None) or c.choices and _carries(c.choices[0].delta) for c in chunks):
+        if not any(
+            getattr(c, "usage", None) or c.choices and _carries(c.choices[0].delta) for c in chunks
+        ):
             if tools:  # llama-cpp-python fails inside the stream when the model picks a tool: text calls work
-                raise NoNativeTools(f"{self.config.get('api_base')} sent nothing back when offered tools")
+                raise NoNativeTools(
+                    f"{self.config.get('api_base')} sent nothing back when offered tools"
+                )
             raise ProviderError(self.hint("empty", ""), "empty")
         return self.reply(litellm, chunks, messages, partial)
 
@@ -148,17 +181,35 @@ class Model:
             return []
 
     def kwargs(self, messages: list[dict], tools: list | None) -> dict:
-        base, key, null = self.config.get("api_base"), self.config.get("api_key"), self.name.startswith(NULL_CONTENT)
-        silent = {"content": None if null else ""}  # a turn that only called tools: what each template accepts
-        sent = [{**m, **silent} if m.get("tool_calls") and not m.get("content") else m for m in messages]
-        kwargs = dict(model=self.name, messages=sent, stream=True, api_key=key, api_base=base, timeout=TIMEOUT)
-        kwargs.update(stream_options={"include_usage": True}, max_retries=0, max_tokens=self.config.get("max_tokens"))
-        if tools:  # the private flag skips litellm's MCP gateway, which needs the absent `mcp` package
+        base, key, null = (
+            self.config.get("api_base"),
+            self.config.get("api_key"),
+            self.name.startswith(NULL_CONTENT),
+        )
+        silent = {
+            "content": None if null else ""
+        }  # a turn that only called tools: what each template accepts
+        sent = [
+            {**m, **silent} if m.get("tool_calls") and not m.get("content") else m for m in messages
+        ]
+        kwargs = dict(
+            model=self.name, messages=sent, stream=True, api_key=key, api_base=base, timeout=TIMEOUT
+        )
+        kwargs.update(
+            stream_options={"include_usage": True},
+            max_retries=0,
+            max_tokens=self.config.get("max_tokens"),
+        )
+        if (
+            tools
+        ):  # the private flag skips litellm's MCP gateway, which needs the absent `mcp` package
             kwargs.update(tools=tools, tool_choice="auto", _skip_mcp_handler=True)
         if self.name.startswith("ollama"):  # Ollama's default context window is tiny
             kwargs["num_ctx"] = self.context_limit()
         if self.name.startswith("openai/") and base and not (key or os.getenv("OPENAI_API_KEY")):
-            kwargs["api_key"] = "no-key"  # llama.cpp and LM Studio need no key, but the OpenAI SDK insists on one
+            kwargs["api_key"] = (
+                "no-key"  # llama.cpp and LM Studio need no key, but the OpenAI SDK insists on one
+            )
         return kwargs
 
     def hint(self, kind, detail: str) -> str:
@@ -174,9 +225,15 @@ class Model:
         status = int(found[1]) if found else getattr(e, "status_code", None)
         kind = next((k for k, words in SYMPTOMS.items() if re.search(words, text, re.I)), None)
         kind = kind or (500 if status and status >= 500 else status)
-        detail = MESSAGE.search(text)  # the provider's own words, not litellm's wrapping of its JSON body
+        detail = MESSAGE.search(
+            text
+        )  # the provider's own words, not litellm's wrapping of its JSON body
         detail = (re.sub(r"\\(.)", r"\1", detail[1]) if detail else text)[:300]
-        cls = NoNativeTools if kind == "no tools" and self.config.get("text_tools") != False else ProviderError  # noqa: E712
+        cls = (
+            NoNativeTools
+            if kind == "no tools" and self.config.get("text_tools") is not False
+            else ProviderError
+        )
         return cls(self.hint(kind, detail), kind)
 
     def reply(self, litellm, chunks: list, messages: list[dict], partial) -> dict:
@@ -194,8 +251,16 @@ class Model:
             calls = []
         elif not calls:
             calls, content = parse_tool_calls(content, self.text_tools)
-        reply = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
-        return reply | ({"cut": True} if finish == "length" else {}) | ({"lost": partial} if partial else {})
+        reply = {
+            "role": "assistant",
+            "content": content,
+            **({"tool_calls": calls} if calls else {}),
+        }
+        return (
+            reply
+            | ({"cut": True} if finish == "length" else {})
+            | ({"lost": partial} if partial else {})
+        )
 
     def count(self, litellm, built) -> None:
         usage = getattr(built, "usage", None)
@@ -225,9 +290,15 @@ class Model:
                 ask = json.dumps({"name": self.name.split("/", 1)[1]}).encode()
                 with urllib.request.urlopen(f"{base}/api/show", ask, timeout=3) as answer:
                     info = json.load(answer)
-                return next(v for k, v in info.get("model_info", {}).items() if k.endswith(".context_length"))
+                return next(
+                    v
+                    for k, v in info.get("model_info", {}).items()
+                    if k.endswith(".context_length")
+                )
             if self.name.startswith(("openai/", "hosted_vllm/")):
-                with urllib.request.urlopen(base.removesuffix("/v1") + "/props", timeout=3) as answer:
+                with urllib.request.urlopen(
+                    base.removesuffix("/v1") + "/props", timeout=3
+                ) as answer:
                     props = json.load(answer)
                 return props.get("default_generation_settings", props).get("n_ctx")
         except Exception:  # not a server that tells: the configured size stands
@@ -238,7 +309,10 @@ class Model:
         """The tools described in the system prompt, when calls are written as text."""
         if not self.text_tools:
             return ""
-        lines = [f"- {t['function']['name']}({', '.join(_params(t))}): {t['function']['description']}" for t in tools]
+        lines = [
+            f"- {t['function']['name']}({', '.join(_params(t))}): {t['function']['description']}"
+            for t in tools
+        ]
         how = f"To call a tool, write on its own line, for example:\n{EXAMPLE}\nthen stop and wait: the result comes"
         how += ' back as <tool_response name="read_file">...</tool_response>. Tools:\n'
         return "\n# Calling tools\n" + how + "\n".join(lines) + "\n"
@@ -248,7 +322,10 @@ def _close(streamed) -> None:
     """End the HTTP response under a stream now, read to its end or not: closed by the garbage collector inside the
     next request, it waits for the pool lock that request holds, forever (httpcore issue 990)."""
     inner = getattr(streamed, "completion_stream", None)
-    for stream in (getattr(inner, "streaming_response", None), inner):  # litellm's own iterators; the SDKs' streams
+    for stream in (
+        getattr(inner, "streaming_response", None),
+        inner,
+    ):  # litellm's own iterators; the SDKs' streams
         with contextlib.suppress(Exception):
             stream.close()
 
@@ -266,7 +343,9 @@ def _params(tool: dict) -> list[str]:
 def _number_calls(chunks: list) -> None:
     """Ollama streams each tool call whole, with no index and no id: without this, calls in separate chunks merge
     into one, and a call with no arguments is dropped by stream_chunk_builder."""
-    calls = [c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or []]
+    calls = [
+        c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or []
+    ]
     for i, call in enumerate(calls):
         call.index, call.id = i, call.id or f"call_{i}"
 
@@ -277,7 +356,12 @@ def to_text(messages: list[dict]) -> list[dict]:
     for m in messages:
         if m["role"] == "tool":
             name = names.get(m.get("tool_call_id"), "")
-            out.append({"role": "user", "content": f'<tool_response name="{name}">\n{m["content"]}\n</tool_response>'})
+            out.append(
+                {
+                    "role": "user",
+                    "content": f'<tool_response name="{name}">\n{m["content"]}\n</tool_response>',
+                }
+            )
         elif m.get("tool_calls"):
             names.update({c["id"]: c["function"]["name"] for c in m["tool_calls"]})
             calls = [
@@ -285,7 +369,9 @@ def to_text(messages: list[dict]) -> list[dict]:
                 for c in m["tool_calls"]
             ]
             text = "\n".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
-            out.append({"role": "assistant", "content": f"{m.get('content') or ''}\n{text}".strip()})
+            out.append(
+                {"role": "assistant", "content": f"{m.get('content') or ''}\n{text}".strip()}
+            )
         else:
             out.append(m)
     return out
@@ -294,10 +380,16 @@ def to_text(messages: list[dict]) -> list[dict]:
 def loads(raw: str):
     """JSON, leniently: single quotes, trailing commas, Python's True/False/None; (value, error or None)."""
     try:
-        return json.loads(raw or "{}", strict=False), None  # strict=False: raw newlines inside strings
+        return json.loads(
+            raw or "{}", strict=False
+        ), None  # strict=False: raw newlines inside strings
     except ValueError as e:
         fixed = re.sub(r",\s*([}\]])", r"\1", raw.replace("'", '"'))
-        fixed = re.sub(r"\b(True|False|None)\b", lambda m: {"True": "true", "False": "false"}.get(m[0], "null"), fixed)
+        fixed = re.sub(
+            r"\b(True|False|None)\b",
+            lambda m: {"True": "true", "False": "false"}.get(m[0], "null"),
+            fixed,
+        )
         try:
             return json.loads(fixed), None
         except ValueError:
@@ -324,7 +416,10 @@ def _end(text: str, at: int) -> int:
     try:
         return json.JSONDecoder(strict=False).raw_decode(text, at)[1]
     except ValueError:
-        return min([i for i in (text.find("</tool_call>", at), text.find("```", at)) if i >= 0], default=len(text))
+        return min(
+            [i for i in (text.find("</tool_call>", at), text.find("```", at)) if i >= 0],
+            default=len(text),
+        )
 
 
 def parse_tool_calls(text: str, lenient: bool) -> tuple[list[dict], str]:
@@ -332,7 +427,11 @@ def parse_tool_calls(text: str, lenient: bool) -> tuple[list[dict], str]:
     when lenient (text tool mode) also JSON with a "name" in a code fence or bare at the start of a line."""
     spans = [(m.start(), m.end()) for m in CALL.finditer(text)]
     if lenient and not spans:
-        spans = [(m.start(), m.end()) for m in FENCE.finditer(text) if re.match(r'\{\s*"name"', text[m.end() :])]
+        spans = [
+            (m.start(), m.end())
+            for m in FENCE.finditer(text)
+            if re.match(r'\{\s*"name"', text[m.end() :])
+        ]
         spans = spans or [(m.start(), m.start()) for m in re.finditer(r'^\{\s*"name"', text, re.M)]
     spans = [(cut, at, _end(text, at)) for cut, at in spans]
     calls = [_call(text[at:end].strip(), i) for i, (_, at, end) in enumerate(spans)]

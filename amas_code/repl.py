@@ -23,9 +23,14 @@ def cmd_help(agent, arg):
 def cmd_undo(agent, arg):
     """Take back the last n checkpoints (default 1): /undo [n]."""
     if not arg.strip().isdigit() and arg.strip() or arg.strip() == "0":
-        return ui.error(f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed")
+        return ui.error(
+            f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed"
+        )
     n = int(arg.strip() or 1)
-    if agent.checkpoint and len(labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]) == n:
+    if (
+        agent.checkpoint
+        and len(labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]) == n
+    ):
         ui.info("taking back: " + "; ".join(labels))
     _checkpoints(agent, "undone", lambda cp: cp.undo(n, _ask))
 
@@ -43,7 +48,11 @@ def cmd_checkpoint(agent, arg):
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
-        ui.console.print(Text.assemble((cp["id"][:8], "yellow"), f" {when} {ui.clean(cp['label'])}  ", (files, "dim")))
+        ui.console.print(
+            Text.assemble(
+                (cp["id"][:8], "yellow"), f" {when} {ui.clean(cp['label'])}  ", (files, "dim")
+            )
+        )
     if not listed:
         ui.info("no checkpoints yet")
 
@@ -70,7 +79,12 @@ def cmd_diff(agent, arg):
         if tools.looks_binary(old) or tools.looks_binary(new):
             ui.info(f"{path}: binary file, {len(old):,} → {len(new):,} bytes")
         elif old != new or old_mode == new_mode:
-            shown = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), path, agent.gate.secrets.redact)
+            shown = ui.diff(
+                old.decode(errors="replace"),
+                new.decode(errors="replace"),
+                path,
+                agent.gate.secrets.redact,
+            )
             ui.console.print(shown)
     if not changes:
         ui.info("the agent changed nothing in this session")
@@ -121,13 +135,18 @@ def cmd_model(agent, arg):
     name = arg.strip()
     if name:
         providers.check(name)
-        same = name.split("/")[0] == agent.config["model"].split("/")[0]  # another provider than configured: its own
+        same = (
+            name.split("/")[0] == agent.config["model"].split("/")[0]
+        )  # another provider than configured: its own
         keep = {k: agent.config[k] for k in ("api_base", "api_key") if same}
         agent.model = providers.Model(
-            {**agent.config, "api_base": None, "api_key": None, **keep, "model": name}, agent.model.usage
+            {**agent.config, "api_base": None, "api_key": None, **keep, "model": name},
+            agent.model.usage,
         )
     base = agent.model.config.get("api_base")
-    ui.info(agent.gate.secrets.redact(f"model: {agent.model.name}" + (f" at {base}" if base else "")))
+    ui.info(
+        agent.gate.secrets.redact(f"model: {agent.model.name}" + (f" at {base}" if base else ""))
+    )
 
 
 def cmd_tokens(agent, arg):
@@ -168,7 +187,11 @@ def cmd_skills(agent, arg):
 def cmd_permissions(agent, arg):
     """Show the shell rules, the commands you allowed, and which rule decided last."""
     perms = agent.config["permissions"]
-    for kind, rules in (("deny", perms.get("deny")), ("allow", perms.get("allow")), ("allowed", agent.gate.commands)):
+    for kind, rules in (
+        ("deny", perms.get("deny")),
+        ("allow", perms.get("allow")),
+        ("allowed", agent.gate.commands),
+    ):
         ui.console.print(Text(f"  {kind}: {', '.join(rules or []) or '(none)'}"))
     if agent.gate.last:
         command, verdict, rule = agent.gate.last
@@ -188,7 +211,9 @@ def cmd_quit(agent, arg):
     raise EOFError
 
 
-COMMANDS = {"/" + name[4:]: fn for name, fn in list(globals().items()) if name.startswith("cmd_")}  # in this order
+COMMANDS = {
+    "/" + name[4:]: fn for name, fn in list(globals().items()) if name.startswith("cmd_")
+}  # in this order
 COMMANDS |= {"/exit": cmd_quit}
 
 
@@ -198,7 +223,9 @@ def command(agent, line: str) -> None:
     found = [c for c in COMMANDS if c == name] or [c for c in COMMANDS if c.startswith(name)]
     if len(found) != 1:
         return ui.error(
-            f"unknown command {name}, /help lists them" if not found else f"{name} is ambiguous: {', '.join(found)}"
+            f"unknown command {name}, /help lists them"
+            if not found
+            else f"{name} is ambiguous: {', '.join(found)}"
         )
     COMMANDS[found[0]](agent, arg)
 
@@ -251,7 +278,10 @@ def history(agent):
     try:
         config_file.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
-    except (OSError, config_file.ConfigError) as e:  # one warning: the agent will not try to log either
+    except (
+        OSError,
+        config_file.ConfigError,
+    ) as e:  # one warning: the agent will not try to log either
         ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
         agent.log = None
         return InMemoryHistory()
@@ -267,14 +297,21 @@ def session(agent):
     def _(event):
         event.current_buffer.insert_text("\n")
 
-    return PromptSession(history=history(agent), completer=completer(), key_bindings=keys, complete_while_typing=False)
+    return PromptSession(
+        history=history(agent),
+        completer=completer(),
+        key_bindings=keys,
+        complete_while_typing=False,
+    )
 
 
 def run(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
     prompt = session(agent)
     preload(agent, prompt.app)
-    ui.info(f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit")
+    ui.info(
+        f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
+    )
     while True:
         try:
             line = prompt.prompt("› ").strip()

@@ -14,14 +14,21 @@ from amas_code import tools, ui
 from amas_code.config import ConfigError, write_private
 
 CACHE, MAP = ".amas/map_cache.json", ".amas/project_map.md"
-CACHE_VERSION = 5  # bump when extraction or the entry layout changes, so older caches are parsed again
+CACHE_VERSION = (
+    5  # bump when extraction or the entry layout changes, so older caches are parsed again
+)
 MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
 SIGNATURE, LINE = 120, 90  # characters of a signature kept in the cache, and shown in the prompt
 PER_FILE = 4  # symbols shown per file in the prompt, then "(+N more)"
 NAMES = 0.6  # share of the budget kept to name more files (less when naming them all costs less); blocks get the rest
 DEMOTED = 0.1  # rank factor of tests, examples, docs, vendored and generated code
-TOUCHED, MENTIONED = 1.5, 10.0  # rank added to a file read or changed in the conversation, or named by path
-MTIME, SIZE, LANG, LOW, WORDS, SYMS = range(6)  # a cache entry; a symbol is [depth, line, name, signature, refs]
+TOUCHED, MENTIONED = (
+    1.5,
+    10.0,
+)  # rank added to a file read or changed in the conversation, or named by path
+MTIME, SIZE, LANG, LOW, WORDS, SYMS = range(
+    6
+)  # a cache entry; a symbol is [depth, line, name, signature, refs]
 DEF, CLASS, WALK = "def", "class", "walk"  # list it; list it and its members; look inside it
 # fmt: off
 TOKEN = re.compile(r"[A-Z]?[a-z]{1,7}|[A-Z]+(?![a-z])|\d{1,3}|[^\sA-Za-z\d]|\n")  # ~1.0-1.3 per real token
@@ -49,9 +56,17 @@ def _holds(node):
     """JS/TS: a function assigned is listed; an object literal holding methods is listed with them."""
     value = node.child_by_field_name("value") or node.child_by_field_name("right")
     if getattr(value, "type", None) == "object":
-        return CLASS if any(c.type == "method_definition" or _holds(c) == DEF for c in value.children) else None
-    functions = dict.fromkeys(["arrow_function", "function_expression", "function", "generator_function"], DEF)
-    return {"assignment_expression": WALK, **functions}.get(getattr(value, "type", None))  # a = b = function ()
+        return (
+            CLASS
+            if any(c.type == "method_definition" or _holds(c) == DEF for c in value.children)
+            else None
+        )
+    functions = dict.fromkeys(
+        ["arrow_function", "function_expression", "function", "generator_function"], DEF
+    )
+    return {"assignment_expression": WALK, **functions}.get(
+        getattr(value, "type", None)
+    )  # a = b = function ()
 
 
 def _nodes(listed: str, members: str = "", inside: str = "", holds: str = "") -> dict:
@@ -83,9 +98,21 @@ LANGUAGES = dict(
     cpp={**C, **_nodes("", "struct_specifier class_specifier namespace_definition",
                        "field_declaration_list declaration_list template_declaration linkage_specification")})
 # fmt: on
-BODIED = {"struct_specifier", "union_specifier", "class_specifier", "type_definition"}  # listed if they have a body
+BODIED = {
+    "struct_specifier",
+    "union_specifier",
+    "class_specifier",
+    "type_definition",
+}  # listed if they have a body
 OPENERS = ("{", "field_declaration_list")  # where a definition without a body field opens its block
-NAME_FIELDS = ("name", "declarator", "left", "property", "key", "type")  # followed down to the defined name
+NAME_FIELDS = (
+    "name",
+    "declarator",
+    "left",
+    "property",
+    "key",
+    "type",
+)  # followed down to the defined name
 
 
 @functools.cache
@@ -94,7 +121,9 @@ def _parser(language: str):
 
     from tree_sitter import Language, Parser
 
-    grammar = importlib.import_module(f"tree_sitter_{'typescript' if language == 'tsx' else language}")
+    grammar = importlib.import_module(
+        f"tree_sitter_{'typescript' if language == 'tsx' else language}"
+    )
     return Parser(Language((getattr(grammar, f"language_{language}", None) or grammar.language)()))
 
 
@@ -105,13 +134,21 @@ def symbols(source: bytes, language: str) -> list[list]:
 
 def _walk(node, table: dict, source: bytes, depth: int):
     for child in node.children:
-        kind = table.get(child.type) if child.is_named else None  # not the keyword in `declare module "x"`
-        kind = WALK if child.type == "ERROR" else kind(child) if callable(kind) else kind  # an error hides nothing
-        if kind is None or (child.type in BODIED and not _body(child)):  # `typedef struct node node_t;`
+        kind = (
+            table.get(child.type) if child.is_named else None
+        )  # not the keyword in `declare module "x"`
+        kind = (
+            WALK if child.type == "ERROR" else kind(child) if callable(kind) else kind
+        )  # an error hides nothing
+        if kind is None or (
+            child.type in BODIED and not _body(child)
+        ):  # `typedef struct node node_t;`
             continue
         if kind != WALK:
             name = child
-            while (inner := next(filter(None, map(name.child_by_field_name, NAME_FIELDS)), None)) is not None:
+            while (
+                inner := next(filter(None, map(name.child_by_field_name, NAME_FIELDS)), None)
+            ) is not None:
                 name = inner  # through C declarators (`*\nf(void)`), JS member assignments and Rust impls
             label = name.text.decode(errors="replace").strip("'\"`")
             yield [depth, name.start_point.row + 1, label, _signature(child, source)]
@@ -122,16 +159,25 @@ def _walk(node, table: dict, source: bytes, depth: int):
 def _body(node) -> tuple[int, int] | None:
     """Bytes left out of a signature: the node's block, or that of its type or value (`typedef struct {}`)."""
     for owner in filter(None, (node, *map(node.child_by_field_name, ("type", "value", "right")))):
-        body = owner.child_by_field_name("body") or next((c for c in owner.children if c.type in OPENERS), None)
+        body = owner.child_by_field_name("body") or next(
+            (c for c in owner.children if c.type in OPENERS), None
+        )
         if body is not None:
-            return body.start_byte, owner.end_byte if body.type == "{" else body.end_byte  # `struct S(T) where …`
+            return (
+                body.start_byte,
+                owner.end_byte if body.type == "{" else body.end_byte,
+            )  # `struct S(T) where …`
     return None
 
 
 def _noise(node, end: int):
     """Byte ranges of the comments and annotations before `end`: never part of a signature."""
     for child in (c for c in node.children if c.start_byte < end):
-        if child.type.endswith("comment") or child.type in ("annotation", "marker_annotation", "attribute_item"):
+        if child.type.endswith("comment") or child.type in (
+            "annotation",
+            "marker_annotation",
+            "attribute_item",
+        ):
             yield child.start_byte, child.end_byte
         elif child.child_count:
             yield from _noise(child, end)
@@ -141,15 +187,27 @@ def _signature(node, source: bytes) -> str:
     """The definition on one line without its body, comments or annotations: `def foo(a, b) -> int`."""
     text, at, body = b"", node.start_byte, _body(node)
     end = min(node.end_byte, at + 8 * SIGNATURE)
-    cut = body[0] if body else end  # most signatures hold no comment or annotation: skip walking them
+    cut = (
+        body[0] if body else end
+    )  # most signatures hold no comment or annotation: skip walking them
     noise = _noise(node, cut) if NOISY.search(source, at, cut) else ()
     for cut_start, cut_end in sorted([*noise, *([body] if body else [])]):
         text, at = text + source[at : max(at, cut_start)] + b" ", max(at, cut_end)
-    text += source[at : max(at, end)]  # C's `typedef struct {...} name;` keeps the name after the body
+    text += source[
+        at : max(at, end)
+    ]  # C's `typedef struct {...} name;` keeps the name after the body
     line = SPACES.sub("", " ".join(text.decode("utf-8", errors="replace").split())).rstrip(" {:;=,")
-    around = node.parent.children if node.parent.type == "decorated_definition" else ()  # a node walked has one
-    tags = [m[0].decode() + " " for d in around if d.type == "decorator" and (m := re.match(rb"@\s*[\w.]+", d.text))]
-    line = "type " * (node.type in ("type_spec", "type_alias")) + "".join(tags) + line  # `@x.setter def x(self, v)`
+    around = (
+        node.parent.children if node.parent.type == "decorated_definition" else ()
+    )  # a node walked has one
+    tags = [
+        m[0].decode() + " "
+        for d in around
+        if d.type == "decorator" and (m := re.match(rb"@\s*[\w.]+", d.text))
+    ]
+    line = (
+        "type " * (node.type in ("type_spec", "type_alias")) + "".join(tags) + line
+    )  # `@x.setter def x(self, v)`
     return line if len(line) <= SIGNATURE else line[: SIGNATURE - 1] + "…"
 
 
@@ -165,14 +223,22 @@ def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
     except OSError:  # a link loop or dangling link, no permission, not a regular file
         return rel, None, "unreadable"
     why = "too large" if st.st_size > MAX_BYTES else "binary" * (b"\0" in source[:8192])
-    language = "cpp" if path.suffix == ".h" and CPP.search(source) else EXTENSIONS[path.suffix.lower()]
+    language = (
+        "cpp" if path.suffix == ".h" and CPP.search(source) else EXTENSIONS[path.suffix.lower()]
+    )
     try:
         found = [] if why else symbols(source, language)
-    except Exception:  # a grammar that fails to load or parse costs that file its symbols, never the map
+    except (
+        Exception
+    ):  # a grammar that fails to load or parse costs that file its symbols, never the map
         why = "unparsable"
     low = bool(LOW_RANK.search(rel) or GENERATED.search(source[:600]))
     words = " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1"))))
-    return rel, None if why else [st.st_mtime_ns, st.st_size, language, low, words, found], why or "reparsed"
+    return (
+        rel,
+        None if why else [st.st_mtime_ns, st.st_size, language, low, words, found],
+        why or "reparsed",
+    )
 
 
 def _unchanged(path: Path, cached: list | None) -> bool:
@@ -187,12 +253,16 @@ def _parse(jobs: list) -> list:
     from rich.progress import track  # a bar on a terminal, nothing elsewhere
 
     if len(jobs) < 200 or (os.cpu_count() or 1) < 2:
-        return list(track(map(_scan, jobs), "mapping", total=len(jobs), console=ui.console, transient=True))
+        return list(
+            track(map(_scan, jobs), "mapping", total=len(jobs), console=ui.console, transient=True)
+        )
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     # spawned, not forked: a fork while the REPL's preload thread imports litellm can deadlock the workers
-    with ProcessPoolExecutor(min(4, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        min(4, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
         done = pool.map(_scan, jobs, chunksize=32)
         return list(track(done, "mapping", total=len(jobs), console=ui.console, transient=True))
 
@@ -201,7 +271,13 @@ def _load_files(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return data["files"] if data.get("version") == CACHE_VERSION else {}
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # no cache yet, or not one we wrote
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+        KeyError,
+        TypeError,
+    ):  # no cache yet, or not one we wrote
         return {}
 
 
@@ -211,20 +287,35 @@ def init(root: Path, ignore: list[str]) -> int:
     old, stats = _load_files(root / CACHE), Counter()
     found = tools.project_files(root, [*ignore, ".amas"])
     inside = lambda f: Path(os.path.realpath(f)).is_relative_to(root)  # noqa: E731 - a link out is never read
-    files = sorted(f for f in found if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()) and inside(f))
+    files = sorted(
+        f
+        for f in found
+        if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()) and inside(f)
+    )
     rels = {path: path.relative_to(root).as_posix() for path in files}
     cache = {rel: old[rel] for path, rel in rels.items() if _unchanged(path, old.get(rel))}
     stats["cached"] = len(cache)
     for rel, entry, what in _parse([(path, rel) for path, rel in rels.items() if rel not in cache]):
         stats[what] += 1
         cache.update({rel: entry} if entry else {})
-    defined = Counter(name for entry in cache.values() for name in {s[2] for s in entry[SYMS]})  # files defining it
-    refs = Counter(w for entry in cache.values() for w in defined.keys() & set(entry[WORDS].split()))
-    for symbol in (s for entry in cache.values() for s in entry[SYMS]):  # refs: other files that mention its name,
-        name = symbol[2]  # per file defining it (`new`, `clone`, `len` in 300 files say little); ids spare re-reading
+    defined = Counter(
+        name for entry in cache.values() for name in {s[2] for s in entry[SYMS]}
+    )  # files defining it
+    refs = Counter(
+        w for entry in cache.values() for w in defined.keys() & set(entry[WORDS].split())
+    )
+    for symbol in (
+        s for entry in cache.values() for s in entry[SYMS]
+    ):  # refs: other files that mention its name,
+        name = symbol[
+            2
+        ]  # per file defining it (`new`, `clone`, `len` in 300 files say little); ids spare re-reading
         symbol[4:] = [round(max(0, refs[name] - defined[name]) / defined[name], 2)]
     try:
-        write_private(root / CACHE, json.dumps({"version": CACHE_VERSION, "files": cache}, separators=(",", ":")))
+        write_private(
+            root / CACHE,
+            json.dumps({"version": CACHE_VERSION, "files": cache}, separators=(",", ":")),
+        )
         _write_map(root, cache, stats, time.perf_counter() - began)
     except (OSError, ConfigError) as e:  # a read-only folder, a file named .amas, a link
         ui.error(f"cannot write the project map into .amas/: {getattr(e, 'strerror', None) or e}")
@@ -235,21 +326,34 @@ def init(root: Path, ignore: list[str]) -> int:
 def _write_map(root: Path, cache: dict, stats: Counter, seconds: float) -> None:
     """Every file with its symbols into project_map.md, for people and for the agent to read in full; the report."""
     mapped = {rel: entry[SYMS] for rel, entry in sorted(cache.items()) if entry[SYMS]}
-    languages = ", ".join(f"{k} {n}" for k, n in Counter(e[LANG] for e in cache.values()).most_common()) or "none"
-    lines = ["# Project map", f"{len(mapped)} files, {sum(map(len, mapped.values()))} symbols ({languages})."]
+    languages = (
+        ", ".join(f"{k} {n}" for k, n in Counter(e[LANG] for e in cache.values()).most_common())
+        or "none"
+    )
+    lines = [
+        "# Project map",
+        f"{len(mapped)} files, {sum(map(len, mapped.values()))} symbols ({languages}).",
+    ]
     for rel, found in mapped.items():
         lines += ["", f"## {rel}"] + [f"{'  ' * s[0]}- L{s[1]} {s[3]}" for s in found]
     write_private(root / MAP, "\n".join(lines) + "\n")
     skipped = {k: n for k, n in stats.items() if k not in ("reparsed", "cached")}
     why = f" ({', '.join(f'{n} {k}' for k, n in skipped.items())})" if skipped else ""
-    found = f"{ui.plural(len(cache), 'file')}, {ui.plural(sum(map(len, mapped.values())), 'symbol')}"
+    found = (
+        f"{ui.plural(len(cache), 'file')}, {ui.plural(sum(map(len, mapped.values())), 'symbol')}"
+    )
     ui.success(f"mapped {found} in {seconds:.2f} s → {MAP}")
     done = f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skipped.values())} skipped{why}"
     ui.info(f"{done}; languages: {languages}")
 
 
-def _words(text: str) -> set[str]:  # word roots: `resolveRedirects` -> {resolv, redirect}, at least 3 letters each
-    return {stem if len(stem := SUFFIX.sub("", w.lower())) >= 3 else w.lower() for w in WORD.findall(text)}
+def _words(
+    text: str,
+) -> set[str]:  # word roots: `resolveRedirects` -> {resolv, redirect}, at least 3 letters each
+    return {
+        stem if len(stem := SUFFIX.sub("", w.lower())) >= 3 else w.lower()
+        for w in WORD.findall(text)
+    }
 
 
 @functools.lru_cache(maxsize=2)
@@ -271,17 +375,23 @@ def _index(path: str, mtime: int, size: int) -> tuple[dict, dict, dict, list]:
 def _query_scores(key: tuple, query: str) -> tuple[Counter, frozenset]:
     """Rank added to files by the words of the user's message and the files it names; the message's word roots."""
     (files, static, postings, vocab), scores, words = _index(*key), Counter(), query
-    for token in re.findall(r"(?:\./)?([\w./-]+\.\w+)", query):  # a whole path, or a file name not in a longer name
+    for token in re.findall(
+        r"(?:\./)?([\w./-]+\.\w+)", query
+    ):  # a whole path, or a file name not in a longer name
         if named := [rel for rel in files if rel == token or rel.endswith("/" + token)]:
             scores.update(dict.fromkeys(named, MENTIONED))
             words = words.replace(token, " ")  # `progress_bar.py` is not a word about bars
-    roots = frozenset(_words(" ".join(w for w in WORD.findall(words) if w.lower() not in STOP and len(w) > 2)))
+    roots = frozenset(
+        _words(" ".join(w for w in WORD.findall(words) if w.lower() not in STOP and len(w) > 2))
+    )
     for root in roots:
         start, hits = root[: max(4, len(root) - 2)], Counter()  # `redirect` finds `redirection`
         for at in range(bisect_left(vocab, start), bisect_left(vocab, start + "\uffff")):
             hits |= postings[vocab[at]]
         rarity = math.log(1 + len(static) / max(1, len(hits)))
-        scores.update({rel: w * rarity * (DEMOTED if files[rel][LOW] else 1) for rel, w in hits.items()})
+        scores.update(
+            {rel: w * rarity * (DEMOTED if files[rel][LOW] else 1) for rel, w in hits.items()}
+        )
     return scores, roots
 
 
@@ -292,7 +402,9 @@ def _block(rel: str, found: list, roots: frozenset) -> str:
     for i in sorted(range(len(found)), key=lambda i: (named[i], found[i][4]), reverse=True):
         best.setdefault(found[i][2], i)
     keep = set(list(best.values())[:PER_FILE])
-    for i in list(keep):  # the enclosing classes of each symbol shown: the last one before it at each depth
+    for i in list(
+        keep
+    ):  # the enclosing classes of each symbol shown: the last one before it at each depth
         keep |= {max(j for j in range(i) if found[j][0] == depth) for depth in range(found[i][0])}
     lines = [rel] + [f"{'  ' * (found[i][0] + 1)}{found[i][3][:LINE]}" for i in sorted(keep)]
     more = len(found) - len(keep)
@@ -307,7 +419,11 @@ def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
     (files, static, _, _), (scores, roots) = _index(*key), _query_scores(key, query)
     rank = {rel: value + scores[rel] + TOUCHED * (rel in touched) for rel, value in static.items()}
     room = budget - min(budget * NAMES, _naming_all(key))  # what naming files leaves the blocks
-    parts, rest, used = [], [], 0  # blocks are tried for at most 30 skipped files: each call stays cheap
+    parts, rest, used = (
+        [],
+        [],
+        0,
+    )  # blocks are tried for at most 30 skipped files: each call stays cheap
     for rel in sorted(rank, key=rank.get, reverse=True):
         block = _block(rel, files[rel][SYMS], roots) if room - used > 12 and len(rest) < 30 else ""
         if block and used + _tokens(block) <= room:  # one that does not fit is skipped, not the end
@@ -326,7 +442,9 @@ def _naming_all(key: tuple) -> float:
 
 @functools.lru_cache(maxsize=4096)  # file and folder names come back at every call
 def _tokens(text: str) -> float:  # cheap: words split at case and underscores, each mark, each line
-    return 0.85 * len(TOKEN.findall(text))  # 0.92-1.02 of real counts in eight repositories (the agent counts exactly)
+    return 0.85 * len(
+        TOKEN.findall(text)
+    )  # 0.92-1.02 of real counts in eight repositories (the agent counts exactly)
 
 
 def _more(rest: list[str], room: float) -> list[str]:

@@ -12,7 +12,14 @@ from urllib.parse import urlsplit
 from amas_code import config as config_file
 from amas_code import ui
 
-AUTO = {"edit": True, "shell": True, "read": True, "net": True, "write": False, "secret": False}  # under --yes
+AUTO = {
+    "edit": True,
+    "shell": True,
+    "read": True,
+    "net": True,
+    "write": False,
+    "secret": False,
+}  # under --yes
 WRAPPERS = set(  # run the words after them
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
@@ -20,7 +27,9 @@ WRAPPERS = set(  # run the words after them
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
 READERS = SHELLS | {".", "source"}  # without -c: run what they read
-RESERVED = set("if then elif else fi for while until do done case esac function select coproc { [[ !".split())
+RESERVED = set(
+    "if then elif else fi for while until do done case esac function select coproc { [[ !".split()
+)
 CREDENTIALS = (
     "~/.ssh ~/.aws ~/.netrc ~/.config/gh ~/.gnupg ~/.docker ~/.kube ~/.amas ~/.git-credentials ~/.config/gcloud "
     "~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc /sys /dev /etc/shadow /etc/sudoers "
@@ -32,18 +41,39 @@ CREDENTIALS = (
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD\b|CRED|AUTH|COOKIE|PRIVATE", re.I)
 URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(?=@)", re.I)
 SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only when one of its cheap markers appears
-    ("PRIVATE KEY",): r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
+    (
+        "PRIVATE KEY",
+    ): r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
     ("sk-", "rk-", "pk-"): r"\b(?:sk|rk|pk)-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}",
     ("_live_", "_test_"): r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
-    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"): r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_\w{30,}",
-    ("glpat-", "xox", "AKIA", "ASIA", "AIza", "hf_", "npm_"): r"\bglpat-[\w-]{20,}|\bxox[abposr]-[\w-]{10,}"
+    (
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+    ): r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_\w{30,}",
+    (
+        "glpat-",
+        "xox",
+        "AKIA",
+        "ASIA",
+        "AIza",
+        "hf_",
+        "npm_",
+    ): r"\bglpat-[\w-]{20,}|\bxox[abposr]-[\w-]{10,}"
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[\w-]{35}|\bhf_[A-Za-z0-9]{30,}|\bnpm_[A-Za-z0-9]{36}",
     ("eyJ",): r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
-    ("",): r"(?m)^[-+ ]?[A-Za-z0-9+/]{60,80}={0,2}(?:\n[-+ ]?[A-Za-z0-9+/]{8,80}={0,2}$){2,}",  # a key's body, alone
+    (
+        "",
+    ): r"(?m)^[-+ ]?[A-Za-z0-9+/]{60,80}={0,2}(?:\n[-+ ]?[A-Za-z0-9+/]{8,80}={0,2}$){2,}",  # a key's body, alone
 }
 MARK = re.compile("\0(\\d+)\0")  # a hidden span in the text as the model sees it (Secrets.masked)
 KEY_LINE = re.compile(r"-----(?:BEGIN|END)[A-Z ]*PRIVATE KEY-----")
-EXPORTED = re.compile(r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+")  # NAME=value
+EXPORTED = re.compile(
+    r"((?:KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH)[A-Z0-9_]*=[\"']?)[^\s\"']+"
+)  # NAME=value
 ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`
     # (ini, .env, properties: a value with a digit or a symbol, so `key = other_name` in code stays); netrc; HTTP
     r"((?:api[_-]?key|secret|token|passw(?:or)?d|pwd|auth\b|(?<![a-z])pass\b)[\w.-]*[\"']?\s*[:=]\s*([\"']))"
@@ -74,14 +104,18 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
     toks = tokens(line)
     if toks is None:  # split at operators all the same, for deny rules (`:; rm -rf x #'`)
         return [p.split() for p in re.split(r"[;&|()\n]", line) if p.split()], [], False
-    bare = line.replace("\\", "")  # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
+    bare = line.replace(
+        "\\", ""
+    )  # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
     hidden = r"`|\$[(\[{'\"]|[<>]\(|\n|\w\["  # substitutions; $[ ${ $' $"; a subscript, evaluated as arithmetic
     commands, targets, words, plain = [], [], [], not re.search(hidden, bare)
     for i, tok in enumerate(toks):
         if i and set(toks[i - 1]) <= set("<>&|") and {"<", ">"} & set(toks[i - 1]):
             targets.append(tok)  # the word after a redirection
         elif set(tok) <= set("<>&|") and {"<", ">"} & set(tok):
-            words = words[:-1] if words and words[-1].isdigit() else words  # `2>`: the 2 is no argument
+            words = (
+                words[:-1] if words and words[-1].isdigit() else words
+            )  # `2>`: the 2 is no argument
         elif set(tok) <= set(";&|()<>\n"):
             plain &= not {"(", ")"} & set(tok)
             commands, words = commands + [words] if words else commands, []
@@ -94,14 +128,26 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
     """Every command a line may run, for deny rules: each simple command, what it wraps, substitutions, and the
     echo/printf text or here-string a shell of the line may read as commands."""
-    line = line.replace("\\\n", "")  # a line continuation joins the words around it, even inside a name
+    line = line.replace(
+        "\\\n", ""
+    )  # a line continuation joins the words around it, even inside a name
     commands, targets, _ = split(line)
     found = [v for c in commands for v in variants(c, depth)]
     reads = any(v[0].rsplit("/", 1)[-1] in READERS and not _dash_c(v) for v in found)
-    echoed = [c[1:] for c in commands if c[0] in ("echo", "printf")]  # all its words, and each (printf '%s' 'rm …')
-    fed = [" ".join(w) for w in echoed] + [w for words in echoed for w in words] + targets if reads else []
+    echoed = [
+        c[1:] for c in commands if c[0] in ("echo", "printf")
+    ]  # all its words, and each (printf '%s' 'rm …')
+    fed = (
+        [" ".join(w) for w in echoed] + [w for words in echoed for w in words] + targets
+        if reads
+        else []
+    )
     if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
-        for part in re.findall(r"`([^`]*)`", line) + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)] + fed:
+        for part in (
+            re.findall(r"`([^`]*)`", line)
+            + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)]
+            + fed
+        ):
             found += every_command(part, depth + 1)
     return found
 
@@ -117,11 +163,19 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
     if name in WRAPPERS:
         out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
     inner = [" ".join(words[1:])] if name == "eval" else []
-    inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in words if name == "env" and " " in w]
+    inner += [
+        w.removeprefix("-S").removeprefix("--split-string=")
+        for w in words
+        if name == "env" and " " in w
+    ]
     if name in SHELLS and _dash_c(words):  # `sh -c -- '…'` too
         inner += [w for w in words[1:] if not w.startswith("-")]
-    inner += [w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)]
-    out += [["git", *_git_command(words[1:])]] if name == "git" else []  # `git -C . push` is `git push`
+    inner += [
+        w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)
+    ]
+    out += (
+        [["git", *_git_command(words[1:])]] if name == "git" else []
+    )  # `git -C . push` is `git push`
     return out + [v for text in inner for v in every_command(text, depth + 1)]
 
 
@@ -140,7 +194,11 @@ def _git_command(words: list[str]) -> list[str]:
 def _parts(words: list[str]) -> tuple[str, set, str]:
     flags = {f"-{c}" for w in words[1:] if re.fullmatch(r"-\w+", w) for c in w[1:]}
     flags |= {w.split("=")[0] for w in words[1:] if w.startswith("--") and len(w) > 2}
-    return words[0].rsplit("/", 1)[-1], flags, " ".join(w for w in words[1:] if not w.startswith("-"))
+    return (
+        words[0].rsplit("/", 1)[-1],
+        flags,
+        " ".join(w for w in words[1:] if not w.startswith("-")),
+    )
 
 
 def denied(words: list[str], rule: str) -> bool:
@@ -148,8 +206,12 @@ def denied(words: list[str], rule: str) -> bool:
     named by a glob (`/bin/r?`) matches what the glob finds, one named by a variable or substitution any rule."""
     pattern = tokens(rule) or [rule]
     (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
-    flags |= {f.lower() for f in flags} | {f"-{f[2].lower()}" for f in flags if f.startswith("--")}  # -R, --force
-    fits = any(fnmatch.fnmatchcase(rest, a) for a in (args, f"{args} *", args.removesuffix(" *")))  # more or none
+    flags |= {f.lower() for f in flags} | {
+        f"-{f[2].lower()}" for f in flags if f.startswith("--")
+    }  # -R, --force
+    fits = any(
+        fnmatch.fnmatchcase(rest, a) for a in (args, f"{args} *", args.removesuffix(" *"))
+    )  # more or none
     unknown = "$(" in words[0] or "`" in words[0] or "$" in name  # `$HOME/bin/tool` is tool
     named = unknown or fnmatch.fnmatchcase(name, want) or fnmatch.fnmatchcase(want, name)
     return named and need <= flags and fits
@@ -160,7 +222,11 @@ class Secrets:
 
     def __init__(self, config: dict):
         keep = set(config["permissions"].get("env", []))
-        values = {v for k, v in os.environ.items() if SECRET_NAME.search(k) and k not in keep and len(v) >= 6}
+        values = {
+            v
+            for k, v in os.environ.items()
+            if SECRET_NAME.search(k) and k not in keep and len(v) >= 6
+        }
         values |= {m[2] for v in os.environ.values() for m in URL_CREDENTIALS.finditer(v)}
         values |= {s for s in config.get("secrets", []) if len(s) >= 6}
         found = [p for v in sorted(values, key=len, reverse=True) for p in self.spellings(v)]
@@ -185,7 +251,8 @@ class Secrets:
             text = pattern.sub(keep, text) if any(m in text for m in marks) else text
         text = URL_CREDENTIALS.sub(r"\1[REDACTED]", text) if "://" in text else text
         hide = lambda m: (m[1] or m[3] or m[4] or m[5] or m[6] or m[7]) + "[REDACTED]"  # noqa: E731 - a case-blind scan
-        named = lambda line: any(w in line.lower() for w in ("key", "secret", "token", "pass", "pwd", "cred", "auth"))  # noqa: E731
+        words = ("key", "secret", "token", "pass", "pwd", "cred", "auth")
+        named = lambda line: any(w in line.lower() for w in words)  # noqa: E731
         lines = EXPORTED.sub(r"\1[REDACTED]", text).split("\n")  # only lines naming a secret get it
         return "\n".join(ASSIGNED.sub(hide, line) if named(line) else line for line in lines)
 
@@ -193,9 +260,13 @@ class Secrets:
         """Lines the model writes (not in the old text) where hiding secrets would hide more than a secret: spaces or
         shell characters, which no secret needs (a key block with no END line, `KEY=1;curl …|sh`)."""
         out, known = [], set(old.split("\n"))
-        for n, (real, shown) in enumerate(zip(new.split("\n"), self.redact(new).split("\n"), strict=False), 1):
+        for n, (real, shown) in enumerate(
+            zip(new.split("\n"), self.redact(new).split("\n"), strict=False), 1
+        ):
             hidden = _split(real, shown)[1]
-            if real not in known and any(re.search(r"[\s`;|&<>()]", KEY_LINE.sub("", h)) for h in hidden):
+            if real not in known and any(
+                re.search(r"[\s`;|&<>()]", KEY_LINE.sub("", h)) for h in hidden
+            ):
                 out.append(n)
         return out
 
@@ -256,15 +327,28 @@ class Gate:
         """None when the command may run; else why not, for the model."""
         commands, targets, plain = split(command)
         for words in every_command(command):
-            rule = next((r for r in self.config["permissions"].get("deny", []) if denied(words, r)), None)
+            rule = next(
+                (r for r in self.config["permissions"].get("deny", []) if denied(words, r)), None
+            )
             if rule:
                 self.last = (command, "deny", rule)
                 return f"Error: command refused by the deny rule {rule!r} in permissions"
         rules = [*self.config["permissions"].get("allow", []), *self.commands]
-        matched = [next((r for r in rules if fnmatch.fnmatchcase(" ".join(c), r)), None) for c in commands]
+        matched = [
+            next((r for r in rules if fnmatch.fnmatchcase(" ".join(c), r)), None) for c in commands
+        ]
         named = not any(re.search(r"\s", c[0]) for c in commands)  # `'echo /../bin/sh'` is not echo
-        reach = [w for c in commands for w in c[1:] if self.reaches(w)]  # --basetemp=.git, --output-file ~/.bashrc
-        if plain and commands and all(matched) and named and not reach and all(map(self.inside, targets)):
+        reach = [
+            w for c in commands for w in c[1:] if self.reaches(w)
+        ]  # --basetemp=.git, --output-file ~/.bashrc
+        if (
+            plain
+            and commands
+            and all(matched)
+            and named
+            and not reach
+            and all(map(self.inside, targets))
+        ):
             self.last = (command, "allow", ", ".join(dict.fromkeys(matched)))
             return None
         self.last = (command, "ask", None)
@@ -272,48 +356,75 @@ class Gate:
 
     def approve(self, command: str, commands: list[list[str]], plain: bool) -> str | None:
         answer = self.ask("shell", f"Run `{command}`?", key=command)
-        if answer == "a" and plain:  # the exact commands, glob characters escaped, kept in the user's home
+        if (
+            answer == "a" and plain
+        ):  # the exact commands, glob characters escaped, kept in the user's home
             self.commands += [glob.escape(" ".join(c)) for c in commands]
             config_file.remember(self.root, "commands", self.commands)
         elif answer == "a":
-            ui.info("not remembered: a line with substitutions, subshells or newlines is asked every time")
+            ui.info(
+                "not remembered: a line with substitutions, subshells or newlines is asked every time"
+            )
         return None if answer != "n" else "Command declined by user."
 
     def inside(self, target: str) -> bool:
         """A redirection target that stays in the project and out of .git (or a file descriptor, or /dev/null)."""
         if re.fullmatch(r"\d+|-|/dev/null", target):
             return True
-        if re.search(r"[*?[]", target):  # the shell expands it: `.?` may be `..`, `.gi?` `.git`, `l?k` a link out
+        if re.search(
+            r"[*?[]", target
+        ):  # the shell expands it: `.?` may be `..`, `.gi?` `.git`, `l?k` a link out
             return self.globbed(target)
-        path = (self.root / target).resolve()  # git would run what a write into .git/config or hooks names
+        path = (
+            self.root / target
+        ).resolve()  # git would run what a write into .git/config or hooks names
         inside = self.root in path.parents and not _in_git(path.relative_to(self.root))
         return "$" not in target and not target.startswith("~") and inside
 
     def globbed(self, target: str) -> bool:
         """A glob that stays in the project and out of .git whatever it expands to, a file it makes too."""
-        parts = [p.lower() for p in Path(target).parts if p.startswith(".")]  # as the shell, a dot matches a dot
-        if target.startswith(("/", "~")) or any(fnmatch.fnmatchcase(n, p) for p in parts for n in ("..", ".git")):
+        parts = [
+            p.lower() for p in Path(target).parts if p.startswith(".")
+        ]  # as the shell, a dot matches a dot
+        if target.startswith(("/", "~")) or any(
+            fnmatch.fnmatchcase(n, p) for p in parts for n in ("..", ".git")
+        ):
             return False
         folder = [folder] if (folder := os.path.dirname(target)) else []
         return all(map(self.inside, glob.glob(target, root_dir=self.root) + folder))
 
     def reaches(self, word: str) -> bool:
         """An argument (or an option's value) that may name a place outside the project or inside .git."""
-        values = {word.split("=", 1)[-1], word[2:] if re.match(r"-\w.", word) else ""}  # `-t..` is `-t ..`
-        return any(v and not self.inside(v) and (self.root / v).resolve() != self.root for v in values)
+        values = {
+            word.split("=", 1)[-1],
+            word[2:] if re.match(r"-\w.", word) else "",
+        }  # `-t..` is `-t ..`
+        return any(
+            v and not self.inside(v) and (self.root / v).resolve() != self.root for v in values
+        )
 
     def path(self, raw: str, write: bool = False) -> Path:
         """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""
         if write and raw.endswith("/"):
-            raise ValueError(f"{raw} ends with /, which names a folder; give the file's name, e.g. {raw}file.txt")
+            raise ValueError(
+                f"{raw} ends with /, which names a folder; give the file's name, e.g. {raw}file.txt"
+            )
         path = (self.root / Path(raw).expanduser()).resolve()
         secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
         inside = path.is_relative_to(self.root)
-        git = write and inside and _in_git(path.relative_to(self.root))  # its hooks and config run at your
+        git = (
+            write and inside and _in_git(path.relative_to(self.root))
+        )  # its hooks and config run at your
         if not secret and not git and inside:  # next git command, outside every gate of amas
             return path
         kind = "secret" if secret else "write" if write else "read"
-        where = f"{secret[0]}, which holds credentials" if secret else "inside .git" if git else "outside the project"
+        where = (
+            f"{secret[0]}, which holds credentials"
+            if secret
+            else "inside .git"
+            if git
+            else "outside the project"
+        )
         if self.ask(kind, f"{'Write' if write else 'Read'} {path} ({where})?") == "n":
             raise PermissionError(f"access to {path} ({where}) was declined by the user")
         return path

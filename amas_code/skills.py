@@ -20,7 +20,9 @@ def _read(path: Path) -> str:
 
 def rules(root: Path) -> str:
     """The project's rules, verbatim."""
-    agents = (root / "AGENTS.md").resolve()  # a link to CLAUDE.md in the repository is fine; one out of it is not
+    agents = (
+        root / "AGENTS.md"
+    ).resolve()  # a link to CLAUDE.md in the repository is fine; one out of it is not
     agents = agents if agents.is_relative_to(root.resolve()) else root / "AGENTS.md"
     return "\n\n".join(filter(None, (_read(root / ".amas" / "rules.md"), _read(agents))))
 
@@ -54,7 +56,9 @@ def load(root: Path) -> list[dict]:
     """Project skills, then user-wide ones; a project skill wins over a user skill of the same name."""
     found = {}
     for folder in (Path.home() / ".amas" / "skills", root / ".amas" / "skills"):
-        for path in sorted(folder.glob("*.md")) if folder.is_dir() and not folder.is_symlink() else []:
+        for path in (
+            sorted(folder.glob("*.md")) if folder.is_dir() and not folder.is_symlink() else []
+        ):
             skill = parse(path)
             found[skill["name"]] = skill
     return list(found.values())

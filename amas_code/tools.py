@@ -32,7 +32,15 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
 )
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
-NAMES = ("read_file", "write_file", "create_file", "edit_file", "shell_command", "search_files", "list_files")
+NAMES = (
+    "read_file",
+    "write_file",
+    "create_file",
+    "edit_file",
+    "shell_command",
+    "search_files",
+    "list_files",
+)
 NAMES += ("search_google", "fetch_url", *BROWSER)
 
 
@@ -63,26 +71,49 @@ def project_files(base: Path, ignore: list[str], grep: str | None = None) -> lis
     lookaround or an anchor such as `\\A`: git grep may match them across lines, where each line decides here)."""
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
     if grep and not re.search(r"\$|\(\?|\\[AZzG]", grep):
-        ask = ["grep", "-lzIP", "--untracked", "-e", f"(*UTF)(*UCP){grep}", "--", "."]  # \w, \d: Unicode, as in re
+        ask = [
+            "grep",
+            "-lzIP",
+            "--untracked",
+            "-e",
+            f"(*UTF)(*UCP){grep}",
+            "--",
+            ".",
+        ]  # \w, \d: Unicode, as in re
     git = subprocess.run(
-        [*GIT, *ask], cwd=base, env=git_env(), capture_output=True, text=True, errors="surrogateescape"
+        [*GIT, *ask],
+        cwd=base,
+        env=git_env(),
+        capture_output=True,
+        text=True,
+        errors="surrogateescape",
     )
     if git.returncode not in (0, 1) or (git.returncode == 1 and ask[0] == "ls-files"):
         return project_files(base, ignore) if grep and ask[0] == "grep" else _walk(base, ignore)
     skip = _globs(ignore)
-    return [base / r for r in git.stdout.split("\0") if r and not any(skip.match(p) for p in r.split("/"))]
+    return [
+        base / r
+        for r in git.stdout.split("\0")
+        if r and not any(skip.match(p) for p in r.split("/"))
+    ]
 
 
 def _globs(patterns: list[str]) -> re.Pattern:
     return re.compile(
-        "|".join(fnmatch.translate(p.strip("/")) for p in patterns if p.strip("/")[:1] not in "#") or "(?!)"
+        "|".join(fnmatch.translate(p.strip("/")) for p in patterns if p.strip("/")[:1] not in "#")
+        or "(?!)"
     )
 
 
 def _walk(base: Path, ignore: list[str]) -> list[Path]:
     """Files under a folder that is not in git: `ignore` and its .gitignore's names honoured."""
     gitignore = base / ".gitignore"
-    skip, found = _globs(ignore + (gitignore.read_text(errors="replace").split() if gitignore.is_file() else [])), []
+    skip, found = (
+        _globs(
+            ignore + (gitignore.read_text(errors="replace").split() if gitignore.is_file() else [])
+        ),
+        [],
+    )
     for folder, dirs, names in os.walk(base):
         dirs[:] = sorted(d for d in dirs if not skip.match(d))
         found += [Path(folder, n) for n in sorted(names) if not skip.match(n)]
@@ -96,8 +127,15 @@ def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
     _harden()
     before = {p.pid for p in psutil.Process().children()}
     # in its own session: a timeout or Ctrl+C kills the whole group it started
-    pipes = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    proc = subprocess.Popen(command, shell=True, cwd=cwd, env=env, text=True, errors="replace", **pipes)
+    pipes = dict(
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    proc = subprocess.Popen(
+        command, shell=True, cwd=cwd, env=env, text=True, errors="replace", **pipes
+    )
     try:
         out, err, note = _collect(proc, timeout, before)
     finally:  # also on Ctrl+C
@@ -124,15 +162,21 @@ def _collect(proc: subprocess.Popen, timeout: float, before: set[int]) -> tuple[
         try:
             out, err = proc.communicate(timeout=0.1)  # retrying loses no output
             return out, err, note
-        except subprocess.TimeoutExpired as e:  # still running, or what it left behind holds its output open
+        except (
+            subprocess.TimeoutExpired
+        ) as e:  # still running, or what it left behind holds its output open
             if proc.poll() is None and time.monotonic() < deadline:
                 continue
             if proc.poll() is None and not note:
                 note = f"\n[timed out after {timeout}s; the command and its children were killed]"
-            elif time.monotonic() > deadline + 1:  # out of reach: it left its session, and no subreaper took it
+            elif (
+                time.monotonic() > deadline + 1
+            ):  # out of reach: it left its session, and no subreaper took it
                 proc.stdout.close(), proc.stderr.close()
                 held = f"{note}\n[still held open after {timeout}s by a process it started that amas cannot stop]"
-                return *[(part or b"").decode(errors="replace") for part in (e.output, e.stderr)], held
+                return *[
+                    (part or b"").decode(errors="replace") for part in (e.output, e.stderr)
+                ], held
             _kill(proc.pid, before)
 
 
@@ -141,7 +185,9 @@ def _kill(pid: int, keep: set[int]) -> None:
     import psutil
 
     strays = [p for p in psutil.Process().children() if p.pid not in keep and p.pid != pid]
-    with contextlib.suppress(psutil.Error):  # its own tree too, waited for: a kill signal is only sent, not done
+    with contextlib.suppress(
+        psutil.Error
+    ):  # its own tree too, waited for: a kill signal is only sent, not done
         strays += psutil.Process(pid).children(recursive=True)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -158,7 +204,12 @@ class Tools:
     """The tools of one project: paths go through the gate, changes through the checkpoint."""
 
     def __init__(self, root: Path, config: dict, gate: safety.Gate, checkpoint=None):
-        self.root, self.config, self.gate, self.checkpoint = Path(root).resolve(), config, gate, checkpoint
+        self.root, self.config, self.gate, self.checkpoint = (
+            Path(root).resolve(),
+            config,
+            gate,
+            checkpoint,
+        )
         self.browser, self.browser_used, self.touched = None, False, set()
         self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
 
@@ -169,33 +220,52 @@ class Tools:
 
     def schema(self, name: str) -> dict:
         params = inspect.signature(getattr(self, name)).parameters.values()
-        props = {p.name: {"type": JSON_TYPES[p.annotation], "description": PARAMS.get(p.name, p.name)} for p in params}
+        props = {
+            p.name: {"type": JSON_TYPES[p.annotation], "description": PARAMS.get(p.name, p.name)}
+            for p in params
+        }
         required = [p.name for p in params if p.default is p.empty]
         parameters = {"type": "object", "properties": props, "required": required}
         return {
             "type": "function",
-            "function": {"name": name, "description": getattr(self, name).__doc__, "parameters": parameters},
+            "function": {
+                "name": name,
+                "description": getattr(self, name).__doc__,
+                "parameters": parameters,
+            },
         }
 
     def check(self, name: str, raw) -> dict:
         """The call's arguments, bound to the handler's signature; ValueError with what to fix otherwise."""
         if not name:  # a call written as text that could not be read
-            raise ValueError(f"could not read this tool call: {str(raw)[:300]}; write it as {providers.EXAMPLE}")
+            raise ValueError(
+                f"could not read this tool call: {str(raw)[:300]}; write it as {providers.EXAMPLE}"
+            )
         if name not in self.names:
             raise ValueError(f"unknown tool {name!r}; available tools: {', '.join(self.names)}")
         try:
             args = json.loads(raw or "{}") if isinstance(raw, str) else raw
         except ValueError as e:
-            raise ValueError(f"arguments for {name} are not valid JSON ({e}); send one JSON object") from None
+            raise ValueError(
+                f"arguments for {name} are not valid JSON ({e}); send one JSON object"
+            ) from None
         if not isinstance(args, dict):
-            raise ValueError(f"arguments for {name} must be a JSON object, got {type(args).__name__}")
+            raise ValueError(
+                f"arguments for {name} must be a JSON object, got {type(args).__name__}"
+            )
         sig = inspect.signature(getattr(self, name))
-        if missing := [p.name for p in sig.parameters.values() if p.default is p.empty and p.name not in args]:
+        if missing := [
+            p.name for p in sig.parameters.values() if p.default is p.empty and p.name not in args
+        ]:
             raise ValueError(f"{name} is missing required argument(s): {', '.join(missing)}")
         if unknown := [k for k in args if k not in sig.parameters]:
-            raise ValueError(f"{name} has no argument(s) {', '.join(unknown)}; it takes {', '.join(sig.parameters)}")
+            raise ValueError(
+                f"{name} has no argument(s) {', '.join(unknown)}; it takes {', '.join(sig.parameters)}"
+            )
         if args.get("path") == "":
-            raise ValueError(f"the path for {name} is empty; name a file or folder, e.g. README.md or .")
+            raise ValueError(
+                f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
+            )
         _typed(name, sig, args)
         return args
 
@@ -223,18 +293,29 @@ class Tools:
             return "Binary file, cannot display"
         self.touched.add(self.show(p))
         # redacted whole, then cut: a part of a secret (a key without its BEGIN line) is hidden too
-        lines, offset = self.gate.secrets.redact(data.decode("utf-8", errors="replace")).splitlines(), max(0, offset)
+        lines, offset = (
+            self.gate.secrets.redact(data.decode("utf-8", errors="replace")).splitlines(),
+            max(0, offset),
+        )
         out, size, end = [], 0, min(len(lines), offset + max(1, limit))
         for i in range(offset, end):
             size += len(lines[i]) + 8
-            if size > MAX_READ:  # a single line longer than that is shown cut, so the model is never stuck
+            if (
+                size > MAX_READ
+            ):  # a single line longer than that is shown cut, so the model is never stuck
                 end = i + (not out)
-                out += [f"{i + 1:6}\t{lines[i][:MAX_READ]} [line cut at {MAX_READ:,} characters]"] if not out else []
+                out += (
+                    [f"{i + 1:6}\t{lines[i][:MAX_READ]} [line cut at {MAX_READ:,} characters]"]
+                    if not out
+                    else []
+                )
                 break
             out.append(f"{i + 1:6}\t{lines[i]}")
         if end < len(lines):
             why = "truncated at 50 KB" if size > MAX_READ else "more lines follow"
-            out.append(f"[{why}: lines {offset + 1}-{end} of {len(lines)} shown; read_file offset={end} reads on]")
+            out.append(
+                f"[{why}: lines {offset + 1}-{end} of {len(lines)} shown; read_file offset={end} reads on]"
+            )
         if lines and not out:
             return f"Error: {path} has {len(lines)} lines; offset {offset} is past its end"
         return "\n".join(out) if out else f"(empty file: {self.show(p)})"
@@ -257,34 +338,54 @@ class Tools:
         p = self.gate.path(path, write=True)
         data = regular(p, path).read_bytes()
         try:
-            text = data.decode("utf-8").replace("\r\n", "\n") if _crlf(data) else data.decode("utf-8")
+            text = (
+                data.decode("utf-8").replace("\r\n", "\n") if _crlf(data) else data.decode("utf-8")
+            )
         except UnicodeDecodeError:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
-        masked, spans = self.gate.secrets.masked(text)  # as the model sees it: an edit never reaches into a secret
+        masked, spans = self.gate.secrets.masked(
+            text
+        )  # as the model sees it: an edit never reaches into a secret
         count = masked.count(old_str) if old_str and "\0" not in old_str + new_str else 0
         edited = masked.replace(old_str, new_str, 1)
         if count == 1:
-            new, seen = safety.MARK.sub(lambda m: spans[int(m[1])], edited), safety.MARK.sub("[REDACTED]", edited)
-            if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count("[REDACTED]"):  # `PASSWORD=` → `\n`
+            new, seen = (
+                safety.MARK.sub(lambda m: spans[int(m[1])], edited),
+                safety.MARK.sub("[REDACTED]", edited),
+            )
+            if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count(
+                "[REDACTED]"
+            ):  # `PASSWORD=` → `\n`
                 return "Error: this edit would leave a hidden secret without the name that hides it; edit other lines"
             return self.change(p, data, _like(data, new), "edit")
         if count > 1:
             return _ambiguous(masked, old_str, path)
-        return f"Error: old_str not found in {path}. " + _closest(safety.MARK.sub("[REDACTED]", masked), old_str)
+        return f"Error: old_str not found in {path}. " + _closest(
+            safety.MARK.sub("[REDACTED]", masked), old_str
+        )
 
     def change(self, p: Path, old: bytes, new: bytes, verb: str) -> str:
         """Show the diff, ask, then write through a temporary file with the change checkpointed."""
         name = self.show(p)
-        if new.count(b"[REDACTED]") > old.count(b"[REDACTED]"):  # copied from a redacted read: the secret is lost
+        if new.count(b"[REDACTED]") > old.count(
+            b"[REDACTED]"
+        ):  # copied from a redacted read: the secret is lost
             return (
                 f"Error: the new content of {name} holds [REDACTED], which amas shows in place of a secret; writing it "
                 "would destroy the real value. Change only the other lines, with edit_file"
             )
-        if hidden := self.gate.secrets.concealed(old.decode(errors="replace"), new.decode(errors="replace")):
+        if hidden := self.gate.secrets.concealed(
+            old.decode(errors="replace"), new.decode(errors="replace")
+        ):
             return f"Error: {ui.plural(len(hidden), 'line')} of {name} ({', '.join(map(str, hidden[:9]))}) {CONCEALED}"
-        detail = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), name, self.gate.secrets.redact)
+        detail = ui.diff(
+            old.decode(errors="replace"),
+            new.decode(errors="replace"),
+            name,
+            self.gate.secrets.redact,
+        )
         if self.gate.ask("edit", f"Apply {verb} to {name}?", detail) == "n":
             return "Edit declined by user."
         with self.recording(p, f"[amas] {verb} {name}") as rec:
@@ -317,28 +418,57 @@ class Tools:
         regex, base, hits = re.compile(pattern), self.gate.path(path), []
         if not base.exists():
             return f"Error: {path} does not exist"
-        for f in project_files(base, self.config["ignore"], pattern) if base.is_dir() else [regular(base, path)]:
+        for f in (
+            project_files(base, self.config["ignore"], pattern)
+            if base.is_dir()
+            else [regular(base, path)]
+        ):
             try:  # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
-                inside = any(map(Path(os.path.realpath(f)).is_relative_to, (self.root, base)))  # base: as asked
-                text = f.read_text(encoding="utf-8") if inside and f.is_file() and f.stat().st_size < 2e6 else ""
+                inside = any(
+                    map(Path(os.path.realpath(f)).is_relative_to, (self.root, base))
+                )  # base: as asked
+                text = (
+                    f.read_text(encoding="utf-8")
+                    if inside and f.is_file() and f.stat().st_size < 2e6
+                    else ""
+                )
             except (OSError, UnicodeDecodeError):
                 continue
-            if not any(map(regex.search, raw := text.splitlines())):  # line by line, as git grep decides
+            if not any(
+                map(regex.search, raw := text.splitlines())
+            ):  # line by line, as git grep decides
                 continue
-            pairs = list(zip(raw, self.gate.secrets.redact(text).splitlines(), strict=False))  # it keeps lines
-            if not any(a == b and regex.search(b) for a, b in pairs):  # matching only where a secret is, a file would
+            pairs = list(
+                zip(raw, self.gate.secrets.redact(text).splitlines(), strict=False)
+            )  # it keeps lines
+            if not any(
+                a == b and regex.search(b) for a, b in pairs
+            ):  # matching only where a secret is, a file would
                 continue  # tell the model whether its guess was right: a line a secret touches shows only beside others
-            hits += [f"{self.show(f)}:{n}: {b.strip()[:200]}" for n, (_, b) in enumerate(pairs, 1) if regex.search(b)]
+            hits += [
+                f"{self.show(f)}:{n}: {b.strip()[:200]}"
+                for n, (_, b) in enumerate(pairs, 1)
+                if regex.search(b)
+            ]
             if len(hits) > MAX_LINES:
-                return "\n".join(hits[:MAX_LINES]) + f"\n[capped at {MAX_LINES} matches; narrow the pattern or path]"
+                return (
+                    "\n".join(hits[:MAX_LINES])
+                    + f"\n[capped at {MAX_LINES} matches; narrow the pattern or path]"
+                )
         return "\n".join(hits) or f"No matches for {pattern!r}"
 
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""
         base = self.gate.path(path)
         if not base.is_dir():
-            return f"Error: {path} is not a folder" if base.exists() else f"Error: {path} does not exist"
-        rels = sorted(str(f)[len(str(base)) + 1 :] for f in project_files(base, self.config["ignore"]))
+            return (
+                f"Error: {path} is not a folder"
+                if base.exists()
+                else f"Error: {path} does not exist"
+            )
+        rels = sorted(
+            str(f)[len(str(base)) + 1 :] for f in project_files(base, self.config["ignore"])
+        )
         lines, shown = [], set()
         for rel in rels[:MAX_LINES]:
             parts = rel.split("/")
@@ -347,7 +477,11 @@ class Tools:
                     shown.add(folder)
                     lines.append("  " * depth + parts[depth] + "/")
             lines.append("  " * (len(parts) - 1) + parts[-1])
-        more = f"\n[{len(rels) - MAX_LINES} more files not shown; list a subfolder]" if len(rels) > MAX_LINES else ""
+        more = (
+            f"\n[{len(rels) - MAX_LINES} more files not shown; list a subfolder]"
+            if len(rels) > MAX_LINES
+            else ""
+        )
         return "\n".join(lines) + more if lines else f"No files under {path}"
 
     # -- the web ------------------------------------------------------------------------------------
@@ -361,7 +495,10 @@ class Tools:
 
     def page(self) -> browser.Browser:
         """The browser, started on first use; every navigation, the page's own too, goes through visit."""
-        self.browser, self.browser_used = self.browser or browser.Browser(self.config, self.visit), True
+        self.browser, self.browser_used = (
+            self.browser or browser.Browser(self.config, self.visit),
+            True,
+        )
         return self.browser
 
     def visit(self, url: str) -> str:
@@ -371,8 +508,14 @@ class Tools:
             return self.gate.path(unquote(urlsplit(url).path)).as_uri()
         if scheme in ("http", "https"):
             self.gate.host(url)
-        elif scheme not in ("about", "data", "blob"):  # view-source:file://… would skip the path gate
-            raise PermissionError(f"the browser opens http, https, file, about, data and blob URLs, not {scheme}:")
+        elif scheme not in (
+            "about",
+            "data",
+            "blob",
+        ):  # view-source:file://… would skip the path gate
+            raise PermissionError(
+                f"the browser opens http, https, file, about, data and blob URLs, not {scheme}:"
+            )
         return url
 
     def close(self, idle_only: bool = False) -> None:
@@ -398,7 +541,10 @@ class Tools:
     def screenshot(self, path: str = "screenshot.png") -> str:
         """Browser: save a PNG of the page; returns its path."""
         p = self.gate.path(path, write=True)
-        if os.path.lexists(p) and self.gate.ask("edit", f"Replace {self.show(p)} with a screenshot?") == "n":
+        if (
+            os.path.lexists(p)
+            and self.gate.ask("edit", f"Replace {self.show(p)} with a screenshot?") == "n"
+        ):
             return "Screenshot declined by user."
         with self.recording(p, f"[amas] screenshot {self.show(p)}") as rec:
             shot = self.page().screenshot(str(p))
@@ -434,9 +580,13 @@ def _like(old: bytes, text: str) -> bytes:
 def _write(path: Path, data: bytes) -> None:
     """Write whole, through a temporary file and a rename, keeping the file's mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".amas-write-{os.urandom(4).hex()}.tmp")  # short, whatever the name's length
+    tmp = path.with_name(
+        f".amas-write-{os.urandom(4).hex()}.tmp"
+    )  # short, whatever the name's length
     try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb") as f:
+        with os.fdopen(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb"
+        ) as f:
             f.write(data)
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)
@@ -447,7 +597,9 @@ def _write(path: Path, data: bytes) -> None:
 
 def _ambiguous(text: str, old: str, path: str) -> str:
     """old_str occurs more than once: where, so the model can add context."""
-    lines = ", ".join(str(text.count("\n", 0, m.start()) + 1) for m in re.finditer(re.escape(old), text))
+    lines = ", ".join(
+        str(text.count("\n", 0, m.start()) + 1) for m in re.finditer(re.escape(old), text)
+    )
     return (
         f"Error: old_str occurs {text.count(old)} times in {path} (lines {lines}); include more context to make it "
         "unique"

@@ -44,7 +44,9 @@ def plural(n: int, word: str) -> str:
 
 def show_call(name: str, target: str) -> None:
     """One line per tool call: what it is about, escaped, never interpreted as markup."""
-    console.print(Text.assemble(("● ", "cyan"), (name, "bold"), " ", one_line(target)), soft_wrap=True)
+    console.print(
+        Text.assemble(("● ", "cyan"), (name, "bold"), " ", one_line(target)), soft_wrap=True
+    )
 
 
 def show_result(text: str, lines: int = 3) -> None:
@@ -62,10 +64,16 @@ def diff(old: str, new: str, path: str, hide=str) -> Text:
     `hide` redacts, keeping lines, so a line whose secret changed shows changed, as [REDACTED]."""
     lines = lambda t: t.removesuffix("\n").split("\n") if t else []  # noqa: E731
     real, shown = (lines(old), lines(new)), (lines(hide(old)), lines(hide(new)))
-    real = real if list(map(len, real)) == list(map(len, shown)) else shown  # lines kept, as redact does
+    real = (
+        real if list(map(len, real)) == list(map(len, shown)) else shown
+    )  # lines kept, as redact does
     text = Text()
     for line in _unified(real, shown, path):
-        style = "bold" if line[:3] in ("---", "+++") else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        style = (
+            "bold"
+            if line[:3] in ("---", "+++")
+            else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        )
         text.append(clean(line.removesuffix("\r")) + "\n", style)
     return text if text else Text(f"(no changes to {path})\n")
 
@@ -76,11 +84,20 @@ def _unified(real: tuple, shown: tuple, path: str):
     change is shown as the whole file removed and added. The lines both ends share are left out of the matching,
     which is quadratic in repeated lines (10,000 took 13 s)."""
     (old, new), (old_shown, new_shown) = real, shown
-    same = lambda a, b: next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))  # noqa: E731
+
+    def same(a: list, b: list) -> int:
+        pairs = enumerate(zip(a, b, strict=False))
+        return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+
     top = same(old, new)
     end = min(same(old[::-1], new[::-1]), len(old) - top, len(new) - top)
-    matcher = difflib.SequenceMatcher(None, old[top : len(old) - end], new[top : len(new) - end], autojunk=False)
-    middle = [(tag, i1 + top, i2 + top, j1 + top, j2 + top) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
+    matcher = difflib.SequenceMatcher(
+        None, old[top : len(old) - end], new[top : len(new) - end], autojunk=False
+    )
+    middle = [
+        (tag, i1 + top, i2 + top, j1 + top, j2 + top)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+    ]
     matcher.opcodes = [  # the cache get_opcodes() returns, which get_grouped_opcodes() groups with context
         ("equal", 0, top, 0, top),
         *middle,
@@ -129,10 +146,14 @@ def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
     if detail is not None:
         (con or console).print(detail, overflow="fold")
     if con is None:
-        warning(f"{question} declined: no terminal to ask on{' (run with --yes to accept)' * ('a' in choices)}")
+        warning(
+            f"{question} declined: no terminal to ask on{' (run with --yes to accept)' * ('a' in choices)}"
+        )
         return "n"
     labels = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
-    prompt = Text.assemble((one_line(question), "bold"), " ", "/".join(labels[c] for c in choices), ": ")
+    prompt = Text.assemble(
+        (one_line(question), "bold"), " ", "/".join(labels[c] for c in choices), ": "
+    )
     try:
         while True:
             raw = con.input(prompt, stream=stream)
@@ -166,7 +187,9 @@ class Stream:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            self.live = Live(Spinner("dots", "thinking…"), console=console, transient=True, refresh_per_second=8)
+            self.live = Live(
+                Spinner("dots", "thinking…"), console=console, transient=True, refresh_per_second=8
+            )
             self.live.start()
         return self
 

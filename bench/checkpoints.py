@@ -38,7 +38,9 @@ def make_project(path: Path, tracked: int, untracked: int = 0, size: int = 200) 
     for n in range(tracked + untracked):
         folder = path / ("src" if n < tracked else "scratch") / f"d{n // 100}"
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"f{n}.txt").write_bytes(f"file {n}\n".encode() + os.urandom(size // 2).hex().encode())
+        (folder / f"f{n}.txt").write_bytes(
+            f"file {n}\n".encode() + os.urandom(size // 2).hex().encode()
+        )
     git(path, "init", "-q")
     git(path, "add", "src")
     git(path, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "bench")
@@ -63,7 +65,10 @@ def timed(action) -> float:
 def show(metric: str, values: list[float], unit: str = "ms", bar: str = "report") -> None:
     scale = 1000 if unit == "ms" else 1
     median, low, high = (scale * v for v in (statistics.median(values), min(values), max(values)))
-    print(f"| {metric} | {median:.2f} {unit} | {low:.2f} {unit} | {high:.2f} {unit} | {bar} |", flush=True)
+    print(
+        f"| {metric} | {median:.2f} {unit} | {low:.2f} {unit} | {high:.2f} {unit} | {bar} |",
+        flush=True,
+    )
 
 
 def bench_edit(base: Path, runs: int) -> None:
@@ -75,7 +80,10 @@ def bench_edit(base: Path, runs: int) -> None:
 
     def edit(n: int) -> None:
         old = target.read_text().split("\n")[0]
-        result = box.execute("edit_file", json.dumps({"path": "src/d0/f0.txt", "old_str": old, "new_str": f"edit {n}"}))
+        result = box.execute(
+            "edit_file",
+            json.dumps({"path": "src/d0/f0.txt", "old_str": old, "new_str": f"edit {n}"}),
+        )
         assert "checkpoint:" in result, result
 
     edit(0)  # the shadow repository is made once per project
@@ -105,7 +113,9 @@ def bench_shell(base: Path, runs: int) -> None:
         fresh_home(base)
         cp = Checkpoint(root, IGNORE, "bench")
         firsts.append(timed(lambda cp=cp, run=run: shell_change(cp, target, f"run {run}\n")))
-        laters += [timed(lambda cp=cp, n=n: shell_change(cp, target, f"change {n}\n")) for n in range(4)]
+        laters += [
+            timed(lambda cp=cp, n=n: shell_change(cp, target, f"change {n}\n")) for n in range(4)
+        ]
         undos.append(timed(lambda cp=cp: cp.undo(1)))
     show("shell command's checkpoint, 10,000 untracked files: the first (baseline)", firsts, "s")
     show("shell command's checkpoint, 10,000 untracked files: later ones", laters, "s", "≤ 0.3 s")
@@ -113,27 +123,41 @@ def bench_shell(base: Path, runs: int) -> None:
 
 
 def bench_baseline(base: Path, runs: int, root: Path) -> None:
-    files = int(subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True).stdout.count("\n"))
-    print(f"\nlarge project: {root} — {files:,} tracked files, work tree {disk(root) - disk(root / '.git'):.0f} MB\n")
+    files = int(
+        subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True).stdout.count(
+            "\n"
+        )
+    )
+    print(
+        f"\nlarge project: {root} — {files:,} tracked files, work tree {disk(root) - disk(root / '.git'):.0f} MB\n"
+    )
     for borrow in (True, False):
         times, sizes = [], []
         for _ in range(runs):
             fresh_home(base)
             cp = Checkpoint(root, IGNORE, "bench")
-            cp.borrowed = None if borrow else ""  # "" reads nothing of the user's: every file copied
+            cp.borrowed = (
+                None if borrow else ""
+            )  # "" reads nothing of the user's: every file copied
             rec = cp.recording("shell: baseline")
             times.append(timed(rec.__enter__))  # its before snapshot is the baseline
             rec.__exit__(None, None, None)
             sizes.append(disk(cp.dir))
-        how = "borrowing the user's objects" if borrow else "copying every file (not what amas does)"
+        how = (
+            "borrowing the user's objects" if borrow else "copying every file (not what amas does)"
+        )
         show(f"first baseline, {how}", times, "s")
-        print(f"| shadow repository on disk, {how} | {statistics.median(sizes):.1f} MB | | | report |")
+        print(
+            f"| shadow repository on disk, {how} | {statistics.median(sizes):.1f} MB | | | report |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--project", type=Path, help="a git work tree to baseline (default: generated)")
+    parser.add_argument(
+        "--project", type=Path, help="a git work tree to baseline (default: generated)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -141,7 +165,11 @@ def main() -> None:
         with contextlib.redirect_stderr(io.StringIO()):  # the tools' diffs and notes
             bench_edit(base, args.runs)
             bench_shell(base, args.runs)
-            large = args.project.resolve() if args.project else make_project(base / "large", 20_000, size=8000)
+            large = (
+                args.project.resolve()
+                if args.project
+                else make_project(base / "large", 20_000, size=8000)
+            )
             bench_baseline(base, args.runs, large)
 
 

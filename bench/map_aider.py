@@ -30,9 +30,13 @@ def main() -> None:
     from aider.repomap import RepoMap
 
     root, budget = os.path.abspath(sys.argv[1]), int(sys.argv[2])
-    rels = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True).stdout.split()
+    rels = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True
+    ).stdout.split()
     io = InputOutput(yes=True, pretty=False, fancy_input=False)
-    repo_map = RepoMap(map_tokens=budget, root=root, main_model=Model("gpt-4o"), io=io, map_mul_no_files=1)
+    repo_map = RepoMap(
+        map_tokens=budget, root=root, main_model=Model("gpt-4o"), io=io, map_mul_no_files=1
+    )
     out = []
     for prompt in json.load(sys.stdin):
         named, idents = mentions(prompt, rels)

@@ -32,17 +32,36 @@ NEUTRAL = "hello"
 BUDGET = 1500  # tokens: what the 2,000-token system prompt leaves the map in a one-shot (mode b measures ~1,515)
 PROMPT_BUDGET = 2000  # agent.PROMPT_BUDGET; the map's room is this less the rest of the prompt, estimated as chars / 3
 MAP_HEADER = "\n### Project map\n"  # how the agent appends the map to its system prompt
-TOKENIZERS = "litellm/litellm_core_utils/tokenizers"  # tiktoken's files, bundled with litellm (no download)
+TOKENIZERS = (
+    "litellm/litellm_core_utils/tokenizers"  # tiktoken's files, bundled with litellm (no download)
+)
 CTAGS_KINDS = {  # the kinds of definition the map means to list, by language
     "Python": {"class", "function", "member"},
     "JavaScript": {"function", "class", "method", "generator"},
     "Go": {"func", "struct", "interface", "type", "methodSpec", "talias"},
-    "Rust": {"module", "struct", "interface", "implementation", "function", "enum", "typedef", "macro", "method"},
+    "Rust": {
+        "module",
+        "struct",
+        "interface",
+        "implementation",
+        "function",
+        "enum",
+        "typedef",
+        "macro",
+        "method",
+    },
     "Java": {"annotation", "class", "enum", "interface", "method"},
     "TypeScript": {"function", "class", "interface", "enum", "method", "namespace", "alias"},
     "C": {"function", "struct", "union"},
 }
-EXTENSIONS = {"Python": ".py", "JavaScript": ".js", "Go": ".go", "Rust": ".rs", "Java": ".java", "TypeScript": ".ts"}
+EXTENSIONS = {
+    "Python": ".py",
+    "JavaScript": ".js",
+    "Go": ".go",
+    "Rust": ".rs",
+    "Java": ".java",
+    "TypeScript": ".ts",
+}
 EXTENSIONS["C"] = ".c"
 
 
@@ -55,7 +74,9 @@ def copy(checkout: Path, name: str) -> Path:
 
 def amas_env(src: Path, home: Path, url: str = "") -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMAS_")}
-    env.update(PYTHONPATH=str(src), HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", NO_COLOR="1")
+    env.update(
+        PYTHONPATH=str(src), HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", NO_COLOR="1"
+    )
     if url:
         env.update(AMAS_MODEL="openai/test", AMAS_API_BASE=url, AMAS_API_KEY="x")
     return env
@@ -74,10 +95,19 @@ def oneshot_prompts(src: Path, checkout: Path, prompts: list[str]) -> list[str]:
     """The system prompt of the first request of a real one-shot, per prompt, with amas from src."""
     from llm_server import ScriptedLLM
 
-    work, home, llm, out = copy(checkout, "oneshot"), Path(tempfile.mkdtemp(prefix="mapbench-home-")), ScriptedLLM(), []
+    work, home, llm, out = (
+        copy(checkout, "oneshot"),
+        Path(tempfile.mkdtemp(prefix="mapbench-home-")),
+        ScriptedLLM(),
+        [],
+    )
     try:
         subprocess.run(
-            [sys.executable, "-c", init_code(src)], cwd=work, env=amas_env(src, home), check=True, capture_output=True
+            [sys.executable, "-c", init_code(src)],
+            cwd=work,
+            env=amas_env(src, home),
+            check=True,
+            capture_output=True,
         )
         for prompt in prompts:
             seen = len(llm.requests)
@@ -89,7 +119,9 @@ def oneshot_prompts(src: Path, checkout: Path, prompts: list[str]) -> list[str]:
                 timeout=300,
                 stdin=subprocess.DEVNULL,
             )
-            out.append(llm.requests[seen]["messages"][0]["content"] if len(llm.requests) > seen else "")
+            out.append(
+                llm.requests[seen]["messages"][0]["content"] if len(llm.requests) > seen else ""
+            )
     finally:
         llm.close()
     return out
@@ -121,7 +153,9 @@ def aider_prompts(python: str, checkout: Path, prompts: list[str]) -> list[str]:
 def tokens(text: str) -> int:
     import litellm
 
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(litellm.__file__).parent.parent / TOKENIZERS))
+    os.environ.setdefault(
+        "TIKTOKEN_CACHE_DIR", str(Path(litellm.__file__).parent.parent / TOKENIZERS)
+    )
     import tiktoken
 
     return len(tiktoken.get_encoding("cl100k_base").encode(text))
@@ -137,7 +171,9 @@ def more_files(text: str) -> list[str]:
     lines, stack, out = text.splitlines(), [], []
     for line in lines[lines.index("More files:") + 1 :] if "More files:" in lines else []:
         head, _, names = line.strip().partition(": ")
-        stack[(len(line) - len(line.lstrip(" "))) // 2 :] = [head.rstrip("/")] if head != "./" else []
+        stack[(len(line) - len(line.lstrip(" "))) // 2 :] = (
+            [head.rstrip("/")] if head != "./" else []
+        )
         out += ["/".join([*stack, name]) for name in names.split(", ") if names]
     return out
 
@@ -175,9 +211,15 @@ def score_repos(args, questions: dict) -> list[str]:
             runs["aider"] = (aider_prompts, args.aider, checkout, prompts)
         for version, (run, *run_args) in runs.items():
             texts = run(*run_args)
-            maps = [text.split("### Project map\n", 1)[-1] for text in texts]  # a system prompt's map, or the map
+            maps = [
+                text.split("### Project map\n", 1)[-1] for text in texts
+            ]  # a system prompt's map, or the map
             sizes = f"{tokens(maps[0])}, {max(map(tokens, maps))}"
-            budget = "-".join(sorted({room(t, "before" in version) for t in texts})) if "b:" in version else str(BUDGET)
+            budget = (
+                "-".join(sorted({room(t, "before" in version) for t in texts}))
+                if "b:" in version
+                else str(BUDGET)
+            )
             rows.append(f"| {repo} | {version} | {score(texts, answers)} | {budget} | {sizes} |")
             print(rows[-1], flush=True)
     return rows
@@ -197,14 +239,23 @@ def measure_init(src: Path, checkout: Path) -> tuple[str, str]:
         )
         user, system, kb = done.stderr.split()[-3:]
         runs.append(f"{float(user) + float(system):.2f} s, {int(kb) / 1024:.0f} MB")
-        tracked = subprocess.run(["git", "ls-files"], cwd=work, capture_output=True, text=True).stdout.split()
-        source = next(work / f for f in tracked if Path(f).suffix in {".py", ".js", ".ts", ".go", ".rs", ".java"})
+        tracked = subprocess.run(
+            ["git", "ls-files"], cwd=work, capture_output=True, text=True
+        ).stdout.split()
+        source = next(
+            work / f
+            for f in tracked
+            if Path(f).suffix in {".py", ".js", ".ts", ".go", ".rs", ".java"}
+        )
         source.write_text(source.read_text() + "\n")
     return runs[0], runs[1]
 
 
 def costs(args) -> list[str]:
-    rows = ["| repository | version | init, first run (CPU, peak RSS) | init, one file changed |", "|---|---|---|---|"]
+    rows = [
+        "| repository | version | init, first run (CPU, peak RSS) | init, one file changed |",
+        "|---|---|---|---|",
+    ]
     for repo, checkout in args.repo:
         for version, src in [("before", args.before), ("after", ROOT)]:
             if src:
@@ -217,7 +268,16 @@ def costs(args) -> list[str]:
 def ctags(checkout: Path, language: str) -> dict[str, set[int]]:
     """{file: lines} of Universal Ctags' definitions of the kinds the map means to list."""
     done = subprocess.run(
-        ["ctags", "--output-format=json", "--fields=+nKZs", f"--languages={language}", "-R", "-f", "-", "."],
+        [
+            "ctags",
+            "--output-format=json",
+            "--fields=+nKZs",
+            f"--languages={language}",
+            "-R",
+            "-f",
+            "-",
+            ".",
+        ],
         cwd=checkout,
         capture_output=True,
         text=True,
@@ -226,9 +286,17 @@ def ctags(checkout: Path, language: str) -> dict[str, set[int]]:
     found = defaultdict(set)
     for line in done.stdout.splitlines():
         tag = json.loads(line)
-        anonymous = tag.get("name", "").startswith(("AnonymousFunction", "__anon"))  # callbacks, not definitions
-        local = tag.get("scopeKind") in ("function", "method", "generator")  # inside a body: the map never lists it
-        imported = tag.get("pattern", "").startswith("/^import")  # TypeScript's `import { type X }` is an "alias"
+        anonymous = tag.get("name", "").startswith(
+            ("AnonymousFunction", "__anon")
+        )  # callbacks, not definitions
+        local = tag.get("scopeKind") in (
+            "function",
+            "method",
+            "generator",
+        )  # inside a body: the map never lists it
+        imported = tag.get("pattern", "").startswith(
+            "/^import"
+        )  # TypeScript's `import { type X }` is an "alias"
         if (
             tag.get("_type") == "tag"
             and tag.get("kind") in CTAGS_KINDS[language]
@@ -257,7 +325,9 @@ def recall(args) -> list[str]:
     rows = ["| language (repository) | ctags definitions | before | after |", "|---|---|---|---|"]
     for repo, checkout in args.repo:
         for language, ext in EXTENSIONS.items():
-            expected = {f: lines for f, lines in ctags(checkout, language).items() if f.endswith(ext)}
+            expected = {
+                f: lines for f, lines in ctags(checkout, language).items() if f.endswith(ext)
+            }
             total = sum(map(len, expected.values()))
             if total < 50:
                 continue
@@ -285,7 +355,9 @@ def recall(args) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--repo",
         action="append",
@@ -293,11 +365,17 @@ def main() -> None:
         type=lambda s: (s.split("=")[0], Path(s.split("=")[1])),
         help="owner/name=checkout path (repeat)",
     )
-    parser.add_argument("--before", type=Path, help="a worktree of amas before the change, for mode b and costs")
-    parser.add_argument("--oneshot", action="store_true", help="also score this tree through a real one-shot")
+    parser.add_argument(
+        "--before", type=Path, help="a worktree of amas before the change, for mode b and costs"
+    )
+    parser.add_argument(
+        "--oneshot", action="store_true", help="also score this tree through a real one-shot"
+    )
     parser.add_argument("--aider", help="aider's Python, to score its repo map")
     parser.add_argument("--costs", action="store_true", help="measure init time and memory")
-    parser.add_argument("--recall", action="store_true", help="extraction recall against Universal Ctags")
+    parser.add_argument(
+        "--recall", action="store_true", help="extraction recall against Universal Ctags"
+    )
     parser.add_argument("--out", type=Path, help="write the tables to this markdown file")
     args = parser.parse_args()
     questions = defaultdict(list)

@@ -102,7 +102,13 @@ def run(cmd, cwd, env=None):
     """Run to the end; (start perf_counter, wall s, peak RSS MB of exactly this child from wait4, output)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -178,14 +184,24 @@ export const load{i}x{m} = async (id, retries = {m}) => {{
 def source(rng, i, py: bool) -> str:
     """A realistic module: 1-4 classes of 2-6 methods, 2-8 functions; one in ten has a big table (~1-20 KB)."""
     klass, method, func = (PY_CLASS, PY_METHOD, PY_FUNC) if py else (JS_CLASS, JS_METHOD, JS_FUNC)
-    out = [f'"""Module {i}."""\nimport json\nimport os\n' if py else "import { api } from './api.js';\n"]
+    out = [
+        f'"""Module {i}."""\nimport json\nimport os\n'
+        if py
+        else "import { api } from './api.js';\n"
+    ]
     out += [f"\n{'#' if py else '//'} NEEDLE_{i}: the search target\n"] if i % 333 == 0 else []
     for c in range(rng.randint(1, 4)):
-        out += [klass.format(i=i, c=c), *(method.format(m=m) for m in range(rng.randint(2, 6))), "" if py else "}\n"]
+        out += [
+            klass.format(i=i, c=c),
+            *(method.format(m=m) for m in range(rng.randint(2, 6))),
+            "" if py else "}\n",
+        ]
     out += [func.format(i=i, m=m) for m in range(rng.randint(2, 8))]
     if rng.random() < 0.1:
         out += ["\nTABLE = [\n" if py else "\nexport const TABLE = [\n"]
-        out += [f"    [{n}, 'e{n}', {rng.random():.6f}],\n" for n in range(rng.randint(200, 600))] + ["]\n"]
+        out += [
+            f"    [{n}, 'e{n}', {rng.random():.6f}],\n" for n in range(rng.randint(200, 600))
+        ] + ["]\n"]
     return "".join(out)
 
 
@@ -193,14 +209,24 @@ def make_project(root: Path, n: int = 1000) -> None:
     rng = random.Random(7)
     for i in range(n - 2):
         py = i % 5 < 3  # 60 % Python, 40 % JavaScript, in 40 folders
-        path = root / "src" / f"pkg{i % 8}" / f"sub{i % 5}" / (f"mod_{i}.py" if py else f"widget_{i}.js")
+        path = (
+            root
+            / "src"
+            / f"pkg{i % 8}"
+            / f"sub{i % 5}"
+            / (f"mod_{i}.py" if py else f"widget_{i}.js")
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source(rng, i, py))
     (root / "src" / "app").mkdir()
     (root / "src" / "app" / "settings.py").write_text("DEBUG = False\nVALUE = 0\n")
     (root / "src" / "app" / "counter.py").write_text("COUNTER = 0\n")
     (root / ".gitignore").write_text(".amas/\n")
-    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "generated project"]):
+    for cmd in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["commit", "-qm", "generated project"],
+    ):
         subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
 
 
@@ -225,7 +251,13 @@ def bench_repl(proj, n):
         for _ in range(n):
             t0 = time.perf_counter()
             child = pexpect.spawn(
-                AMAS[0], AMAS[1:], cwd=str(proj), env=env, encoding="utf-8", timeout=30, dimensions=(40, 120)
+                AMAS[0],
+                AMAS[1:],
+                cwd=str(proj),
+                env=env,
+                encoding="utf-8",
+                timeout=30,
+                dimensions=(40, 120),
             )
             child.expect("›")
             ready.append(time.perf_counter() - t0)
@@ -249,7 +281,12 @@ def bench_repl(proj, n):
         mode = "preload on" if preload else "preload off"
         row(f"REPL ready at `›` ({mode})", ready, "s", "≤ 0.35 s", 0.35)
         if preload:
-            row("REPL RSS idle, tree (preload on, litellm loaded)", idle, "MB", "report (off: ≤ 50 MB)")
+            row(
+                "REPL RSS idle, tree (preload on, litellm loaded)",
+                idle,
+                "MB",
+                "report (off: ≤ 50 MB)",
+            )
             row("REPL preload: litellm loaded after start", settled, "s")
         else:
             row("REPL RSS idle, tree (preload off)", idle, "MB", "≤ 50 MB", 50)
@@ -320,7 +357,12 @@ def oneshot(proj, llm, calls, cmd, env=None):
     """One `amas -y "..."` through the scripted model (read, search, edit: the first `calls` of them); (start, wall,
     peak RSS, output); checks the tools ran, then puts the edited file back."""
     llm.arrivals.clear()
-    edit = {"tool": "edit_file", "path": "src/app/settings.py", "old_str": "VALUE = 0", "new_str": "VALUE = 1"}
+    edit = {
+        "tool": "edit_file",
+        "path": "src/app/settings.py",
+        "old_str": "VALUE = 0",
+        "new_str": "VALUE = 1",
+    }
     for step in [
         {"tool": "read_file", "path": "src/app/settings.py"},
         {"tool": "search_files", "pattern": r"NEEDLE_\d+"},
@@ -381,8 +423,12 @@ def bench_oneshot(proj, n, llm, calls=3):
         prev = rss_now
     for label, probe in probes.items():
         loaded = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in probe["loaded"].items())
-        lines.append(f"\n{label}: peak {probe['peak']:.1f} MB, {probe['modules']} modules; loaded: {loaded}.")
-    SECTIONS.append(("One-shot memory by stage (RSS of the amas process, last of the probed runs)", lines))
+        lines.append(
+            f"\n{label}: peak {probe['peak']:.1f} MB, {probe['modules']} modules; loaded: {loaded}."
+        )
+    SECTIONS.append(
+        ("One-shot memory by stage (RSS of the amas process, last of the probed runs)", lines)
+    )
 
 
 # -- file tools ---------------------------------------------------------------------------------------------------
@@ -401,7 +447,11 @@ def bench_tools(proj, n):
 
     def edit(box):
         i = next(counter)
-        args = {"path": "src/app/counter.py", "old_str": f"COUNTER = {i}", "new_str": f"COUNTER = {i + 1}"}
+        args = {
+            "path": "src/app/counter.py",
+            "old_str": f"COUNTER = {i}",
+            "new_str": f"COUNTER = {i + 1}",
+        }
         result = box.execute("edit_file", json.dumps(args))
         if not result.startswith("Edit ") or (box.checkpoint and "checkpoint" not in result):
             raise RuntimeError(f"edit_file: {result[:500]}")
@@ -414,10 +464,32 @@ def bench_tools(proj, n):
     with_cp, without = toolbox(proj), toolbox(proj, checkpoint=False)
     runs = max(n, 5) * 2
     read = {"path": "src/pkg3/sub1/mod_11.py"}
-    row("tool read_file, in-process", timed_ms(lambda: call(with_cp, "read_file", read), runs), "ms", "≤ 20 ms", 20)
-    row("tool edit_file with its checkpoint, in-process", timed_ms(lambda: edit(with_cp), runs), "ms", "≤ 20 ms", 20)
-    row("tool list_files, in-process", timed_ms(lambda: call(with_cp, "list_files", {}), runs), "ms", "≤ 20 ms", 20)
-    row("tool edit_file, checkpoint off (for comparison)", timed_ms(lambda: edit(without), runs), "ms")
+    row(
+        "tool read_file, in-process",
+        timed_ms(lambda: call(with_cp, "read_file", read), runs),
+        "ms",
+        "≤ 20 ms",
+        20,
+    )
+    row(
+        "tool edit_file with its checkpoint, in-process",
+        timed_ms(lambda: edit(with_cp), runs),
+        "ms",
+        "≤ 20 ms",
+        20,
+    )
+    row(
+        "tool list_files, in-process",
+        timed_ms(lambda: call(with_cp, "list_files", {}), runs),
+        "ms",
+        "≤ 20 ms",
+        20,
+    )
+    row(
+        "tool edit_file, checkpoint off (for comparison)",
+        timed_ms(lambda: edit(without), runs),
+        "ms",
+    )
 
 
 # search_files as it could be: `git grep -l` names the files that match (honouring .gitignore, in parallel, in C),
@@ -432,10 +504,23 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
     regex, base = re.compile(pattern), box.gate.path(path)
     if not base.is_dir() or "$" in pattern:
         return None
-    globs = [fnmatch.translate(p.strip("/")) for p in box.config["ignore"] if p.strip("/")[:1] not in "#"]
+    globs = [
+        fnmatch.translate(p.strip("/")) for p in box.config["ignore"] if p.strip("/")[:1] not in "#"
+    ]
     skip, hits, rest = re.compile("|".join(globs) or "(?!)"), [], b""
-    git = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "grep", "-lzIP", "--untracked"]
-    grep = subprocess.Popen([*git, "-e", pattern, "--", "."], cwd=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    git = [
+        "git",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "grep",
+        "-lzIP",
+        "--untracked",
+    ]
+    grep = subprocess.Popen(
+        [*git, "-e", pattern, "--", "."], cwd=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         while chunk := grep.stdout.read1(65536):
             *names, rest = (rest + chunk).split(b"\0")
@@ -458,7 +543,10 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
     finally:
         grep.kill()
         grep.communicate()
-    if grep.returncode not in (0, 1):  # PCRE rejected the pattern (before any output), or no git here
+    if grep.returncode not in (
+        0,
+        1,
+    ):  # PCRE rejected the pattern (before any output), or no git here
         return None
     return finish(box, "\n".join(hits) or f"No matches for {pattern!r}")
 
@@ -467,10 +555,15 @@ def finish(box, result: str) -> str:
     """What Tools.execute does to every result: secrets redacted, then capped."""
     from amas_code import tools
 
-    return tools.cap(box.gate.secrets.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT)
+    return tools.cap(
+        box.gate.secrets.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT
+    )
 
 
-PATTERNS = {"rare": r"NEEDLE_\d+", "common, capped at 300": r"return \w+"}  # NEEDLE_: 3 files of 1,000; none in --repo
+PATTERNS = {
+    "rare": r"NEEDLE_\d+",
+    "common, capped at 300": r"return \w+",
+}  # NEEDLE_: 3 files of 1,000; none in --repo
 
 
 def search_rows(root: Path, where: str, n: int) -> None:
@@ -480,16 +573,32 @@ def search_rows(root: Path, where: str, n: int) -> None:
         same = "same output ✓" if search_git(box, pattern) == today else "OUTPUT DIFFERS ✗"
         scan, grep = [], []
         for _ in range(max(n, 5) * 2):  # interleaved, so load from elsewhere falls on both alike
-            scan += timed_ms(lambda p=pattern: box.execute("search_files", json.dumps({"pattern": p})), 1)
+            scan += timed_ms(
+                lambda p=pattern: box.execute("search_files", json.dumps({"pattern": p})), 1
+            )
             grep += timed_ms(lambda p=pattern: search_git(box, p), 1)
-        row(f"search_files, {where}, {kind} pattern: Python scan (used outside git)", scan, "ms", "≤ 20 ms", 20)
-        row(f"search_files, {where}, {kind} pattern: via `git grep -l` ({same})", grep, "ms", "≤ 20 ms", 20)
+        row(
+            f"search_files, {where}, {kind} pattern: Python scan (used outside git)",
+            scan,
+            "ms",
+            "≤ 20 ms",
+            20,
+        )
+        row(
+            f"search_files, {where}, {kind} pattern: via `git grep -l` ({same})",
+            grep,
+            "ms",
+            "≤ 20 ms",
+            20,
+        )
 
 
 def bench_search(proj, n, repo):
     search_rows(proj, "1,000 files", n)
     if repo:
-        files = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True).stdout.count("\n")
+        files = subprocess.run(
+            ["git", "ls-files"], cwd=repo, capture_output=True, text=True
+        ).stdout.count("\n")
         search_rows(repo, f"{repo.name} ({files:,} files)", n)
 
 
@@ -499,8 +608,16 @@ def bench_checkpoints(n):
 
     def show(metric, values, unit="ms", bar="report"):
         limit = re.match(r"≤ ([\d.]+) (ms|s)$", bar)
-        limit = float(limit[1]) * (1000 if unit == "ms" and limit[2] == "s" else 1) if limit else None
-        row(f"{metric} (bench/checkpoints.py)", [v * (1000 if unit == "ms" else 1) for v in values], unit, bar, limit)
+        limit = (
+            float(limit[1]) * (1000 if unit == "ms" and limit[2] == "s" else 1) if limit else None
+        )
+        row(
+            f"{metric} (bench/checkpoints.py)",
+            [v * (1000 if unit == "ms" else 1) for v in values],
+            unit,
+            bar,
+            limit,
+        )
 
     checkpoints.show, home = show, os.environ["HOME"]
     try:
@@ -558,7 +675,9 @@ def others() -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         words = " ".join(p.info["cmdline"] or [])
-        if p.info["pid"] not in mine and ("chromium" in words or "chrome-linux" in words or "run-driver" in words):
+        if p.info["pid"] not in mine and (
+            "chromium" in words or "chrome-linux" in words or "run-driver" in words
+        ):
             found.append(p)
     return found
 
@@ -588,7 +707,9 @@ def browser_tree(config, args, url, n, env=None):
         for _ in range(n):
             if not alone():
                 CONTENDED.append(args)
-            page = web.Browser(config, lambda url: None)  # as amas runs it: page navigations routed to its gate
+            page = web.Browser(
+                config, lambda url: None
+            )  # as amas runs it: page navigations routed to its gate
             try:
                 t0 = time.perf_counter()
                 text = page.navigate(url)
@@ -596,13 +717,17 @@ def browser_tree(config, args, url, n, env=None):
                 if text.startswith("Error") or "Bench page" not in text:
                     raise RuntimeError(text[:500])
                 time.sleep(1)
-                kids = psutil.Process().children(recursive=True)  # Playwright's node driver and Chromium's processes
+                kids = psutil.Process().children(
+                    recursive=True
+                )  # Playwright's node driver and Chromium's processes
                 pss.append(memory(kids, pss=True))
                 if others():
                     CONTENDED.append(args)
                 for p in kids:
                     by_kind.setdefault(kind(p), []).append(memory([p], pss=True) / n)
-                cmdline = next((" ".join(p.cmdline()) for p in kids if kind(p) == "browser"), cmdline)
+                cmdline = next(
+                    (" ".join(p.cmdline()) for p in kids if kind(p) == "browser"), cmdline
+                )
             finally:
                 page.close()
             left.append(len(psutil.wait_procs(kids, timeout=10)[1]))
@@ -619,7 +744,9 @@ def serve_page(www: Path) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(www)))
     (www / "index.html").write_text(
         "<!doctype html><title>Bench page</title><h1>Benchmark</h1>"
-        + "".join(f"<p>Paragraph {i} of plain text for the browser to render.</p>" for i in range(200))
+        + "".join(
+            f"<p>Paragraph {i} of plain text for the browser to render.</p>" for i in range(200)
+        )
         + f'<iframe src="http://localhost:{server.server_port}/frame.html"></iframe>'
     )
     (www / "frame.html").write_text("<!doctype html><p>A frame from another site.</p>")
@@ -649,7 +776,10 @@ NODE = {  # NODE_OPTIONS for Playwright's driver (node refuses --optimize-for-si
     "--jitless": "no JIT code",
     "--max-semi-space-size=1 --jitless": "both",
 }
-PROPOSED = (["--no-zygote", "--in-process-gpu"], {"NODE_OPTIONS": "--max-semi-space-size=1 --jitless"})
+PROPOSED = (
+    ["--no-zygote", "--in-process-gpu"],
+    {"NODE_OPTIONS": "--max-semi-space-size=1 --jitless"},
+)
 
 
 def bench_browser(www, n, flags=False):
@@ -658,7 +788,9 @@ def bench_browser(www, n, flags=False):
     from amas_code import browser as web
 
     config, shell = make_config(), shutil.which("chromium-headless-shell")
-    full = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    full = next(
+        (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+    )
     default = web.find(config)
     if default is None:
         row("browser open: PSS of its process tree", None, "", "≤ 300 MB")
@@ -670,10 +802,19 @@ def bench_browser(www, n, flags=False):
         label = "headless shell" if default == shell else Path(default).name
         row(f"browser: launch + first navigate ({label}, local page)", launch, "s")
         shared = ", another Chromium ran meanwhile: understated" if CONTENDED else ""
-        row(f"browser open: PSS of its process tree ({label}, as amas launches it{shared})", pss, "MB", "≤ 300 MB", 300)
+        row(
+            f"browser open: PSS of its process tree ({label}, as amas launches it{shared})",
+            pss,
+            "MB",
+            "≤ 300 MB",
+            300,
+        )
         row("browser: processes left after close()", left, "n", "0", 0)
         lines = [f"`{cmdline}`", "", "| process | count | PSS (mean) |", "|---|---|---|"]
-        lines += [f"| {k} | {c:g} | {v:.1f} MB |" for k, (c, v) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])]
+        lines += [
+            f"| {k} | {c:g} | {v:.1f} MB |"
+            for k, (c, v) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])
+        ]
         SECTIONS.append((f"Browser tree by process, as amas launches it ({default})", lines))
         if not flags:
             return
@@ -682,16 +823,31 @@ def bench_browser(www, n, flags=False):
             for a in MEMORY_FLAGS
             if a in web.ARGS
         ]
-        tries += [(f"{label}, plus `{a}`", config, [*web.ARGS, a], {}) for a in CANDIDATES if a not in web.ARGS]
         tries += [
-            (f"{label}, NODE_OPTIONS=`{o}` ({why})", config, web.ARGS, {"NODE_OPTIONS": o}) for o, why in NODE.items()
+            (f"{label}, plus `{a}`", config, [*web.ARGS, a], {})
+            for a in CANDIDATES
+            if a not in web.ARGS
+        ]
+        tries += [
+            (f"{label}, NODE_OPTIONS=`{o}` ({why})", config, web.ARGS, {"NODE_OPTIONS": o})
+            for o, why in NODE.items()
         ]
         flags_env = f"plus `{' '.join(PROPOSED[0])}`, NODE_OPTIONS=`{PROPOSED[1]['NODE_OPTIONS']}`"
         tries.append((f"**{label}, {flags_env}**", config, [*web.ARGS, *PROPOSED[0]], PROPOSED[1]))
         if full and full != default:
-            tries.insert(0, (f"full Chromium ({full}), amas's ARGS", make_config(browser_path=full), web.ARGS, {}))
+            tries.insert(
+                0,
+                (
+                    f"full Chromium ({full}), amas's ARGS",
+                    make_config(browser_path=full),
+                    web.ARGS,
+                    {},
+                ),
+            )
         base, count = med(pss), sum(c for c, _ in by_kind.values())
-        lines = ["| variant | PSS median (min–max) | vs as launched | processes | launch + navigate |"]
+        lines = [
+            "| variant | PSS median (min–max) | vs as launched | processes | launch + navigate |"
+        ]
         lines += ["|---|---|---|---|---|"]
         spread = f"{base:.1f} MB ({min(pss):.1f}–{max(pss):.1f})"
         lines.append(f"| {label}, amas's ARGS | {spread} | – | {count:g} | {med(launch):.2f} s |")
@@ -716,17 +872,33 @@ def bench_browser(www, n, flags=False):
 def bench_litellm(n):
     code = "import time; t = time.perf_counter(); import litellm; print(time.perf_counter() - t)"
     runs = [run([sys.executable, "-c", code], ROOT) for _ in range(n)]
-    row("litellm alone: import time (fresh `python -c`)", [float(r[3].split()[-1]) for r in runs], "s")
+    row(
+        "litellm alone: import time (fresh `python -c`)",
+        [float(r[3].split()[-1]) for r in runs],
+        "s",
+    )
     row("litellm alone: peak RSS after import", [r[2] for r in runs], "MB")
 
 
 # -- the report ---------------------------------------------------------------------------------------------------
 def machine() -> str:
     info = Path("/proc/cpuinfo").read_text()
-    cpu = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
-    ram = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")))
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")),
+        "?",
+    )
+    ram = int(
+        next(
+            ln.split()[1]
+            for ln in Path("/proc/meminfo").read_text().splitlines()
+            if ln.startswith("MemTotal")
+        )
+    )
     release = Path("/etc/os-release").read_text().splitlines()
-    osname = next((ln.split("=", 1)[1].strip('"') for ln in release if ln.startswith("PRETTY_NAME")), platform.system())
+    osname = next(
+        (ln.split("=", 1)[1].strip('"') for ln in release if ln.startswith("PRETTY_NAME")),
+        platform.system(),
+    )
     return (
         f"Machine: {cpu}, {os.cpu_count()} cores, {ram / 1024 / 1024:.1f} GB RAM; {osname} "
         f"(Linux {platform.release()}, {platform.machine()}); Python {platform.python_version()}; "
@@ -735,7 +907,11 @@ def machine() -> str:
 
 
 def table(n, load) -> str:
-    how = "`amas` console script" if AMAS == ["amas"] else f"`{Path(AMAS[0]).name} -m amas_code` (no `amas` on PATH)"
+    how = (
+        "`amas` console script"
+        if AMAS == ["amas"]
+        else f"`{Path(AMAS[0]).name} -m amas_code` (no `amas` on PATH)"
+    )
     lines = [
         machine(),
         f"Load average (1 min) at start / end: {load:.2f} / {os.getloadavg()[0]:.2f} "
@@ -771,12 +947,24 @@ def table(n, load) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
-    parser.add_argument("--only", nargs="+", choices=[s.__name__[6:] for s in STEPS], help="run only these steps")
-    parser.add_argument("--tool-calls", type=int, default=3, choices=[1, 2, 3], help="tool calls in the one-shot")
-    parser.add_argument("--repo", type=Path, help="a large git work tree to search as well (read only)")
-    parser.add_argument("--no-flags", action="store_true", help="skip the browser flag variants (a minute or two)")
     parser.add_argument(
-        "--calm", type=float, default=0, metavar="S", help="before each step, wait up to S s for an idle CPU"
+        "--only", nargs="+", choices=[s.__name__[6:] for s in STEPS], help="run only these steps"
+    )
+    parser.add_argument(
+        "--tool-calls", type=int, default=3, choices=[1, 2, 3], help="tool calls in the one-shot"
+    )
+    parser.add_argument(
+        "--repo", type=Path, help="a large git work tree to search as well (read only)"
+    )
+    parser.add_argument(
+        "--no-flags", action="store_true", help="skip the browser flag variants (a minute or two)"
+    )
+    parser.add_argument(
+        "--calm",
+        type=float,
+        default=0,
+        metavar="S",
+        help="before each step, wait up to S s for an idle CPU",
     )
     args = parser.parse_args()
     n = args.runs
@@ -784,9 +972,13 @@ def main():
     home, proj = tmp / "home", tmp / "proj"
     home.mkdir()
     proj.mkdir()
-    for var in [v for v in os.environ if v.startswith("AMAS_") or v.endswith(("_API_KEY", "_API_BASE"))]:
+    for var in [
+        v for v in os.environ if v.startswith("AMAS_") or v.endswith(("_API_KEY", "_API_BASE"))
+    ]:
         del os.environ[var]
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # measured as installed: bytecode cached (~35 ms of start here)
+    os.environ.pop(
+        "PYTHONDONTWRITEBYTECODE", None
+    )  # measured as installed: bytecode cached (~35 ms of start here)
     llm = TimedLLM()
     os.environ.update(
         HOME=str(home),
@@ -825,7 +1017,9 @@ def main():
         llm.close()
         shutil.rmtree(tmp, ignore_errors=True)
     out = table(n, load)
-    if not args.only and args.tool_calls == 3:  # only a full, standard run replaces the recorded table
+    if (
+        not args.only and args.tool_calls == 3
+    ):  # only a full, standard run replaces the recorded table
         (ROOT / "bench" / "latest.md").write_text(out)
     print(f"\n{out}\n(total {time.perf_counter() - began:.0f} s)")
 

@@ -36,7 +36,12 @@ def make_config(**overrides) -> dict:
     """A complete config as config.load returns it, with overrides."""
     from amas_code.config import DEFAULT_CONFIG
 
-    return {**DEFAULT_CONFIG, "permissions": {"allow": [], "deny": [], "env": []}, "secrets": [], **overrides}
+    return {
+        **DEFAULT_CONFIG,
+        "permissions": {"allow": [], "deny": [], "env": []},
+        "secrets": [],
+        **overrides,
+    }
 
 
 def toolbox(root, checkpoint: bool = False, **overrides):
@@ -58,7 +63,9 @@ def llm():
 
 
 def git(cwd, *args) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.fixture
@@ -139,7 +146,11 @@ def agent(project, llm):
     from amas_code.agent import Agent
 
     config = make_config(
-        model="openai/test-model", api_base=llm.url, api_key=API_KEY, auto_accept=True, secrets=[API_KEY]
+        model="openai/test-model",
+        api_base=llm.url,
+        api_key=API_KEY,
+        auto_accept=True,
+        secrets=[API_KEY],
     )
     return Agent(config, project)
 
@@ -150,7 +161,9 @@ def repl(project, llm):
     children = []
 
     def start(*args, wait=True):
-        env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40")
+        env = amas_env(
+            llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40"
+        )
         child = pexpect.spawn(
             sys.executable,
             ["-m", "amas_code", *args],

@@ -36,7 +36,9 @@ class ScriptedLLM:
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
-        self.script.append({"text": text, "calls": calls, "delay": delay, "wait": wait, "finish": finish})
+        self.script.append(
+            {"text": text, "calls": calls, "delay": delay, "wait": wait, "finish": finish}
+        )
         return self
 
     def reply_from(self, fn):
@@ -50,11 +52,24 @@ class ScriptedLLM:
         return self
 
     def error(
-        self, status: int, message: str = "error", cut_after: str | None = None, delay: float = 0, kind: str = "error"
+        self,
+        status: int,
+        message: str = "error",
+        cut_after: str | None = None,
+        delay: float = 0,
+        kind: str = "error",
     ):
         """An HTTP error (`kind` is the error body's "type"); or with cut_after, stream that text then drop the
         connection mid-body."""
-        self.script.append({"status": status, "message": message, "cut_after": cut_after, "delay": delay, "kind": kind})
+        self.script.append(
+            {
+                "status": status,
+                "message": message,
+                "cut_after": cut_after,
+                "delay": delay,
+                "kind": kind,
+            }
+        )
         return self
 
     def close(self):
@@ -74,16 +89,26 @@ class ScriptedLLM:
                 llm.gets.append(self.path)
                 if llm.props is not None and self.path.rstrip("/").endswith("/props"):
                     return self._json(200, llm.props)
-                self._json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]})
+                self._json(
+                    200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
+                )
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = json.loads(
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"
+                )
                 llm.requests.append(body)
-                step = llm.script.pop(0) if llm.script else {"text": "(no scripted reply left)", "calls": []}
+                step = (
+                    llm.script.pop(0)
+                    if llm.script
+                    else {"text": "(no scripted reply left)", "calls": []}
+                )
                 if "fn" in step:
                     name, args = step["fn"](body)
                     step = {"text": "", "calls": [(name, json.dumps(args))]}
-                time.sleep(step.get("wait", 0) + (step.get("delay", 0) if step.get("status") else 0))
+                time.sleep(
+                    step.get("wait", 0) + (step.get("delay", 0) if step.get("status") else 0)
+                )
                 if step.get("status") and not step.get("cut_after"):
                     return self._json(
                         step["status"],
@@ -119,7 +144,9 @@ class ScriptedLLM:
                     self.close_connection = True
                     return
                 for chunk in (
-                    chunks(cut, [])[:-2] if cut else chunks(step["text"], step.get("calls", []), step.get("finish"))
+                    chunks(cut, [])[:-2]
+                    if cut
+                    else chunks(step["text"], step.get("calls", []), step.get("finish"))
                 ):
                     time.sleep(step.get("delay", 0))
                     self._send(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -193,6 +220,8 @@ def completion(step: dict) -> dict:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": "test-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }

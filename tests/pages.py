@@ -40,7 +40,12 @@ ROUTES = {  # path -> (status, content type, body, extra headers)
     "/redirect": (302, "text/plain", b"", {"Location": "/text"}),
     "/long": (200, "text/plain", b"0123456789" * 10_000, {}),
     "/huge": (200, "text/plain", b"x" * 3_000_000, {}),
-    "/latin1": (200, "text/html; charset=iso-8859-1", "<p>Café crème, señor</p>".encode("latin-1"), {}),
+    "/latin1": (
+        200,
+        "text/html; charset=iso-8859-1",
+        "<p>Café crème, señor</p>".encode("latin-1"),
+        {},
+    ),
     "/broken/search": (500, "text/plain", b"internal error", {}),
     "/limited/search": (429, "text/plain", b"too many requests", {}),
 }
@@ -68,7 +73,9 @@ class Pages:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.server.handle_error = lambda *args: None  # a client that hung up early is expected here
+        self.server.handle_error = lambda *args: (
+            None
+        )  # a client that hung up early is expected here
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -80,7 +87,9 @@ class Pages:
         if path == "/slow":  # answers only when the tests are over
             self.stop.wait(10)
             return self.send(h, 200, "text/plain", b"finally")
-        if path == "/trickle":  # headers at once, then a byte every 0.1 s: only a total deadline stops it
+        if (
+            path == "/trickle"
+        ):  # headers at once, then a byte every 0.1 s: only a total deadline stops it
             h.send_response(200)
             h.send_header("Content-Type", "text/plain")
             h.end_headers()
@@ -88,12 +97,18 @@ class Pages:
                 h.wfile.write(b".")
                 h.wfile.flush()
             return
-        status, kind, body, headers = ROUTES.get(path, (404, "text/html", b"<title>Not found</title>", {}))
+        status, kind, body, headers = ROUTES.get(
+            path, (404, "text/html", b"<title>Not found</title>", {})
+        )
         self.send(h, status, kind, body, headers)
 
     def send(self, h, status: int, kind: str, body: bytes, headers: dict | None = None) -> None:
         h.send_response(status)
-        for key, value in {"Content-Type": kind, "Content-Length": str(len(body)), **(headers or {})}.items():
+        for key, value in {
+            "Content-Type": kind,
+            "Content-Length": str(len(body)),
+            **(headers or {}),
+        }.items():
             if value:
                 h.send_header(key, value)
         h.end_headers()
@@ -101,7 +116,9 @@ class Pages:
 
     def queries(self, path: str = "/search") -> list[dict]:
         """The parsed query strings of the requests made to path."""
-        return [parse_qs(urlsplit(p).query) for p in self.requests if urlsplit(p).path.endswith(path)]
+        return [
+            parse_qs(urlsplit(p).query) for p in self.requests if urlsplit(p).path.endswith(path)
+        ]
 
     def close(self) -> None:
         self.stop.set()

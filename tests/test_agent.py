@@ -20,9 +20,13 @@ def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
         "---\nname: docker\ndescription: Build and run containers\nkeywords: [docker, container]\n---\n"
         "Use multi-stage builds and pin base images.\n"
     )
-    (project / ".amas/skills/release-notes.md").write_text("# Write release notes\nGroup by Added/Fixed.\n")
+    (project / ".amas/skills/release-notes.md").write_text(
+        "# Write release notes\nGroup by Added/Fixed.\n"
+    )
     (home / ".amas/skills").mkdir(parents=True)
-    (home / ".amas/skills/sql.md").write_text("---\ndescription: SQL style\n---\nUppercase keywords.\n")
+    (home / ".amas/skills/sql.md").write_text(
+        "---\ndescription: SQL style\n---\nUppercase keywords.\n"
+    )
     (project / "src").mkdir()
     (project / "src/app.py").write_text("import os\n\n\ndef main():\n    return 0\n")
     repomap.init(project, [])
@@ -32,7 +36,9 @@ def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
     assert prompt.startswith("You are Amas Code, an elite AI coding assistant")
     assert "Always use tabs in Makefiles." in prompt and "Run pytest before you finish." in prompt
     assert "### Skill: docker\nUse multi-stage builds and pin base images." in prompt
-    assert "- release-notes: Write release notes" in prompt and "Group by Added/Fixed." not in prompt
+    assert (
+        "- release-notes: Write release notes" in prompt and "Group by Added/Fixed." not in prompt
+    )
     assert "- sql: SQL style" in prompt and "Uppercase keywords." not in prompt
     assert "src/app.py\n  def main()" in prompt
     assert "# Browser Control & Web Interaction" in prompt
@@ -49,7 +55,9 @@ def test_prompt_stays_under_budget_with_a_huge_map(agent, project, llm):
     agent.turn("look at pkg/module_599.py please")
     prompt = system(llm.requests[0])
     assert count_tokens(prompt) <= PROMPT_BUDGET
-    assert "pkg/module_599.py\n  def function_599_" in prompt  # the file the user mentioned is ranked first
+    assert (
+        "pkg/module_599.py\n  def function_599_" in prompt
+    )  # the file the user mentioned is ranked first
 
 
 def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
@@ -61,7 +69,9 @@ def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
     assert freed > 0
     summary_request = llm.requests[3]
     assert "Summarize this conversation" in summary_request["messages"][0]["content"]
-    assert "question 0" in summary_request["messages"][1]["content"] and "tools" not in summary_request
+    assert (
+        "question 0" in summary_request["messages"][1]["content"] and "tools" not in summary_request
+    )
     llm.reply(text="fine")
     agent.turn("question 3")
     after = llm.requests[4]["messages"]
@@ -76,13 +86,17 @@ def test_auto_compaction_past_max_context_tokens(agent, llm):
     for i in range(3):
         llm.reply(text="long answer " * 300)
         agent.turn(f"turn {i}")
-    summaries = [r for r in llm.requests if "Summarize this conversation" in r["messages"][0]["content"]]
+    summaries = [
+        r for r in llm.requests if "Summarize this conversation" in r["messages"][0]["content"]
+    ]
     assert summaries, "no summarization request was sent"
 
 
 def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys):
     llm.error(400, "model 'tiny' does not support tools")
-    llm.reply(text='Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>')
+    llm.reply(
+        text='Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+    )
     llm.reply(text="The README says demo.")
     llm.reply(text="second turn")
     agent.turn("what is in the README?")
@@ -103,7 +117,9 @@ def test_ctrl_c_during_a_tool_keeps_messages_valid(agent, llm, monkeypatch):
     monkeypatch.setattr(
         agent.tools,
         "execute",
-        lambda name, raw: (_ for _ in ()).throw(KeyboardInterrupt) if name == "list_files" else real(name, raw),
+        lambda name, raw: (
+            (_ for _ in ()).throw(KeyboardInterrupt) if name == "list_files" else real(name, raw)
+        ),
     )
     assert agent.turn("look around") is False
     calls = agent.messages[1]["tool_calls"]
@@ -119,14 +135,25 @@ def test_repeated_identical_calls_are_pointed_out_then_end_the_turn(agent, llm, 
     for _ in range(6):
         llm.reply(tool="list_files")
     agent.turn("list")
-    assert "you have made this same call 3 times in a row" in llm.requests[3]["messages"][-1]["content"]
+    assert (
+        "you have made this same call 3 times in a row"
+        in llm.requests[3]["messages"][-1]["content"]
+    )
     assert len(llm.requests) == 4  # the fourth identical call ended the turn: no fifth request
-    assert "the model made the same list_files call 4 times in a row; turn ended" in capsys.readouterr().err
+    assert (
+        "the model made the same list_files call 4 times in a row; turn ended"
+        in capsys.readouterr().err
+    )
     assert agent.messages[-1]["role"] == "tool"  # every call answered: the next request is valid
 
 
 def test_near_identical_calls_count_as_repeats_but_different_ones_do_not(agent, llm, capsys):
-    for pattern in ("TODO", " TODO", "todo ", "./TODO"):  # the same up to case and spaces: the model is stuck
+    for pattern in (
+        "TODO",
+        " TODO",
+        "todo ",
+        "./TODO",
+    ):  # the same up to case and spaces: the model is stuck
         llm.reply(tool="search_files", pattern=pattern)
     agent.turn("search")
     assert len(llm.requests) == 4 and "turn ended" in capsys.readouterr().err
@@ -154,14 +181,18 @@ def test_attach_puts_files_in_the_next_message(agent, project, llm):
     llm.reply(text="seen")
     agent.turn("review these")
     content = llm.requests[0]["messages"][-1]["content"]
-    assert "Attached file src/a.py:\n```\nA = 1\n" in content and "Attached file src/b.py" in content
+    assert (
+        "Attached file src/a.py:\n```\nA = 1\n" in content and "Attached file src/b.py" in content
+    )
     assert content.endswith("review these")
 
 
 def test_text_tools_when_litellm_says_the_model_cannot_call_functions(agent, llm, capsys):
     # supports_function_calling: false in litellm's map
     agent.model = providers.Model({**agent.config, "model": "deepseek/deepseek-reasoner"})
-    llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(text="listed")
+    llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(
+        text="listed"
+    )
     agent.turn("list the files")
     first = llm.requests[0]
     assert "tools" not in first and "<tool_call>" in system(first)
@@ -172,12 +203,18 @@ def test_text_tools_when_litellm_says_the_model_cannot_call_functions(agent, llm
 def test_resumed_session_killed_mid_tool_is_repaired(project, llm):
     from amas_code.agent import Agent
 
-    call = {"id": "call_9", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}
+    call = {
+        "id": "call_9",
+        "type": "function",
+        "function": {"name": "list_files", "arguments": "{}"},
+    }
     (project / ".amas").mkdir()
     (project / ".amas/history.jsonl").write_text(
         json.dumps({"session": "s1", "time": 1.0, "role": "user", "content": "list"})
         + "\n"
-        + json.dumps({"session": "s1", "time": 2.0, "role": "assistant", "content": "", "tool_calls": [call]})
+        + json.dumps(
+            {"session": "s1", "time": 2.0, "role": "assistant", "content": "", "tool_calls": [call]}
+        )
         + "\n"
     )
     config = make_config(model="openai/test-model", api_base=llm.url, api_key="k" * 12)
@@ -185,7 +222,11 @@ def test_resumed_session_killed_mid_tool_is_repaired(project, llm):
     llm.reply(text="resumed")
     agent.turn("go on")
     sent = llm.requests[0]["messages"]
-    assert sent[3] == {"role": "tool", "tool_call_id": "call_9", "content": "Cancelled by the user."}
+    assert sent[3] == {
+        "role": "tool",
+        "tool_call_id": "call_9",
+        "content": "Cancelled by the user.",
+    }
     assert sent[4]["content"] == "go on" and agent.session == "s1"
 
 
@@ -231,7 +272,10 @@ def test_model_back_to_the_configured_provider_gets_its_address_and_key_back(age
     repl.command(agent, "/model anthropic/claude-sonnet-4-5")
     assert agent.model.config["api_base"] is None and agent.model.config["api_key"] is None
     repl.command(agent, "/model openai/other-model")
-    assert agent.model.config["api_base"] == llm.url and agent.model.config["api_key"] == agent.config["api_key"]
+    assert (
+        agent.model.config["api_base"] == llm.url
+        and agent.model.config["api_key"] == agent.config["api_key"]
+    )
 
 
 def test_a_damaged_history_is_resumed_without_its_bad_lines(project, llm, capsys):
@@ -245,8 +289,14 @@ def test_a_damaged_history_is_resumed_without_its_bad_lines(project, llm, capsys
         {**good, "role": "assistant", "tool_calls": [{"function": "x"}]},
     ]
     (project / ".amas").mkdir()
-    (project / ".amas/history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [good, *bad]) + "{broken\n")
-    agent = Agent(make_config(model="openai/test-model", api_base=llm.url, api_key="k" * 12), project, resume=True)
+    (project / ".amas/history.jsonl").write_text(
+        "".join(json.dumps(e) + "\n" for e in [good, *bad]) + "{broken\n"
+    )
+    agent = Agent(
+        make_config(model="openai/test-model", api_base=llm.url, api_key="k" * 12),
+        project,
+        resume=True,
+    )
     llm.reply(text="resumed")
     agent.turn("go on")
     assert [m["content"] for m in llm.requests[0]["messages"][1:]] == ["kept", "go on"]

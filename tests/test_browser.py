@@ -15,7 +15,9 @@ from amas_code import browser
 from amas_code.browser import Browser
 
 CHROMIUM = browser.find({})
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (sudo apt install chromium-headless-shell)")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium (sudo apt install chromium-headless-shell)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,10 @@ def processes() -> dict[int, psutil.Process]:
 
 def test_importing_browser_loads_no_playwright():
     code = "import sys, amas_code.browser; print('playwright' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+        == "False"
+    )
 
 
 def test_chromium_lookup_order(monkeypatch, tmp_path):
@@ -49,10 +54,16 @@ def test_chromium_lookup_order(monkeypatch, tmp_path):
         (bin_dir / name).write_text("#!/bin/sh\n")
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "none"))  # no Playwright-installed browser
+    monkeypatch.setenv(
+        "PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "none")
+    )  # no Playwright-installed browser
     assert browser.find({"browser_path": "/bin/sh"}) == "/bin/sh"  # the user's choice wins
-    assert browser.find({}) == str(bin_dir / "chromium-headless-shell")  # headless: the lighter shell
-    assert browser.find({"browser_headless": False}) == str(bin_dir / "chromium")  # a window needs the full one
+    assert browser.find({}) == str(
+        bin_dir / "chromium-headless-shell"
+    )  # headless: the lighter shell
+    assert browser.find({"browser_headless": False}) == str(
+        bin_dir / "chromium"
+    )  # a window needs the full one
     (bin_dir / "chromium-headless-shell").unlink()
     assert browser.find({}) == str(bin_dir / "chromium")
     (bin_dir / "chromium").unlink()
@@ -64,7 +75,9 @@ def test_no_browser_says_what_to_install(shared, monkeypatch, tmp_path):
     before = processes()
     b = Browser(make_config(browser_path=str(tmp_path / "no-such-chrome")))
     assert b.navigate("about:blank") == f"Error: {browser.INSTALL}"
-    assert "sudo apt install chromium-headless-shell" in browser.INSTALL  # the lighter package first
+    assert (
+        "sudo apt install chromium-headless-shell" in browser.INSTALL
+    )  # the lighter package first
     psutil.wait_procs([p for pid, p in processes().items() if pid not in before], timeout=10)
     assert set(processes()) <= set(before)  # Playwright's driver was stopped too
 
@@ -110,19 +123,28 @@ def test_missing_selector_fails_fast(shared, pages, monkeypatch):
     start = time.monotonic()
     out = shared.click("#nope")
     assert time.monotonic() - start < 15  # a 5 s wait, not Playwright's 30 s default
-    assert out == "Error: Page.click: Timeout 5000ms exceeded. (no element matched, or the page did not load in time)"
+    assert (
+        out
+        == "Error: Page.click: Timeout 5000ms exceeded. (no element matched, or the page did not load in time)"
+    )
     monkeypatch.setattr(browser, "WAIT", 200)
     for out in (shared.type("#nope", "x"), shared.get_text("#nope")):
-        assert out.startswith("Error: Page.") and "Timeout 200ms exceeded. (no element matched" in out
+        assert (
+            out.startswith("Error: Page.") and "Timeout 200ms exceeded. (no element matched" in out
+        )
     assert shared.get_text("#result") == "waiting"  # the page is still usable
 
 
 @needs_chromium
 def test_http_error_and_failed_navigation(shared, pages, monkeypatch):
-    assert shared.navigate(pages.url + "/nowhere").startswith(f"Not found\n{pages.url}/nowhere (HTTP 404)")
+    assert shared.navigate(pages.url + "/nowhere").startswith(
+        f"Not found\n{pages.url}/nowhere (HTTP 404)"
+    )
     assert shared.navigate("http://127.0.0.1:1/").startswith("Error: Page.goto: net::ERR_")
     monkeypatch.setattr(browser, "LOAD", 500)
-    assert shared.navigate(pages.url + "/slow").startswith("Error: Page.goto: Timeout 500ms exceeded")
+    assert shared.navigate(pages.url + "/slow").startswith(
+        "Error: Page.goto: Timeout 500ms exceeded"
+    )
     assert shared.navigate(pages.url + "/other").startswith("Other page\n")
 
 
@@ -131,13 +153,19 @@ def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, 
     shared.close()  # one Playwright per thread: the module's browser makes way and starts again later
     guarded, asked = Browser(make_config(), lambda url: asked.append(url)), []
     try:
-        assert guarded.navigate(pages.url + "/nowhere").startswith(f"Not found\n{pages.url}/nowhere (HTTP 404)")
+        assert guarded.navigate(pages.url + "/nowhere").startswith(
+            f"Not found\n{pages.url}/nowhere (HTTP 404)"
+        )
         with socket.socket() as s:  # a port nothing listens on (port 1 Chromium refuses as unsafe)
             s.bind(("127.0.0.1", 0))
             dead_url = f"http://127.0.0.1:{s.getsockname()[1]}/"
-        assert guarded.navigate(dead_url).startswith(f"Error: Page.goto: net::ERR_CONNECTION_REFUSED at {dead_url}")
+        assert guarded.navigate(dead_url).startswith(
+            f"Error: Page.goto: net::ERR_CONNECTION_REFUSED at {dead_url}"
+        )
         monkeypatch.setattr(browser, "LOAD", 500)
-        assert guarded.navigate(pages.url + "/slow").startswith("Error: Page.goto: Timeout 500ms exceeded")
+        assert guarded.navigate(pages.url + "/slow").startswith(
+            "Error: Page.goto: Timeout 500ms exceeded"
+        )
         assert guarded.navigate(pages.url + "/other").startswith("Other page\n")
     finally:
         guarded.close()
@@ -156,7 +184,9 @@ def test_close_leaves_no_process(shared, pages):
     shared.close()  # idempotent
     _, alive = psutil.wait_procs(started, timeout=10)
     assert alive == []
-    assert shared.get_text() == "(no visible text in body)"  # used again: starts again, on a blank page
+    assert (
+        shared.get_text() == "(no visible text in body)"
+    )  # used again: starts again, on a blank page
 
 
 @needs_chromium
@@ -172,7 +202,9 @@ def test_a_killed_chromium_is_started_again(shared, pages):
     main.kill()
     psutil.wait_procs([main], timeout=10)
     out = shared.navigate(pages.url + "/other")
-    assert out.startswith("Error: ") and out.endswith("(the browser had stopped; the next call starts a new one)")
+    assert out.startswith("Error: ") and out.endswith(
+        "(the browser had stopped; the next call starts a new one)"
+    )
     assert shared.navigate(pages.url + "/other").startswith("Other page\n")
 
 
@@ -183,7 +215,10 @@ def test_a_screenshot_over_a_file_asks_and_is_checkpointed(bare, shared, pages):
     asking = toolbox(bare, checkpoint=True)  # no terminal to ask on: declined
     try:
         asking.execute("navigate", json.dumps({"url": pages.url + "/"}))
-        assert asking.execute("screenshot", json.dumps({"path": "logo.png"})) == "Screenshot declined by user."
+        assert (
+            asking.execute("screenshot", json.dumps({"path": "logo.png"}))
+            == "Screenshot declined by user."
+        )
     finally:
         asking.close()
     assert (bare / "logo.png").read_bytes() == b"the user's logo"
@@ -205,9 +240,16 @@ def test_tools_dispatch_to_the_browser(shared, pages, tmp_path):
     box = toolbox(tmp_path, auto_accept=True)
     try:
         assert box.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
-        assert box.execute("navigate", json.dumps({"url": pages.url + "/"})).startswith("Form page\n")
-        assert box.execute("type", json.dumps({"selector": "#name", "text": "Bo"})) == "Typed 2 characters into #name"
-        assert box.execute("click", json.dumps({"selector": "#go"})).startswith("Clicked #go; page is now 'Greeted'")
+        assert box.execute("navigate", json.dumps({"url": pages.url + "/"})).startswith(
+            "Form page\n"
+        )
+        assert (
+            box.execute("type", json.dumps({"selector": "#name", "text": "Bo"}))
+            == "Typed 2 characters into #name"
+        )
+        assert box.execute("click", json.dumps({"selector": "#go"})).startswith(
+            "Clicked #go; page is now 'Greeted'"
+        )
         assert box.execute("get_text", json.dumps({"selector": "#result"})) == "Hello, Bo"
         assert box.execute("screenshot", "{}") == str(tmp_path / "screenshot.png")
         assert (tmp_path / "screenshot.png").read_bytes()[:4] == b"\x89PNG"

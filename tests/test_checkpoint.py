@@ -90,7 +90,10 @@ def user_state(root: Path, skip: tuple = ()) -> dict:
         "outside": walk(root.parent / "outside"),
     }
     if (root / ".git").exists():
-        env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # reading status must not refresh the user's index
+        env = {
+            **os.environ,
+            "GIT_OPTIONAL_LOCKS": "0",
+        }  # reading status must not refresh the user's index
         for name, args in {
             "stages": ["ls-files", "-s"],
             "head": ["rev-parse", "HEAD"],
@@ -112,7 +115,9 @@ def assert_whole(shadow: Path, root: Path) -> None:
     env = {**os.environ, "GIT_DIR": str(shadow)}
     if (root / ".git").exists():  # the snapshots' own trees name the user's objects
         env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(root / ".git" / "objects")
-    fsck = subprocess.run(["git", "fsck", "--strict", "--no-dangling"], capture_output=True, text=True, env=env)
+    fsck = subprocess.run(
+        ["git", "fsck", "--strict", "--no-dangling"], capture_output=True, text=True, env=env
+    )
     assert fsck.returncode == 0 and not fsck.stderr, fsck.stderr
     env.pop("GIT_ALTERNATE_OBJECT_DIRECTORIES", None)
     cmd = ["git", "rev-list", "--objects", "--missing=print", "--all"]
@@ -130,7 +135,9 @@ def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
         assert "Error" not in result and "checkpoint failed" not in result, result
         assert "[checkpoint:" in result, result
     after = user_state(root, skip)
-    assert repo_part(after) == repo_part(before)  # HEAD, refs, index, .git untouched while the agent worked
+    assert repo_part(after) == repo_part(
+        before
+    )  # HEAD, refs, index, .git untouched while the agent worked
     assert after["files"] != before["files"]
     cp = Checkpoint(root, box.config["ignore"], "other-session")  # a new amas process undoes it
     assert len(cp.history()) == len(actions)
@@ -163,12 +170,24 @@ def shell_edit_create_delete_rename(root):
     files(root, {"a.txt": "one\n", "b.txt": "two\n", "c.txt": "three\n", "u.txt": "untracked\n"})
     commit(root)
     files(root, {"a.txt": "one, edited by the user\n", "v.txt": "user's untracked\n"})
-    return [sh("sed -i 's/one/ONE/' a.txt && echo new > n.txt && rm b.txt && mv c.txt d.txt && rm v.txt")]
+    return [
+        sh(
+            "sed -i 's/one/ONE/' a.txt && echo new > n.txt && rm b.txt && mv c.txt d.txt && rm v.txt"
+        )
+    ]
 
 
 @scenario()
 def odd_names(root):
-    names = ["sp ace.txt", "new\nline.txt", "ünï😀.txt", "-dash.txt", 'q"uo\\te.txt', "tab\t.txt", "*.txt"]
+    names = [
+        "sp ace.txt",
+        "new\nline.txt",
+        "ünï😀.txt",
+        "-dash.txt",
+        'q"uo\\te.txt',
+        "tab\t.txt",
+        "*.txt",
+    ]
     files(root, {n: f"{n}\n" for n in names})
     (root / os.fsdecode(b"bad\xff.txt")).write_bytes(b"not utf-8 name\n")
     commit(root)
@@ -240,7 +259,10 @@ def fresh_git_init(root):
 
 @scenario()
 def ignored_but_tracked(root):
-    files(root, {".gitignore": "dist/\n*.log\n", "dist/bundle.js": "v1\n", "keep.log": "tracked log\n"})
+    files(
+        root,
+        {".gitignore": "dist/\n*.log\n", "dist/bundle.js": "v1\n", "keep.log": "tracked log\n"},
+    )
     git(root, "add", "-f", ".gitignore", "dist/bundle.js", "keep.log")
     git(root, "commit", "-qm", "build output committed")
     return [sh("echo v2 > dist/bundle.js && echo more >> keep.log")]
@@ -251,13 +273,23 @@ def ignored_but_tracked(root):
 def staged_partial_and_new(root):
     files(root, {"a.txt": "".join(f"line {i}\n" for i in range(20))})
     commit(root)
-    files(root, {"a.txt": "STAGED\n" + "".join(f"line {i}\n" for i in range(1, 20)), "n.txt": "staged new\n"})
+    files(
+        root,
+        {
+            "a.txt": "STAGED\n" + "".join(f"line {i}\n" for i in range(1, 20)),
+            "n.txt": "staged new\n",
+        },
+    )
     git(root, "add", "a.txt", "n.txt")
     files(root, {"a.txt": "STAGED\n" + "".join(f"line {i}\n" for i in range(1, 19)) + "unstaged\n"})
     files(root, {"n.txt": "staged new, then edited\n", "s.txt": "only staged\n"})
     git(root, "add", "s.txt")
     files(root, {"s.txt": "worktree differs\n"})
-    return [edit("a.txt", "line 5", "agent 5"), edit("n.txt", "edited", "agent"), sh("echo x >> s.txt")]
+    return [
+        edit("a.txt", "line 5", "agent 5"),
+        edit("n.txt", "edited", "agent"),
+        sh("echo x >> s.txt"),
+    ]
 
 
 @scenario()
@@ -270,7 +302,9 @@ def mid_merge_conflict(root):
     git(root, "checkout", "-q", "main")
     files(root, {"c.txt": "ours\n"})
     commit(root, "ours")
-    assert subprocess.run(["git", "merge", "-q", "theirs"], cwd=root, capture_output=True).returncode
+    assert subprocess.run(
+        ["git", "merge", "-q", "theirs"], cwd=root, capture_output=True
+    ).returncode
     return [edit("c.txt", "<<<<<<< HEAD\n", ""), sh("echo resolved > c.txt")]
 
 
@@ -295,7 +329,10 @@ def crlf_autocrlf(root):
     git(root, "config", "core.autocrlf", "true")
     files(root, {"w.txt": b"one\r\ntwo\r\n", "mixed.txt": b"a\r\nb\n"})
     commit(root)
-    return [edit("w.txt", "two", "2"), sh("printf 'three\\r\\n' >> w.txt && printf 'c\\n' >> mixed.txt")]
+    return [
+        edit("w.txt", "two", "2"),
+        sh("printf 'three\\r\\n' >> w.txt && printf 'c\\n' >> mixed.txt"),
+    ]
 
 
 @scenario()
@@ -303,7 +340,11 @@ def eol_and_encoding_attributes(root):
     files(root, {".gitattributes": "*.crlf eol=crlf\n*.u16 working-tree-encoding=UTF-16\n"})
     files(root, {"a.crlf": b"x\r\ny\r\n", "b.u16": "h\u00e9llo\n".encode("utf-16")})
     commit(root)
-    return [sh("printf 'z\\r\\n' >> a.crlf && python3 -c \"open('b.u16','ab').write('!'.encode('utf-16-le'))\"")]
+    return [
+        sh(
+            "printf 'z\\r\\n' >> a.crlf && python3 -c \"open('b.u16','ab').write('!'.encode('utf-16-le'))\""
+        )
+    ]
 
 
 @scenario()
@@ -334,8 +375,12 @@ def symlinks(root):
     os.symlink("../outside/secret.txt", root / "out")
     commit(root)
     return [
-        sh("rm l && ln -s b.txt l2 && ln -s sub newdirlink && rm out && echo replaced > out && ln -sfn b.txt dl"),
-        sh("rm a.txt && ln -s ../outside/secret.txt a.txt"),  # undo must replace this link, not write through it
+        sh(
+            "rm l && ln -s b.txt l2 && ln -s sub newdirlink && rm out && echo replaced > out && ln -sfn b.txt dl"
+        ),
+        sh(
+            "rm a.txt && ln -s ../outside/secret.txt a.txt"
+        ),  # undo must replace this link, not write through it
     ]
 
 
@@ -344,7 +389,11 @@ def modes(root):
     files(root, {"run.sh": "#!/bin/sh\necho hi\n", "data.txt": "d\n"})
     os.chmod(root / "run.sh", 0o755)
     commit(root)
-    return [sh("chmod -x run.sh && chmod +x data.txt"), edit("data.txt", "d", "e"), sh("chmod +x run.sh")]
+    return [
+        sh("chmod -x run.sh && chmod +x data.txt"),
+        edit("data.txt", "d", "e"),
+        sh("chmod +x run.sh"),
+    ]
 
 
 @scenario(skip=("sub", ".git/modules"))
@@ -371,22 +420,42 @@ def big_tracked_file(root):
 # -- found by probing after the first shadow version: what git ignores, and amas's own names -------------------------
 @scenario()
 def unignored_by_the_command(root):
-    files(root, {".gitignore": ".env\nvenv/\n", ".env": "API_KEY=user-secret\n", "venv/lib.py": "user's venv\n"})
+    files(
+        root,
+        {
+            ".gitignore": ".env\nvenv/\n",
+            ".env": "API_KEY=user-secret\n",
+            "venv/lib.py": "user's venv\n",
+        },
+    )
     git(root, "add", ".gitignore")
     git(root, "commit", "-qm", "ignore")
-    return [sh("sed -i '/^.env$/d;/^venv/d' .gitignore")]  # they were there before: undo must not delete them
+    return [
+        sh("sed -i '/^.env$/d;/^venv/d' .gitignore")
+    ]  # they were there before: undo must not delete them
 
 
 @scenario()
-def ignored_files_overwritten_or_removed(root):  # an agent's `cp .env.example .env` over the user's only copy
-    files(root, {".gitignore": ".env\n*.log\n", ".env.example": "API_KEY=\n", "run.log": "the user's log\n"})
+def ignored_files_overwritten_or_removed(
+    root,
+):  # an agent's `cp .env.example .env` over the user's only copy
+    files(
+        root,
+        {
+            ".gitignore": ".env\n*.log\n",
+            ".env.example": "API_KEY=\n",
+            "run.log": "the user's log\n",
+        },
+    )
     commit(root)
     files(root, {".env": "API_KEY=the user's only copy\n"})
     return [sh("cp .env.example .env && rm run.log && echo x >> README.md")]
 
 
 @scenario()
-def ignored_but_tracked_moved_by_the_first_command(root):  # no shadow index yet: dist/ is not "ignored" here
+def ignored_but_tracked_moved_by_the_first_command(
+    root,
+):  # no shadow index yet: dist/ is not "ignored" here
     files(root, {".gitignore": "dist/\n", "dist/app.js": "v1\n"})
     git(root, "add", "-f", ".gitignore", "dist/app.js")
     git(root, "commit", "-qm", "build output committed")
@@ -401,7 +470,9 @@ def a_folder_of_small_ignored_files_removed(root):  # every file of logs/ is kep
 
 
 @scenario()
-def a_tracked_folder_the_user_made_a_link(root):  # the user's index still names conf/x, beyond the link
+def a_tracked_folder_the_user_made_a_link(
+    root,
+):  # the user's index still names conf/x, beyond the link
     files(root, {"conf/x": "x\n", "a.txt": "a\n"})
     commit(root)
     subprocess.run("mv conf conf.real && ln -s conf.real conf", shell=True, cwd=root, check=True)
@@ -410,15 +481,21 @@ def a_tracked_folder_the_user_made_a_link(root):  # the user's index still names
 
 
 @scenario(git_repo=False)
-def ignored_files_overwritten_without_git(root):  # amas's own ignore list: build/ is kept out, dist a file
+def ignored_files_overwritten_without_git(
+    root,
+):  # amas's own ignore list: build/ is kept out, dist a file
     files(root, {"app.py": "a\n", "build/out.o": "built\n", "dist": "the user's notes\n"})
     return [sh("echo new > dist && echo b >> app.py")]
 
 
 @scenario()
 def folders_named_like_build_output(root):
-    files(root, {"docs/build/chapter1.md": "user's uncommitted chapter\n", "dist": "user's notes\n"})
-    return [sh("rm -rf docs/build dist")]  # not ignored by git: amas's own ignore list must not hide them
+    files(
+        root, {"docs/build/chapter1.md": "user's uncommitted chapter\n", "dist": "user's notes\n"}
+    )
+    return [
+        sh("rm -rf docs/build dist")
+    ]  # not ignored by git: amas's own ignore list must not hide them
 
 
 @scenario()
@@ -445,10 +522,14 @@ def test_the_shadow_repository_holds_links_as_links_and_no_outside_content(proje
     (project.parent / "outside").mkdir()
     (project.parent / "outside" / "secret.txt").write_text("outside secret 7f3a\n")
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    box.execute("shell_command", json.dumps({"command": "ln -s ../outside/secret.txt s && ln -s .. up"}))
+    box.execute(
+        "shell_command", json.dumps({"command": "ln -s ../outside/secret.txt s && ln -s .. up"})
+    )
     assert list(box.checkpoint.history()[0]["files"]) == ["s", "up"]
     objects = subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=box.checkpoint.dir,
+        capture_output=True,
     ).stdout
     assert b"7f3a" not in objects and b"../outside/secret.txt" in objects
 
@@ -456,13 +537,21 @@ def test_the_shadow_repository_holds_links_as_links_and_no_outside_content(proje
 def test_ignored_files_are_never_copied_and_make_no_checkpoint(project):
     (project / ".gitignore").write_text("build/\n*.log\n")
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    mark = "printf 5e%s 1f >"  # the content is not in the command, which the checkpoint's label holds
-    result = box.execute("shell_command", json.dumps({"command": f"mkdir build && {mark} build/o && {mark} x.log"}))
+    mark = (
+        "printf 5e%s 1f >"  # the content is not in the command, which the checkpoint's label holds
+    )
+    result = box.execute(
+        "shell_command", json.dumps({"command": f"mkdir build && {mark} build/o && {mark} x.log"})
+    )
     assert "checkpoint" not in result and box.checkpoint.history() == []
-    box.execute("shell_command", json.dumps({"command": f"{mark} node_modules.txt && mkdir node_modules"}))
+    box.execute(
+        "shell_command", json.dumps({"command": f"{mark} node_modules.txt && mkdir node_modules"})
+    )
     box.execute("shell_command", json.dumps({"command": f"{mark} node_modules/x"}))
     objects = subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=box.checkpoint.dir,
+        capture_output=True,
     )
     assert objects.stdout.count(b"5e1f") == 1  # the one file that is not ignored
 
@@ -470,7 +559,13 @@ def test_ignored_files_are_never_copied_and_make_no_checkpoint(project):
 def test_nothing_is_written_to_the_users_git_and_no_program_of_the_repository_runs(project):
     marker = project.parent / "ran"
     hook = f"#!/bin/sh\necho $0 >> {marker}\n"
-    for name in ["pre-commit", "post-commit", "post-checkout", "post-index-change", "reference-transaction"]:
+    for name in [
+        "pre-commit",
+        "post-commit",
+        "post-checkout",
+        "post-index-change",
+        "reference-transaction",
+    ]:
         (project / ".git" / "hooks" / name).write_text(hook)
         os.chmod(project / ".git" / "hooks" / name, 0o755)
     git(project, "config", "core.fsmonitor", str(project / ".git" / "hooks" / "pre-commit"))
@@ -479,7 +574,9 @@ def test_nothing_is_written_to_the_users_git_and_no_program_of_the_repository_ru
     (project / ".gitattributes").write_text("* filter=mark\n")
     before = walk(project / ".git")
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    box.execute("edit_file", json.dumps({"path": "README.md", "old_str": "demo", "new_str": "agent"}))
+    box.execute(
+        "edit_file", json.dumps({"path": "README.md", "old_str": "demo", "new_str": "agent"})
+    )
     box.execute("shell_command", json.dumps({"command": "echo x > new.txt && echo y >> README.md"}))
     box.checkpoint.changes()
     box.checkpoint.undo(2, refuse)
@@ -547,7 +644,9 @@ def test_undo_never_writes_through_a_linked_folder(project):
     box = toolbox(project, checkpoint=True, auto_accept=True)
     box.execute("shell_command", json.dumps({"command": "mkdir d && echo agent > d/f"}))
     shutil.rmtree(project / "d")
-    os.symlink(outside, project / "d")  # the user (or a later change) puts a link where the folder was
+    os.symlink(
+        outside, project / "d"
+    )  # the user (or a later change) puts a link where the folder was
     with pytest.raises(CheckpointError, match="symlink; nothing changed"):
         box.checkpoint.undo(1, lambda q: True)
     assert (outside / "f").read_text() == "outside\n" and os.path.islink(project / "d")
@@ -557,7 +656,10 @@ def test_one_folder_per_project_in_the_users_home(project, home):
     box = toolbox(project, checkpoint=True, auto_accept=True)
     box.execute("create_file", json.dumps({"path": "n.txt", "content": "n\n"}))
     assert [p.name for p in (home / ".amas" / "checkpoints").iterdir()] == [box.checkpoint.dir.name]
-    assert box.checkpoint.dir.name.startswith("proj-") and stat.S_IMODE(box.checkpoint.dir.stat().st_mode) == 0o700
+    assert (
+        box.checkpoint.dir.name.startswith("proj-")
+        and stat.S_IMODE(box.checkpoint.dir.stat().st_mode) == 0o700
+    )
     assert not (project / ".amas").exists() or not any((project / ".amas").rglob("*.pack"))
 
 
@@ -565,31 +667,46 @@ def test_a_file_the_user_tracks_later_is_checkpointed_though_ignored(project):
     (project / ".gitignore").write_text("config.local\nbuild/\n")
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    box.execute("shell_command", json.dumps({"command": "echo first > first.txt"}))  # the shadow exists now
+    box.execute(
+        "shell_command", json.dumps({"command": "echo first > first.txt"})
+    )  # the shadow exists now
     files(project, {"config.local": "v1\n", "build/gen.c": "v1\n"})
     git(project, "add", "-f", "config.local", "build/gen.c")
     git(project, "commit", "-qm", "track them")
     files(project, {"config.local": "user's edits\n", "build/gen.c": "user's edits\n"})
     result = box.execute(
-        "shell_command", json.dumps({"command": "echo agent > config.local && echo agent > build/gen.c"})
+        "shell_command",
+        json.dumps({"command": "echo agent > config.local && echo agent > build/gen.c"}),
     )
     assert "[checkpoint: 2 files;" in result
     box.checkpoint.undo(1, refuse)
-    assert (project / "config.local").read_text() == (project / "build/gen.c").read_text() == "user's edits\n"
+    assert (
+        (project / "config.local").read_text()
+        == (project / "build/gen.c").read_text()
+        == "user's edits\n"
+    )
 
 
 def test_git_commands_of_the_agent_are_named_as_what_undo_does_not_put_back(project, capsys):
     box = toolbox(project, checkpoint=True, auto_accept=True)
     moved = "git's HEAD, branches or index changed too, which /undo does not put back"
-    result = box.execute("shell_command", json.dumps({"command": "git checkout -qb wip && echo x >> README.md"}))
+    result = box.execute(
+        "shell_command", json.dumps({"command": "git checkout -qb wip && echo x >> README.md"})
+    )
     assert f"[checkpoint: 1 file; /undo takes it back; {moved}]" in result
     result = box.execute(
-        "shell_command", json.dumps({"command": "git -c user.name=a -c user.email=a@b commit -qam wip"})
+        "shell_command",
+        json.dumps({"command": "git -c user.name=a -c user.email=a@b commit -qam wip"}),
     )
-    assert result.endswith(f"[{moved}]") and len(box.checkpoint.history()) == 1  # no file changed: no checkpoint
+    assert (
+        result.endswith(f"[{moved}]") and len(box.checkpoint.history()) == 1
+    )  # no file changed: no checkpoint
     capsys.readouterr()
     box.checkpoint.undo(1, lambda q: True)
-    assert moved in " ".join(capsys.readouterr().err.split()) and (project / "README.md").read_text() == "# demo\n"
+    assert (
+        moved in " ".join(capsys.readouterr().err.split())
+        and (project / "README.md").read_text() == "# demo\n"
+    )
     plain = box.execute("shell_command", json.dumps({"command": "git status -s && echo y > y.txt"}))
     assert "[checkpoint: 1 file; /undo takes it back]" in plain  # reading git moves nothing
 
@@ -599,12 +716,19 @@ def test_an_undo_stopped_part_way_says_so_and_can_be_run_again(project):
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     box.execute("shell_command", json.dumps({"command": "rm a longer.txt"}))
-    files(project, {"longer.txt/mine": "the user's\n"})  # a folder of the user's where a file comes back
-    with pytest.raises(CheckpointError, match="stopped part way .*Directory not empty.*running it again goes on"):
+    files(
+        project, {"longer.txt/mine": "the user's\n"}
+    )  # a folder of the user's where a file comes back
+    with pytest.raises(
+        CheckpointError, match="stopped part way .*Directory not empty.*running it again goes on"
+    ):
         box.checkpoint.undo(1, refuse)
     assert (project / "a").read_text() == "a\n" and (project / "longer.txt/mine").exists()
     shutil.rmtree(project / "longer.txt")
-    assert box.checkpoint.undo(1, refuse) == ["a", "longer.txt"] and (project / "longer.txt").read_text() == "l\n"
+    assert (
+        box.checkpoint.undo(1, refuse) == ["a", "longer.txt"]
+        and (project / "longer.txt").read_text() == "l\n"
+    )
 
 
 @pytest.mark.parametrize("registered", [False, True])
@@ -617,13 +741,26 @@ def test_no_program_of_a_nested_repository_runs(project, registered):
     files(lib, {".gitattributes": "* filter=mark\n", "lib.c": "int x;\n"})
     commit(lib)
     if registered:
-        git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "./vendor/lib", "vendor/lib")
+        git(
+            project,
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            "./vendor/lib",
+            "vendor/lib",
+        )
         commit(project, "add submodule")
     marker.unlink(missing_ok=True)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     for n in range(3):
-        os.utime(lib / "lib.c", (n, n))  # stat-dirty in the nested index: a status there would run its filter
-        assert "checkpoint: 1 file" in box.execute("shell_command", json.dumps({"command": f"echo {n} > a{n}.txt"}))
+        os.utime(
+            lib / "lib.c", (n, n)
+        )  # stat-dirty in the nested index: a status there would run its filter
+        assert "checkpoint: 1 file" in box.execute(
+            "shell_command", json.dumps({"command": f"echo {n} > a{n}.txt"})
+        )
     assert not marker.exists()
     box.checkpoint.undo(3, refuse)
     assert not list(project.glob("a*.txt")) and (lib / "lib.c").read_text() == "int x;\n"
@@ -634,11 +771,16 @@ def test_undo_keeps_what_a_command_made_when_it_removed_a_file_git_ignores(proje
     files(project, {".gitignore": "secrets/\n", "secrets/.env": "KEY=the user's only copy\n"})
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    result = box.execute("shell_command", json.dumps({"command": "mv secrets env.backup && echo x >> README.md"}))
+    result = box.execute(
+        "shell_command", json.dumps({"command": "mv secrets env.backup && echo x >> README.md"})
+    )
     lost = "it removed secrets/, which /undo cannot bring back (git ignores it, it is a repository of its own, or only"
     assert lost in " ".join(result.split())
     capsys.readouterr()
-    assert box.checkpoint.undo(1, refuse) == ["README.md"] and (project / "README.md").read_text() == "# demo\n"
+    assert (
+        box.checkpoint.undo(1, refuse) == ["README.md"]
+        and (project / "README.md").read_text() == "# demo\n"
+    )
     assert (project / "env.backup/.env").read_text() == "KEY=the user's only copy\n"
     assert lost in " ".join(capsys.readouterr().err.split())
     assert box.checkpoint.redo(refuse) == ["README.md", "env.backup/.env"]
@@ -665,7 +807,9 @@ print(json.dumps({"said": said, "undone": box.checkpoint.undo(1, lambda q: False
 def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, language):
     """Unreadable before the command, git could not snapshot it; readable after, it looked new, and /undo deleted it.
     Root reads anything: as root the scenario runs as nobody."""
-    base = Path(tempfile.mkdtemp(prefix="amas-unread-"))  # where nobody can go: tmp_path's parents are private
+    base = Path(
+        tempfile.mkdtemp(prefix="amas-unread-")
+    )  # where nobody can go: tmp_path's parents are private
     root, home = base / "proj", base / "home"
     try:
         for folder in (base, root, home):
@@ -675,11 +819,20 @@ def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, 
         git(root, "init", "-q", "-b", "main")
         commit(root)
         files(root, {"private.txt": "only copy\n", "vault/notes.txt": "only copy too\n"})
-        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        as_nobody = (
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            if os.geteuid() == 0
+            else []
+        )
         subprocess.run(["chown", "-R", "65534:65534", str(base)], check=True) if as_nobody else None
         for path in ("private.txt", "secret.cfg", "vault"):
             os.chmod(root / path, 0)
-        env = {**os.environ, "HOME": str(home), "GIT_CONFIG_GLOBAL": "/dev/null", "LANGUAGE": language}
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "LANGUAGE": language,
+        }
         tests = str(Path(__file__).parent)
         command = "chmod 644 private.txt && chmod 755 vault"
         done = subprocess.run(
@@ -691,9 +844,15 @@ def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, 
         )
         assert done.returncode == 0, done.stderr[-2000:]
         out = json.loads(done.stdout.strip().splitlines()[-1])
-        assert out["said"][0].endswith("[checkpoint: 1 file; /undo takes it back]")  # one unreadable file: still on
-        assert "checkpoint" not in out["said"][1] and out["undone"] == ["made.txt"]  # nothing looked new
-        assert (root / "private.txt").read_text() == "only copy\n" and (root / "vault/notes.txt").exists()
+        assert out["said"][0].endswith(
+            "[checkpoint: 1 file; /undo takes it back]"
+        )  # one unreadable file: still on
+        assert "checkpoint" not in out["said"][1] and out["undone"] == [
+            "made.txt"
+        ]  # nothing looked new
+        assert (root / "private.txt").read_text() == "only copy\n" and (
+            root / "vault/notes.txt"
+        ).exists()
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(base)])
         shutil.rmtree(base, ignore_errors=True)
@@ -702,18 +861,27 @@ def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, 
 def test_a_command_that_moves_the_users_git_away_still_gets_its_checkpoint(project, capsys):
     (project / "notes.txt").write_text("untracked, the only copy\n")
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    result = box.execute("shell_command", json.dumps({"command": "mv .git ../moved.git && rm notes.txt"}))
-    assert "[checkpoint: 1 file; /undo takes it back; git's HEAD, branches or index changed too" in result
+    result = box.execute(
+        "shell_command", json.dumps({"command": "mv .git ../moved.git && rm notes.txt"})
+    )
+    assert (
+        "[checkpoint: 1 file; /undo takes it back; git's HEAD, branches or index changed too"
+        in result
+    )
     box.checkpoint.undo(1, refuse)
     assert (project / "notes.txt").read_text() == "untracked, the only copy\n"
 
 
-@pytest.mark.parametrize("command", ["git update-index --assume-unchanged README.md", "git sparse-checkout set d"])
+@pytest.mark.parametrize(
+    "command", ["git update-index --assume-unchanged README.md", "git sparse-checkout set d"]
+)
 def test_index_flags_a_command_sets_are_named_as_git_changes(project, command):
     files(project, {"d/a": "a\n", "e/b": "b\n"})
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    assert "git's HEAD, branches or index changed too" in box.execute("shell_command", json.dumps({"command": command}))
+    assert "git's HEAD, branches or index changed too" in box.execute(
+        "shell_command", json.dumps({"command": command})
+    )
 
 
 def test_names_git_refuses_on_windows_are_covered_on_linux(project):
@@ -721,7 +889,9 @@ def test_names_git_refuses_on_windows_are_covered_on_linux(project):
     box = toolbox(project, checkpoint=True, auto_accept=True)
     box.execute("shell_command", json.dumps({"command": "rm git~1 .git. && echo y >> README.md"}))
     box.checkpoint.undo(1, refuse)
-    assert (project / "git~1").read_text() == "user's\n" and (project / ".git.").read_text() == "also\n"
+    assert (project / "git~1").read_text() == "user's\n" and (
+        project / ".git."
+    ).read_text() == "also\n"
 
 
 def test_undoing_two_checkpoints_asks_about_your_edit_between_them(project):
@@ -742,9 +912,13 @@ def test_files_your_info_exclude_ignores_are_never_copied(project):
     (project / ".git/info/exclude").write_text("# mine\n.env\n")
     (project / ".env").write_text("KEY=s3cr3t-9f8e7d\n")
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    assert "checkpoint: 1 file" in box.execute("shell_command", json.dumps({"command": "echo y >> README.md"}))
+    assert "checkpoint: 1 file" in box.execute(
+        "shell_command", json.dumps({"command": "echo y >> README.md"})
+    )
     objects = subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=box.checkpoint.dir,
+        capture_output=True,
     ).stdout
     assert b"s3cr3t-9f8e7d" not in objects and b"y\n" in objects
 
@@ -757,8 +931,15 @@ def test_removing_a_nested_repository_is_said_to_be_beyond_undo(project, capsys)
     commit(lib)
     (lib / "lib.c").write_text("uncommitted work\n")
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    result = " ".join(box.execute("shell_command", json.dumps({"command": "rm -rf vendor && echo y >> a.txt"})).split())
-    assert "it removed vendor/lib, which /undo cannot bring back (git ignores it, it is a repository" in result
+    result = " ".join(
+        box.execute(
+            "shell_command", json.dumps({"command": "rm -rf vendor && echo y >> a.txt"})
+        ).split()
+    )
+    assert (
+        "it removed vendor/lib, which /undo cannot bring back (git ignores it, it is a repository"
+        in result
+    )
 
 
 def test_a_command_that_removes_the_users_git_still_gets_what_can_be_kept(project, capsys):
@@ -770,9 +951,13 @@ def test_a_command_that_removes_the_users_git_still_gets_what_can_be_kept(projec
     box = toolbox(project, checkpoint=True, auto_accept=True)
     box.execute("shell_command", json.dumps({"command": "echo warm > warm.txt"}))
     box.checkpoint.undo(1, refuse)
-    said = box.execute("shell_command", json.dumps({"command": "rm -rf .git src && echo new > README.md"}))
+    said = box.execute(
+        "shell_command", json.dumps({"command": "rm -rf .git src && echo new > README.md"})
+    )
     assert "checkpoint failed" not in said and "/undo takes it back" in said, said
-    assert "src/lib.py" in said and "README.md" in said and "cannot bring back" in said  # their content is gone
+    assert (
+        "src/lib.py" in said and "README.md" in said and "cannot bring back" in said
+    )  # their content is gone
     assert Checkpoint(project, [], "other").undo(1, refuse) == ["src/app.py"]
     assert (project / "src/app.py").read_text() == "committed app\nthe user's uncommitted line\n"
 
@@ -791,7 +976,10 @@ def test_an_interrupted_checkpoint_asks_before_undo_takes_back_what_may_be_yours
         later.undo(1, lambda q: False)
     assert (project / "notes.txt").read_text() == "v1\nthe user's edit after the crash\n"
     asked = []
-    assert later.undo(1, lambda q: asked.append(q) or True) == ["notes.txt"] and "notes.txt" in asked[0]
+    assert (
+        later.undo(1, lambda q: asked.append(q) or True) == ["notes.txt"]
+        and "notes.txt" in asked[0]
+    )
 
 
 def test_a_file_undo_brings_back_into_an_ignored_folder_is_checkpointed_again(project):
@@ -814,13 +1002,17 @@ def test_the_shadow_reads_only_the_ignore_file_of_your_git_config(project, home)
     """The shadow read the user's ~/.gitconfig: `core.ignoreStat` hid every change from it (no checkpoint). Its
     global ignore file is still honoured: what your git ignores is not copied."""
     (home / ".gitignore_global").write_text("*.secret\n")
-    (home / ".gitconfig").write_text(f"[core]\n\tignoreStat = true\n\texcludesFile = {home}/.gitignore_global\n")
+    (home / ".gitconfig").write_text(
+        f"[core]\n\tignoreStat = true\n\texcludesFile = {home}/.gitignore_global\n"
+    )
     box = toolbox(project, checkpoint=True, auto_accept=True)
     line = "echo agent >> README.md && printf 5e%s 1f > k.secret"  # the content is not in the label
     said = box.execute("shell_command", json.dumps({"command": line}))
     assert said.endswith("[checkpoint: 1 file; /undo takes it back]"), said
     objects = subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=box.checkpoint.dir, capture_output=True
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=box.checkpoint.dir,
+        capture_output=True,
     )
     assert b"5e1f" not in objects.stdout and box.checkpoint.undo(1, refuse) == ["README.md"]
 
@@ -832,14 +1024,18 @@ def test_undo_of_a_big_file_never_holds_it_in_memory(bare):
     original = os.urandom(size)  # does not compress: the worst case
     (bare / "big.dat").write_bytes(original)
     box = toolbox(bare, checkpoint=True, auto_accept=True)
-    result = box.execute("shell_command", json.dumps({"command": f"head -c {size} /dev/urandom > big.dat"}))
+    result = box.execute(
+        "shell_command", json.dumps({"command": f"head -c {size} /dev/urandom > big.dat"})
+    )
     assert "[checkpoint: 1 file" in result and (bare / "big.dat").read_bytes() != original
     measure = (
         "from pathlib import Path; from amas_code.checkpoint import Checkpoint; "
         "print(Checkpoint(Path.cwd(), []).undo(1, lambda q: True)); "
         "print(Path('/proc/self/status').read_text().split('VmHWM:')[1].split()[0])"  # this process, since its exec
     )  # (git's own peak counts the object file it maps, page cache the kernel can drop, not memory it holds)
-    done = subprocess.run([sys.executable, "-c", measure], cwd=bare, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", measure], cwd=bare, capture_output=True, text=True, timeout=120
+    )
     assert done.stdout.startswith("['big.dat']\n"), done.stderr[-2000:]
     assert (bare / "big.dat").read_bytes() == original
     assert int(done.stdout.splitlines()[1]) < size / 2 / 1024  # KiB: it was four times the size
@@ -855,7 +1051,9 @@ def test_a_path_that_turns_from_file_to_folder_in_your_index_keeps_checkpoints_g
     files(project, {"foo": "committed\nuncommitted line\n"})
     box = toolbox(project, checkpoint=True, auto_accept=True)
     assert "[checkpoint: 1 file" in sh_box(box, "echo warm > w.txt")
-    assert "[checkpoint: 2 files" in sh_box(box, "rm foo && mkdir foo && echo new > foo/bar && git add foo")
+    assert "[checkpoint: 2 files" in sh_box(
+        box, "rm foo && mkdir foo && echo new > foo/bar && git add foo"
+    )
     assert "[checkpoint: 1 file" in sh_box(box, "echo z > z.txt")
     box.checkpoint.undo(2, refuse)
     assert (project / "foo").read_text() == "committed\nuncommitted line\n"
@@ -879,7 +1077,9 @@ def test_what_another_amas_put_back_is_covered_by_the_next_change(project):
     git(project, "add", "-f", ".gitignore", "build/gen.c")
     commit(project)
     files(project, {"build/gen.c": "committed\nthe user's edit\n"})
-    first, second = (toolbox(project, checkpoint=True, auto_accept=True) for _ in range(2))  # two windows
+    first, second = (
+        toolbox(project, checkpoint=True, auto_accept=True) for _ in range(2)
+    )  # two windows
     sh_box(second, "echo warm > w.txt")
     sh_box(first, "rm -rf build")
     first.checkpoint.undo(1, refuse)

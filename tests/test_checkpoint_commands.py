@@ -25,7 +25,9 @@ def said(capsys) -> str:
 def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project, capsys):
     repl.command(agent, "/undo")
     assert "nothing to undo" in said(capsys)
-    assert "[checkpoint: 1 file; /undo takes it back]" in edit(agent.tools, "README.md", "demo", "agent")
+    assert "[checkpoint: 1 file; /undo takes it back]" in edit(
+        agent.tools, "README.md", "demo", "agent"
+    )
     before = user_state(project)
     for arg, message in [
         ("abc", "not 'abc'; nothing changed"),
@@ -36,7 +38,9 @@ def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project
     ]:
         repl.command(agent, f"/undo {arg}")
         shown = said(capsys)
-        assert message in shown and "taking back" not in shown  # what is not taken back is not announced
+        assert (
+            message in shown and "taking back" not in shown
+        )  # what is not taken back is not announced
         assert user_state(project) == before
     repl.command(agent, "/redo")
     assert "nothing to redo" in said(capsys)
@@ -57,13 +61,21 @@ def test_checkpoint_lists_and_restores(agent, project, capsys):
     for word in ["one", "two", "three"]:
         agent.tools.execute("shell_command", json.dumps({"command": f"echo {word} >> README.md"}))
     listed = agent.checkpoint.history()
-    assert [cp["label"] for cp in listed] == [f"[amas] shell: echo {w} >> README.md" for w in ["three", "two", "one"]]
+    assert [cp["label"] for cp in listed] == [
+        f"[amas] shell: echo {w} >> README.md" for w in ["three", "two", "one"]
+    ]
     assert listed[0]["request"] == "make it shout" and list(listed[0]["files"]) == ["README.md"]
     assert listed[0]["session"] == agent.session and abs(listed[0]["time"] - time.time()) < 60
     repl.command(agent, "/checkpoint")
     shown = said(capsys)
-    assert all(cp["id"][:8] in shown for cp in listed) and "[amas] shell: echo two >> README.md" in shown
-    for arg, message in [("zzzz", "zzzz is not one of the checkpoints"), (listed[0]["id"][:8], "already the latest")]:
+    assert (
+        all(cp["id"][:8] in shown for cp in listed)
+        and "[amas] shell: echo two >> README.md" in shown
+    )
+    for arg, message in [
+        ("zzzz", "zzzz is not one of the checkpoints"),
+        (listed[0]["id"][:8], "already the latest"),
+    ]:
         repl.command(agent, f"/checkpoint {arg}")
         assert message in said(capsys)
     assert (project / "README.md").read_text() == "# demo\none\ntwo\nthree\n"
@@ -75,7 +87,9 @@ def test_checkpoint_lists_and_restores(agent, project, capsys):
 def test_diff_shows_what_the_agent_changed_this_session(agent, project, capsys):
     repl.command(agent, "/diff")
     assert "the agent changed nothing in this session" in said(capsys)
-    other = toolbox(project, checkpoint=True, auto_accept=True)  # another session's change is not shown
+    other = toolbox(
+        project, checkpoint=True, auto_accept=True
+    )  # another session's change is not shown
     other.execute("create_file", json.dumps({"path": "theirs.txt", "content": "other session\n"}))
     edit(agent.tools, "README.md", "demo", "first")
     edit(agent.tools, "README.md", "first", "second")
@@ -108,13 +122,17 @@ def test_undo_redo_and_restore_across_restarts(project):
     fresh().redo(refuse)
     fresh().redo(refuse)
     assert user_state(project) == states[3]
-    edit(box, "README.md", "demo", "demo five")  # a new change: what was undone can no longer be redone
+    edit(
+        box, "README.md", "demo", "demo five"
+    )  # a new change: what was undone can no longer be redone
     assert len(fresh().history()) == 4
     fresh().undo(4, refuse)
     assert user_state(project) == states[0]
 
 
-def test_undo_asks_before_taking_back_what_another_running_amas_made(agent, project, capsys, monkeypatch):
+def test_undo_asks_before_taking_back_what_another_running_amas_made(
+    agent, project, capsys, monkeypatch
+):
     edit(agent.tools, "README.md", "demo", "mine")
     other = (  # a second amas window in the same project: it makes a change and keeps running
         "import json, sys, time; sys.path.insert(0, sys.argv[2]); from pathlib import Path\n"
@@ -124,49 +142,69 @@ def test_undo_asks_before_taking_back_what_another_running_amas_made(agent, proj
         "time.sleep(30)"
     )
     window = subprocess.Popen(
-        [sys.executable, "-c", other, str(project), str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", other, str(project), str(Path(__file__).parent)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert "[checkpoint:" in window.stdout.readline()
         asked = []
         monkeypatch.setattr(ui, "ask", lambda question, *a: asked.append(question) or "n")
         repl.command(agent, "/undo")
-        assert "another amas still running in this project made [amas] create theirs.txt" in asked[0]
+        assert (
+            "another amas still running in this project made [amas] create theirs.txt" in asked[0]
+        )
         assert "cancelled; nothing changed" in said(capsys)
-        assert (project / "theirs.txt").read_text() == "theirs" and "mine" in (project / "README.md").read_text()
+        assert (project / "theirs.txt").read_text() == "theirs" and "mine" in (
+            project / "README.md"
+        ).read_text()
     finally:
         window.kill()
         window.wait()
     asked.clear()
     repl.command(agent, "/undo")  # once it has ended, its change is undone like any other
-    assert not asked and not (project / "theirs.txt").exists() and "undone: theirs.txt" in said(capsys)
+    assert (
+        not asked and not (project / "theirs.txt").exists() and "undone: theirs.txt" in said(capsys)
+    )
 
 
 def test_diff_names_mode_changes_and_binary_files(agent, project, capsys):
     (project / "run.sh").write_text("echo hi\n")
     (project / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
     for command in ["chmod +x run.sh", "printf 'a\\0b' >> logo.png"]:
-        assert "[checkpoint:" in agent.tools.execute("shell_command", json.dumps({"command": command}))
+        assert "[checkpoint:" in agent.tools.execute(
+            "shell_command", json.dumps({"command": command})
+        )
     said(capsys)
     repl.command(agent, "/diff")
     shown = said(capsys)
     assert "run.sh: mode 100644 → 100755" in shown and "no changes" not in shown
-    assert "logo.png: binary file, 16 → 19 bytes" in shown and "PNG" not in shown and "IHDR" not in shown
+    assert (
+        "logo.png: binary file, 16 → 19 bytes" in shown
+        and "PNG" not in shown
+        and "IHDR" not in shown
+    )
 
 
 def test_a_command_with_blank_lines_and_separators_is_listed_and_undone(agent, project, capsys):
     command = "cat > f.py <<'EOF'\nimport os\n\n\nprint(1)\x1e\x1f\nEOF"
-    assert "[checkpoint: 1 file" in agent.tools.execute("shell_command", json.dumps({"command": command}))
+    assert "[checkpoint: 1 file" in agent.tools.execute(
+        "shell_command", json.dumps({"command": command})
+    )
     said(capsys)
     repl.command(agent, "/checkpoint")
-    assert "[amas] shell: cat > f.py <<'EOF'\\nimport os\\n\\n\\nprint(1)\\x1e\\x1f\\nEOF" in said(capsys)
+    assert "[amas] shell: cat > f.py <<'EOF'\\nimport os\\n\\n\\nprint(1)\\x1e\\x1f\\nEOF" in said(
+        capsys
+    )
     repl.command(agent, "/undo")
     assert "undone: f.py" in said(capsys) and not (project / "f.py").exists()
 
 
 def test_checkpoint_goes_back_past_the_latest_two_hundred(agent, project, capsys):
     for n in range(205):
-        agent.tools.execute("write_file", json.dumps({"path": "count.txt", "content": f"{n + 1}\n"}))
+        agent.tools.execute(
+            "write_file", json.dumps({"path": "count.txt", "content": f"{n + 1}\n"})
+        )
     first = agent.checkpoint.history(limit=1000)[-1]["id"]
     said(capsys)
     repl.command(agent, f"/checkpoint {first[:10]}")

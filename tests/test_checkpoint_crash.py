@@ -88,7 +88,9 @@ def test_kill_while_recording(work, calls, point, changed):
     kill_when_paused(amas_process(work, calls, point), point)
     assert (user_state(work)["files"] != before["files"]) == changed
     assert user_state(work)["dotgit"] == before["dotgit"]
-    cp = Checkpoint(work, toolbox(work).config["ignore"], "next")  # the next amas, with no lock in its way
+    cp = Checkpoint(
+        work, toolbox(work).config["ignore"], "next"
+    )  # the next amas, with no lock in its way
     box = toolbox(work, checkpoint=True, auto_accept=True)
     box.execute("create_file", json.dumps({"path": "later.txt", "content": "later\n"}))
     history = cp.history()
@@ -102,7 +104,10 @@ def test_kill_while_recording(work, calls, point, changed):
 def test_kill_while_undoing_leaves_each_file_before_or_after(work):
     before = user_state(work)
     box = toolbox(work, checkpoint=True, auto_accept=True)
-    box.execute("shell_command", json.dumps({"command": "echo agent > a.txt && echo agent > b.txt && echo n > n.txt"}))
+    box.execute(
+        "shell_command",
+        json.dumps({"command": "echo agent > a.txt && echo agent > b.txt && echo n > n.txt"}),
+    )
     after = user_state(work)
     kill_when_paused(amas_process(work, [["undo", 1]], "undo"), "undo")
     now = user_state(work)["files"]
@@ -132,7 +137,9 @@ def test_two_amas_processes_at_once_lose_no_checkpoint(work):
             work,
             [["create_file", {"path": f"p{n}.txt", "content": "0\n"}]]
             + [
-                edit(f"p{n}.txt", f"{i}\n", f"{i + 1}\n") if i % 2 else shell(f"echo {i + 1} > p{n}.txt")
+                edit(f"p{n}.txt", f"{i}\n", f"{i + 1}\n")
+                if i % 2
+                else shell(f"echo {i + 1} > p{n}.txt")
                 for i in range(rounds)
             ],
         )
@@ -151,13 +158,21 @@ def test_two_amas_processes_at_once_lose_no_checkpoint(work):
 
 def test_the_user_committing_meanwhile_moves_nothing_of_the_agents(work):
     rounds = 15
-    agent = amas_process(work, [edit("a.txt", f"{i}" if i else "a", f"{i + 1}") for i in range(rounds)])
-    script = "for i in $(seq 20); do echo $i >> u.txt; git add u.txt; git commit -qm u$i -- u.txt; done"
-    user = subprocess.run(["sh", "-c", script], cwd=work, capture_output=True, text=True, env=amas_env())
+    agent = amas_process(
+        work, [edit("a.txt", f"{i}" if i else "a", f"{i + 1}") for i in range(rounds)]
+    )
+    script = (
+        "for i in $(seq 20); do echo $i >> u.txt; git add u.txt; git commit -qm u$i -- u.txt; done"
+    )
+    user = subprocess.run(
+        ["sh", "-c", script], cwd=work, capture_output=True, text=True, env=amas_env()
+    )
     out, err = agent.communicate(timeout=120)
     assert user.returncode == 0, user.stderr
     assert agent.returncode == 0 and out.count("[checkpoint:") == rounds, err
-    assert set(git(work, "log", "--format=", "--name-only", "-20").split()) == {"u.txt"}  # only the user's file
+    assert set(git(work, "log", "--format=", "--name-only", "-20").split()) == {
+        "u.txt"
+    }  # only the user's file
     head = git(work, "rev-parse", "HEAD")
     cp = Checkpoint(work, toolbox(work).config["ignore"], "next")
     assert len(cp.history()) == rounds

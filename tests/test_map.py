@@ -9,7 +9,10 @@ from test_init import write
 from amas_code import repomap
 
 CORE = "def parse(text):\n    return text\n\n\ndef render(tree):\n    return tree\n"
-USERS = {f"app/use{i}.py": "from core import parse\n\n\ndef run{i}():\n    return parse('x')\n" for i in range(4)}
+USERS = {
+    f"app/use{i}.py": "from core import parse\n\n\ndef run{i}():\n    return parse('x')\n"
+    for i in range(4)
+}
 
 
 def mapped(root, query: str = "", touched: set[str] = frozenset(), budget: int = 1000) -> str:
@@ -24,7 +27,9 @@ def files(text: str) -> list[str]:
     listed, stack = [line for line in lines[:more] if line and not line.startswith(" ")], []
     for line in lines[more + 1 :]:
         head, _, names = line.strip().partition(": ")
-        stack[(len(line) - len(line.lstrip(" "))) // 2 :] = [head.rstrip("/")] if head != "./" else []
+        stack[(len(line) - len(line.lstrip(" "))) // 2 :] = (
+            [head.rstrip("/")] if head != "./" else []
+        )
         listed += ["/".join([*stack, name]) for name in names.split(", ") if names]
     return listed
 
@@ -34,7 +39,14 @@ def test_no_map_before_init(bare):
 
 
 def test_files_referenced_by_more_files_come_first_with_compact_lines(bare):
-    write(bare, {"core.py": CORE, "lonely.py": "def alone(a, b):  # nobody calls this\n    pass\n", **USERS})
+    write(
+        bare,
+        {
+            "core.py": CORE,
+            "lonely.py": "def alone(a, b):  # nobody calls this\n    pass\n",
+            **USERS,
+        },
+    )
     text = mapped(bare)
     assert text.startswith("core.py\n  def parse(text)\n  def render(tree)\n")
     assert files(text).index("core.py") < files(text).index("lonely.py")
@@ -42,7 +54,10 @@ def test_files_referenced_by_more_files_come_first_with_compact_lines(bare):
 
 
 def test_files_without_symbols_are_never_listed(bare):
-    write(bare, {"core.py": CORE, "README.md": "# core\n", "empty.py": "import os\n", "data.json": "{}\n"})
+    write(
+        bare,
+        {"core.py": CORE, "README.md": "# core\n", "empty.py": "import os\n", "data.json": "{}\n"},
+    )
     assert files(mapped(bare)) == ["core.py"]
 
 
@@ -72,13 +87,26 @@ def test_tests_examples_docs_and_vendored_code_rank_below_source(bare):
 
 
 def test_the_words_of_the_message_bring_up_the_file_and_the_method_with_its_class(bare):
-    session = "class Session:\n" + "".join(f"    def op{i}(self):\n        pass\n\n" for i in range(8))
+    session = "class Session:\n" + "".join(
+        f"    def op{i}(self):\n        pass\n\n" for i in range(8)
+    )
     session += "    def resolve_redirects(self, resp):\n        pass\n"
-    write(bare, {"core.py": CORE, **USERS, "net/session.py": session, "cookies.py": "def jar():\n    pass\n"})
+    write(
+        bare,
+        {
+            "core.py": CORE,
+            **USERS,
+            "net/session.py": session,
+            "cookies.py": "def jar():\n    pass\n",
+        },
+    )
     text = mapped(bare, "Where are redirects followed?")
     assert files(text)[0] == "net/session.py"
     block = text.split("\ncore.py")[0].splitlines()
-    assert block[:2] == ["net/session.py", "  class Session"] and "    def resolve_redirects(self, resp)" in block
+    assert (
+        block[:2] == ["net/session.py", "  class Session"]
+        and "    def resolve_redirects(self, resp)" in block
+    )
     assert block[-1] == f"  (+{10 - (len(block) - 2)} more)"  # the symbols not shown are counted
     assert files(mapped(bare, "where are cookies kept?"))[0] == "cookies.py"
 
@@ -98,10 +126,17 @@ def test_a_file_named_at_a_word_boundary_comes_first(bare):
     baseline = files(mapped(bare))
     order = files(mapped(bare, "fix the width in progress_bar.py"))
     assert order[0] == "ui/progress_bar.py"
-    assert order.index("ui/bar.py") >= baseline.index("ui/bar.py") - 1  # not promoted by a longer name
-    assert files(mapped(bare, "look at b/__init__.py"))[0] == "b/__init__.py"  # a path names one file
+    assert (
+        order.index("ui/bar.py") >= baseline.index("ui/bar.py") - 1
+    )  # not promoted by a longer name
+    assert (
+        files(mapped(bare, "look at b/__init__.py"))[0] == "b/__init__.py"
+    )  # a path names one file
     assert files(mapped(bare, "look at b/__init__.py"))[1] != "a/__init__.py"
-    assert set(files(mapped(bare, "what do the __init__.py files export?"))[:2]) == {"a/__init__.py", "b/__init__.py"}
+    assert set(files(mapped(bare, "what do the __init__.py files export?"))[:2]) == {
+        "a/__init__.py",
+        "b/__init__.py",
+    }
 
 
 def test_files_read_or_changed_in_the_conversation_move_up(bare):
@@ -115,11 +150,15 @@ def test_a_file_too_big_for_the_room_is_skipped_and_smaller_ones_still_fill_it(b
         f"def {name}_{'x' * 70}(argument_one, argument_two, argument_three):\n    pass\n\n"
         for name in ("alpha", "beta", "gamma", "delta")
     )
-    users = {f"use{i}.py": f"import big\nbig.alpha_{'x' * 70}\nbig.beta_{'x' * 70}\n" for i in range(5)}
+    users = {
+        f"use{i}.py": f"import big\nbig.alpha_{'x' * 70}\nbig.beta_{'x' * 70}\n" for i in range(5)
+    }
     write(bare, {"big.py": wide, **users, "small.py": "def tiny():\n    pass\n"})
     text = mapped(bare, budget=60)
     assert not text.startswith("big.py") and "small.py\n  def tiny()" in text
-    assert files(text)[-1] == "big.py" or "big.py" in text.splitlines()[-1]  # named in More files, if not shown
+    assert (
+        files(text)[-1] == "big.py" or "big.py" in text.splitlines()[-1]
+    )  # named in More files, if not shown
 
 
 @pytest.mark.parametrize("budget", [60, 200, 1000])
@@ -147,8 +186,12 @@ def test_more_files_are_a_tree_of_folders_so_long_paths_cost_little(bare):
     write(bare, {"core.py": CORE, **USERS, **sources})
     text = mapped(bare, budget=300)
     more = text.split("More files:\n", 1)[1].splitlines()
-    assert more[:3] == ["service/", "  src/", "    main/"] and deep not in "\n".join(more)  # each name once, short
-    assert any(line.startswith(" " * 14 + "api/: Handler") for line in more)  # under service/, seven deep
+    assert more[:3] == ["service/", "  src/", "    main/"] and deep not in "\n".join(
+        more
+    )  # each name once, short
+    assert any(
+        line.startswith(" " * 14 + "api/: Handler") for line in more
+    )  # under service/, seven deep
     listed = [f for f in files(text) if f.startswith(deep)]
     assert set(listed) <= set(sources) and len(listed) == len(set(listed)) > 20
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -157,16 +200,24 @@ def test_more_files_are_a_tree_of_folders_so_long_paths_cost_little(bare):
 
 
 def test_a_name_many_files_define_says_little_about_a_file(bare):
-    generic = "\n".join(f"    def {name}(self):\n        return self\n" for name in ("new", "clone", "size"))
+    generic = "\n".join(
+        f"    def {name}(self):\n        return self\n" for name in ("new", "clone", "size")
+    )
     models = {f"models/m{i}.py": f"class Model{i}:\n{generic}" for i in range(12)}
-    users = {f"use{i}.py": "from core import parse, render\nrender(parse(x.new().clone().size()))\n" for i in range(8)}
+    users = {
+        f"use{i}.py": "from core import parse, render\nrender(parse(x.new().clone().size()))\n"
+        for i in range(8)
+    }
     write(bare, {"core.py": CORE, **models, **users})
-    assert files(mapped(bare))[0] == "core.py"  # `new`, `clone`, `size` are everywhere: core's names are its own
+    assert (
+        files(mapped(bare))[0] == "core.py"
+    )  # `new`, `clone`, `size` are everywhere: core's names are its own
 
 
 def test_a_small_project_gives_its_symbols_the_room_its_names_do_not_need(bare):
     body = "".join(
-        f"def step_{n}_of_the_pipeline(source_{n}, target_{n}, options_{n}):\n    pass\n\n" for n in range(6)
+        f"def step_{n}_of_the_pipeline(source_{n}, target_{n}, options_{n}):\n    pass\n\n"
+        for n in range(6)
     )
     write(bare, {f"stage{i}.py": body.replace("step_", f"s{i}_") for i in range(8)})
     text = mapped(bare, budget=1000)
@@ -183,4 +234,6 @@ def test_the_cache_is_read_once_until_init_runs_again(bare, monkeypatch):
         repomap.prompt_map(bare, query, set(), 1000)
     assert reads == []
     write(bare, {"extra.py": "def more():\n    pass\n"})
-    assert "extra.py" in files(mapped(bare)) and len(reads) == 2  # init's own read, then the new cache once
+    assert (
+        "extra.py" in files(mapped(bare)) and len(reads) == 2
+    )  # init's own read, then the new cache once

@@ -41,7 +41,11 @@ def config_file(root: Path, text: str) -> None:
 def text_agent(project, llm):
     """An agent configured with `text_tools: true`, edits auto-accepted."""
     config = make_config(
-        model="openai/test-model", api_base=llm.url, api_key=API_KEY, auto_accept=True, text_tools=True
+        model="openai/test-model",
+        api_base=llm.url,
+        api_key=API_KEY,
+        auto_accept=True,
+        text_tools=True,
     )
     return Agent(config, project)
 
@@ -53,7 +57,9 @@ def test_tools_go_out_with_tool_choice_auto_and_max_tokens(agent, llm):
     llm.reply(text="hello")
     agent.turn("hi")
     (sent,) = llm.requests
-    assert sent["tools"] and sent["tool_choice"] == "auto"  # llama-cpp-python reads a missing one as "none"
+    assert (
+        sent["tools"] and sent["tool_choice"] == "auto"
+    )  # llama-cpp-python reads a missing one as "none"
     assert sent["max_tokens"] == 8192  # the default cap on one reply
 
 
@@ -62,7 +68,9 @@ def test_a_turn_that_only_called_tools_goes_back_with_empty_string_content(agent
     agent.turn("what is this?")
     call = llm.requests[1]["messages"][-2]
     assert call["role"] == "assistant" and call["tool_calls"]
-    assert "content" in call and call["content"] == ""  # some chat templates reject a null or missing content
+    assert (
+        "content" in call and call["content"] == ""
+    )  # some chat templates reject a null or missing content
 
 
 # -- servers that refuse tools -----------------------------------------------------------------------
@@ -82,15 +90,22 @@ REFUSALS = {
 def test_a_server_that_refuses_tools_gets_text_tool_calls(project, llm, amas, case):
     status, message, kind = REFUSALS[case]
     llm.error(status, message, kind=kind)
-    llm.reply(text='Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>')
+    llm.reply(
+        text='Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+    )
     llm.reply(text="The README is one heading: demo.")
     result = amas("what is in the README?")
     assert result.exit_code == 0, result.output
     assert "The README is one heading: demo." in result.stdout
-    assert result.output.count("no native tool calling") == 1 and "using text tool calls" in result.output
+    assert (
+        result.output.count("no native tool calling") == 1
+        and "using text tool calls" in result.output
+    )
     refused, *text_mode = llm.requests
     assert refused["tools"] and refused["tool_choice"] == "auto"
-    assert len(text_mode) == 2  # the refusal was not retried: the next request already went without tools
+    assert (
+        len(text_mode) == 2
+    )  # the refusal was not retried: the next request already went without tools
     assert all("tools" not in r and "tool_choice" not in r for r in text_mode)
     assert providers.EXAMPLE in system(text_mode[0])
     assert text_mode[1]["messages"][-1] == {"role": "user", "content": README_RESPONSE}
@@ -99,14 +114,18 @@ def test_a_server_that_refuses_tools_gets_text_tool_calls(project, llm, amas, ca
 
 def test_text_tools_true_writes_calls_as_text_from_the_first_request(project, llm, amas):
     config_file(project, "text_tools: true\n")
-    llm.reply(text='<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>')
+    llm.reply(
+        text='<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+    )
     llm.reply(text="demo")
     result = amas("read the README")
     assert result.exit_code == 0, result.output
     first, second = llm.requests
     assert "tools" not in first and "tool_choice" not in first
     prompt = system(first)
-    example = prompt[prompt.index("<tool_call>") :].split("\n", 1)[0]  # one concrete call, as the model should write it
+    example = prompt[prompt.index("<tool_call>") :].split("\n", 1)[
+        0
+    ]  # one concrete call, as the model should write it
     assert example == providers.EXAMPLE
     call = json.loads(example.removeprefix("<tool_call>").removesuffix("</tool_call>"))
     assert f"- {call['name']}(" in prompt and set(call["arguments"]) == {"path"}
@@ -121,8 +140,13 @@ def test_text_tools_false_makes_a_refusal_an_error(project, llm, amas):
     result = amas("hi")
     assert result.exit_code == 1
     assert "openai/test-model has no native tool calling at this server" in result.output
-    assert "tools param requires --jinja flag" in result.output and "using text tool calls" not in result.output
-    assert len(llm.requests) == 1 and llm.requests[0]["tools"]  # not retried, never re-sent without tools
+    assert (
+        "tools param requires --jinja flag" in result.output
+        and "using text tool calls" not in result.output
+    )
+    assert (
+        len(llm.requests) == 1 and llm.requests[0]["tools"]
+    )  # not retried, never re-sent without tools
 
 
 def test_text_tools_takes_only_auto_true_or_false(project, amas):
@@ -154,7 +178,9 @@ def test_text_calls_are_read_leniently_and_not_shown(text_agent, llm, capsys, wr
     assert llm.requests[1]["messages"][-1] == {"role": "user", "content": README_RESPONSE}
     out = capsys.readouterr().out
     assert "Let me look." in out and "It is a demo." in out
-    assert "tool_call" not in out and '"name"' not in out and "'name'" not in out and "```" not in out
+    assert (
+        "tool_call" not in out and '"name"' not in out and "'name'" not in out and "```" not in out
+    )
 
 
 def test_a_closing_tag_inside_a_string_value_does_not_end_the_call(text_agent, project, llm):
@@ -163,7 +189,9 @@ def test_a_closing_tag_inside_a_string_value_does_not_end_the_call(text_agent, p
     llm.reply(text=f"<tool_call>{call}</tool_call>").reply(text="Created.")
     text_agent.turn("make tag.py")
     assert (project / "tag.py").read_text() == content
-    assert llm.requests[1]["messages"][-1]["content"].startswith('<tool_response name="create_file">')
+    assert llm.requests[1]["messages"][-1]["content"].startswith(
+        '<tool_response name="create_file">'
+    )
 
 
 def test_a_raw_newline_inside_a_string_value_is_repaired(text_agent, project, llm):
@@ -176,22 +204,30 @@ def test_a_raw_newline_inside_a_string_value_is_repaired(text_agent, project, ll
 
 
 def test_a_call_that_cannot_be_read_comes_back_saying_how_to_write_it(text_agent, llm, capsys):
-    llm.reply(text='<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>').reply(text="Sorry.")
+    llm.reply(text='<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>').reply(
+        text="Sorry."
+    )
     text_agent.turn("read the README")
     fed_back = llm.requests[1]["messages"][-1]["content"]
-    assert fed_back.startswith("<tool_response") and "Error: could not read this tool call" in fed_back
+    assert (
+        fed_back.startswith("<tool_response") and "Error: could not read this tool call" in fed_back
+    )
     assert f"write it as {providers.EXAMPLE}" in fed_back
     assert "tool_call" not in capsys.readouterr().out
 
 
 def test_native_mode_also_reads_tool_call_tags_in_the_content(agent, llm, capsys):
-    llm.reply(text='Checking.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>')
+    llm.reply(
+        text='Checking.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+    )
     llm.reply(text="It is a demo.")
     agent.turn("what is in the README?")
     second = llm.requests[1]
     assert second["tools"] and agent.model.text_tools is False  # still native
     call, result = second["messages"][-2:]
-    assert [c["function"]["name"] for c in call["tool_calls"]] == ["read_file"] and call["content"] == "Checking."
+    assert [c["function"]["name"] for c in call["tool_calls"]] == ["read_file"] and call[
+        "content"
+    ] == "Checking."
     assert result["role"] == "tool" and result["content"] == "     1\t# demo"
     out = capsys.readouterr().out
     assert "Checking." in out and "tool_call" not in out
@@ -202,7 +238,10 @@ def test_a_model_repeating_a_text_call_is_stopped(text_agent, llm, capsys):
         llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>')
     text_agent.turn("list")
     assert len(llm.requests) == 4
-    assert "the model made the same list_files call 4 times in a row; turn ended" in capsys.readouterr().err
+    assert (
+        "the model made the same list_files call 4 times in a row; turn ended"
+        in capsys.readouterr().err
+    )
 
 
 # -- failures: retried by status, empty streams, cut answers ------------------------------------------
@@ -214,7 +253,11 @@ def test_a_model_repeating_a_text_call_is_stopped(text_agent, llm, capsys):
 )
 def test_retries_are_decided_by_status_not_by_the_words_of_the_body(agent, llm, status, sent, line):
     for _ in range(2):
-        llm.error(status, "invalid_request_error: the request could not be processed", kind="invalid_request_error")
+        llm.error(
+            status,
+            "invalid_request_error: the request could not be processed",
+            kind="invalid_request_error",
+        )
     with pytest.raises(providers.ProviderError) as err:
         agent.turn("hello")
     assert line in str(err.value)
@@ -228,8 +271,15 @@ def test_a_stream_with_no_data_is_an_error_naming_the_server(project, llm, amas)
     assert result.exit_code == 1, result.output
     port = llm.url.split(":")[-1].split("/")[0]
     errors = [line for line in result.output.splitlines() if line.startswith("✗")]
-    assert len(errors) == 1 and "sent an empty stream" in errors[0] and f"127.0.0.1:{port}" in errors[0]
-    assert "the model sent an empty reply" not in result.output and "text tool calls" not in result.output
+    assert (
+        len(errors) == 1
+        and "sent an empty stream" in errors[0]
+        and f"127.0.0.1:{port}" in errors[0]
+    )
+    assert (
+        "the model sent an empty reply" not in result.output
+        and "text tool calls" not in result.output
+    )
     assert len(llm.requests) <= 3  # with tools, then without them and one retry: no more
 
 
@@ -262,14 +312,18 @@ def test_max_tokens_is_sent_and_a_cut_answer_says_so(project, llm, amas):
 
 
 def test_llama_cpp_context_from_props_compacts_before_the_server_refuses(agent, llm, capsys):
-    llm.props = {"default_generation_settings": {"n_ctx": 4096}}  # smaller than max_context_tokens (32000)
+    llm.props = {
+        "default_generation_settings": {"n_ctx": 4096}
+    }  # smaller than max_context_tokens (32000)
     llm.reply(text="first answer " + words(600)).reply(text="second answer " + words(600, 1))
     llm.reply(text="SUMMARY: two questions answered.").reply(text="third answer")
     for question in ("first question", "second question", "third question"):
         agent.turn(question)
     assert "/props" in llm.gets and agent.model.context_limit() == 4096
     first, second, summary, third = llm.requests
-    assert "Summarize this conversation" in system(summary) and summary["max_tokens"] == SUMMARY_TOKENS
+    assert (
+        "Summarize this conversation" in system(summary) and summary["max_tokens"] == SUMMARY_TOKENS
+    )
     assert "SUMMARY: two questions answered." in third["messages"][1]["content"]
     assert third["messages"][-1]["content"] == "third question"
     assert len(json.dumps(third)) < len(json.dumps(second))
@@ -285,7 +339,9 @@ def test_ollama_context_from_api_show_becomes_num_ctx(project, monkeypatch):
     class SmallOllama(Ollama):
         def answer(self, path, headers, body):
             if path == "/api/show":
-                return self.json(200, {"template": "{{ .Prompt }}", "model_info": {"qwen2.context_length": 4096}})
+                return self.json(
+                    200, {"template": "{{ .Prompt }}", "model_info": {"qwen2.context_length": 4096}}
+                )
             return super().answer(path, headers, body)
 
     ollama = SmallOllama()
@@ -311,10 +367,15 @@ def test_one_huge_tool_result_is_cut_to_fit_a_small_server_context(agent, projec
     assert len(result["content"]) < 4200  # not the 60,000 characters a large context would take
 
 
-def test_a_tool_result_too_long_for_the_server_is_shrunk_and_the_call_retried(agent, project, llm, capsys):
+def test_a_tool_result_too_long_for_the_server_is_shrunk_and_the_call_retried(
+    agent, project, llm, capsys
+):
     a_big_file(project / "big.txt", 12000)
     llm.reply(tool="read_file", path="big.txt")
-    llm.error(400, "This model's maximum context length is 8192 tokens. However, you requested 15000 tokens.")
+    llm.error(
+        400,
+        "This model's maximum context length is 8192 tokens. However, you requested 15000 tokens.",
+    )
     llm.reply(text="It is big.")
     agent.turn("what is in big.txt?")
     too_long, retried = (r["messages"][-1]["content"] for r in llm.requests[1:])
@@ -331,8 +392,13 @@ def test_a_minified_file_can_be_read_in_part(agent, project, llm):
 
 
 def test_a_message_too_long_for_the_server_does_not_break_the_next_turn(agent, llm):
-    llm.error(400, "This model's maximum context length is 8192 tokens. However, you requested 30000 tokens.")
-    with pytest.raises(providers.ProviderError, match="longer than openai/test-model's context window"):
+    llm.error(
+        400,
+        "This model's maximum context length is 8192 tokens. However, you requested 30000 tokens.",
+    )
+    with pytest.raises(
+        providers.ProviderError, match="longer than openai/test-model's context window"
+    ):
         agent.turn("explain this log: " + words(9000))
     llm.reply(text="Ask away.")
     agent.turn("a short question")
@@ -347,9 +413,13 @@ def test_compact_command_after_two_long_turns(agent, llm, capsys):
     llm.reply(text="SUMMARY: the first question was answered.")
     repl.command(agent, "/compact")
     summary = llm.requests[2]
-    assert "Summarize this conversation" in system(summary) and summary["max_tokens"] == SUMMARY_TOKENS
+    assert (
+        "Summarize this conversation" in system(summary) and summary["max_tokens"] == SUMMARY_TOKENS
+    )
     assert "first answer" in summary["messages"][1]["content"]
-    assert "second answer" not in summary["messages"][1]["content"]  # the latest turn stays verbatim
+    assert (
+        "second answer" not in summary["messages"][1]["content"]
+    )  # the latest turn stays verbatim
     assert "compacted 2 messages" in capsys.readouterr().err
     assert agent.messages[0]["content"].endswith("SUMMARY: the first question was answered.")
     assert agent.messages[-2]["content"] == "second question"
@@ -362,7 +432,10 @@ def test_a_summary_that_is_not_shorter_changes_nothing(agent, llm, capsys):
     before = [dict(m) for m in agent.messages]
     llm.reply(text="SUMMARY: " + words(500))
     repl.command(agent, "/compact")
-    assert "the summary was not shorter than what it would replace; nothing changed" in capsys.readouterr().err
+    assert (
+        "the summary was not shorter than what it would replace; nothing changed"
+        in capsys.readouterr().err
+    )
     assert agent.messages == before
 
 
@@ -373,7 +446,9 @@ def test_compact_shows_a_spinner_while_the_model_summarizes(agent, llm, monkeypa
     agent.turn("first question")
     agent.turn("second question")
     screen = io.StringIO()  # a terminal's stderr, as the person at it sees it
-    monkeypatch.setattr(ui, "console", Console(file=screen, force_terminal=True, width=100, highlight=False))
+    monkeypatch.setattr(
+        ui, "console", Console(file=screen, force_terminal=True, width=100, highlight=False)
+    )
     llm.reply(text="SUMMARY: short.", wait=1)  # a slow summary, so the spinner has time to draw
     repl.command(agent, "/compact")
     shown = screen.getvalue()
@@ -433,25 +508,43 @@ def test_no_litellm_warnings_reach_the_screen(project, llm):
     # as a user runs it: no LITELLM_* variables (amas must keep litellm from fetching its price map, which warns);
     # any request that is not to 127.0.0.1 goes to a dead proxy, so nothing leaves the machine
     clean = {k: v for k, v in amas_env().items() if not k.startswith("LITELLM")}
-    proxies = {v: dead for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
+    proxies = {
+        v: dead
+        for v in (
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        )
+    }
     clean.update(proxies, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     env = {**clean, "AMAS_API_KEY": "fake-key-1234567890"}
-    result = subprocess.run(  # one process, as `amas "hi"` once per model: litellm's import is paid once
-        [sys.executable, "-c", DRIVER, json.dumps(cases)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=project,
-        env=env,
-        timeout=120,
+    result = (
+        subprocess.run(  # one process, as `amas "hi"` once per model: litellm's import is paid once
+            [sys.executable, "-c", DRIVER, json.dumps(cases)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=project,
+            env=env,
+            timeout=120,
+        )
     )
     runs = result.stdout.split("=== ")[1:]
     assert len(runs) == len(cases) and result.returncode == 0, result.stdout
     for (model, base), run in zip(cases, runs, strict=True):
         lines = run.splitlines()
-        assert lines[0] == f"{model} {base}" and lines[-1] == f"exit {0 if base == llm.url else 1}", lines
-        noise = [line for line in lines if any(word in line for word in ("LiteLLM", "WARNING", "Provider List"))]
+        assert (
+            lines[0] == f"{model} {base}" and lines[-1] == f"exit {0 if base == llm.url else 1}"
+        ), lines
+        noise = [
+            line
+            for line in lines
+            if any(word in line for word in ("LiteLLM", "WARNING", "Provider List"))
+        ]
         assert not noise and "Traceback" not in run, lines
     assert result.stdout.count("hello there") == 2
 
@@ -460,7 +553,9 @@ def test_without_a_browser_the_browser_tools_and_prompt_are_left_out(project, ll
     bin_dir, browsers = tmp_path / "bin", tmp_path / "no-browsers"
     bin_dir.mkdir()
     browsers.mkdir()
-    (bin_dir / "git").symlink_to(subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip())
+    (bin_dir / "git").symlink_to(
+        subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    )
     env = {"PATH": str(bin_dir), "PLAYWRIGHT_BROWSERS_PATH": str(browsers)}
     llm.reply(text="done")
     result = run_amas("hi", llm=llm, env=env)

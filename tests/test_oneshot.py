@@ -9,18 +9,31 @@ from amas_code import __version__
 
 
 def test_create_file_with_yes(project, llm, amas):
-    llm.reply(tool="create_file", path="hello.py", content="print('hello')\n").reply(text="Created **hello.py**.")
+    llm.reply(tool="create_file", path="hello.py", content="print('hello')\n").reply(
+        text="Created **hello.py**."
+    )
     result = amas("-y", "create hello.py that prints hello")
     assert result.exit_code == 0, result.output
     assert (project / "hello.py").read_text() == "print('hello')\n"
     assert "Created **hello.py**." in result.output  # the answer as the model wrote it
-    assert "● create_file hello.py" in result.output and "+print('hello')" in result.output  # the call, its diff
-    assert git(project, "log", "--format=%s") == "initial\n"  # checkpoints never land on the user's branch
+    assert (
+        "● create_file hello.py" in result.output and "+print('hello')" in result.output
+    )  # the call, its diff
+    assert (
+        git(project, "log", "--format=%s") == "initial\n"
+    )  # checkpoints never land on the user's branch
     first, second = llm.requests
     assert first["stream"] is True
-    assert first["messages"][0]["role"] == "system" and "You are Amas Code" in first["messages"][0]["content"]
+    assert (
+        first["messages"][0]["role"] == "system"
+        and "You are Amas Code" in first["messages"][0]["content"]
+    )
     assert first["messages"][-1] == {"role": "user", "content": "create hello.py that prints hello"}
-    assert {t["function"]["name"] for t in first["tools"]} >= {"read_file", "edit_file", "shell_command"}
+    assert {t["function"]["name"] for t in first["tools"]} >= {
+        "read_file",
+        "edit_file",
+        "shell_command",
+    }
     # litellm consumed its own options; the `mcp` package is not needed for tool calls
     assert not {"_skip_mcp_handler", "retry_policy", "retry_strategy"} & set(first)
     tool_result = second["messages"][-1]
@@ -64,7 +77,10 @@ def test_dead_api_base_exits_1(project, llm):
 def test_missing_api_key_says_which_variable(project):
     result = run_amas("hello", input="", env={"AMAS_MODEL": "gemini/gemini-2.5-flash"})
     assert result.returncode == 1
-    assert "no API key for gemini/gemini-2.5-flash: export GOOGLE_API_KEY or GEMINI_API_KEY" in result.stderr
+    assert (
+        "no API key for gemini/gemini-2.5-flash: export GOOGLE_API_KEY or GEMINI_API_KEY"
+        in result.stderr
+    )
 
 
 def test_bad_config_names_file_and_line(project, amas):
@@ -97,12 +113,18 @@ def test_config_merge_order(project, home, monkeypatch):
     from amas_code import config
 
     (home / ".amas").mkdir()
-    (home / ".amas/config.yaml").write_text("model: user/m\nshell_timeout: 5\nmax_context_tokens: 1000\n")
+    (home / ".amas/config.yaml").write_text(
+        "model: user/m\nshell_timeout: 5\nmax_context_tokens: 1000\n"
+    )
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text("model: project/m\nshell_timeout: 7\n")
     monkeypatch.setenv("AMAS_MODEL", "env/m")
     merged, warnings, _ = config.load(project, {"model": None, "api_base": "http://flag"})
-    assert (merged["model"], merged["shell_timeout"], merged["max_context_tokens"]) == ("env/m", 7, 1000)
+    assert (merged["model"], merged["shell_timeout"], merged["max_context_tokens"]) == (
+        "env/m",
+        7,
+        1000,
+    )
     assert merged["api_base"] == "http://flag" and warnings == []
     assert config.load(project, {"model": "flag/m"})[0]["model"] == "flag/m"
 
@@ -118,7 +140,10 @@ def test_version_and_help_import_nothing_heavy(bare):
     )
     for arg in ("--version", "--help"):
         result = subprocess.run(
-            [sys.executable, "-c", code.format(arg=arg)], capture_output=True, text=True, env=amas_env()
+            [sys.executable, "-c", code.format(arg=arg)],
+            capture_output=True,
+            text=True,
+            env=amas_env(),
         )
         assert result.stderr == "[]", arg
     assert run_amas("--version").stdout == f"amas {__version__}\n"
@@ -134,7 +159,10 @@ def test_a_folder_where_amas_cannot_keep_state_still_answers(project, llm):
     llm.reply(text="still here")
     result = run_amas("hi", llm=llm, input="")
     assert result.returncode == 0 and "still here" in result.stdout
-    assert result.stderr.count("the conversation is not saved") == 1 and "Traceback" not in result.stderr
+    assert (
+        result.stderr.count("the conversation is not saved") == 1
+        and "Traceback" not in result.stderr
+    )
     assert (project / ".amas").read_text() == "a file where amas expects its folder\n"
 
 
@@ -142,7 +170,11 @@ def test_a_config_with_a_nul_or_that_is_a_folder_is_named_plainly(project, llm, 
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text("model: x\0\n")
     result = amas("hi")
-    assert result.exit_code == 1 and "config.yaml: invalid YAML (" in result.output and "::" not in result.output
+    assert (
+        result.exit_code == 1
+        and "config.yaml: invalid YAML (" in result.output
+        and "::" not in result.output
+    )
     (project / ".amas/config.yaml").unlink()
     (project / ".amas/config.yaml").mkdir()
     llm.reply(text="fine")
@@ -154,5 +186,8 @@ def test_credentials_in_the_api_base_never_reach_the_screen(project, llm):
     base = "http://alice:S3cretPassw0rd@127.0.0.1:9/v1"
     result = run_amas("hello", llm=llm, input="", env={"AMAS_API_BASE": base})
     assert result.returncode == 1
-    assert "cannot reach http://alice:[REDACTED]@127.0.0.1:9/v1: is the server running" in result.stderr
+    assert (
+        "cannot reach http://alice:[REDACTED]@127.0.0.1:9/v1: is the server running"
+        in result.stderr
+    )
     assert "S3cretPassw0rd" not in result.stderr + result.stdout

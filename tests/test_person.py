@@ -30,7 +30,13 @@ def term(project, llm):
         full.pop("COLUMNS")
         argv = argv or [sys.executable, "-m", "amas_code", *args]
         child = pexpect.spawn(
-            argv[0], argv[1:], cwd=str(project), env=full, encoding="utf-8", timeout=30, dimensions=dims
+            argv[0],
+            argv[1:],
+            cwd=str(project),
+            env=full,
+            encoding="utf-8",
+            timeout=30,
+            dimensions=dims,
         )
         children.append(child)
         if wait:
@@ -66,7 +72,9 @@ def config(project, text: str) -> None:
 
 
 def test_a_created_file_is_shown_once_at_40_and_at_80_columns(term, project, llm):
-    llm.reply(tool="create_file", path="poem.txt", content="zebra7 quokka9\nsecond line here\n").reply(text="Made it.")
+    llm.reply(
+        tool="create_file", path="poem.txt", content="zebra7 quokka9\nsecond line here\n"
+    ).reply(text="Made it.")
     llm.reply(tool="create_file", path="note.txt", content="walrus3 alone\n").reply(text="Noted.")
     child = term(dims=(40, 40))
     child.sendline("write a poem")
@@ -94,7 +102,9 @@ def test_shell_output_is_shown_as_an_excerpt_and_the_model_gets_its_tail(term, p
     child.expect(QUESTION)
     child.sendline("y")
     seen = upto(child, "It failed.")
-    assert "row1\n" in seen and "row20" not in seen and "more lines" in seen  # an excerpt, not the whole
+    assert (
+        "row1\n" in seen and "row20" not in seen and "more lines" in seen
+    )  # an excerpt, not the whole
     assert "fatal-oops" in seen and "[exit code 3]" in seen  # where it went wrong, and how it ended
     result = llm.requests[1]["messages"][-1]["content"]
     assert len(result) <= 60_100 and "characters cut" in result
@@ -113,11 +123,15 @@ def test_after_enter_the_spinner_shows_while_the_model_library_loads(term, proje
     shown = time.monotonic() - enter
     child.expect("Here it is.")
     asked = llm.requests.at - enter
-    assert shown < asked / 2, f"the spinner came {shown:.1f}s after Enter; the model was asked at {asked:.1f}s"
+    assert shown < asked / 2, (
+        f"the spinner came {shown:.1f}s after Enter; the model was asked at {asked:.1f}s"
+    )
 
 
 def test_with_stdout_redirected_the_diff_and_question_stay_on_the_terminal(term, project, llm):
-    llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project").reply(text="Retitled.")
+    llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project").reply(
+        text="Retitled."
+    )
     amas = f"{shlex.quote(sys.executable)} -m amas_code 'fix the title' > out.txt"
     child = term(argv=["bash", "-c", amas], wait=False)
     seen = upto(child, QUESTION)
@@ -130,10 +144,19 @@ def test_with_stdout_redirected_the_diff_and_question_stay_on_the_terminal(term,
     assert (project / "README.md").read_text() == "# Demo Project\n"
 
 
-@pytest.mark.parametrize("shape", ["echo 'fix the title' | {amas}", "{amas} 'fix the title' 2> err.txt"])
-def test_with_stdin_piped_or_stderr_redirected_the_question_is_asked_on_the_terminal(term, project, llm, shape):
-    llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project").reply(text="Retitled.")
-    child = term(argv=["bash", "-c", shape.format(amas=f"{shlex.quote(sys.executable)} -m amas_code")], wait=False)
+@pytest.mark.parametrize(
+    "shape", ["echo 'fix the title' | {amas}", "{amas} 'fix the title' 2> err.txt"]
+)
+def test_with_stdin_piped_or_stderr_redirected_the_question_is_asked_on_the_terminal(
+    term, project, llm, shape
+):
+    llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project").reply(
+        text="Retitled."
+    )
+    child = term(
+        argv=["bash", "-c", shape.format(amas=f"{shlex.quote(sys.executable)} -m amas_code")],
+        wait=False,
+    )
     seen = upto(child, QUESTION)
     assert "+# Demo Project" in seen and "Apply edit to README.md?" in seen
     child.sendline("y")
@@ -148,19 +171,26 @@ def test_a_one_line_edit_in_a_file_of_repeated_lines_shows_one_line_changed(term
     child.expect(pexpect.EOF)
     seen = screen(child.before)
     assert "@@ -150,5 +150,5 @@" in seen and "-7,7" in seen and "+8,8" in seen
-    assert len([ln for ln in seen.splitlines() if re.match(r"[-+]\d", ln)]) == 2  # not 600 lines of - and +
+    assert (
+        len([ln for ln in seen.splitlines() if re.match(r"[-+]\d", ln)]) == 2
+    )  # not 600 lines of - and +
 
 
 def test_resume_help_and_model_say_it_plainly(term, project, llm):
     old = [("old1234abcd9", "user", "first question"), ("5e55101d0a1f", "user", "latest question")]
     old.append(("5e55101d0a1f", "assistant", "latest answer"))
     (project / ".amas").mkdir()
-    lines = [{"session": s, "time": 1700000000.0 + n, "role": r, "content": c} for n, (s, r, c) in enumerate(old)]
+    lines = [
+        {"session": s, "time": 1700000000.0 + n, "role": r, "content": c}
+        for n, (s, r, c) in enumerate(old)
+    ]
     (project / ".amas/history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
     child = term("-c", wait=False)
     seen = upto(child, "›")
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(1700000002.0))
-    assert f"resuming the conversation of {when} (2 messages)" in seen and "5e55101d0a1f" not in seen
+    assert (
+        f"resuming the conversation of {when} (2 messages)" in seen and "5e55101d0a1f" not in seen
+    )
 
     child.sendline("/help")
     assert "/undo [n]" in upto(child, "/quit")
@@ -169,13 +199,17 @@ def test_resume_help_and_model_say_it_plainly(term, project, llm):
     assert "unknown model 'nonsense'" in line and "LLM Provider" not in line
     child.sendline("/model")
     child.expect(f"model: openai/test-model at {re.escape(llm.url)}")  # unchanged
-    child.sendline("/model anthropic/claude-3-5-haiku-latest")  # another provider: not our local server
+    child.sendline(
+        "/model anthropic/claude-3-5-haiku-latest"
+    )  # another provider: not our local server
     line = upto(child, "model: anthropic/claude-3-5-haiku-latest[^\n]*\n")
     assert "127.0.0.1" not in line
 
 
 def test_attach_says_what_happened_and_caps_what_it_sends(term, project, home, tmp_path, llm):
-    (project / "big.log").write_text("".join(f"log line {i} " + "y" * 80 + "\n" for i in range(60_000)))  # 5 MB
+    (project / "big.log").write_text(
+        "".join(f"log line {i} " + "y" * 80 + "\n" for i in range(60_000))
+    )  # 5 MB
     (project / "docs").mkdir()
     (home / ".bashrc").write_text("alias ll='ls -l'  # bashrc-marker\n")
     (tmp_path / "outside.txt").write_text("outside-marker\n")
@@ -236,7 +270,9 @@ def test_ctrl_c_while_loading_and_a_failed_turn_leave_the_next_request_clean(ter
 
 def read_only(project):
     """argv running amas with the project mounted read-only (root ignores file modes, not a read-only mount)."""
-    probe = subprocess.run(["unshare", "-m", "mount", "--bind", "-o", "ro", str(project), str(project)], check=False)
+    probe = subprocess.run(
+        ["unshare", "-m", "mount", "--bind", "-o", "ro", str(project), str(project)], check=False
+    )
     if probe.returncode != 0:
         pytest.skip("cannot make a read-only mount here (unshare -m needs CAP_SYS_ADMIN)")
     p = shlex.quote(str(project))
@@ -299,7 +335,10 @@ def test_continue_resumes_after_clear_and_after_compact(term, project, llm):
     child.sendline("fourth question")
     child.expect("Answer four.")
     sent = [m["content"] for m in llm.requests[-1]["messages"][1:]]
-    assert sent[0].startswith("[Summary of the earlier conversation]") and "asked a second question" in sent[0]
+    assert (
+        sent[0].startswith("[Summary of the earlier conversation]")
+        and "asked a second question" in sent[0]
+    )
     assert sent[2:] == ["third question", "Answer three.", "fourth question"]
 
 
@@ -359,7 +398,9 @@ def test_crlf_files_keep_crlf_through_edit_and_write(project, llm, amas):
     (project / "win.txt").write_bytes(b"alpha\r\nbeta\r\ngamma\r\n")
     llm.reply(tool="edit_file", path="win.txt", old_str="beta", new_str="beta\nbeta two")
     llm.reply(tool="write_file", path="win.txt", content="alpha\nbeta\nbeta two\nGAMMA\n")
-    llm.reply(tool="write_file", path="win.txt", content="alpha\nbeta\nbeta two\nGAMMA\n").reply(text="done")
+    llm.reply(tool="write_file", path="win.txt", content="alpha\nbeta\nbeta two\nGAMMA\n").reply(
+        text="done"
+    )
     result = amas("-y", "change it")
     assert result.exit_code == 0
     assert (project / "win.txt").read_bytes() == b"alpha\r\nbeta\r\nbeta two\r\nGAMMA\r\n"
@@ -370,12 +411,18 @@ def test_crlf_files_keep_crlf_through_edit_and_write(project, llm, amas):
 
 def test_a_tab_indented_old_str_keeps_its_tab(project, llm, amas):
     (project / "Makefile").write_text("all:\n\techo hi\n")
-    llm.reply(tool="edit_file", path="Makefile", old_str="\techo hi", new_str="\techo bye").reply(text="done")
+    llm.reply(tool="edit_file", path="Makefile", old_str="\techo hi", new_str="\techo bye").reply(
+        text="done"
+    )
     result = amas("-y", "say bye")
     assert result.exit_code == 0
     assert (project / "Makefile").read_text() == "all:\n\techo bye\n"
     shown = [line for line in result.output.splitlines() if "echo" in line]
-    assert len(shown) == 2 and re.fullmatch(r"-\s{2,}echo hi", shown[0]) and re.fullmatch(r"\+\s{2,}echo bye", shown[1])
+    assert (
+        len(shown) == 2
+        and re.fullmatch(r"-\s{2,}echo hi", shown[0])
+        and re.fullmatch(r"\+\s{2,}echo bye", shown[1])
+    )
 
 
 # -- config -----------------------------------------------------------------------------------------
@@ -392,7 +439,15 @@ def test_a_tab_indented_old_str_keeps_its_tab(project, llm, amas):
         ("max_context_tokens: 0\n", ["hi"], "max_context_tokens should be above 0, not 0"),
         ("shell_timeout: -1.5\n", ["hi"], "shell_timeout should be above 0, not -1.5"),
     ],
-    ids=["quoted-number", "null-model", "ignore-numbers", "empty-model-flag", "negative", "zero", "negative-float"],
+    ids=[
+        "quoted-number",
+        "null-model",
+        "ignore-numbers",
+        "empty-model-flag",
+        "negative",
+        "zero",
+        "negative-float",
+    ],
 )
 def test_a_bad_setting_is_one_clear_line(project, llm, amas, yaml, args, line):
     config(project, yaml)
@@ -424,7 +479,9 @@ def test_binary_piped_in_is_read_as_text_not_blamed_on_the_server(project, llm):
 
 def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
     llm.reply(text="The disk is full.")
-    log = b"first line of the log\n" + b"INFO all is well\n" * 600_000 + b"ERROR disk full\n"  # 10 MB
+    log = (
+        b"first line of the log\n" + b"INFO all is well\n" * 600_000 + b"ERROR disk full\n"
+    )  # 10 MB
     done = subprocess.run(
         [sys.executable, "-m", "amas_code", "why did it fail?"],
         input=log,
@@ -434,7 +491,10 @@ def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
     )
     assert done.returncode == 0 and done.stdout.decode() == "The disk is full.\n"
     sent = llm.requests[0]["messages"][-1]["content"]
-    assert sent.startswith("why did it fail?\n\n```\nfirst line of the log\n") and "ERROR disk full\n```" in sent
+    assert (
+        sent.startswith("why did it fail?\n\n```\nfirst line of the log\n")
+        and "ERROR disk full\n```" in sent
+    )
     assert len(sent) < 70_000 and re.search(r"\[… [\d,]+ bytes of piped input cut …\]", sent)
 
 

@@ -32,7 +32,9 @@ class WireServer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.api_base = f"http://127.0.0.1:{self.server.server_port}{self.suffix}"
-        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()  # quick shutdown
+        threading.Thread(
+            target=self.server.serve_forever, args=(0.02,), daemon=True
+        ).start()  # quick shutdown
 
     def reply(self, text: str = "", tool: str | None = None, calls=(), **args):
         """One streamed answer: text, then one tool call (`tool` with **args) or several `calls`."""
@@ -74,9 +76,18 @@ class WireServer:
                 pass
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = json.loads(
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"
+                )
                 status, content_type, frames = wire.answer(self.path, self.headers, body)
-                wire.requests.append({"path": self.path, "headers": dict(self.headers), "body": body, "status": status})
+                wire.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": body,
+                        "status": status,
+                    }
+                )
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Connection", "close")  # the body ends when the connection does
@@ -96,9 +107,15 @@ def pieces(text: str, size: int = 7) -> list[str]:
 class Ollama(WireServer):
     """Ollama's /api/chat: NDJSON lines; each tool call whole, in its own line, arguments an object, no id."""
 
-    model, chat_path, content_type = "ollama_chat/qwen2.5-coder", "/api/chat", "application/x-ndjson"
+    model, chat_path, content_type = (
+        "ollama_chat/qwen2.5-coder",
+        "/api/chat",
+        "application/x-ndjson",
+    )
 
-    def __init__(self, key: str | None = None, tools: bool = True):  # a local Ollama asks for no key
+    def __init__(
+        self, key: str | None = None, tools: bool = True
+    ):  # a local Ollama asks for no key
         super().__init__(key, tools)
 
     def answer(self, path, headers, body):
@@ -112,14 +129,18 @@ class Ollama(WireServer):
             )
         return super().answer(path, headers, body)
 
-    def authorized(self, headers) -> bool:  # an Ollama behind a reverse proxy that wants a bearer token
+    def authorized(
+        self, headers
+    ) -> bool:  # an Ollama behind a reverse proxy that wants a bearer token
         return headers.get("Authorization") == f"Bearer {self.key}"
 
     def unauthorized(self):
         return 401, {"error": "unauthorized"}
 
     def no_tools(self):
-        return 400, {"error": f"registry.ollama.ai/library/{self.model.split('/')[1]} does not support tools"}
+        return 400, {
+            "error": f"registry.ollama.ai/library/{self.model.split('/')[1]} does not support tools"
+        }
 
     def frames(self, text, calls):
         def line(done=False, **message):
@@ -130,7 +151,11 @@ class Ollama(WireServer):
                         "created_at": "2025-06-01T12:00:00.000Z",
                         "message": {"role": "assistant", "content": "", **message},
                         "done": done,
-                        **({"done_reason": "stop", "prompt_eval_count": 12, "eval_count": 7} if done else {}),
+                        **(
+                            {"done_reason": "stop", "prompt_eval_count": 12, "eval_count": 7}
+                            if done
+                            else {}
+                        ),
                     }
                 )
                 + "\n"
@@ -138,7 +163,10 @@ class Ollama(WireServer):
 
         return (
             [line(content=p) for p in pieces(text)]
-            + [line(tool_calls=[{"function": {"name": name, "arguments": args}}]) for name, args in calls]
+            + [
+                line(tool_calls=[{"function": {"name": name, "arguments": args}}])
+                for name, args in calls
+            ]
             + [line(done=True)]
         )
 
@@ -152,7 +180,10 @@ class Anthropic(WireServer):
         return headers.get("x-api-key") == self.key
 
     def unauthorized(self):
-        return 401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+        return 401, {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        }
 
     def frames(self, text, calls):
         def event(kind, **data):
@@ -176,9 +207,17 @@ class Anthropic(WireServer):
         blocks = ([("text", text)] if text else []) + [("tool_use", call) for call in calls]
         for index, (kind, value) in enumerate(blocks):
             if kind == "text":
-                out.append(event("content_block_start", index=index, content_block={"type": "text", "text": ""}))
+                out.append(
+                    event(
+                        "content_block_start",
+                        index=index,
+                        content_block={"type": "text", "text": ""},
+                    )
+                )
                 out += [
-                    event("content_block_delta", index=index, delta={"type": "text_delta", "text": p})
+                    event(
+                        "content_block_delta", index=index, delta={"type": "text_delta", "text": p}
+                    )
                     for p in pieces(value)
                 ]
             else:
@@ -187,11 +226,20 @@ class Anthropic(WireServer):
                     event(
                         "content_block_start",
                         index=index,
-                        content_block={"type": "tool_use", "id": f"toolu_01{name}{index}", "name": name, "input": {}},
+                        content_block={
+                            "type": "tool_use",
+                            "id": f"toolu_01{name}{index}",
+                            "name": name,
+                            "input": {},
+                        },
                     )
                 )
                 out += [
-                    event("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": p})
+                    event(
+                        "content_block_delta",
+                        index=index,
+                        delta={"type": "input_json_delta", "partial_json": p},
+                    )
                     for p in pieces(json.dumps(args), 9)
                 ]
             out.append(event("content_block_stop", index=index))
@@ -252,7 +300,11 @@ class Gemini(WireServer):
             )
 
         return [data([{"text": p}]) for p in pieces(text)] + [
-            data([{"functionCall": {"name": name, "args": args}} for name, args in calls] or [{"text": ""}], "STOP")
+            data(
+                [{"functionCall": {"name": name, "args": args}} for name, args in calls]
+                or [{"text": ""}],
+                "STOP",
+            )
         ]
 
 
@@ -302,9 +354,18 @@ def test_ollama_tool_call_round_trip_with_num_ctx(serve, project):
     assert "Created hello.py for you." in result.output
     first, second = ollama.chats
     assert first["model"] == "qwen2.5-coder" and first["stream"] is True
-    assert first["options"]["num_ctx"] == second["options"]["num_ctx"] == 8192  # from max_context_tokens
-    assert {t["function"]["name"] for t in first["tools"]} >= {"create_file", "read_file", "shell_command"}
-    assert first["messages"][0]["role"] == "system" and "You are Amas Code" in first["messages"][0]["content"]
+    assert (
+        first["options"]["num_ctx"] == second["options"]["num_ctx"] == 8192
+    )  # from max_context_tokens
+    assert {t["function"]["name"] for t in first["tools"]} >= {
+        "create_file",
+        "read_file",
+        "shell_command",
+    }
+    assert (
+        first["messages"][0]["role"] == "system"
+        and "You are Amas Code" in first["messages"][0]["content"]
+    )
     call, fed_back = second["messages"][-2:]
     assert call["role"] == "assistant" and call["content"] == "Creating it."
     assert call["tool_calls"] == [
@@ -316,13 +377,17 @@ def test_ollama_tool_call_round_trip_with_num_ctx(serve, project):
         }
     ]
     assert fed_back["role"] == "tool" and "hello.py" in fed_back["content"]
-    shows = [r["body"] for r in ollama.requests if r["path"] == "/api/show"]  # litellm asks only at times
+    shows = [
+        r["body"] for r in ollama.requests if r["path"] == "/api/show"
+    ]  # litellm asks only at times
     assert all(body == {"name": "qwen2.5-coder"} for body in shows)
 
 
 def test_ollama_calls_in_separate_lines_without_ids_all_run(serve, project):
     ollama = serve(Ollama)  # one call with no arguments, one with: neither may be dropped or merged
-    ollama.reply(calls=[("list_files", {}), ("read_file", {"path": "README.md"})]).reply("The project is a demo.")
+    ollama.reply(calls=[("list_files", {}), ("read_file", {"path": "README.md"})]).reply(
+        "The project is a demo."
+    )
     result = amas("what is this project?")
     assert result.exit_code == 0, result.output
     assert "The project is a demo." in result.output
@@ -339,7 +404,9 @@ def test_ollama_calls_in_separate_lines_without_ids_all_run(serve, project):
 def test_ollama_model_without_tools_falls_back_to_text_calls(serve, project):
     (project / "notes.txt").write_text("remember the milk\n")
     ollama = serve(Ollama, model="ollama_chat/gemma:2b", tools=False)
-    ollama.reply('Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}</tool_call>')
+    ollama.reply(
+        'Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}</tool_call>'
+    )
     ollama.reply("Your notes say: remember the milk.")
     result = amas("what do my notes say?")
     assert result.exit_code == 0, result.output
@@ -347,14 +414,24 @@ def test_ollama_model_without_tools_falls_back_to_text_calls(serve, project):
     assert result.output.count("no native tool calling") == 1  # told once
     chats = [r for r in ollama.requests if r["path"] == "/api/chat"]
     rejected = [r for r in chats if "tools" in r["body"]]
-    assert rejected and all(r["status"] == 400 for r in rejected) and chats[: len(rejected)] == rejected
+    assert (
+        rejected
+        and all(r["status"] == 400 for r in rejected)
+        and chats[: len(rejected)] == rejected
+    )
     text = [r["body"] for r in chats[len(rejected) :]]
     assert len(text) == 2 and all("tools" not in body for body in text)
     system = text[0]["messages"][0]["content"]
     assert "<tool_call>" in system and "read_file(" in system and "create_file(" in system
     asked, fed_back = text[1]["messages"][-2:]
-    assert asked["role"] == "assistant" and "tool_calls" not in asked and '"name": "read_file"' in asked["content"]
-    assert fed_back["role"] == "user" and fed_back["content"].startswith('<tool_response name="read_file">')
+    assert (
+        asked["role"] == "assistant"
+        and "tool_calls" not in asked
+        and '"name": "read_file"' in asked["content"]
+    )
+    assert fed_back["role"] == "user" and fed_back["content"].startswith(
+        '<tool_response name="read_file">'
+    )
     assert "remember the milk" in fed_back["content"]
 
 
@@ -372,20 +449,32 @@ def test_anthropic_tool_use_round_trip(serve, project):
     assert all(r["headers"]["x-api-key"] == KEY for r in anthropic.requests)
     assert first["model"] == "claude-sonnet-4-5" and first["stream"] is True
     assert "You are Amas Code" in first["system"][0]["text"]
-    assert {t["name"] for t in first["tools"]} >= {"read_file", "edit_file"} and "input_schema" in first["tools"][0]
+    assert {t["name"] for t in first["tools"]} >= {
+        "read_file",
+        "edit_file",
+    } and "input_schema" in first["tools"][0]
     call, fed_back = second["messages"][-2:]
     assert call == {
         "role": "assistant",
         "content": [
             {"type": "text", "text": "Reading it."},
-            {"type": "tool_use", "id": "toolu_01read_file1", "name": "read_file", "input": {"path": "README.md"}},
+            {
+                "type": "tool_use",
+                "id": "toolu_01read_file1",
+                "name": "read_file",
+                "input": {"path": "README.md"},
+            },
         ],
     }
     (block,) = fed_back["content"]
     assert fed_back["role"] == "user" and block["type"] == "tool_result"
     assert block["tool_use_id"] == "toolu_01read_file1" and "# demo" in json.dumps(block["content"])
-    call, fed_back = third["messages"][-2:]  # a call with no text: no placeholder text block is made up
-    assert call["content"] == [{"type": "tool_use", "id": "toolu_01list_files0", "name": "list_files", "input": {}}]
+    call, fed_back = third["messages"][
+        -2:
+    ]  # a call with no text: no placeholder text block is made up
+    assert call["content"] == [
+        {"type": "tool_use", "id": "toolu_01list_files0", "name": "list_files", "input": {}}
+    ]
     assert fed_back["content"][0]["tool_use_id"] == "toolu_01list_files0"
     assert "README.md" in json.dumps(fed_back["content"][0]["content"])
 
@@ -395,17 +484,26 @@ def test_anthropic_tool_use_round_trip(serve, project):
 
 def test_gemini_function_call_round_trip(serve, project):
     gemini = serve(Gemini)
-    gemini.reply(tool="create_file", path="notes/todo.md", content="- ship it\n").reply("Wrote notes/todo.md.")
+    gemini.reply(tool="create_file", path="notes/todo.md", content="- ship it\n").reply(
+        "Wrote notes/todo.md."
+    )
     result = amas("-y", "write a todo list")
     assert result.exit_code == 0, result.output
     assert (project / "notes/todo.md").read_text() == "- ship it\n"
     assert "Wrote notes/todo.md." in result.output
-    first, second = gemini.chats  # the base URL override reached: {api_base}/models/{model}:streamGenerateContent
+    first, second = (
+        gemini.chats
+    )  # the base URL override reached: {api_base}/models/{model}:streamGenerateContent
     assert all(r["headers"]["x-goog-api-key"] == KEY for r in gemini.requests)
     assert "You are Amas Code" in first["system_instruction"]["parts"][0]["text"]
-    assert {f["name"] for f in first["tools"][0]["function_declarations"]} >= {"create_file", "read_file"}
+    assert {f["name"] for f in first["tools"][0]["function_declarations"]} >= {
+        "create_file",
+        "read_file",
+    }
     call, fed_back = second["contents"][-2:]
-    assert call["role"] == "model"  # no empty text part beside the call: Gemini rejects {"text": ""} with a 400
+    assert (
+        call["role"] == "model"
+    )  # no empty text part beside the call: Gemini rejects {"text": ""} with a 400
     assert [p.get("functionCall") or p.get("function_call") for p in call["parts"]] == [
         {"name": "create_file", "args": {"path": "notes/todo.md", "content": "- ship it\n"}}
     ]
@@ -424,16 +522,24 @@ def test_an_answer_leaves_no_response_open_in_the_shared_pool(serve, cls):
     server = serve(cls)
     server.reply("First.").reply("Second.")
     first, second = amas("one"), amas("two")
-    assert (first.exit_code, second.exit_code) == (0, 0) and "First." in first.output and "Second." in second.output
+    assert (
+        (first.exit_code, second.exit_code) == (0, 0)
+        and "First." in first.output
+        and "Second." in second.output
+    )
     assert [r["status"] for r in server.requests if r["path"] == server.chat_path] == [200, 200]
-    assert litellm.module_level_client.client._transport._pool._requests == []  # none in flight, none left over
+    assert (
+        litellm.module_level_client.client._transport._pool._requests == []
+    )  # none in flight, none left over
 
 
 # -- OpenAI-compatible servers (llama.cpp, LM Studio, vLLM) -------------------------------------------
 
 
 def test_openai_compatible_server_needs_no_key(project, llm, monkeypatch):
-    monkeypatch.setenv("AMAS_MODEL", "openai/qwen2.5-coder")  # llama.cpp's server: api_base, no key at all
+    monkeypatch.setenv(
+        "AMAS_MODEL", "openai/qwen2.5-coder"
+    )  # llama.cpp's server: api_base, no key at all
     monkeypatch.setenv("AMAS_API_BASE", llm.url)
     llm.reply(tool="read_file", path="README.md").reply(text="A demo project.")
     result = amas("what is this project?")
@@ -460,7 +566,10 @@ ANTHROPIC_403 = (
     403,
     {
         "type": "error",
-        "error": {"type": "permission_error", "message": "Your API key does not have permission to use this resource."},
+        "error": {
+            "type": "permission_error",
+            "message": "Your API key does not have permission to use this resource.",
+        },
     },
 )
 AUTH_CASES = {  # server, server options, the line the user must see
@@ -505,10 +614,14 @@ def test_auth_error_is_one_clear_line(serve, case):
     server = serve(cls, sent=None if fail else "wrong-key", **options)
     server.fail = fail
     result = amas("hello")
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output  # not a crash
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (
+        result.output
+    )  # not a crash
     assert line in result.output and detail in result.output
     assert "Traceback" not in result.output and "litellm." not in result.output
-    chats = [r for r in server.requests if r["path"] == server.chat_path]  # the provider's own endpoint
+    chats = [
+        r for r in server.requests if r["path"] == server.chat_path
+    ]  # the provider's own endpoint
     assert chats and all(r["status"] in (400, 401, 403) for r in chats)
 
 

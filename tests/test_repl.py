@@ -45,7 +45,9 @@ def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
     child.close()
     assert child.exitstatus == 0
     assert (project / "README.md").read_text() == "# Demo Project\n"
-    assert git(project, "log", "--format=%s") == "initial\n"  # checkpoints live outside the user's repository
+    assert (
+        git(project, "log", "--format=%s") == "initial\n"
+    )  # checkpoints live outside the user's repository
 
 
 def test_always_accepts_rest_of_session_and_ctrl_d_quits(repl, project, llm):
@@ -84,7 +86,11 @@ def test_continue_sees_previous_turn_and_history_is_jsonl(repl, project, llm):
     child.sendline("what did I ask?")
     child.expect("You asked about the answer.")
     messages = llm.requests[-1]["messages"]
-    assert [m["content"] for m in messages[1:]] == ["what is the answer?", "The answer is 42.", "what did I ask?"]
+    assert [m["content"] for m in messages[1:]] == [
+        "what is the answer?",
+        "The answer is 42.",
+        "what did I ask?",
+    ]
 
 
 def test_up_arrow_history_persists(repl, project, llm):
@@ -101,10 +107,14 @@ def test_up_arrow_history_persists(repl, project, llm):
 def test_other_commands_multiline_and_completion(repl, project, llm):
     (project / "notes.md").write_text("attached content\n")
     (project / ".amas/skills").mkdir(parents=True, exist_ok=True)
-    (project / ".amas/skills/deploy.md").write_text("---\ndescription: Ship it\n---\nUse the deploy script.\n")
+    (project / ".amas/skills/deploy.md").write_text(
+        "---\ndescription: Ship it\n---\nUse the deploy script.\n"
+    )
     llm.reply(text="Got both lines.").reply(text="after clear")
     child = repl()
-    child.send("/he\t")  # Tab completes the slash command (drawn in pieces, with cursor codes between)
+    child.send(
+        "/he\t"
+    )  # Tab completes the slash command (drawn in pieces, with cursor codes between)
     child.expect(r"/he(\x1b\[[0-9;?]*[a-zA-Z])*lp")
     child.sendline("")
     child.expect("/attach")

@@ -11,7 +11,12 @@ from amas_code import providers
     [
         (401, "Incorrect API key", "authentication failed for openai/test-model", 1),
         (403, "forbidden", "access denied (403) for openai/test-model", 1),
-        (404, "The model `test-model` does not exist", "model openai/test-model not found (404)", 1),
+        (
+            404,
+            "The model `test-model` does not exist",
+            "model openai/test-model not found (404)",
+            1,
+        ),
         (429, "Rate limit reached", "rate limited (429) by the provider, even after retries", 3),
         (500, "boom", "failed (5xx), even after a retry", 2),
     ],
@@ -35,13 +40,21 @@ def test_one_shot_error_is_a_line_not_a_traceback(project, llm):
 
 def test_connection_reset_mid_stream_keeps_the_partial_answer(agent, llm, capsys):
     llm.error(200, cut_after="The first half of a long answer")
-    with pytest.raises(providers.ProviderError, match="closed the connection in the middle of the answer"):
+    with pytest.raises(
+        providers.ProviderError, match="closed the connection in the middle of the answer"
+    ):
         agent.turn("explain")
-    assert capsys.readouterr().out == "The first half of a long answer\n"  # the answer, and no error, on stdout
-    assert agent.messages[-1]["content"].startswith("The first half of a long answer\n\n[connection lost mid-answer")
+    assert (
+        capsys.readouterr().out == "The first half of a long answer\n"
+    )  # the answer, and no error, on stdout
+    assert agent.messages[-1]["content"].startswith(
+        "The first half of a long answer\n\n[connection lost mid-answer"
+    )
 
 
-def test_a_one_shot_cut_mid_answer_fails_with_the_answer_on_stdout_and_the_error_on_stderr(project, llm):
+def test_a_one_shot_cut_mid_answer_fails_with_the_answer_on_stdout_and_the_error_on_stderr(
+    project, llm
+):
     llm.error(200, cut_after="The first half")
     result = run_amas("explain", llm=llm, input="")
     assert result.returncode == 1 and result.stdout == "The first half\n"
@@ -68,7 +81,9 @@ def test_context_window_exceeded_compacts_and_retries_once(agent, llm):
 def test_network_timeout_is_retried_once_then_reported(agent, llm, monkeypatch):
     monkeypatch.setattr(providers, "TIMEOUT", 0.5)
     llm.reply(text="late", wait=3).reply(text="late again", wait=3)
-    with pytest.raises(providers.ProviderError, match="no answer from .* in time, even after a retry"):
+    with pytest.raises(
+        providers.ProviderError, match="no answer from .* in time, even after a retry"
+    ):
         agent.turn("hello")
     assert len(llm.requests) == 2
 

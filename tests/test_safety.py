@@ -23,23 +23,43 @@ def shell(box, command):
 
 def test_deny_refuses_even_under_yes_and_says_which_rule(bare):
     (bare / "precious.txt").write_text("keep")
-    box = toolbox(bare, auto_accept=True, permissions={"allow": ["rm *"], "deny": ["rm -rf *", "sudo *"], "env": []})
-    assert shell(box, "rm -rf precious.txt") == "Error: command refused by the deny rule 'rm -rf *' in permissions"
+    box = toolbox(
+        bare,
+        auto_accept=True,
+        permissions={"allow": ["rm *"], "deny": ["rm -rf *", "sudo *"], "env": []},
+    )
+    assert (
+        shell(box, "rm -rf precious.txt")
+        == "Error: command refused by the deny rule 'rm -rf *' in permissions"
+    )
     assert (bare / "precious.txt").read_text() == "keep"
-    assert shell(box, "echo x && sudo reboot").startswith("Error: command refused by the deny rule 'sudo *'")
+    assert shell(box, "echo x && sudo reboot").startswith(
+        "Error: command refused by the deny rule 'sudo *'"
+    )
     assert box.gate.last == ("echo x && sudo reboot", "deny", "sudo *")
 
 
 def test_a_program_named_by_a_variable_is_any_program_but_a_variable_folder_is_not(bare):
     box = toolbox(bare, auto_accept=True, permissions={"allow": [], "deny": ["sudo *"], "env": []})
-    assert shell(box, "S=sudo; $S reboot").startswith("Error: command refused by the deny rule 'sudo *'")
+    assert shell(box, "S=sudo; $S reboot").startswith(
+        "Error: command refused by the deny rule 'sudo *'"
+    )
     assert shell(box, "D=/bin; $D/echo fine") == "$ D=/bin; $D/echo fine\nfine\n[exit code 0]"
 
 
 def test_deny_rules_see_the_git_command_past_gits_own_options(bare):
-    box = toolbox(bare, auto_accept=True, permissions={"allow": [], "deny": ["git push *"], "env": []})
-    for line in ("git -C . push origin main", "git -c x.y=z push", "git --git-dir=.git --no-pager push -f"):
-        assert shell(box, line) == "Error: command refused by the deny rule 'git push *' in permissions", line
+    box = toolbox(
+        bare, auto_accept=True, permissions={"allow": [], "deny": ["git push *"], "env": []}
+    )
+    for line in (
+        "git -C . push origin main",
+        "git -c x.y=z push",
+        "git --git-dir=.git --no-pager push -f",
+    ):
+        assert (
+            shell(box, line)
+            == "Error: command refused by the deny rule 'git push *' in permissions"
+        ), line
 
 
 def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_terminal(bare):
@@ -50,7 +70,11 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
     assert not (bare / "made.txt").exists()
     (bare / "src").mkdir()
     (bare / "src/a.py").write_text("")
-    for line in ("echo src/*.py", "echo -n src/?.py", "echo *"):  # a glob that stays in the project still runs
+    for line in (
+        "echo src/*.py",
+        "echo -n src/?.py",
+        "echo *",
+    ):  # a glob that stays in the project still runs
         assert "[exit code 0]" in shell(box, line), line
 
 
@@ -98,18 +122,26 @@ def test_writing_outside_asks_even_under_yes_and_symlinks_count(bare, tmp_path):
     (bare / "link.txt").symlink_to(target)
     box = toolbox(bare, auto_accept=True)
     for args in ({"path": str(target), "content": "x"}, {"path": "link.txt", "content": "x"}):
-        assert "(outside the project) was declined by the user" in box.execute("write_file", json.dumps(args))
+        assert "(outside the project) was declined by the user" in box.execute(
+            "write_file", json.dumps(args)
+        )
     edit = {"path": "link.txt", "old_str": "original", "new_str": "changed"}
     assert "declined" in box.execute("edit_file", json.dumps(edit))
     assert target.read_text() == "original\n"
-    assert box.execute("write_file", json.dumps({"path": "inside.txt", "content": "ok"})).startswith("Write")
+    assert box.execute(
+        "write_file", json.dumps({"path": "inside.txt", "content": "ok"})
+    ).startswith("Write")
 
 
-def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(project, llm, amas, monkeypatch):
+def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(
+    project, llm, amas, monkeypatch
+):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-abcdef123456")
     monkeypatch.setenv("SHORT_KEY", "abc")  # under 6 characters: left alone
     llm.reply(tool="shell_command", command="cat token.txt").reply(text="done")
-    (project / "token.txt").write_text(f"tok-abcdef123456 abc {API_KEY}")  # children never see them: a file does
+    (project / "token.txt").write_text(
+        f"tok-abcdef123456 abc {API_KEY}"
+    )  # children never see them: a file does
     result = amas("-y", "show the env")
     assert result.exit_code == 0
     fed_back = llm.requests[1]["messages"][-1]["content"]
@@ -129,7 +161,9 @@ def test_shell_lines_split_into_simple_commands():
     assert safety.split("if true; then ls; fi")[2] is False and safety.split("a\nb")[2] is False
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     name=st.one_of(
         st.sampled_from(
@@ -180,7 +214,9 @@ def test_shell_lines_split_into_simple_commands():
     ),
 )
 def test_fuzzed_dispatcher_always_returns_a_string(bare, name, args):
-    box = toolbox(bare, permissions={"allow": [], "deny": ["*"], "env": []})  # no fuzzed command ever runs
+    box = toolbox(
+        bare, permissions={"allow": [], "deny": ["*"], "env": []}
+    )  # no fuzzed command ever runs
     raw = args["__raw__"] if "__raw__" in args else json.dumps(args)
     try:
         result = box.execute(name, raw)
@@ -190,17 +226,26 @@ def test_fuzzed_dispatcher_always_returns_a_string(bare, name, args):
 
 
 @pytest.mark.parametrize(
-    "old, new", [("DB_PASSWORD=", "DB_PASSWORD=\n"), ("DB_PASSWORD=", "DB_NAME="), ("DB_PASSWORD=", "")]
+    "old, new",
+    [("DB_PASSWORD=", "DB_PASSWORD=\n"), ("DB_PASSWORD=", "DB_NAME="), ("DB_PASSWORD=", "")],
 )
 def test_an_edit_never_parts_a_secret_from_the_name_that_hides_it(bare, old, new):
     env = "HOST=db\nDB_PASSWORD=Tr0ub4dor&3x\n"
     (bare / ".env").write_text(env)
     box = toolbox(bare, auto_accept=True)
     said = box.execute("edit_file", json.dumps({"path": ".env", "old_str": old, "new_str": new}))
-    assert said.startswith("Error: this edit would leave a hidden secret without the name that hides it")
-    assert (bare / ".env").read_text() == env and "Tr0ub4dor" not in box.execute("read_file", '{"path": ".env"}')
-    done = box.execute("edit_file", json.dumps({"path": ".env", "old_str": "HOST=db", "new_str": "HOST=db2"}))
-    assert done.startswith("Edit .env") and (bare / ".env").read_text() == env.replace("db\n", "db2\n", 1)
+    assert said.startswith(
+        "Error: this edit would leave a hidden secret without the name that hides it"
+    )
+    assert (bare / ".env").read_text() == env and "Tr0ub4dor" not in box.execute(
+        "read_file", '{"path": ".env"}'
+    )
+    done = box.execute(
+        "edit_file", json.dumps({"path": ".env", "old_str": "HOST=db", "new_str": "HOST=db2"})
+    )
+    assert done.startswith("Edit .env") and (bare / ".env").read_text() == env.replace(
+        "db\n", "db2\n", 1
+    )
 
 
 def test_config_secrets_from_every_layer_are_known(bare):
@@ -211,19 +256,37 @@ def test_config_secrets_from_every_layer_are_known(bare):
 @pytest.mark.parametrize(
     "line, shown",
     [
-        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = [REDACTED]"),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_access_key = [REDACTED]",
+        ),
         ("db_password=hunter2x", "db_password=[REDACTED]"),
         ("SECRET_KEY = unquoted9value", "SECRET_KEY = [REDACTED]"),
         ("password = hunter2", "password = [REDACTED]"),
-        ('curl -H "Authorization: Bearer abcdef123456" x', 'curl -H "Authorization: Bearer [REDACTED]" x'),
+        (
+            'curl -H "Authorization: Bearer abcdef123456" x',
+            'curl -H "Authorization: Bearer [REDACTED]" x',
+        ),
         ("_auth=ZGV2dXNlcjpTM2NyZXQ=", "_auth=[REDACTED]"),  # .npmrc
-        ("//registry.npmjs.org/:_authToken=abc123def456", "//registry.npmjs.org/:_authToken=[REDACTED]"),
-        ('{"auths": {"r": {"auth": "ZGV2dXNlcjpTM2NyZXQ="}}}', '{"auths": {"r": {"auth": "[REDACTED]"}}}'),  # docker
+        (
+            "//registry.npmjs.org/:_authToken=abc123def456",
+            "//registry.npmjs.org/:_authToken=[REDACTED]",
+        ),
+        (
+            '{"auths": {"r": {"auth": "ZGV2dXNlcjpTM2NyZXQ="}}}',
+            '{"auths": {"r": {"auth": "[REDACTED]"}}}',
+        ),  # docker
         ("<password>CorrectHorseBattery</password>", "<password>[REDACTED]</password>"),  # maven
         ("  password: hunter2", "  password: [REDACTED]"),
         ("DB_PASS = 'correcthorse'", "DB_PASS = '[REDACTED]'"),
-        ("password = correct9horse", "password = [REDACTED]"),  # not `password [REDACTED] correct9horse`
-        ("primary_key = id_column", "primary_key = id_column"),  # code and config that hold no secret stay
+        (
+            "password = correct9horse",
+            "password = [REDACTED]",
+        ),  # not `password [REDACTED] correct9horse`
+        (
+            "primary_key = id_column",
+            "primary_key = id_column",
+        ),  # code and config that hold no secret stay
         ('"author": "JaneDoe", "compass": "north"', '"author": "JaneDoe", "compass": "north"'),
         ("self.token = token_from_env()", "self.token = token_from_env()"),
         ("max_tokens = 8192", "max_tokens = 8192"),
@@ -248,11 +311,17 @@ def test_a_command_cannot_read_the_key_from_amas_own_environment(tmp_path):
     base = Path(tempfile.mkdtemp(prefix="amas-environ-"))
     try:
         os.chmod(base, 0o777)
-        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        as_nobody = (
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            if os.geteuid() == 0
+            else []
+        )
         env = {**os.environ, "HOME": str(base), "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstuvwxyz"}
         line = "tr 'A-Za-z' 'B-ZAb-za' < /proc/$PPID/environ | tr '\\0' '\\n' | grep tl-"  # the name shifted too
         args = [sys.executable, "-c", AS_NOBODY, str(Path(__file__).parent), str(base), line]
-        done = subprocess.run([*as_nobody, *args], env=env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [*as_nobody, *args], env=env, capture_output=True, text=True, timeout=60
+        )
         said = json.loads(done.stdout.strip().splitlines()[-1])
         assert "[exit code" in said and "tl-bcdefghijklmnopqrstuvwxyza" not in said, said
     finally:
@@ -269,11 +338,23 @@ def test_search_files_is_no_oracle_on_a_hidden_secret(bare, git_repo):
     (bare / "settings.py").write_text("API_TOKEN = 'tok_9fQ2xLm7Zp4K'\n")
     box = toolbox(bare)
     for right, wrong in [("Xk9#", "Yk9#"), ("Xk9#mQ", "Xk9#mR")]:
-        forms = [r"\ADEBUG=true\Z|(?=[\s\S]*PASSWORD=%s)", r"\[REDACTED\]|PASSWORD=%s", r"DEBUG|PASSWORD=%s"]
+        forms = [
+            r"\ADEBUG=true\Z|(?=[\s\S]*PASSWORD=%s)",
+            r"\[REDACTED\]|PASSWORD=%s",
+            r"DEBUG|PASSWORD=%s",
+        ]
         for form in forms:
-            said = [box.execute("search_files", json.dumps({"pattern": form % re.escape(g)})) for g in (right, wrong)]
+            said = [
+                box.execute("search_files", json.dumps({"pattern": form % re.escape(g)}))
+                for g in (right, wrong)
+            ]
             assert said[0] == said[1], form
-    guess = [box.execute("search_files", json.dumps({"pattern": rf"\[REDACTED\]|API_TOKEN = '{g}"})) for g in "tx"]
+    guess = [
+        box.execute("search_files", json.dumps({"pattern": rf"\[REDACTED\]|API_TOKEN = '{g}"}))
+        for g in "tx"
+    ]
     assert guess[0].startswith("No matches") and guess[1].startswith("No matches")
     shown = box.execute("search_files", json.dumps({"pattern": "DEBUG|PASSWORD", "path": ".env"}))
-    assert shown == ".env:1: DEBUG=true\n.env:2: DB_PASSWORD=[REDACTED]"  # a file matching elsewhere shows it redacted
+    assert (
+        shown == ".env:1: DEBUG=true\n.env:2: DB_PASSWORD=[REDACTED]"
+    )  # a file matching elsewhere shows it redacted

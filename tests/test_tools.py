@@ -43,7 +43,10 @@ def test_read_file_binary_missing_and_empty(run, bare):
     assert run("read_file", path="nope.py").startswith("Error: FileNotFoundError")
     assert run("read_file", path="empty.txt") == "(empty file: empty.txt)"
     (bare / "two.txt").write_text("1\n2\n")
-    assert run("read_file", path="two.txt", offset=5) == "Error: two.txt has 2 lines; offset 5 is past its end"
+    assert (
+        run("read_file", path="two.txt", offset=5)
+        == "Error: two.txt has 2 lines; offset 5 is past its end"
+    )
     assert run("create_file", path="", content="x") == (
         "Error: the path for create_file is empty; name a file or folder, e.g. README.md or ."
     )
@@ -55,14 +58,21 @@ def test_read_file_truncates_at_50kb_and_says_how_to_go_on(run, bare):
     assert len(out) < 52_000
     assert "[truncated at 50 KB: lines 1-" in out and "read_file offset=" in out
     offset = int(out.rsplit("offset=", 1)[1].split()[0])
-    assert run("read_file", path="big.txt", offset=offset).startswith(f"{offset + 1:6}\tline {offset} ")
+    assert run("read_file", path="big.txt", offset=offset).startswith(
+        f"{offset + 1:6}\tline {offset} "
+    )
 
 
 def test_write_create_edit(run, bare):
     assert run("write_file", path="pkg/mod.py", content="x = 1\n") == "Write pkg/mod.py: 1 line"
     assert (bare / "pkg/mod.py").read_text() == "x = 1\n"
-    assert run("create_file", path="pkg/mod.py", content="y").startswith("Error: pkg/mod.py already exists")
-    assert run("edit_file", path="pkg/mod.py", old_str="x = 1", new_str="x = 2") == "Edit pkg/mod.py: 1 line"
+    assert run("create_file", path="pkg/mod.py", content="y").startswith(
+        "Error: pkg/mod.py already exists"
+    )
+    assert (
+        run("edit_file", path="pkg/mod.py", old_str="x = 1", new_str="x = 2")
+        == "Edit pkg/mod.py: 1 line"
+    )
     assert (bare / "pkg/mod.py").read_text() == "x = 2\n"
 
 
@@ -90,7 +100,9 @@ def test_edit_ambiguous_gives_line_numbers(run, bare):
 def test_declined_edit_leaves_file_byte_identical(run, box, bare):
     box.config["auto_accept"] = False  # stdin is not a terminal under pytest: declined
     (bare / "keep.txt").write_bytes(b"orig\n")
-    assert run("edit_file", path="keep.txt", old_str="orig", new_str="new") == "Edit declined by user."
+    assert (
+        run("edit_file", path="keep.txt", old_str="orig", new_str="new") == "Edit declined by user."
+    )
     assert run("write_file", path="keep.txt", content="x") == "Edit declined by user."
     assert (bare / "keep.txt").read_bytes() == b"orig\n"
 
@@ -115,8 +127,12 @@ def test_shell_timeout_kills_background_children(run):
 
 
 def test_a_finished_command_does_not_wait_for_what_it_left_running(run):
-    out = run("shell_command", command="sleep 302 & echo started", timeout=60)  # the sleep holds its output open
-    assert out == "$ sleep 302 & echo started\nstarted\n[exit code 0]"  # returned when the shell did, not at 60 s
+    out = run(
+        "shell_command", command="sleep 302 & echo started", timeout=60
+    )  # the sleep holds its output open
+    assert (
+        out == "$ sleep 302 & echo started\nstarted\n[exit code 0]"
+    )  # returned when the shell did, not at 60 s
     assert still_running(["sleep", "302"]) == []
 
 
@@ -140,10 +156,18 @@ def test_search_files_respects_ignore_and_gitignore(run, bare):
 
 
 def test_search_in_git_finds_what_python_regex_finds_in_any_language(project):
-    (project / "notes.py").write_text("prix = 'café'\nnaïve = True\nx = '٣'\n")  # git grep sees bytes
+    (project / "notes.py").write_text(
+        "prix = 'café'\nnaïve = True\nx = '٣'\n"
+    )  # git grep sees bytes
     box = toolbox(project)
-    assert box.execute("search_files", json.dumps({"pattern": r"caf\w'"})) == "notes.py:1: prix = 'café'"
-    assert box.execute("search_files", json.dumps({"pattern": r"^na\w+ve"})) == "notes.py:2: naïve = True"
+    assert (
+        box.execute("search_files", json.dumps({"pattern": r"caf\w'"}))
+        == "notes.py:1: prix = 'café'"
+    )
+    assert (
+        box.execute("search_files", json.dumps({"pattern": r"^na\w+ve"}))
+        == "notes.py:2: naïve = True"
+    )
     assert box.execute("search_files", json.dumps({"pattern": r"'\d'"})) == "notes.py:3: x = '٣'"
 
 
@@ -162,12 +186,23 @@ def test_list_files_tree(run, bare):
 
 
 def test_dispatcher_answers_bad_calls_with_text(run, box):
-    assert run("no_such_tool").startswith("Error: unknown tool 'no_such_tool'; available tools: read_file")
-    assert box.execute("read_file", "{not json").startswith("Error: arguments for read_file are not valid JSON")
-    assert box.execute("read_file", "[1]") == "Error: arguments for read_file must be a JSON object, got list"
+    assert run("no_such_tool").startswith(
+        "Error: unknown tool 'no_such_tool'; available tools: read_file"
+    )
+    assert box.execute("read_file", "{not json").startswith(
+        "Error: arguments for read_file are not valid JSON"
+    )
+    assert (
+        box.execute("read_file", "[1]")
+        == "Error: arguments for read_file must be a JSON object, got list"
+    )
     assert run("read_file") == "Error: read_file is missing required argument(s): path"
-    assert run("read_file", path=3) == "Error: argument 'path' of read_file must be a string, got int"
-    assert run("read_file", path="x", colour="red").startswith("Error: read_file has no argument(s) colour")
+    assert (
+        run("read_file", path=3) == "Error: argument 'path' of read_file must be a string, got int"
+    )
+    assert run("read_file", path="x", colour="red").startswith(
+        "Error: read_file has no argument(s) colour"
+    )
     assert run("shell_command", command="true") == "$ true\n[exit code 0]"
 
 
@@ -178,9 +213,15 @@ def test_huge_tool_result_is_capped(run):
 
 def test_search_and_list_say_when_the_path_is_not_there(project):
     box = toolbox(project)
-    assert box.execute("search_files", json.dumps({"pattern": "x", "path": "nope"})) == "Error: nope does not exist"
+    assert (
+        box.execute("search_files", json.dumps({"pattern": "x", "path": "nope"}))
+        == "Error: nope does not exist"
+    )
     assert box.execute("list_files", json.dumps({"path": "nope"})) == "Error: nope does not exist"
-    assert box.execute("list_files", json.dumps({"path": "README.md"})) == "Error: README.md is not a folder"
+    assert (
+        box.execute("list_files", json.dumps({"path": "README.md"}))
+        == "Error: README.md is not a folder"
+    )
     wrong = box.execute("read_file", json.dumps({"path": "README.md", "offset": "3"}))
     assert wrong == "Error: argument 'offset' of read_file must be an integer, got str"
 
@@ -188,10 +229,18 @@ def test_search_and_list_say_when_the_path_is_not_there(project):
 @pytest.mark.parametrize(
     "name, args, said",
     [
-        ("search_files", {"pattern": "hello"}, "a.txt:1: hello"),  # the walk of a folder without git meets it
+        (
+            "search_files",
+            {"pattern": "hello"},
+            "a.txt:1: hello",
+        ),  # the walk of a folder without git meets it
         ("search_files", {"pattern": "hello", "path": "pipe"}, "Error: pipe is not a regular file"),
         ("read_file", {"path": "pipe"}, "Error: pipe is not a regular file"),
-        ("edit_file", {"path": "pipe", "old_str": "a", "new_str": "b"}, "Error: pipe is not a regular file"),
+        (
+            "edit_file",
+            {"path": "pipe", "old_str": "a", "new_str": "b"},
+            "Error: pipe is not a regular file",
+        ),
         ("read_file", {"path": "."}, "Error: . is a folder; list_files shows what it holds"),
     ],
 )
@@ -229,25 +278,41 @@ def test_a_one_line_change_in_a_file_of_repeated_lines_is_diffed_as_one_line(mon
     old = "x,1\n" * 30_000
     new = "x,1\n" * 15_000 + "x,2\n" + "x,1\n" * 14_999
     shown = ui.diff(old, new, "data.csv").plain
-    assert shown == "--- a/data.csv\n+++ b/data.csv\n@@ -14999,5 +14999,5 @@\n x,1\n x,1\n-x,1\n+x,2\n x,1\n x,1\n"
+    assert (
+        shown
+        == "--- a/data.csv\n+++ b/data.csv\n@@ -14999,5 +14999,5 @@\n x,1\n x,1\n-x,1\n+x,2\n x,1\n x,1\n"
+    )
     assert matched and max(matched) <= 12
-    assert ui.diff("a\nb\n", "a\nc\nb\n", "f").plain == "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n+c\n b\n"
+    assert (
+        ui.diff("a\nb\n", "a\nc\nb\n", "f").plain
+        == "--- a/f\n+++ b/f\n@@ -1,2 +1,3 @@\n a\n+c\n b\n"
+    )
 
 
 @pytest.mark.parametrize("name", ["create_file", "write_file"])
 def test_a_path_ending_in_a_slash_is_not_made_a_file(run, bare, name):
     said = run(name, path="sub/", content="x\n")
-    assert said == "Error: sub/ ends with /, which names a folder; give the file's name, e.g. sub/file.txt"
+    assert (
+        said
+        == "Error: sub/ ends with /, which names a folder; give the file's name, e.g. sub/file.txt"
+    )
     assert not (bare / "sub").exists()
 
 
 def test_writes_to_a_folder_or_a_long_name_leave_no_stray_file(run, bare):
     (bare / "d").mkdir()
-    assert run("write_file", path="d", content="x") == "Error: d is a folder; list_files shows what it holds"
-    long = "n" * 250 + ".txt"  # the file system's limit is 255 bytes: a temporary name must be shorter
+    assert (
+        run("write_file", path="d", content="x")
+        == "Error: d is a folder; list_files shows what it holds"
+    )
+    long = (
+        "n" * 250 + ".txt"
+    )  # the file system's limit is 255 bytes: a temporary name must be shorter
     assert run("write_file", path=long, content="x\n") == f"Write {long}: 1 line"
     assert run("edit_file", path=long, old_str="x", new_str="y") == f"Edit {long}: 1 line"
-    assert sorted(p.name for p in bare.iterdir()) == ["d", long] and (bare / long).read_text() == "y\n"
+    assert (
+        sorted(p.name for p in bare.iterdir()) == ["d", long] and (bare / long).read_text() == "y\n"
+    )
 
 
 def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeout(bare):
@@ -259,9 +324,14 @@ def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeo
         "pathlib.Path.cwd(), dict(os.environ)))"
     )
     try:
-        done = subprocess.run([sys.executable, "-c", script], cwd=bare, capture_output=True, text=True, timeout=40)
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=bare, capture_output=True, text=True, timeout=40
+        )
         assert done.stdout.startswith("$ setsid sh -c") and "\nstarted\n" in done.stdout
-        assert "[exit code 0]\n[still held open after 2s by a process it started that amas cannot stop" in done.stdout
+        assert (
+            "[exit code 0]\n[still held open after 2s by a process it started that amas cannot stop"
+            in done.stdout
+        )
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.killpg(int((bare / "daemon.pid").read_text()), signal.SIGKILL)

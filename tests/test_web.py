@@ -13,7 +13,9 @@ from pages import TEXT, Pages
 from amas_code import browser, config
 from amas_code.safety import Gate
 
-ASK_NOTHING = Gate(make_config(auto_accept=True), Path("/tmp"))  # --yes: every host accepted without a question
+ASK_NOTHING = Gate(
+    make_config(auto_accept=True), Path("/tmp")
+)  # --yes: every host accepted without a question
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,9 @@ def free_port() -> int:
 def test_importing_web_loads_no_heavy_library():
     heavy = "{'httpx', 'html2text', 'googlesearch', 'ddgs', 'playwright'}"
     code = f"import sys, amas_code.browser; print(sorted({heavy} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -54,7 +58,9 @@ def test_scripts_styles_and_images_are_left_out(pages):
         assert hidden not in out
 
 
-@pytest.mark.parametrize("path, body", [("/text", TEXT), ("/data.json", '{"name": "amas", "tools": [1, 2]}')])
+@pytest.mark.parametrize(
+    "path, body", [("/text", TEXT), ("/data.json", '{"name": "amas", "tools": [1, 2]}')]
+)
 def test_text_and_json_pass_through_unchanged(pages, path, body):
     assert browser.fetch(pages.url + path, ASK_NOTHING) == body
 
@@ -65,10 +71,13 @@ def test_redirect_is_followed(pages):
     assert pages.requests == ["/redirect", "/text"]
 
 
-@pytest.mark.parametrize("path, kind", [("/logo.png", "image/png"), ("/file.bin", "application/octet-stream")])
+@pytest.mark.parametrize(
+    "path, kind", [("/logo.png", "image/png"), ("/file.bin", "application/octet-stream")]
+)
 def test_binary_content_types_are_refused(pages, path, kind):
     assert (
-        browser.fetch(pages.url + path, ASK_NOTHING) == f"Error: {pages.url}{path} is {kind}, not a text page; "
+        browser.fetch(pages.url + path, ASK_NOTHING)
+        == f"Error: {pages.url}{path} is {kind}, not a text page; "
         "fetch_url reads HTML, text and JSON only"
     )
 
@@ -81,7 +90,10 @@ def test_binary_without_a_content_type_is_refused(pages):
 
 
 def test_http_error_status(pages):
-    assert browser.fetch(pages.url + "/nowhere", ASK_NOTHING) == f"Error: HTTP 404 Not Found for {pages.url}/nowhere"
+    assert (
+        browser.fetch(pages.url + "/nowhere", ASK_NOTHING)
+        == f"Error: HTTP 404 Not Found for {pages.url}/nowhere"
+    )
 
 
 def test_long_page_is_capped_with_its_size(pages):
@@ -94,7 +106,11 @@ def test_long_page_is_capped_with_its_size(pages):
 def test_download_stops_at_the_size_cap(pages):
     pages.requests.clear()
     out = browser.fetch(pages.url + "/huge", ASK_NOTHING)  # 3 MB
-    assert out == "x" * 20_000 + "\n\n[page capped at 20,000 of 2,000,000 characters from the first 2,000,000 bytes]"
+    assert (
+        out
+        == "x" * 20_000
+        + "\n\n[page capped at 20,000 of 2,000,000 characters from the first 2,000,000 bytes]"
+    )
     assert pages.requests == ["/huge"]
 
 
@@ -112,19 +128,27 @@ def test_slow_page_times_out(pages, monkeypatch):
 def test_page_that_never_ends_hits_the_total_deadline(pages, monkeypatch):
     monkeypatch.setattr(browser, "TIMEOUT", 0.5)  # each byte comes well within the read timeout
     out = browser.fetch(pages.url + "/trickle", ASK_NOTHING)
-    assert out == f"Error: timed out fetching {pages.url}/trickle after 0.5s (the page did not finish loading)"
+    assert (
+        out
+        == f"Error: timed out fetching {pages.url}/trickle after 0.5s (the page did not finish loading)"
+    )
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.org/x", "example.org"])
 def test_only_http_urls(url):
-    assert browser.fetch(url, ASK_NOTHING) == f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
+    assert (
+        browser.fetch(url, ASK_NOTHING)
+        == f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
+    )
 
 
 def test_unreachable_server_and_bad_urls():
     url = f"http://127.0.0.1:{free_port()}/"
     assert browser.fetch(url, ASK_NOTHING).startswith(f"Error: cannot fetch {url}: ConnectError:")
     assert browser.fetch("http://", ASK_NOTHING).startswith("Error: cannot fetch http://: ")
-    assert browser.fetch("http://bad host/", ASK_NOTHING).startswith("Error: cannot fetch http://bad host/: ")
+    assert browser.fetch("http://bad host/", ASK_NOTHING).startswith(
+        "Error: cannot fetch http://bad host/: "
+    )
 
 
 # search: searxng against the local server
@@ -141,7 +165,9 @@ def test_searxng_results_and_the_query_it_received(pages):
     assert browser.search("pi zero", 1, config).count("\n") == 2
 
 
-@pytest.mark.parametrize("path, why", [("/broken", "500 Internal Server Error"), ("/limited", "429 Too Many Requests")])
+@pytest.mark.parametrize(
+    "path, why", [("/broken", "500 Internal Server Error"), ("/limited", "429 Too Many Requests")]
+)
 def test_searxng_errors_suggest_another_backend(pages, path, why):
     out = browser.search("q", 5, {"search_backend": "searxng", "searxng_url": pages.url + path})
     assert out.startswith("Error: searxng search failed: HTTPStatusError:") and why in out
@@ -152,8 +178,13 @@ def test_searxng_errors_suggest_another_backend(pages, path, why):
 
 
 def test_searxng_unreachable():
-    out = browser.search("q", 5, {"search_backend": "searxng", "searxng_url": f"http://127.0.0.1:{free_port()}"})
-    assert out.startswith("Error: searxng search failed: ConnectError") and "`search_backend: duckduckgo`" in out
+    out = browser.search(
+        "q", 5, {"search_backend": "searxng", "searxng_url": f"http://127.0.0.1:{free_port()}"}
+    )
+    assert (
+        out.startswith("Error: searxng search failed: ConnectError")
+        and "`search_backend: duckduckgo`" in out
+    )
 
 
 # search: google and duckduckgo at their function boundary
@@ -166,10 +197,15 @@ def test_google_results(monkeypatch):
 
     def fake(term, num_results=10, advanced=False, **kwargs):
         calls.append((term, num_results, advanced))
-        yield googlesearch.SearchResult("https://python.org", "Welcome to Python", "The official home")
+        yield googlesearch.SearchResult(
+            "https://python.org", "Welcome to Python", "The official home"
+        )
 
     monkeypatch.setattr(googlesearch, "search", fake)
-    assert browser.search("python", 3, {}) == "1. Welcome to Python\n   https://python.org\n   The official home"
+    assert (
+        browser.search("python", 3, {})
+        == "1. Welcome to Python\n   https://python.org\n   The official home"
+    )
     assert calls == [("python", 3, True)]
 
 
@@ -193,7 +229,8 @@ def test_google_rate_limit(monkeypatch):
         response = requests.Response()
         response.status_code = 429
         raise requests.HTTPError(
-            "429 Client Error: Too Many Requests for url: https://www.google.com/search", response=response
+            "429 Client Error: Too Many Requests for url: https://www.google.com/search",
+            response=response,
         )
 
     monkeypatch.setattr(googlesearch, "search", blocked)
@@ -209,8 +246,16 @@ def test_duckduckgo_results(monkeypatch):
         def text(self, query, max_results=10):
             assert (query, max_results) == ("raspberry pi", 2)
             return [
-                {"title": "Raspberry Pi", "href": "https://raspberrypi.com", "body": "Small computers"},
-                {"title": "Pi OS", "href": "https://raspberrypi.com/os", "body": "The operating system"},
+                {
+                    "title": "Raspberry Pi",
+                    "href": "https://raspberrypi.com",
+                    "body": "Small computers",
+                },
+                {
+                    "title": "Pi OS",
+                    "href": "https://raspberrypi.com/os",
+                    "body": "The operating system",
+                },
             ]
 
     monkeypatch.setattr(ddgs, "DDGS", FakeDDGS)
@@ -230,22 +275,34 @@ def test_duckduckgo_failure_and_no_results(monkeypatch):
 
     monkeypatch.setattr(ddgs, "DDGS", Limited)
     out = browser.search("q", 5, {"search_backend": "duckduckgo"})
-    assert out.startswith("Error: duckduckgo search failed: RatelimitException: https://duckduckgo.com 202 Ratelimit")
+    assert out.startswith(
+        "Error: duckduckgo search failed: RatelimitException: https://duckduckgo.com 202 Ratelimit"
+    )
     assert out.endswith("`search_backend: google` or `search_backend: searxng`")
     monkeypatch.setattr(ddgs, "DDGS", type("Empty", (), {"text": lambda self, q, max_results: []}))
-    assert browser.search("q", 5, {"search_backend": "duckduckgo"}) == "No results for 'q' (duckduckgo)."
+    assert (
+        browser.search("q", 5, {"search_backend": "duckduckgo"})
+        == "No results for 'q' (duckduckgo)."
+    )
 
 
 def test_duckduckgo_not_installed(monkeypatch):
-    monkeypatch.setitem(sys.modules, "ddgs", None)  # what `import ddgs` meets when it is not installed
+    monkeypatch.setitem(
+        sys.modules, "ddgs", None
+    )  # what `import ddgs` meets when it is not installed
     out = browser.search("q", 5, {"search_backend": "duckduckgo"})
-    assert "pip install 'amas-code[duckduckgo]'" in out and out.startswith("Error: duckduckgo search failed")
+    assert "pip install 'amas-code[duckduckgo]'" in out and out.startswith(
+        "Error: duckduckgo search failed"
+    )
 
 
 def test_unknown_backend_is_refused_when_the_config_is_read(bare):
     (bare / ".amas").mkdir()
     (bare / ".amas/config.yaml").write_text("search_backend: bing\n")
-    with pytest.raises(config.ConfigError, match="search_backend should be google, duckduckgo or searxng, not 'bing'"):
+    with pytest.raises(
+        config.ConfigError,
+        match="search_backend should be google, duckduckgo or searxng, not 'bing'",
+    ):
         config.load(bare)
 
 
@@ -255,5 +312,7 @@ def test_unknown_backend_is_refused_when_the_config_is_read(bare):
 def test_tools_dispatch_to_web(pages, tmp_path):
     box = toolbox(tmp_path, search_backend="searxng", searxng_url=pages.url, auto_accept=True)
     assert box.execute("fetch_url", json.dumps({"url": pages.url + "/text"})) == TEXT
-    assert box.execute("search_google", json.dumps({"query": "pi", "num_results": 1})).startswith("1. Result one")
+    assert box.execute("search_google", json.dumps({"query": "pi", "num_results": 1})).startswith(
+        "1. Result one"
+    )
     assert box.execute("fetch_url", "{}") == "Error: fetch_url is missing required argument(s): url"
