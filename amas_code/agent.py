@@ -1,5 +1,6 @@
 """The agent: one conversation, the loop over model calls and tools, the system prompt, compaction, history."""
 
+import contextlib
 import itertools
 import json
 import re
@@ -22,11 +23,13 @@ SUMMARIZE = (
     " names and numbers exact."
 )
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
+MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
+CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
 
 
 def estimate(text: str) -> int:
     """Tokens, roughly and on the high side, without loading a tokenizer."""
-    return len(text) // 3
+    return len(text) // CHARS_PER_TOKEN
 
 
 class Agent:
@@ -48,7 +51,7 @@ class Agent:
             if config["checkpoint_on_edit"]
             else None
         )
-        self.tools = tools.Tools(self.root, config, self.gate, self.checkpoint)
+        self.tools = tools.Tools(self.root, config, self.gate, self.answer)
         self.prompt = re.split(
             r"<!-- \w+ -->\n", (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
         )
@@ -140,23 +143,34 @@ class Agent:
             if step == WARN_STEPS + 1:
                 ui.warning(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
             reply = self.reply()
-            for call in reply.get("tool_calls", []):
-                calls.append(call["function"])
-                self.messages.append(self.run_call(call, _repeats(calls)))
-            if not reply.get("tool_calls"):
+            wanted = reply.get("tool_calls", [])
+            if not wanted:
                 return
+            go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
+            for call in wanted:
+                calls.append(call["function"])
+                self.messages.append(self.tool_message(call, _repeats(calls), go_on))
             if _repeats(calls) >= REPEATS:
                 name = calls[-1]["name"]
-                return ui.warning(
+                ui.warning(
                     f"the model made the same {name} call {REPEATS} times in a row; turn ended"
                 )
+                return
+
+    def many_calls(self, count: int) -> bool:
+        """More calls in one reply than a person would expect: asked before any runs."""
+        question = f"The model asks for {count} tool calls in one reply. Run them?"
+        verdict = self.gate.settled(safety.Verdict("ask", "many", question))
+        return verdict.decision == "allow" or self.answer(verdict)[0]
 
     def reply(self) -> dict:
         """One model call; switches to text tool calls, or compacts, once when the provider needs it."""
-        switched = None  # said once text tool calls worked: an empty stream may be the server failing anyway
+        switched = (
+            None  # said once text tool calls worked: an empty stream may be the server failing
+        )
         for attempt in range(3):
             try:
-                reply = self.call()
+                reply = self.stream_reply()
                 if switched:
                     ui.warning(f"{switched}; using text tool calls for this session")
                 return reply
@@ -166,61 +180,145 @@ class Agent:
                 self.model.text_tools, switched = True, e
             except providers.ProviderError as e:
                 if e.kind != "context" or attempt or not (self.compact() or self.shrink()):
-                    self.model.text_tools &= (
-                        switched is None
-                    )  # they did not help: tools again next time
+                    # they did not help: native tools again next time
+                    self.model.text_tools &= switched is None
                     raise
         raise providers.ProviderError("the model call kept failing")
 
-    def call(self) -> dict:
-        with ui.Stream(
-            self.config["stream"]
-        ):  # the spinner from the first Enter, even while litellm still loads
-            while (
-                self.preloading and self.preloading.is_alive()
-            ):  # Ctrl+C here is clean; inside an import it is not
-                self.preloading.join(0.1)
+    def stream_reply(self) -> dict:
+        """The model's next reply, streamed to the screen and added to the conversation."""
+        self.wait_for_preload()
         messages = self.request()
         with ui.Stream(self.config["stream"]) as stream:
             reply = self.model.complete(messages, self.tools.schemas(), stream)
         ui.show_answer(reply["content"])
-        if lost := reply.pop(
-            "lost", None
-        ):  # the partial answer is kept, and the model told where it stopped
-            self.messages.append(
-                reply | {"content": f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"}
-            )
+        lost = reply.pop("lost", None)
+        if lost:  # the partial answer is kept, and the model told where it stopped
+            said = f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"
+            self.messages.append(reply | {"content": said})
             raise lost
         if reply.pop("cut", False):
-            ui.warning(
-                f"the answer was cut at max_tokens ({self.config['max_tokens']}); raise it in your config"
-            )
+            cap = self.config["max_tokens"]
+            ui.warning(f"the answer was cut at max_tokens ({cap}); raise it in your config")
         if not reply["content"].strip() and not reply.get("tool_calls"):
             ui.warning("the model sent an empty reply")
             return reply
         self.messages.append(reply)
         return reply
 
-    def run_call(self, call: dict, repeats: int) -> dict:
+    def wait_for_preload(self) -> None:
+        """The spinner from the first Enter while a preloading litellm finishes (Ctrl+C here is clean;
+        inside an import it is not)."""
+        with ui.Stream(self.config["stream"]):
+            while self.preloading and self.preloading.is_alive():
+                self.preloading.join(0.1)
+
+    # -- tools: the one place an action is asked about, recorded and performed ---------------------
+    def tool_message(self, call: dict, repeats: int, go_on: bool = True) -> dict:
+        """The tool message answering one call: shown, run, capped, with a note when it repeats."""
         name, raw = call["function"]["name"], call["function"]["arguments"]
-        args, shell = (
-            providers.loads(raw)[0] if isinstance(raw, str) else raw,
-            name == "shell_command",
+        ui.show_call(name, _target(raw))
+        result = (
+            self.execute(name, raw) if go_on else "Cancelled: the user declined this many calls."
         )
-        ui.show_call(
-            name,
-            next(
-                (str(args[k]) for k in TARGETS if isinstance(args, dict) and k in args),
-                str(raw)[:80],
-            ),
-        )
-        result = tools.cap(
-            self.tools.execute(name, raw), max(4000, self.model.context_limit())
-        )  # one result fits
+        shell = name == "shell_command"
         ui.show_result(result.split("\n", 1)[-1] if shell else result, 3 * shell)
         if repeats == REPEATS - 1:
             result += f"\n[note: you have made this same call {repeats} times in a row; change your approach]"
         return {"role": "tool", "tool_call_id": call["id"], "content": result}
+
+    def execute(self, name: str, raw) -> str:
+        """One call from the model: its result or error as text, secrets redacted, then capped once."""
+        try:
+            args = self.tools.check(name, raw)
+            outcome = getattr(self.tools, name)(**args)
+            if isinstance(outcome, (safety.Change, safety.Command)):
+                outcome = self.act(outcome)
+        except (ValueError, PermissionError) as e:
+            outcome = f"Error: {e}"
+        except Exception as e:  # the model reads this and tries again
+            outcome = f"Error: {type(e).__name__}: {e}"
+        text = str(outcome) or "Tool executed successfully (no output)"
+        return tools.cap(self.gate.secrets.redact(text), self.result_limit())
+
+    def act(self, effect: safety.Change | safety.Command) -> str:
+        """Ask once (with the diff or the command), record the checkpoint, perform; the result."""
+        verdict = self.gate.judge(effect)
+        if verdict.decision == "deny":
+            return f"Error: {verdict.reason}"
+        detail = self.detail(effect)
+        if verdict.decision == "allow":
+            if detail is not None:
+                ui.console.print(detail, overflow="fold")
+            return self.perform(effect)
+        yes, feedback = self.answer(verdict, detail)
+        if yes:
+            return self.perform(effect)
+        declined = f"{_declined(effect)} declined by user."
+        if verdict.reason:  # a place outside the project
+            declined = f"Error: {verdict.reason} was declined by the user."
+        return f"{declined} They said: {feedback}" if feedback else declined
+
+    def detail(self, effect: safety.Change | safety.Command):
+        """What the person sees before deciding: a change's diff (a picture's size)."""
+        if isinstance(effect, safety.Command):
+            return None
+        name, old = self.tools.show(effect.path), effect.old or b""
+        if tools.looks_binary(effect.new) or tools.looks_binary(old):
+            return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
+        old_text, new_text = old.decode(errors="replace"), effect.new.decode(errors="replace")
+        return ui.diff(old_text, new_text, name, self.gate.secrets.redact)
+
+    def answer(self, verdict: safety.Verdict, detail=None) -> tuple[bool, str]:
+        """The one question to the person: yes or no, and what they typed instead of an answer."""
+        choices = "yna" if safety.AUTO.get(verdict.kind, False) else "yn"
+        choice = ui.ask(verdict.question, choices, detail)
+        if choice in ("y", "a"):
+            note = self.gate.granted(verdict, always=choice == "a")
+            if note:
+                ui.info(note)
+        return choice in ("y", "a"), ""
+
+    def perform(self, effect: safety.Change | safety.Command) -> str:
+        """Do it, recorded as one checkpoint when it is in the project; what happened, for the model."""
+        with self.recording(effect) as record:
+            if isinstance(effect, safety.Command):
+                env = safety.child_env(self.config)
+                done = tools.run_command(effect.line, effect.timeout, self.root, env)
+            else:
+                done = self.write(effect)
+        note = record.note if record else ""
+        if not note:
+            return done
+        return f"{done}\n{note}" if isinstance(effect, safety.Command) else f"{done} {note}"
+
+    def recording(self, effect: safety.Change | safety.Command):
+        if self.checkpoint is None:
+            return contextlib.nullcontext()
+        if isinstance(effect, safety.Command):
+            return self.checkpoint.recording(f"[amas] shell: {effect.line[:200]}")
+        if not effect.path.is_relative_to(self.root):
+            return contextlib.nullcontext()
+        label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"
+        return self.checkpoint.recording(label, [effect.path])
+
+    def write(self, change: safety.Change) -> str:
+        tools.write(change.path, change.new)
+        name = self.tools.show(change.path)
+        self.tools.touched.add(name)
+        if change.verb == "screenshot":
+            return str(change.path)
+        new = change.new
+        lines = new.count(b"\n") + (not new.endswith(b"\n") and bool(new))
+        return f"{change.verb.capitalize()} {name}: {ui.plural(lines, 'line')}"
+
+    def result_limit(self) -> int:
+        """Characters one tool result may take: a share of the context, at most tools.MAX_RESULT."""
+        return min(tools.MAX_RESULT, max(4000, self.limit() * CHARS_PER_TOKEN // 2))
+
+    def close(self) -> None:
+        """Free what the tools hold (the browser)."""
+        self.tools.close()
 
     def repair(self) -> None:
         """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid."""
@@ -248,15 +346,17 @@ class Agent:
             self.config.get("max_tokens") or 0, context // 4
         )  # room for the answer
 
+    def prompted(self) -> list[dict]:
+        """The system prompt and the conversation, as they would be sent now."""
+        system = self.gate.secrets.redact(self.system_prompt())  # rules and map come from files
+        return [{"role": "system", "content": system}, *self.messages]
+
     def request(self) -> list[dict]:
         """The system prompt and the conversation, compacted first when it passed the limit."""
-        system = {
-            "role": "system",
-            "content": self.gate.secrets.redact(self.system_prompt()),
-        }  # rules, map: files
-        if self.tokens([system, *self.messages], self.limit()) > self.limit():
-            self.compact() or self.shrink()
-        return [system, *self.messages]
+        messages = self.prompted()
+        if self.tokens(messages, self.limit()) > self.limit() and (self.compact() or self.shrink()):
+            return self.prompted()
+        return messages
 
     def last_user(self) -> str:
         said = [
@@ -395,6 +495,22 @@ def _whole_call(c) -> bool:
     return (
         isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)
     )
+
+
+def _target(raw) -> str:
+    """What a call is about (its path, command, url...), for the line that shows it."""
+    args = raw if isinstance(raw, dict) else providers.loads(raw)[0]
+    if isinstance(args, dict):
+        found = [str(args[k]) for k in TARGETS if k in args]
+        if found:
+            return found[0]
+    return str(raw)[:80]
+
+
+def _declined(effect: safety.Change | safety.Command) -> str:
+    if isinstance(effect, safety.Command):
+        return "Command"
+    return "Screenshot" if effect.verb == "screenshot" else "Edit"
 
 
 def _repeats(calls: list[dict]) -> int:

@@ -45,7 +45,7 @@ def cli(prompt, model, api_base, yes, resume, trust):
             'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
         )
         sys.exit(1)
-    sys.exit(run(root, config, text, resume))
+    sys.exit(converse(root, config, text, resume))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
@@ -94,14 +94,15 @@ def settings(root: Path, flags: dict, trust: bool) -> dict:
     return config
 
 
-def run(root: Path, config: dict, text: str, resume: bool) -> int:
+def converse(root: Path, config: dict, text: str, resume: bool) -> int:
+    """The agent on one task, or the REPL; the exit code."""
     from amas_code import providers, repl
     from amas_code.agent import Agent
 
     agent = Agent(config, root, resume)
     try:
         if not text:
-            repl.run(agent)
+            repl.interact(agent)
             return 0
         return 0 if agent.turn(text) else 130
     except providers.ProviderError as e:
@@ -110,7 +111,7 @@ def run(root: Path, config: dict, text: str, resume: bool) -> int:
         )  # credentials in api_base, a key a provider echoed
         return 1
     finally:
-        agent.tools.close()
+        agent.close()
 
 
 def main() -> None:

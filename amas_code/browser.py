@@ -91,11 +91,12 @@ def search(query: str, num_results: int, config: dict) -> str:
     )
 
 
-def fetch(url: str, gate: safety.Gate) -> str:
-    """A web page as markdown-ish text (HTML converted; text and JSON as they are), capped; each host asked first."""
+def fetch(url: str, reach) -> str:
+    """A web page as markdown-ish text (HTML converted; text and JSON as they are), capped; each host
+    passes `reach(url)` first (PermissionError if declined)."""
     if url.partition("://")[0].lower() not in ("http", "https"):
         return f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
-    got = _download(url, gate)
+    got = _download(url, reach)
     if isinstance(got, str):
         return got
     body, kind, encoding, final_url = got
@@ -118,14 +119,12 @@ def fetch(url: str, gate: safety.Gate) -> str:
     )
 
 
-def _download(url: str, gate: safety.Gate) -> tuple[bytearray, str, str, str] | str:
+def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
     """Body (up to just past MAX_BYTES), content type, encoding and final URL; or an error string."""
     import httpx
 
     deadline, body = time.monotonic() + TIMEOUT, bytearray()
-    hooks = {
-        "request": [lambda request: gate.host(str(request.url))]
-    }  # redirects to a new host ask too
+    hooks = {"request": [lambda request: reach(str(request.url))]}  # redirects to a new host too
     try:
         with httpx.Client(
             event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)
@@ -203,15 +202,17 @@ def _tool(method):
     page tried by itself and was refused."""
 
     @functools.wraps(method)
-    def run(self, *args):
+    def guarded(self, *args):
         try:
             result = method(self, self.open(), *args)
         except Exception as e:  # the model reads the error and tries another selector or URL
             result = self.failed(e)
+        if isinstance(result, bytes):  # a picture: the notes wait for the next text
+            return result
         notes, self.notes = self.notes, []
         return "\n".join([result, *(f"({note})" for note in notes)])
 
-    return run
+    return guarded
 
 
 def _cap(text: str) -> str:
@@ -302,6 +303,11 @@ class Browser:
         Path(path).parent.mkdir(parents=True, exist_ok=True)  # the path passed the tools' gate
         page.screenshot(path=path, timeout=LOAD)
         return path
+
+    @_tool
+    def png(self, page) -> bytes:
+        """The page as PNG bytes (an error string if it fails): the agent writes it as a change."""
+        return page.screenshot(timeout=LOAD)
 
     @_tool
     def get_text(self, page, selector: str = "body") -> str:

@@ -108,7 +108,7 @@ def cmd_attach(agent, arg):
 
 
 def _attach(agent, path: Path) -> None:
-    path = agent.gate.path(str(path))
+    path = agent.tools.path(str(path))
     if not path.exists():
         raise ValueError("no such file")
     if path.is_dir():
@@ -153,7 +153,7 @@ def cmd_tokens(agent, arg):
     """Tokens used and cost so far."""
     u = agent.model.usage
     cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
-    now = agent.tokens(agent.request(), 10**9)
+    now = agent.tokens(agent.prompted(), 10**9)  # counted, never compacted
     ui.info(
         f"prompt {u['prompt_tokens']} + completion {u['completion_tokens']} tokens; cost {cost}; "
         f"conversation now ~{now} tokens of {agent.limit()}"
@@ -287,7 +287,7 @@ def history(agent):
         return InMemoryHistory()
 
 
-def session(agent):
+def prompt_session(agent):
     from prompt_toolkit import PromptSession
     from prompt_toolkit.key_binding import KeyBindings
 
@@ -305,9 +305,9 @@ def session(agent):
     )
 
 
-def run(agent) -> None:
+def interact(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
-    prompt = session(agent)
+    prompt = prompt_session(agent)
     preload(agent, prompt.app)
     ui.info(
         f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"

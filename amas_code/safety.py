@@ -1,4 +1,5 @@
-"""The gates: one approval function for every question, shell rules, paths, hosts, and secrets kept out of reach."""
+"""Policy: the effects tools want and the verdicts on them, shell rules, paths, hosts, secrets kept out of
+reach."""
 
 import base64
 import fnmatch
@@ -6,11 +7,11 @@ import glob
 import os
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from amas_code import config as config_file
-from amas_code import ui
 
 AUTO = {
     "edit": True,
@@ -303,8 +304,43 @@ def child_env(config: dict) -> dict:
     return {k: v for k, v in os.environ.items() if k in keep or not secret(k, v)}
 
 
+@dataclass
+class Change:
+    """A file a tool wants written (old is None when it does not exist): the agent asks with its diff,
+    checkpoints it and writes it."""
+
+    path: Path
+    old: bytes | None
+    new: bytes
+    verb: str  # edit, write, create, screenshot
+
+
+@dataclass
+class Command:
+    """A shell line a tool wants run: the agent asks, checkpoints it and runs it."""
+
+    line: str
+    timeout: float
+
+
+@dataclass
+class Verdict:
+    """The gate's word: allow, ask or deny. An ask names its kind and question; kind and key scope an
+    'always'; a deny says why, for the model."""
+
+    decision: str
+    kind: str = ""
+    question: str = ""
+    key: str = ""
+    reason: str = ""
+
+
+ALLOW = Verdict("allow")
+
+
 class Gate:
-    """Every question amas asks before acting, in one place; 'always' is scoped to its kind (and command or host)."""
+    """Pure policy: what may happen unasked, what must be asked, what is refused, and what the user
+    allowed always. It never talks to the person: the agent asks and tells it the answer."""
 
     def __init__(self, config: dict, root: Path):
         self.config, self.root, self.always = config, Path(root).resolve(), set()
@@ -312,132 +348,168 @@ class Gate:
         saved = config_file.remembered(self.root)
         self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
 
-    def ask(self, kind: str, question: str, detail=None, key: str = "") -> str:
-        """y, n or a: auto under --yes for the kinds that allow it; 'a' lasts the session for this kind (and key)."""
-        if (AUTO[kind] and self.config.get("auto_accept")) or (kind, key) in self.always:
-            if detail is not None:
-                ui.console.print(detail, overflow="fold")
-            return "y"
-        answer = ui.ask(question, "yna" if AUTO[kind] else "yn", detail)
-        if answer == "a":
-            self.always.add((kind, key))
-        return answer
+    def settled(self, verdict: Verdict) -> Verdict:
+        """An ask that --yes or an earlier 'always' answers is an allow."""
+        if verdict.decision != "ask":
+            return verdict
+        auto = AUTO[verdict.kind] and self.config.get("auto_accept")
+        if auto or (verdict.kind, verdict.key) in self.always:
+            return ALLOW
+        return verdict
 
-    def shell(self, command: str) -> str | None:
-        """None when the command may run; else why not, for the model."""
-        commands, targets, plain = split(command)
-        for words in every_command(command):
-            rule = next(
-                (r for r in self.config["permissions"].get("deny", []) if denied(words, r)), None
-            )
+    def judge(self, effect: Change | Command) -> Verdict:
+        """The verdict on an effect a tool returned."""
+        if isinstance(effect, Command):
+            return self.settled(self.judge_command(effect))
+        return self.settled(self.judge_change(effect))
+
+    def judge_change(self, change: Change) -> Verdict:
+        path, name = change.path, self.show(change.path)
+        place = self.where(path, write=True)
+        if place:
+            kind = "secret" if "credentials" in place else "write"
+            reason = f"access to {path} ({place})"
+            return Verdict("ask", kind, f"Write {path} ({place})?", reason=reason)
+        if change.verb == "screenshot" and change.old is None:
+            return ALLOW  # a new picture in the project: nothing of the user's is replaced
+        if change.verb == "screenshot":
+            return Verdict("ask", "edit", f"Replace {name} with a screenshot?")
+        return Verdict("ask", "edit", f"Apply {change.verb} to {name}?")
+
+    def judge_command(self, command: Command) -> Verdict:
+        line = command.line
+        for words in every_command(line):
+            rule = next((r for r in self.deny_rules() if denied(words, r)), None)
             if rule:
-                self.last = (command, "deny", rule)
-                return f"Error: command refused by the deny rule {rule!r} in permissions"
-        rules = [*self.config["permissions"].get("allow", []), *self.commands]
-        matched = [
-            next((r for r in rules if fnmatch.fnmatchcase(" ".join(c), r)), None) for c in commands
-        ]
-        named = not any(re.search(r"\s", c[0]) for c in commands)  # `'echo /../bin/sh'` is not echo
-        reach = [
-            w for c in commands for w in c[1:] if self.reaches(w)
-        ]  # --basetemp=.git, --output-file ~/.bashrc
-        if (
-            plain
-            and commands
-            and all(matched)
-            and named
-            and not reach
-            and all(map(self.inside, targets))
-        ):
-            self.last = (command, "allow", ", ".join(dict.fromkeys(matched)))
-            return None
-        self.last = (command, "ask", None)
-        return self.approve(command, commands, plain)
+                self.last = (line, "deny", rule)
+                reason = f"command refused by the deny rule {rule!r} in permissions"
+                return Verdict("deny", reason=reason)
+        rule = self.allowed_by(line)
+        over = command.timeout > self.config["shell_timeout"]
+        if rule and not over:
+            self.last = (line, "allow", rule)
+            return ALLOW
+        self.last = (line, "ask", None)
+        question = f"Run `{line}`?"
+        if over:
+            question = f"Run `{line}` with a timeout of {command.timeout:g}s?"
+        return Verdict("ask", "shell", question, key=line)
 
-    def approve(self, command: str, commands: list[list[str]], plain: bool) -> str | None:
-        answer = self.ask("shell", f"Run `{command}`?", key=command)
-        if (
-            answer == "a" and plain
-        ):  # the exact commands, glob characters escaped, kept in the user's home
-            self.commands += [glob.escape(" ".join(c)) for c in commands]
-            config_file.remember(self.root, "commands", self.commands)
-        elif answer == "a":
-            ui.info(
-                "not remembered: a line with substitutions, subshells or newlines is asked every time"
-            )
-        return None if answer != "n" else "Command declined by user."
+    def deny_rules(self) -> list[str]:
+        return self.config["permissions"].get("deny", [])
+
+    def allowed_by(self, line: str) -> str | None:
+        """The allow rules that match every simple command of a plain line, or None."""
+        commands, targets, plain = split(line)
+        rules = [*self.config["permissions"].get("allow", []), *self.commands]
+        matched = [_first_match(" ".join(c), rules) for c in commands]
+        named = not any(re.search(r"\s", c[0]) for c in commands)  # `'echo /../bin/sh'` is not echo
+        # an argument reaching out: --basetemp=.git, --output-file ~/.bashrc
+        reach = [w for c in commands for w in c[1:] if self.reaches(w)]
+        fits = plain and commands and all(matched) and named
+        if fits and not reach and all(map(self.inside, targets)):
+            return ", ".join(dict.fromkeys(matched))
+        return None
+
+    def granted(self, verdict: Verdict, always: bool) -> str:
+        """The user said yes (always: for the rest of the session, and a plain command or a host in the
+        user's home too). Returns a note for the user when 'always' could not be kept."""
+        if verdict.kind == "net":
+            self.hosts.add(verdict.key)  # asked once a session
+        if not always:
+            return ""
+        self.always.add((verdict.kind, verdict.key))
+        if verdict.kind == "shell":
+            return self.remember_command(verdict.key)
+        if verdict.kind == "net":
+            saved = config_file.remembered(self.root).get("hosts", [])
+            config_file.remember(self.root, "hosts", sorted({*saved, verdict.key}))
+        return ""
+
+    def remember_command(self, line: str) -> str:
+        commands, _, plain = split(line)
+        if not plain:
+            return "not remembered: a line with substitutions, subshells or newlines is asked every time"
+        # the exact commands, glob characters escaped, kept in the user's home
+        self.commands += [glob.escape(" ".join(c)) for c in commands]
+        config_file.remember(self.root, "commands", self.commands)
+        return ""
 
     def inside(self, target: str) -> bool:
-        """A redirection target that stays in the project and out of .git (or a file descriptor, or /dev/null)."""
+        """A redirection target that stays in the project and out of .git (or a file descriptor, or
+        /dev/null)."""
         if re.fullmatch(r"\d+|-|/dev/null", target):
             return True
-        if re.search(
-            r"[*?[]", target
-        ):  # the shell expands it: `.?` may be `..`, `.gi?` `.git`, `l?k` a link out
+        if re.search(r"[*?[]", target):
+            # the shell expands it: `.?` may be `..`, `.gi?` `.git`, `l?k` a link out
             return self.globbed(target)
-        path = (
-            self.root / target
-        ).resolve()  # git would run what a write into .git/config or hooks names
+        # git would run what a write into .git/config or hooks names
+        path = (self.root / target).resolve()
         inside = self.root in path.parents and not _in_git(path.relative_to(self.root))
         return "$" not in target and not target.startswith("~") and inside
 
     def globbed(self, target: str) -> bool:
         """A glob that stays in the project and out of .git whatever it expands to, a file it makes too."""
-        parts = [
-            p.lower() for p in Path(target).parts if p.startswith(".")
-        ]  # as the shell, a dot matches a dot
-        if target.startswith(("/", "~")) or any(
-            fnmatch.fnmatchcase(n, p) for p in parts for n in ("..", ".git")
-        ):
+        dotted = [p.lower() for p in Path(target).parts if p.startswith(".")]  # a dot matches a dot
+        reaching = any(fnmatch.fnmatchcase(n, p) for p in dotted for n in ("..", ".git"))
+        if target.startswith(("/", "~")) or reaching:
             return False
         folder = [folder] if (folder := os.path.dirname(target)) else []
         return all(map(self.inside, glob.glob(target, root_dir=self.root) + folder))
 
     def reaches(self, word: str) -> bool:
         """An argument (or an option's value) that may name a place outside the project or inside .git."""
-        values = {
-            word.split("=", 1)[-1],
-            word[2:] if re.match(r"-\w.", word) else "",
-        }  # `-t..` is `-t ..`
+        attached = word[2:] if re.match(r"-\w.", word) else ""  # `-t..` is `-t ..`
+        values = {word.split("=", 1)[-1], attached}
         return any(
             v and not self.inside(v) and (self.root / v).resolve() != self.root for v in values
         )
 
-    def path(self, raw: str, write: bool = False) -> Path:
-        """The path a tool may use; outside the project it asks (credentials and writes even under --yes)."""
-        if write and raw.endswith("/"):
-            raise ValueError(
-                f"{raw} ends with /, which names a folder; give the file's name, e.g. {raw}file.txt"
-            )
-        path = (self.root / Path(raw).expanduser()).resolve()
-        secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
-        inside = path.is_relative_to(self.root)
-        git = (
-            write and inside and _in_git(path.relative_to(self.root))
-        )  # its hooks and config run at your
-        if not secret and not git and inside:  # next git command, outside every gate of amas
-            return path
-        kind = "secret" if secret else "write" if write else "read"
-        where = (
-            f"{secret[0]}, which holds credentials"
-            if secret
-            else "inside .git"
-            if git
-            else "outside the project"
-        )
-        if self.ask(kind, f"{'Write' if write else 'Read'} {path} ({where})?") == "n":
-            raise PermissionError(f"access to {path} ({where}) was declined by the user")
-        return path
+    def show(self, path: Path) -> str:
+        """A path as the user thinks of it: relative inside the project."""
+        if path.is_relative_to(self.root):
+            return os.path.relpath(path, self.root)
+        return str(path)
 
-    def host(self, url: str) -> None:
-        """Ask before the first request to a host in this session; 'a' remembers it for the project."""
+    def resolve(self, raw: str, write: bool = False) -> Path:
+        """The absolute path a tool names (ValueError for a name no file can have)."""
+        if write and raw.endswith("/"):
+            example = f"{raw}file.txt"
+            raise ValueError(
+                f"{raw} ends with /, which names a folder; give the file's name, e.g. {example}"
+            )
+        return (self.root / Path(raw).expanduser()).resolve()
+
+    def where(self, path: Path, write: bool = False) -> str:
+        """Why a path needs a question: credentials, inside .git (for a write), outside the project; or ''."""
+        secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
+        if secret:
+            return f"{secret[0]}, which holds credentials"
+        if not path.is_relative_to(self.root):
+            return "outside the project"
+        # git runs what its hooks and config name at your next git command, outside every gate of amas
+        if write and _in_git(path.relative_to(self.root)):
+            return "inside .git"
+        return ""
+
+    def judge_path(self, path: Path) -> Verdict:
+        """The verdict on reading a path (writes are judged as a Change)."""
+        place = self.where(path)
+        if not place:
+            return ALLOW
+        kind = "secret" if "credentials" in place else "read"
+        reason = f"access to {path} ({place})"
+        return self.settled(Verdict("ask", kind, f"Read {path} ({place})?", reason=reason))
+
+    def judge_host(self, url: str) -> Verdict:
+        """Ask before the first request to a host in this session; 'always' remembers it for the
+        project."""
         host = (urlsplit(url).hostname or "").lower()
         if host in self.hosts:
-            return
-        answer = self.ask("net", f"Let the agent connect to {host}?", key=host)
-        if answer == "n":
-            raise PermissionError(f"connecting to {host} was declined by the user")
-        self.hosts.add(host)
-        if answer == "a":
-            saved = config_file.remembered(self.root).get("hosts", [])
-            config_file.remember(self.root, "hosts", sorted({*saved, host}))
+            return ALLOW
+        question, reason = f"Let the agent connect to {host}?", f"connecting to {host}"
+        return self.settled(Verdict("ask", "net", question, key=host, reason=reason))
+
+
+def _first_match(command: str, rules: list[str]) -> str | None:
+    return next((r for r in rules if fnmatch.fnmatchcase(command, r)), None)

@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from amas_code import browser, providers, safety, ui
 from amas_code.checkpoint import GIT, git_env
+from amas_code.safety import Change, Command, Verdict
 
 MAX_READ = 50_000  # bytes of a file shown at once
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
@@ -201,15 +202,13 @@ def _kill(pid: int, keep: set[int]) -> None:
 
 
 class Tools:
-    """The tools of one project: paths go through the gate, changes through the checkpoint."""
+    """The tools of one project. A tool that changes something returns what it wants done (a Change or
+    a Command) for the agent to ask about, checkpoint and perform; reads outside the project and new
+    hosts are judged by the gate and asked through `permit`, the agent's one question."""
 
-    def __init__(self, root: Path, config: dict, gate: safety.Gate, checkpoint=None):
-        self.root, self.config, self.gate, self.checkpoint = (
-            Path(root).resolve(),
-            config,
-            gate,
-            checkpoint,
-        )
+    def __init__(self, root: Path, config: dict, gate: safety.Gate, permit=None):
+        self.root, self.config, self.gate = Path(root).resolve(), config, gate
+        self.permit = permit or (lambda verdict: (False, ""))  # no one to ask: no
         self.browser, self.browser_used, self.touched = None, False, set()
         self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
 
@@ -269,25 +268,30 @@ class Tools:
         _typed(name, sig, args)
         return args
 
-    def execute(self, name: str, raw) -> str:
-        """One call from the model: its result or error as text, secrets redacted before it is capped."""
-        try:
-            args = self.check(name, raw)
-            result = getattr(self, name)(**args) or "Tool executed successfully (no output)"
-        except (ValueError, PermissionError) as e:
-            result = f"Error: {e}"
-        except Exception as e:  # the model reads this and tries again
-            result = f"Error: {type(e).__name__}: {e}"
-        return cap(self.gate.secrets.redact(cap(str(result), 20 * MAX_RESULT)), MAX_RESULT)
-
     def show(self, path: Path) -> str:
         """A path as the user thinks of it: relative inside the project."""
-        return os.path.relpath(path, self.root) if path.is_relative_to(self.root) else str(path)
+        return self.gate.show(path)
+
+    def path(self, raw: str) -> Path:
+        """A path to read: outside the project (or in a place holding credentials) it is asked about."""
+        path = self.gate.resolve(raw)
+        self.allow(self.gate.judge_path(path))
+        return path
+
+    def allow(self, verdict: Verdict) -> None:
+        """Go on if the gate allows it or the person says yes; else PermissionError for the model."""
+        if verdict.decision == "allow":
+            return
+        yes, feedback = self.permit(verdict) if verdict.decision == "ask" else (False, "")
+        if yes:
+            return
+        said = f"; they said: {feedback}" if feedback else ""
+        raise PermissionError(f"{verdict.reason} was declined by the user{said}")
 
     # -- files --------------------------------------------------------------------------------------
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a file with line numbers. Read a file before editing it."""
-        p = self.gate.path(path)
+        p = self.path(path)
         data = regular(p, path).read_bytes()
         if looks_binary(data):
             return "Binary file, cannot display"
@@ -322,20 +326,20 @@ class Tools:
 
     def write_file(self, path: str, content: str) -> str:
         """Replace a file's whole content (give the FULL content)."""
-        p = regular(self.gate.path(path, write=True), path)
-        old = p.read_bytes() if p.is_file() else b""
-        return self.change(p, old, _like(old, content), "write")
+        p = regular(self.gate.resolve(path, write=True), path)
+        old = p.read_bytes() if p.is_file() else None
+        return self.change(p, old, _like(old or b"", content), "write")
 
     def create_file(self, path: str, content: str) -> str:
         """Create a new file; fails if it exists."""
-        p = self.gate.path(path, write=True)
+        p = self.gate.resolve(path, write=True)
         if os.path.lexists(p):
             return f"Error: {path} already exists; use edit_file to change it or write_file to replace it"
-        return self.change(p, b"", content.encode(), "create")
+        return self.change(p, None, content.encode(), "create")
 
     def edit_file(self, path: str, old_str: str, new_str: str) -> str:
         """Replace one exact, unique occurrence of old_str with new_str."""
-        p = self.gate.path(path, write=True)
+        p = self.gate.resolve(path, write=True)
         data = regular(p, path).read_bytes()
         try:
             text = (
@@ -366,56 +370,33 @@ class Tools:
             safety.MARK.sub("[REDACTED]", masked), old_str
         )
 
-    def change(self, p: Path, old: bytes, new: bytes, verb: str) -> str:
-        """Show the diff, ask, then write through a temporary file with the change checkpointed."""
-        name = self.show(p)
-        if new.count(b"[REDACTED]") > old.count(
-            b"[REDACTED]"
-        ):  # copied from a redacted read: the secret is lost
+    def change(self, p: Path, old: bytes | None, new: bytes, verb: str) -> Change | str:
+        """The change a file tool wants, or an error when writing it would lose or hide a secret."""
+        name, before = self.show(p), old or b""
+        if new.count(b"[REDACTED]") > before.count(b"[REDACTED]"):
+            # copied from a redacted read: the secret is lost
             return (
-                f"Error: the new content of {name} holds [REDACTED], which amas shows in place of a secret; writing it "
-                "would destroy the real value. Change only the other lines, with edit_file"
+                f"Error: the new content of {name} holds [REDACTED], which amas shows in place of a "
+                "secret; writing it would destroy the real value. Change only the other lines, with "
+                "edit_file"
             )
-        if hidden := self.gate.secrets.concealed(
-            old.decode(errors="replace"), new.decode(errors="replace")
-        ):
-            return f"Error: {ui.plural(len(hidden), 'line')} of {name} ({', '.join(map(str, hidden[:9]))}) {CONCEALED}"
-        detail = ui.diff(
-            old.decode(errors="replace"),
-            new.decode(errors="replace"),
-            name,
-            self.gate.secrets.redact,
+        hidden = self.gate.secrets.concealed(
+            before.decode(errors="replace"), new.decode(errors="replace")
         )
-        if self.gate.ask("edit", f"Apply {verb} to {name}?", detail) == "n":
-            return "Edit declined by user."
-        with self.recording(p, f"[amas] {verb} {name}") as rec:
-            _write(p, new)
-        self.touched.add(name)
-        lines = ui.plural(new.count(b"\n") + (not new.endswith(b"\n") and bool(new)), "line")
-        return f"{verb.capitalize()} {name}: {lines}" + (f" {rec.note}" if rec and rec.note else "")
-
-    def recording(self, p: Path, label: str):
-        """A change to one file, as one checkpoint when the file is in the project."""
-        inside = p.is_relative_to(self.root) and self.checkpoint is not None
-        return self.checkpoint.recording(label, [p]) if inside else contextlib.nullcontext()
+        if hidden:
+            lines = ", ".join(map(str, hidden[:9]))
+            return f"Error: {ui.plural(len(hidden), 'line')} of {name} ({lines}) {CONCEALED}"
+        return Change(p, old, new, verb)
 
     # -- commands and search ------------------------------------------------------------------------
-    def shell_command(self, command: str, timeout: int = 0) -> str:
-        """Run a shell command in the project root; returns stdout, stderr and exit code."""
-        refused = self.gate.shell(command)
-        if refused:
-            return refused
-        timeout = timeout if timeout > 0 else self.config["shell_timeout"]
-        env = safety.child_env(self.config)
-        if self.checkpoint is None:
-            return run_command(command, timeout, self.root, env)
-        with self.checkpoint.recording(f"[amas] shell: {command[:200]}") as rec:
-            result = run_command(command, timeout, self.root, env)
-        return result + (f"\n{rec.note}" if rec.note else "")
+    def shell_command(self, command: str, timeout: int = 0) -> Command:
+        """Run a shell command in the project root; returns stdout, stderr and exit code. Pass a longer
+        timeout (seconds) for test suites, builds and installs."""
+        return Command(command, timeout if timeout > 0 else self.config["shell_timeout"])
 
     def search_files(self, pattern: str, path: str = ".") -> str:
         """Regex search in project files (ignored files left out); returns path:line: text."""
-        regex, base, hits = re.compile(pattern), self.gate.path(path), []
+        regex, base, hits = re.compile(pattern), self.path(path), []
         if not base.exists():
             return f"Error: {path} does not exist"
         for f in (
@@ -459,7 +440,7 @@ class Tools:
 
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""
-        base = self.gate.path(path)
+        base = self.path(path)
         if not base.is_dir():
             return (
                 f"Error: {path} is not a folder"
@@ -491,7 +472,7 @@ class Tools:
 
     def fetch_url(self, url: str) -> str:
         """Fetch a web page as readable text."""
-        return browser.fetch(url, self.gate)
+        return browser.fetch(url, self.reach)
 
     def page(self) -> browser.Browser:
         """The browser, started on first use; every navigation, the page's own too, goes through visit."""
@@ -505,9 +486,9 @@ class Tools:
         """The URL, if the browser may open it: a file through the path gate, a new host asked about."""
         scheme = urlsplit(url).scheme.lower()
         if scheme == "file":
-            return self.gate.path(unquote(urlsplit(url).path)).as_uri()
+            return self.path(unquote(urlsplit(url).path)).as_uri()
         if scheme in ("http", "https"):
-            self.gate.host(url)
+            self.reach(url)
         elif scheme not in (
             "about",
             "data",
@@ -517,6 +498,10 @@ class Tools:
                 f"the browser opens http, https, file, about, data and blob URLs, not {scheme}:"
             )
         return url
+
+    def reach(self, url: str) -> None:
+        """A request to a host: the first one in a session is asked about (PermissionError if declined)."""
+        self.allow(self.gate.judge_host(url))
 
     def close(self, idle_only: bool = False) -> None:
         """Free the browser (hundreds of MB); with idle_only, only if no tool used it since the last call."""
@@ -538,17 +523,13 @@ class Tools:
         """Browser: type text into the element matching a CSS selector."""
         return self.page().type(selector, text)
 
-    def screenshot(self, path: str = "screenshot.png") -> str:
+    def screenshot(self, path: str = "screenshot.png") -> Change | str:
         """Browser: save a PNG of the page; returns its path."""
-        p = self.gate.path(path, write=True)
-        if (
-            os.path.lexists(p)
-            and self.gate.ask("edit", f"Replace {self.show(p)} with a screenshot?") == "n"
-        ):
-            return "Screenshot declined by user."
-        with self.recording(p, f"[amas] screenshot {self.show(p)}") as rec:
-            shot = self.page().screenshot(str(p))
-        return shot + (f" {rec.note}" if rec and rec.note else "")
+        p = regular(self.gate.resolve(path, write=True), path)
+        png = self.page().png()
+        if isinstance(png, str):  # the browser's error
+            return png
+        return Change(p, p.read_bytes() if p.is_file() else None, png, "screenshot")
 
     def get_text(self, selector: str = "body") -> str:
         """Browser: visible text of the page or of one element."""
@@ -577,7 +558,7 @@ def _like(old: bytes, text: str) -> bytes:
     return (text.replace("\n", "\r\n") if _crlf(old) else text).encode()
 
 
-def _write(path: Path, data: bytes) -> None:
+def write(path: Path, data: bytes) -> None:
     """Write whole, through a temporary file and a rename, keeping the file's mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(

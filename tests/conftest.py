@@ -45,14 +45,12 @@ def make_config(**overrides) -> dict:
 
 
 def toolbox(root, checkpoint: bool = False, **overrides):
-    """The tools of a project, as the agent makes them."""
-    from amas_code.checkpoint import Checkpoint
-    from amas_code.safety import Gate
-    from amas_code.tools import Tools
+    """An agent on a project, for its tools: `execute(name, json)` runs a call as the model's would
+    (asked, checkpointed and performed by the agent); no model is called."""
+    from amas_code.agent import Agent
 
-    config = make_config(**overrides)
-    cp = Checkpoint(root, config["ignore"], "test-session") if checkpoint else None
-    return Tools(root, config, Gate(config, root), cp)
+    config = make_config(checkpoint_on_edit=checkpoint, **overrides)
+    return Agent(config, root)
 
 
 @pytest.fixture

@@ -255,4 +255,4 @@ def test_tools_dispatch_to_the_browser(shared, pages, tmp_path):
         assert (tmp_path / "screenshot.png").read_bytes()[:4] == b"\x89PNG"
     finally:
         box.close()
-    assert box.browser is None
+    assert box.tools.browser is None

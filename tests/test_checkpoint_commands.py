@@ -59,7 +59,7 @@ def test_checkpoint_lists_and_restores(agent, project, capsys):
     assert "no checkpoints yet" in said(capsys)
     agent.checkpoint.request = "make it shout"
     for word in ["one", "two", "three"]:
-        agent.tools.execute("shell_command", json.dumps({"command": f"echo {word} >> README.md"}))
+        agent.execute("shell_command", json.dumps({"command": f"echo {word} >> README.md"}))
     listed = agent.checkpoint.history()
     assert [cp["label"] for cp in listed] == [
         f"[amas] shell: echo {w} >> README.md" for w in ["three", "two", "one"]
@@ -93,7 +93,7 @@ def test_diff_shows_what_the_agent_changed_this_session(agent, project, capsys):
     other.execute("create_file", json.dumps({"path": "theirs.txt", "content": "other session\n"}))
     edit(agent.tools, "README.md", "demo", "first")
     edit(agent.tools, "README.md", "first", "second")
-    agent.tools.execute("create_file", json.dumps({"path": "new.txt", "content": "brand new\n"}))
+    agent.execute("create_file", json.dumps({"path": "new.txt", "content": "brand new\n"}))
     said(capsys)  # the tools' own diffs
     repl.command(agent, "/diff")
     shown = said(capsys)
@@ -172,9 +172,7 @@ def test_diff_names_mode_changes_and_binary_files(agent, project, capsys):
     (project / "run.sh").write_text("echo hi\n")
     (project / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
     for command in ["chmod +x run.sh", "printf 'a\\0b' >> logo.png"]:
-        assert "[checkpoint:" in agent.tools.execute(
-            "shell_command", json.dumps({"command": command})
-        )
+        assert "[checkpoint:" in agent.execute("shell_command", json.dumps({"command": command}))
     said(capsys)
     repl.command(agent, "/diff")
     shown = said(capsys)
@@ -188,9 +186,7 @@ def test_diff_names_mode_changes_and_binary_files(agent, project, capsys):
 
 def test_a_command_with_blank_lines_and_separators_is_listed_and_undone(agent, project, capsys):
     command = "cat > f.py <<'EOF'\nimport os\n\n\nprint(1)\x1e\x1f\nEOF"
-    assert "[checkpoint: 1 file" in agent.tools.execute(
-        "shell_command", json.dumps({"command": command})
-    )
+    assert "[checkpoint: 1 file" in agent.execute("shell_command", json.dumps({"command": command}))
     said(capsys)
     repl.command(agent, "/checkpoint")
     assert "[amas] shell: cat > f.py <<'EOF'\\nimport os\\n\\n\\nprint(1)\\x1e\\x1f\\nEOF" in said(
@@ -202,9 +198,7 @@ def test_a_command_with_blank_lines_and_separators_is_listed_and_undone(agent, p
 
 def test_checkpoint_goes_back_past_the_latest_two_hundred(agent, project, capsys):
     for n in range(205):
-        agent.tools.execute(
-            "write_file", json.dumps({"path": "count.txt", "content": f"{n + 1}\n"})
-        )
+        agent.execute("write_file", json.dumps({"path": "count.txt", "content": f"{n + 1}\n"}))
     first = agent.checkpoint.history(limit=1000)[-1]["id"]
     said(capsys)
     repl.command(agent, f"/checkpoint {first[:10]}")
