@@ -11,6 +11,7 @@ from pathlib import Path
 from amas_code import config as config_file
 from amas_code import providers, repomap, safety, skills, tools, ui
 from amas_code.checkpoint import Checkpoint
+from amas_code.report import Report
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
@@ -35,7 +36,9 @@ def estimate(text: str) -> int:
 class Agent:
     """One conversation with the model in one project; it makes and owns its model, gate, tools and checkpoints."""
 
-    def __init__(self, config: dict, root: Path, resume: bool = False):
+    def __init__(
+        self, config: dict, root: Path, resume: bool = False, report: Report | None = None
+    ):
         self.config, self.root = config, Path(root).resolve()
         self.log: Path | None = self.root / ".amas" / "history.jsonl"
         self.session, self.messages = self.resume() if resume else (uuid.uuid4().hex[:12], [])
@@ -46,6 +49,7 @@ class Agent:
             None,
         )
         self.model, self.gate = providers.Model(config), safety.Gate(config, self.root)
+        self.report = report or Report()
         self.checkpoint = (
             Checkpoint(self.root, config["ignore"], self.session)
             if config["checkpoint_on_edit"]
@@ -191,7 +195,9 @@ class Agent:
         messages = self.request()
         with ui.Stream(self.config["stream"]) as stream:
             reply = self.model.complete(messages, self.tools.schemas(), stream)
-        ui.show_answer(reply["content"])
+        self.report.reply(self.gate.secrets.redact(reply["content"]))
+        if self.report.fmt == "text":
+            ui.show_answer(reply["content"])
         lost = reply.pop("lost", None)
         if lost:  # the partial answer is kept, and the model told where it stopped
             said = f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"
@@ -217,47 +223,61 @@ class Agent:
     def tool_message(self, call: dict, repeats: int, go_on: bool = True) -> dict:
         """The tool message answering one call: shown, run, capped, with a note when it repeats."""
         name, raw = call["function"]["name"], call["function"]["arguments"]
-        ui.show_call(name, _target(raw))
-        result = (
-            self.execute(name, raw) if go_on else "Cancelled: the user declined this many calls."
+        target = self.gate.secrets.redact(_target(raw))
+        ui.show_call(name, target)
+        shown = raw if isinstance(raw, str) else json.dumps(raw)
+        self.report.call(call["id"], name, _arguments(self.gate.secrets.redact(shown)))
+        outcome = (
+            self.outcome(name, raw) if go_on else ("Cancelled: too many calls at once.", "declined")
         )
-        shell = name == "shell_command"
+        self.report.result(call["id"], name, target, outcome)
+        result, shell = outcome[0], name == "shell_command"
         ui.show_result(result.split("\n", 1)[-1] if shell else result, 3 * shell)
         if repeats == REPEATS - 1:
             result += f"\n[note: you have made this same call {repeats} times in a row; change your approach]"
         return {"role": "tool", "tool_call_id": call["id"], "content": result}
 
     def execute(self, name: str, raw) -> str:
-        """One call from the model: its result or error as text, secrets redacted, then capped once."""
+        """One call from the model: its result as the model reads it."""
+        return self.outcome(name, raw)[0]
+
+    def outcome(self, name: str, raw) -> tuple[str, str]:
+        """One call from the model: its result or error as text, secrets redacted, then capped once;
+        and how it went: ok, failed, declined or denied."""
         try:
             args = self.tools.check(name, raw)
-            outcome = getattr(self.tools, name)(**args)
-            if isinstance(outcome, (safety.Change, safety.Command)):
-                outcome = self.act(outcome)
+            done = getattr(self.tools, name)(**args)
+            if isinstance(done, (safety.Change, safety.Command)):
+                done = self.act(done)
+            status = "failed" if str(done).startswith("Error:") else "ok"
+            text, status = done if isinstance(done, tuple) else (str(done), status)
+        except safety.Declined as e:
+            text, status = f"Error: {e}", "declined"
         except (ValueError, PermissionError) as e:
-            outcome = f"Error: {e}"
+            text, status = f"Error: {e}", "failed"
         except Exception as e:  # the model reads this and tries again
-            outcome = f"Error: {type(e).__name__}: {e}"
-        text = str(outcome) or "Tool executed successfully (no output)"
-        return tools.cap(self.gate.secrets.redact(text), self.result_limit())
+            text, status = f"Error: {type(e).__name__}: {e}", "failed"
+        text = text or "Tool executed successfully (no output)"
+        return tools.cap(self.gate.secrets.redact(text), self.result_limit()), status
 
-    def act(self, effect: safety.Change | safety.Command) -> str:
+    def act(self, effect: safety.Change | safety.Command) -> tuple[str, str]:
         """Ask once (with the diff or the command), record the checkpoint, perform; the result."""
         verdict = self.gate.judge(effect)
         if verdict.decision == "deny":
-            return f"Error: {verdict.reason}"
+            return f"Error: {verdict.reason}", "denied"
         detail = self.detail(effect)
         if verdict.decision == "allow":
             if detail is not None:
                 ui.console.print(detail, overflow="fold")
-            return self.perform(effect)
+            return self.perform(effect), "ok"
         yes, feedback = self.answer(verdict, detail)
         if yes:
-            return self.perform(effect)
+            return self.perform(effect), "ok"
         declined = f"{_declined(effect)} declined by user."
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user."
-        return f"{declined} They said: {feedback}" if feedback else declined
+        said = f"{declined} They said: {feedback}" if feedback else declined
+        return said, "declined"
 
     def detail(self, effect: safety.Change | safety.Command):
         """What the person sees before deciding: a change's diff (a picture's size)."""
@@ -281,16 +301,25 @@ class Agent:
 
     def perform(self, effect: safety.Change | safety.Command) -> str:
         """Do it, recorded as one checkpoint when it is in the project; what happened, for the model."""
+        before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect) as record:
             if isinstance(effect, safety.Command):
                 env = safety.child_env(self.config)
                 done = tools.run_command(effect.line, effect.timeout, self.root, env)
             else:
                 done = self.write(effect)
+        self.report_checkpoint(before)
         note = record.note if record else ""
         if not note:
             return done
         return f"{done}\n{note}" if isinstance(effect, safety.Command) else f"{done} {note}"
+
+    def report_checkpoint(self, before: str | None) -> None:
+        """A checkpoint the last action made, for scripts."""
+        latest = self.checkpoint.latest() if self.checkpoint else None
+        if latest and latest != before:
+            files = self.checkpoint.history(limit=1)[0].get("files", [])
+            self.report.checkpoint(latest, files)
 
     def recording(self, effect: safety.Change | safety.Command):
         if self.checkpoint is None:
@@ -338,7 +367,10 @@ class Agent:
     def tokens(self, messages: list[dict], near: int = 0) -> int:
         """Tokens in messages: estimated, and counted exactly (litellm, tiktoken) only when the estimate is near."""
         guess = estimate(json.dumps(messages))
-        return guess if guess < near * 0.6 else providers.token_count(self.model.name, messages)
+        if guess < near * 0.6:
+            return guess
+        counted = providers.token_count(self.model.name, messages)
+        return guess if counted is None else counted
 
     def limit(self) -> int:
         context = self.model.context_limit()
@@ -505,6 +537,12 @@ def _target(raw) -> str:
         if found:
             return found[0]
     return str(raw)[:80]
+
+
+def _arguments(raw):
+    """A call's arguments for the scripting events: the object, or the text when it is not one."""
+    args = raw if isinstance(raw, dict) else providers.loads(raw)[0]
+    return args if isinstance(args, dict) else str(raw)
 
 
 def _declined(effect: safety.Change | safety.Command) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from amas_code import __version__, ui
+from amas_code.report import Report
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,10 +24,21 @@ from amas_code import __version__, ui
     is_flag=True,
     help="Trust this folder's .amas/config.yaml (remembered until it changes)",
 )
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "json", "stream-json"]),
+    default="text",
+    help="For scripts: one JSON result, or one JSON event per line",
+)
 @click.version_option(__version__, "--version", prog_name="amas", message="%(prog)s %(version)s")
-def cli(prompt, model, api_base, yes, resume, trust):
+def cli(prompt, model, api_base, yes, resume, trust, output_format):
     """Amas Code: a small AI coding agent. `amas "task"` runs one task; `amas` opens the REPL;
-    `amas init` maps the project for the model; `cat log | amas "explain this"` attaches what is piped."""
+    `amas init` maps the project for the model; `cat log | amas "explain this"` attaches what is
+    piped.
+
+    \b
+    Exit codes: 0 done, nothing refused; 1 an error (auth, network, config, model);
+    2 done, but an edit or command was declined; 130 interrupted."""
     root = find_root(Path.cwd())
     config = settings(
         root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust
@@ -45,7 +57,7 @@ def cli(prompt, model, api_base, yes, resume, trust):
             'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
         )
         sys.exit(1)
-    sys.exit(converse(root, config, text, resume))
+    sys.exit(converse(root, config, text, Report(output_format) if text else None, resume))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
@@ -94,24 +106,29 @@ def settings(root: Path, flags: dict, trust: bool) -> dict:
     return config
 
 
-def converse(root: Path, config: dict, text: str, resume: bool) -> int:
-    """The agent on one task, or the REPL; the exit code."""
+def converse(root: Path, config: dict, text: str, report, resume: bool) -> int:
+    """The agent on one task (with its report), or the REPL; the exit code."""
     from amas_code import providers, repl
     from amas_code.agent import Agent
 
-    agent = Agent(config, root, resume)
-    try:
-        if not text:
+    agent = Agent(config, root, resume, report)
+    if not text:
+        try:
             repl.interact(agent)
-            return 0
-        return 0 if agent.turn(text) else 130
+        finally:
+            agent.close()
+        return 0
+    report.start(agent.session, agent.model.name)
+    try:
+        outcome = "done" if agent.turn(text) else "interrupted"
     except providers.ProviderError as e:
-        ui.error(
-            agent.gate.secrets.redact(str(e))
-        )  # credentials in api_base, a key a provider echoed
-        return 1
+        message = agent.gate.secrets.redact(str(e))  # credentials in api_base, a key echoed back
+        ui.error(message)
+        report.error(message)
+        outcome = "error"
     finally:
         agent.close()
+    return report.finish(outcome, agent.session, agent.model.usage)
 
 
 def main() -> None:

@@ -505,6 +505,10 @@ class Checkpoint:
         return self.store(b"".join(entries), "tree")
 
     # -- reading, undo, redo ------------------------------------------------------------------
+    def latest(self) -> str | None:
+        """The id of the newest checkpoint, or None."""
+        return self.ref(MAIN)
+
     def ref(self, name: str) -> str | None:
         return (self.dir / name).read_text().strip() if (self.dir / name).exists() else None
 

@@ -90,14 +90,15 @@ def check(model: str) -> None:
         raise ProviderError(HINTS["provider"].format(model=model), "provider") from None
 
 
-def token_count(model: str, messages: list[dict]) -> int:
-    """Tokens in messages by litellm's counter for the model (which loads a tokenizer: call it only when needed)."""
+def token_count(model: str, messages: list[dict]) -> int | None:
+    """Tokens in messages by litellm's counter for the model (which loads a tokenizer: call it only
+    when needed); None when the counter cannot take them."""
     litellm = load()
     litellm.disable_token_counter = False
     try:
         return litellm.token_counter(model=model, messages=messages)
-    except Exception:  # tool-call shapes some counters reject: estimate from characters
-        return len(json.dumps(messages)) // 3
+    except Exception:  # tool-call shapes some counters reject
+        return None
     finally:
         litellm.disable_token_counter = True
 

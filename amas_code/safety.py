@@ -338,6 +338,10 @@ class Verdict:
 ALLOW = Verdict("allow")
 
 
+class Declined(PermissionError):
+    """The person said no (or no one could be asked)."""
+
+
 class Gate:
     """Pure policy: what may happen unasked, what must be asked, what is refused, and what the user
     allowed always. It never talks to the person: the agent asks and tells it the answer."""

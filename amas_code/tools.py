@@ -286,7 +286,7 @@ class Tools:
         if yes:
             return
         said = f"; they said: {feedback}" if feedback else ""
-        raise PermissionError(f"{verdict.reason} was declined by the user{said}")
+        raise safety.Declined(f"{verdict.reason} was declined by the user{said}")
 
     # -- files --------------------------------------------------------------------------------------
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:

@@ -45,7 +45,7 @@ def test_edit_without_terminal_is_declined(project, llm, amas):
     (project / "app.py").write_text("x = 1\n")
     llm.reply(tool="edit_file", path="app.py", old_str="x = 1", new_str="x = 2").reply(text="ok")
     result = amas("change x to 2")
-    assert result.exit_code == 0
+    assert result.exit_code == 2  # done, but an edit was declined
     assert (project / "app.py").read_text() == "x = 1\n"
     assert "no terminal to ask on (run with --yes to accept)" in result.output
     assert llm.requests[1]["messages"][-1]["content"] == "Edit declined by user."

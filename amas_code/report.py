@@ -1,0 +1,85 @@
+"""What one run did, for scripts: `--output-format json` (one object) or `stream-json` (a line per event).
+
+Its own file because its field names are a contract (README, docs/scripting.md) that the agent's
+internals must not move.
+"""
+
+import json
+import sys
+import time
+
+FORMATS = ("text", "json", "stream-json")
+EXIT = {"done": 0, "error": 1, "declined": 2, "interrupted": 130}
+
+
+class Report:
+    """The record of a run: model calls, tool calls and their outcomes, checkpoints, warnings."""
+
+    def __init__(self, fmt: str = "text", out=None):
+        self.fmt, self.out = fmt, out or sys.stdout
+        self.started = time.monotonic()
+        self.model_calls, self.tool_calls, self.files = 0, [], []
+        self.answer, self.refused = "", False
+
+    def emit(self, kind: str, **fields) -> None:
+        """One event: a JSON line, flushed, when streaming; nothing otherwise."""
+        if self.fmt == "stream-json":
+            self.out.write(json.dumps({"type": kind, **fields}, ensure_ascii=False) + "\n")
+            self.out.flush()
+
+    def start(self, session: str, model: str) -> None:
+        self.emit("start", session_id=session, model=model)
+
+    def reply(self, text: str) -> None:
+        """The model answered (text, possibly beside tool calls)."""
+        self.model_calls += 1
+        if text.strip():
+            self.answer = text
+            self.emit("text", text=text)
+
+    def call(self, call_id: str, name: str, arguments) -> None:
+        self.emit("tool_call", id=call_id, name=name, arguments=arguments)
+
+    def result(self, call_id: str, name: str, target: str, outcome: tuple[str, str]) -> None:
+        """A call's result as the model reads it, and its status: ok, failed, declined or denied."""
+        content, status = outcome
+        self.refused |= status in ("declined", "denied")
+        self.tool_calls.append({"name": name, "target": target, "status": status})
+        self.emit("tool_result", id=call_id, name=name, status=status, content=content)
+
+    def checkpoint(self, checkpoint_id: str, files: list[str]) -> None:
+        self.files += [{"path": f, "checkpoint": checkpoint_id} for f in files]
+        self.emit("checkpoint", id=checkpoint_id, files=files)
+
+    def warning(self, message: str) -> None:
+        self.emit("warning", message=message)
+
+    def finish(self, outcome: str, session: str, usage: dict) -> int:
+        """The exit code for how the run ended (done, error, interrupted), and the final object."""
+        if outcome == "done" and self.refused:
+            outcome = "declined"
+        if self.fmt != "text":
+            self.write_result(outcome, session, usage)
+        return EXIT[outcome]
+
+    def write_result(self, outcome: str, session: str, usage: dict) -> None:
+        result = {
+            "type": "result",
+            "result": self.answer,
+            "is_error": outcome == "error",
+            "exit_code": EXIT[outcome],
+            "session_id": session,
+            "num_model_calls": self.model_calls,
+            "num_tool_calls": len(self.tool_calls),
+            "tool_calls": self.tool_calls,
+            "files_changed": self.files,
+            "usage": {k: usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens")},
+            "cost_usd": round(usage.get("cost", 0.0), 6) if usage.get("cost_known", True) else None,
+            "duration_ms": int((time.monotonic() - self.started) * 1000),
+        }
+        self.out.write(json.dumps(result, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def error(self, message: str) -> None:
+        """A failure before or during the run, in the same shape (json modes; text says it on stderr)."""
+        self.answer = message
