@@ -50,6 +50,7 @@ class Agent:
         )
         self.model, self.gate = providers.Model(config), safety.Gate(config, self.root)
         self.report = report or Report()
+        self.cwd, self.notes = Path.cwd().resolve(), []  # where the user is; what they did since
         self.checkpoint = (
             Checkpoint(self.root, config["ignore"], self.session)
             if config["checkpoint_on_edit"]
@@ -97,7 +98,7 @@ class Agent:
                     self.log, "".join(json.dumps({**stamp, **m}) + "\n" for m in new)
                 )
         except (OSError, config_file.ConfigError) as e:
-            ui.warning(f"the conversation is not saved (no --continue): {e}")
+            self.warn(f"the conversation is not saved (no --continue): {e}")
             self.log = None
 
     def new_session(self) -> None:
@@ -112,13 +113,10 @@ class Agent:
     # -- the loop -----------------------------------------------------------------------------------
     def turn(self, text: str) -> bool:
         """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
-        start, text = (
-            len(self.messages),
-            self.gate.secrets.redact(text),
-        )  # piped in too: a log with a token in it
-        attached = "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments)
-        self.messages.append({"role": "user", "content": attached + text})
-        self.attachments = []
+        start = len(self.messages)
+        text = self.gate.secrets.redact(text)  # piped in too: a log with a token in it
+        self.messages.append({"role": "user", "content": self.context() + text})
+        self.attachments, self.notes = [], []
         if self.checkpoint:
             self.checkpoint.request = text[:300]
         try:
@@ -126,7 +124,7 @@ class Agent:
         except KeyboardInterrupt:
             self.repair()
             ui.console.print()
-            ui.warning("cancelled; the conversation is kept")
+            self.warn("cancelled; the conversation is kept")
             return False
         except providers.ProviderError:
             if (
@@ -141,11 +139,22 @@ class Agent:
             )  # a browser unused for a whole turn gives its memory back
         return True
 
+    def context(self) -> str:
+        """What goes before the user's words: notes of what they did (/undo, !command), attached files."""
+        notes = "".join(f"{note}\n\n" for note in self.notes)
+        files = "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments)
+        return notes + files
+
+    def warn(self, message: str) -> None:
+        """A warning on the screen and, for scripts, in the report."""
+        ui.warning(message)
+        self.report.warning(message)
+
     def loop(self) -> None:
         calls = []
         for step in itertools.count(1):
             if step == WARN_STEPS + 1:
-                ui.warning(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
+                self.warn(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
             reply = self.reply()
             wanted = reply.get("tool_calls", [])
             if not wanted:
@@ -156,7 +165,7 @@ class Agent:
                 self.messages.append(self.tool_message(call, _repeats(calls), go_on))
             if _repeats(calls) >= REPEATS:
                 name = calls[-1]["name"]
-                ui.warning(
+                self.warn(
                     f"the model made the same {name} call {REPEATS} times in a row; turn ended"
                 )
                 return
@@ -176,7 +185,7 @@ class Agent:
             try:
                 reply = self.stream_reply()
                 if switched:
-                    ui.warning(f"{switched}; using text tool calls for this session")
+                    self.warn(f"{switched}; using text tool calls for this session")
                 return reply
             except providers.NoNativeTools as e:
                 if self.model.text_tools:
@@ -194,7 +203,11 @@ class Agent:
         self.wait_for_preload()
         messages = self.request()
         with ui.Stream(self.config["stream"]) as stream:
-            reply = self.model.complete(messages, self.tools.schemas(), stream)
+            try:
+                reply = self.model.complete(messages, self.tools.schemas(), stream)
+            except KeyboardInterrupt:
+                self.keep_partial(stream.text)
+                raise
         self.report.reply(self.gate.secrets.redact(reply["content"]))
         if self.report.fmt == "text":
             ui.show_answer(reply["content"])
@@ -205,12 +218,18 @@ class Agent:
             raise lost
         if reply.pop("cut", False):
             cap = self.config["max_tokens"]
-            ui.warning(f"the answer was cut at max_tokens ({cap}); raise it in your config")
+            self.warn(f"the answer was cut at max_tokens ({cap}); raise it in your config")
         if not reply["content"].strip() and not reply.get("tool_calls"):
-            ui.warning("the model sent an empty reply")
+            self.warn("the model sent an empty reply")
             return reply
         self.messages.append(reply)
         return reply
+
+    def keep_partial(self, text: str) -> None:
+        """An answer cut by Ctrl+C stays in the conversation, marked so."""
+        if text.strip():
+            said = f"{text}\n\n[interrupted by the user]"
+            self.messages.append({"role": "assistant", "content": said})
 
     def wait_for_preload(self) -> None:
         """The spinner from the first Enter while a preloading litellm finishes (Ctrl+C here is clean;
@@ -405,7 +424,8 @@ class Agent:
         core, browsing, rules = self.prompt
         head = core + ("\n" + browsing if "navigate" in self.tools.names else "") + "\n" + rules
         head += self.model.tool_prompt(self.tools.schemas())
-        tail = f"\n## Context & Rules\nProject root: {self.root}\n" + self.rules() + self.skills()
+        tail = f"\n## Context & Rules\nProject root: {self.root}\n{self.where()}"
+        tail += self.rules() + self.skills()
         room = PROMPT_BUDGET - estimate(head + tail)
         for _ in range(3):
             found = (
@@ -421,6 +441,13 @@ class Agent:
                 return prompt
             room -= over + 20
         return head + tail
+
+    def where(self) -> str:
+        """The folder the user is in, when it is not the root: the paths they type start there."""
+        if self.cwd == self.root or not self.cwd.is_relative_to(self.root):
+            return ""
+        here = self.cwd.relative_to(self.root).as_posix()
+        return f"The user is in {here}/ (paths they mention are relative to it)\n"
 
     def rules(self) -> str:
         text = skills.rules(self.root)
@@ -446,7 +473,7 @@ class Agent:
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
             self.warned.add(message)
-            ui.warning(message)
+            self.warn(message)
 
     # -- compaction ---------------------------------------------------------------------------------
     def compact(self) -> int:
@@ -477,9 +504,7 @@ class Agent:
         freed = self.tokens(old) - self.tokens(new)
         if freed <= 0:
             return (
-                ui.warning(
-                    "the summary was not shorter than what it would replace; nothing changed"
-                )
+                self.warn("the summary was not shorter than what it would replace; nothing changed")
                 or 0
             )
         self.messages[:start] = new
@@ -497,7 +522,7 @@ class Agent:
         for m in long:
             m["content"] = tools.cap(m["content"], share)
         if long:
-            ui.warning(
+            self.warn(
                 f"cut {ui.plural(len(long), 'long tool result')} so the conversation fits the context"
             )
         return len(long)

@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 import shlex
 import threading
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 from rich.text import Text
 
 from amas_code import config as config_file
-from amas_code import providers, tools, ui
+from amas_code import providers, safety, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -65,9 +66,20 @@ def _checkpoints(agent, verb: str, action) -> None:
     if agent.checkpoint is None:
         return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
-        ui.success(f"{verb}: {', '.join(action(agent.checkpoint)) or 'nothing'}")
+        files = action(agent.checkpoint)
     except (CheckpointError, config_file.ConfigError, OSError) as e:
-        ui.error(str(e))
+        return ui.error(str(e))
+    ui.success(f"{verb}: {', '.join(files) or 'nothing'}")
+    if files:  # the model must not build on a change that is gone
+        did = _DID[verb].format(files=", ".join(files))
+        agent.notes.append(f"[Note: {did}; read them again before relying on their content]")
+
+
+_DID = {  # what the model is told after the user moved files back or forth
+    "undone": "with /undo the user took back your changes to {files}",
+    "redone": "with /redo the user re-applied your changes to {files}",
+    "restored": "with /checkpoint the user restored an earlier state of {files}",
+}
 
 
 def cmd_diff(agent, arg):
@@ -99,7 +111,7 @@ def cmd_attach(agent, arg):
     except ValueError:
         patterns = arg.split()
     for pattern in patterns:
-        full = str(agent.root / os.path.expanduser(pattern))
+        full = str(agent.cwd / os.path.expanduser(pattern))  # from where the user is
         for path in sorted(glob.glob(full, recursive=True)) or [full]:
             try:
                 _attach(agent, Path(path))
@@ -121,6 +133,38 @@ def _attach(agent, path: Path) -> None:
         text += f"\n[cut at {tools.MAX_READ // 1000} KB of {len(data) // 1000} KB; the agent can read_file the rest]"
     agent.attachments.append((agent.tools.show(path), text))
     ui.success(f"attached {agent.tools.show(path)}")
+
+
+def shell(agent, line: str) -> None:
+    """`!command`: run as the user typed it (no question), shown, and put before the next message."""
+    if not line:
+        return ui.error("! runs a shell command, e.g. !git status")
+    env = safety.child_env(agent.config)
+    result = tools.run_command(line, USER_TIMEOUT, agent.cwd, env)
+    shown = agent.gate.secrets.redact(result)
+    ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
+    capped = tools.cap(shown, agent.result_limit())
+    agent.notes.append(f"The user ran a command themselves:\n```\n{capped}\n```")
+
+
+USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
+
+
+def mentioned(agent, line: str) -> bool:
+    """Files named with @path are attached; False (nothing sent) when one that looks like a path is
+    missing, so the user can fix it."""
+    for word in re.findall(r"(?<!\S)@(\S+)", line):
+        name = word.rstrip(".,;:!?)")
+        path = agent.cwd / os.path.expanduser(name)
+        if not path.exists() and not ("/" in name or "." in name):
+            continue  # @property, @someone: words, not files
+        try:
+            _attach(agent, path)
+        except (OSError, PermissionError, ValueError) as e:
+            ui.error(f"cannot attach @{name}: {e}; your message was not sent (↑ brings it back)")
+            agent.attachments = []
+            return False
+    return True
 
 
 def cmd_clear(agent, arg):
@@ -259,7 +303,7 @@ def completer():
             if text.startswith("/") and " " not in text:
                 yield from (Completion(c, -len(text)) for c in COMMANDS if c.startswith(text))
             elif text and not text.endswith(" "):
-                word = text.split()[-1]
+                word = text.split()[-1].removeprefix("@")  # @path attaches the file
                 yield from self.paths.get_completions(Document(word, len(word)), event)
 
     return Complete()
@@ -271,6 +315,7 @@ def history(agent):
 
     class PrivateHistory(FileHistory):
         def store_string(self, string: str) -> None:
+            string = agent.gate.secrets.redact(string)  # as private as history.jsonl
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
             config_file.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
 
@@ -312,6 +357,7 @@ def interact(agent) -> None:
     ui.info(
         f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
     )
+    last_exchange(agent)
     while True:
         try:
             line = prompt.prompt("› ").strip()
@@ -323,12 +369,28 @@ def interact(agent) -> None:
             return
 
 
+def last_exchange(agent) -> None:
+    """After -c or --resume: the user's last message and the answer to it, shortened."""
+    said = [m for m in agent.messages if m["role"] in ("user", "assistant") and m.get("content")]
+    asked = [i for i, m in enumerate(said) if m["role"] == "user"]
+    for m in said[asked[-1] :] if asked else []:
+        text = " ".join(m["content"].split())
+        short = text if len(text) <= 300 else f"{text[:300]}…"
+        ui.console.print(Text.assemble((f"  {m['role']}: ", "dim"), ui.clean(short)))
+
+
 def step(agent, line: str) -> bool:
-    """One line typed at the prompt: a command or a turn; False to leave."""
+    """One line typed at the prompt: a command, a shell line, or a turn; False to leave."""
     try:
         if line.startswith("/"):
             command(agent, line)
-        elif line:
+        elif line.startswith("!"):
+            shell(agent, line[1:].strip())
+        elif line and mentioned(agent, line):
+            if agent.gate.secrets.redact(line) != line:
+                ui.info(
+                    "a secret in your message is hidden: the model and the history see [REDACTED]"
+                )
             agent.turn(line)
     except EOFError:
         return False

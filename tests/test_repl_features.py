@@ -1,0 +1,113 @@
+"""The REPL as a person uses it (issue 30): !command, @path, what the model is told after /undo,
+the folder the user is in, -c showing where the conversation stood, Ctrl+C keeping a partial answer."""
+
+import pexpect
+from conftest import run_amas
+
+
+def last_user(request: dict) -> str:
+    return request["messages"][-1]["content"]
+
+
+def test_bang_runs_a_command_as_the_user_and_the_model_sees_it(repl, project, llm):
+    child = repl()
+    child.sendline("!echo made-by-the-user > mine.txt && cat mine.txt")
+    child.expect("exit code 0")  # after the output
+    child.expect("›")
+    assert (project / "mine.txt").read_text() == "made-by-the-user\n"  # no question asked
+    assert llm.requests == []  # nothing sent until the next message
+    llm.reply(text="I see it.")
+    child.sendline("what did my command print?")
+    child.expect("I see it.")
+    sent = last_user(llm.requests[-1])
+    assert "The user ran a command themselves" in sent and "made-by-the-user" in sent
+    assert sent.endswith("what did my command print?")
+
+
+def test_at_path_attaches_the_file_and_a_missing_one_is_said(repl, project, llm):
+    (project / "notes.txt").write_text("the notes say 42\n")
+    child = repl()
+    child.sendline("what is in @missing.txt")
+    child.expect("cannot attach @missing.txt: no such file")
+    child.expect("›")
+    assert llm.requests == []  # not sent: the user can fix the name
+    llm.reply(text="It says 42.")
+    child.sendline("summarize @notes.txt please")
+    child.expect("It says 42.")
+    sent = last_user(llm.requests[-1])
+    assert "Attached file notes.txt" in sent and "the notes say 42" in sent
+    child.sendline("tell me about @property decorators")  # a word, not a file
+    llm.reply(text="Decorators.")
+    child.expect("Decorators.")
+
+
+def test_after_undo_the_next_request_says_what_was_taken_back(repl, project, llm):
+    llm.reply(tool="create_file", path="a.txt", content="one\n").reply(text="Created.")
+    child = repl("-y")
+    child.sendline("make a.txt")
+    child.expect("Created.")
+    child.expect("›")
+    child.sendline("/undo")
+    child.expect("undone: a.txt")
+    child.expect("›")
+    assert not (project / "a.txt").exists()
+    llm.reply(text="Noted.")
+    child.sendline("carry on")
+    child.expect("Noted.")
+    sent = last_user(llm.requests[-1])
+    assert "with /undo the user took back your changes to a.txt" in sent
+    assert sent.endswith("carry on")
+
+
+def test_the_folder_the_user_is_in_is_in_the_system_prompt(project, llm, monkeypatch):
+    (project / "src" / "pkg").mkdir(parents=True)
+    monkeypatch.chdir(project / "src" / "pkg")
+    llm.reply(text="ok")
+    assert run_amas("hello", llm=llm).returncode == 0
+    system = llm.requests[0]["messages"][0]["content"]
+    assert "The user is in src/pkg/" in system
+    monkeypatch.chdir(project)
+    llm.reply(text="ok")
+    run_amas("hello", llm=llm)
+    assert "The user is in" not in llm.requests[1]["messages"][0]["content"]
+
+
+def test_continue_shows_the_last_exchange_before_the_prompt(repl, project, llm):
+    llm.reply(text="The answer is forty-two.")
+    assert run_amas("what is the answer?", llm=llm).returncode == 0
+    child = repl("-c", wait=False)
+    child.expect("user: .*what is the answer\\?")
+    child.expect("assistant: .*The answer is forty-two.")
+    child.expect("›")
+
+
+def test_ctrl_c_keeps_the_partial_answer_marked_interrupted(repl, project, llm):
+    words = " ".join(f"word{i}" for i in range(200))
+    llm.reply(text=words, delay=0.05)
+    child = repl()
+    child.sendline("talk a lot")
+    child.expect("word3")
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect("›")
+    llm.reply(text="ok")
+    child.sendline("go on")
+    child.expect("ok")
+    kept = llm.requests[-1]["messages"][-2]
+    assert kept["role"] == "assistant" and kept["content"].startswith("word0 word1")
+    assert kept["content"].endswith("[interrupted by the user]")
+
+
+def test_a_secret_typed_at_the_prompt_is_kept_redacted(repl, project, home, llm):
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    llm.reply(text="ok")
+    child = repl()
+    child.sendline(f"use the token {token}")
+    child.expect("a secret in your message is hidden")
+    child.expect("ok")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    stored = [p for p in [*home.rglob("input_history"), *project.rglob("input_history")]]
+    assert stored and all(token not in p.read_text() for p in stored)
+    assert any("[REDACTED]" in p.read_text() for p in stored)
+    assert token not in last_user(llm.requests[-1])
