@@ -37,11 +37,12 @@ class Agent:
     """One conversation with the model in one project; it makes and owns its model, gate, tools and checkpoints."""
 
     def __init__(
-        self, config: dict, root: Path, resume: bool = False, report: Report | None = None
+        self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
     ):
         self.config, self.root = config, Path(root).resolve()
         self.log: Path | None = self.root / ".amas" / "history.jsonl"
-        self.session, self.messages = self.resume() if resume else (uuid.uuid4().hex[:12], [])
+        chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
+        self.session, self.messages = self.resume(chosen) if resume else (uuid.uuid4().hex[:12], [])
         self.logged, self.attachments, self.warned, self.preloading = (
             len(self.messages),
             [],
@@ -63,23 +64,38 @@ class Agent:
         self.repair()
 
     # -- history ----------------------------------------------------------------------------------
-    def resume(self) -> tuple[str, list[dict]]:
-        """The latest session's id and messages (a /clear or /compact starts a new session)."""
+    def entries(self) -> list[dict]:
+        """Every well-formed line of the history."""
         try:
             lines = config_file.read_private(self.log).splitlines() if self.log.is_file() else []
         except (OSError, config_file.ConfigError) as e:
             ui.warning(f"cannot read the history: {e}")
             lines = []
-        entries = [e for e in map(_entry, lines) if e] or [
-            {"session": uuid.uuid4().hex[:12], "time": 0}
-        ]
-        session, keep = entries[-1]["session"], ("role", "content", "tool_calls", "tool_call_id")
-        found = [
-            {k: e[k] for k in keep if k in e}
-            for e in entries
-            if e["session"] == session and "content" in e
-        ]
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entries[-1]["time"]))
+        return [e for e in map(_entry, lines) if e]
+
+    def conversations(self) -> list[dict]:
+        """The conversations in the history, newest first: session, time, first message, count."""
+        found = {}
+        for e in self.entries():
+            if "content" not in e:
+                continue
+            seen = found.setdefault(
+                e["session"], {"session": e["session"], "first": "", "count": 0}
+            )
+            seen["time"], seen["count"] = e["time"], seen["count"] + 1
+            if e["role"] == "user" and not seen["first"]:
+                seen["first"] = " ".join(str(e["content"]).split())[:80]
+        return sorted(found.values(), key=lambda c: c["time"], reverse=True)
+
+    def resume(self, chosen: str | None = None) -> tuple[str, list[dict]]:
+        """A session's id and messages: the chosen one, or the latest (after /clear or /compact, the new
+        conversation)."""
+        entries = self.entries() or [{"session": uuid.uuid4().hex[:12], "time": 0}]
+        session = chosen or entries[-1]["session"]
+        keep = ("role", "content", "tool_calls", "tool_call_id")
+        mine = [e for e in entries if e["session"] == session]
+        found = [{k: e[k] for k in keep if k in e} for e in mine if "content" in e]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime((mine or entries)[-1]["time"]))
         ui.info(
             f"resuming the conversation of {when} ({ui.plural(len(found), 'message')})"
             if found

@@ -25,13 +25,16 @@ from amas_code.report import Report
     help="Trust this folder's .amas/config.yaml (remembered until it changes)",
 )
 @click.option(
+    "--resume", "pick", is_flag=True, help="List recent conversations and open the one you choose"
+)
+@click.option(
     "--output-format",
     type=click.Choice(["text", "json", "stream-json"]),
     default="text",
     help="For scripts: one JSON result, or one JSON event per line",
 )
 @click.version_option(__version__, "--version", prog_name="amas", message="%(prog)s %(version)s")
-def cli(prompt, model, api_base, yes, resume, trust, output_format):
+def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     """Amas Code: a small AI coding agent. `amas "task"` runs one task; `amas` opens the REPL;
     `amas init` maps the project for the model; `cat log | amas "explain this"` attaches what is
     piped.
@@ -57,6 +60,8 @@ def cli(prompt, model, api_base, yes, resume, trust, output_format):
             'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
         )
         sys.exit(1)
+    if pick and not text:
+        resume = choose(root, config)
     sys.exit(converse(root, config, text, Report(output_format) if text else None, resume))
 
 
@@ -104,6 +109,14 @@ def settings(root: Path, flags: dict, trust: bool) -> dict:
             "(`amas --trust` trusts it)"
         )
     return config
+
+
+def choose(root: Path, config: dict) -> str | bool:
+    """--resume: the recent conversations, numbered; the one the user picks (or a new one)."""
+    from amas_code import repl
+    from amas_code.agent import Agent
+
+    return repl.choose(Agent(config, root).conversations()) or False
 
 
 def converse(root: Path, config: dict, text: str, report, resume: bool) -> int:

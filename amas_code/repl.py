@@ -369,6 +369,36 @@ def interact(agent) -> None:
             return
 
 
+def choose(conversations: list[dict]) -> str | None:
+    """The conversation the user picks from a numbered list (Enter: the newest; none: a new one)."""
+    shown = conversations[:RECENT]
+    if not shown:
+        ui.info("no earlier conversation in this project; starting a new one")
+        return None
+    for n, c in enumerate(shown, 1):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["time"]))
+        line = f"{n:3}. {when}  {ui.plural(c['count'], 'message'):>13}  {ui.clean(c['first'])}"
+        ui.console.print(Text(line), soft_wrap=True)
+    picked = _pick(len(shown))
+    return shown[picked - 1]["session"] if picked else None
+
+
+RECENT = 20  # conversations --resume lists
+
+
+def _pick(count: int) -> int | None:
+    from prompt_toolkit import prompt
+
+    while True:
+        try:
+            said = prompt(f"Open which (1-{count}, Enter for 1)? ").strip() or "1"
+        except (EOFError, KeyboardInterrupt):
+            return None
+        if said.isdigit() and 1 <= int(said) <= count:
+            return int(said)
+        ui.error(f"type a number from 1 to {count}")
+
+
 def last_exchange(agent) -> None:
     """After -c or --resume: the user's last message and the answer to it, shortened."""
     said = [m for m in agent.messages if m["role"] in ("user", "assistant") and m.get("content")]

@@ -111,3 +111,21 @@ def test_a_secret_typed_at_the_prompt_is_kept_redacted(repl, project, home, llm)
     assert stored and all(token not in p.read_text() for p in stored)
     assert any("[REDACTED]" in p.read_text() for p in stored)
     assert token not in last_user(llm.requests[-1])
+
+
+def test_resume_lists_conversations_and_opens_the_chosen_one(repl, project, llm):
+    llm.reply(text="First answer.").reply(text="Second answer.")
+    assert run_amas("the first question", llm=llm).returncode == 0
+    assert run_amas("the second question", llm=llm).returncode == 0
+    child = repl("--resume", wait=False)
+    child.expect("1\\. .*2 messages.*the second question")
+    child.expect("2\\. .*2 messages.*the first question")
+    child.expect("Open which")
+    child.sendline("2")
+    child.expect("assistant: .*First answer.")
+    child.expect("›")
+    llm.reply(text="ok")
+    child.sendline("and then?")
+    child.expect("ok")
+    said = [m["content"] for m in llm.requests[-1]["messages"][1:]]
+    assert said == ["the first question", "First answer.", "and then?"]
