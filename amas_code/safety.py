@@ -13,14 +13,15 @@ from urllib.parse import urlsplit
 
 from amas_code import config as config_file
 
-AUTO = {
+AUTO = {  # the questions --yes answers (yes), and those it never does
     "edit": True,
     "shell": True,
     "read": True,
     "net": True,
+    "many": True,  # many tool calls in one reply
     "write": False,
     "secret": False,
-}  # under --yes
+}
 WRAPPERS = set(  # run the words after them
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "

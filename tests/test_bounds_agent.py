@@ -1,0 +1,39 @@
+"""Bounds the agent keeps on what the model asks for (issue 29 item 6)."""
+
+import json
+
+from conftest import run_amas
+
+
+def test_more_than_fifty_calls_in_one_reply_are_asked_about_first(project, llm):
+    calls = [("shell_command", json.dumps({"command": f"touch f{i}"})) for i in range(51)]
+    llm.reply(calls=calls).reply(text="done")
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas" / "config.yaml").write_text("permissions: {allow: ['touch *']}\n")
+    done = run_amas("--trust", "make files", llm=llm)
+    assert done.returncode == 2  # declined: no one to ask
+    assert "51 tool calls in one reply" in done.stderr
+    assert not list(project.glob("f*"))
+    results = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(results) == 51 and all(m["content"].startswith("Cancelled") for m in results)
+
+
+def test_fifty_calls_run_unasked_when_the_rules_allow_them(project, llm):
+    calls = [("shell_command", json.dumps({"command": f"touch f{i}"})) for i in range(50)]
+    llm.reply(calls=calls).reply(text="done")
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas" / "config.yaml").write_text("permissions: {allow: ['touch *']}\n")
+    assert run_amas("--trust", "make files", llm=llm).returncode == 0
+    assert len(list(project.glob("f*"))) == 50
+
+
+def test_a_timeout_over_the_users_limit_is_asked_even_when_allowed(project, llm):
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas" / "config.yaml").write_text("permissions: {allow: ['touch *']}\n")
+    llm.reply(tool="shell_command", command="touch slow", timeout=600).reply(text="ok")
+    done = run_amas("--trust", "touch", llm=llm)
+    assert done.returncode == 2
+    assert "with a timeout of 600s" in done.stderr and not (project / "slow").exists()
+    llm.reply(tool="shell_command", command="touch quick", timeout=20).reply(text="ok")
+    assert run_amas("--trust", "touch", llm=llm).returncode == 0
+    assert (project / "quick").exists()
