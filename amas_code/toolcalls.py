@@ -1,0 +1,441 @@
+"""Tool calls written as text, both ways: read the forms local models write, write the one we ask for."""
+
+import ast
+import json
+import random
+import re
+import string
+
+EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+SERVER_LINE = (
+    "this model writes tool calls in a form only its server can read: let the server parse them "
+    "(llama.cpp --jinja, vLLM --tool-call-parser, an Ollama model with a tools template)"
+)
+BROKEN_LINE = "the model wrote a tool call amas could not read; it is asked to write it again"
+# Markup only a server's own parser can read (harmony, DeepSeek, Kimi-K2, Gemma 4, MiniMax, Step3)
+SERVER_ONLY = re.compile(
+    r"<\|channel\|>|<\|start\|>assistant|<\|call\|>|<｜tool▁call|<｜tool_call|<\|tool_calls_section_begin\|>"
+    r"|<\|tool_call_begin\|>|<\|tool_call>|<minimax:tool_call>|<start_function_call>"
+)
+FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
+INLINE = re.compile(r"(`+)[^`\n]+?\1")
+CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
+SEPARATOR = re.compile(r"\s*[;,]?\s*")
+CALL_KEYS = {"name", "arguments", "parameters", "type", "id", "function", "tool_name"}
+
+
+def read(text: str, names) -> tuple[list[dict], str, str | None]:
+    """The calls to known tools in a reply, the text left for the user, and a line when a call was lost.
+
+    `names` holds the tools' names; a dict of name -> schema also types XML and pythonic values."""
+    code = [m.span() for m in FENCES.finditer(text)] + [m.span() for m in INLINE.finditer(text)]
+    spans, broken = [], []
+    for row in FORMATS:
+        for match in row.start.finditer(text):
+            if _in_code(match.start(), code, row):
+                continue
+            found = row.body(text, match.end(), match)
+            if found is not None and _known(found[0], names):
+                spans.append((match.start(), _close(text, found[1], row.close), found[0]))
+            elif row.strong and CALL_START.match(text, match.end()):
+                broken.append(match.start())
+    spans = _first_of_overlaps(spans)
+    calls = [_native(name, _typed(args, names, name)) for _, _, got in spans for name, args in got]
+    return _left(text, spans, calls, _lost(text, code, broken))
+
+
+class Row:
+    """One format: where a call starts, how its body is read, what may close it, whether it is surely a call."""
+
+    def __init__(self, start: str, body, close: str = "", strong: bool = True):
+        self.start, self.body = re.compile(start), body
+        self.close, self.strong = re.compile(r"\s*" + close) if close else None, strong
+
+
+def _in_code(at: int, code: list, row: Row) -> bool:
+    """A match inside a code block or inline code is shown, not run; a fenced call is its own block."""
+    if row.body is _fenced:
+        return any(start < at < end for start, end in code)
+    return any(start <= at < end for start, end in code)
+
+
+def _known(found: list, names) -> bool:
+    return bool(found) and all(name in names for name, _ in found)
+
+
+def _typed(args: dict, names, name: str) -> dict:
+    """Numbers and booleans written as strings (XML bodies) turned into what the schema asks for."""
+    schema = names.get(name) if isinstance(names, dict) else None
+    props = (schema or {}).get("function", schema or {}).get("parameters", {}).get("properties", {})
+    typed = dict(args)
+    for key, value in args.items():
+        kind = props.get(key, {}).get("type")
+        if isinstance(value, str) and kind in ("integer", "number", "boolean"):
+            typed[key] = _lenient(value.strip().lower() if kind == "boolean" else value.strip())
+            typed[key] = value if typed[key] is None else typed[key]
+    return typed
+
+
+def _close(text: str, at: int, close) -> int:
+    match = close.match(text, at) if close else None
+    return match.end() if match else at
+
+
+def _first_of_overlaps(spans: list) -> list:
+    """Spans in order; one starting inside an earlier one is part of it (a tag's body, a list's item)."""
+    kept = []
+    for span in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
+def _lost(text: str, code: list, strong: list) -> tuple[int, str] | None:
+    """Where unreadable call markup begins outside code, and the line the user gets about it."""
+    server = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), code, ROW)]
+    if server:
+        return min(server), SERVER_LINE
+    return (min(strong), BROKEN_LINE) if strong else None
+
+
+def _left(text: str, spans: list, calls: list, lost) -> tuple[list[dict], str, str | None]:
+    """The reply's text with the calls cut out; unreadable markup cut from where it starts."""
+    if not calls and not lost:
+        return [], text, None
+    if lost and not calls:
+        return [], text[: lost[0]].strip(), lost[1]
+    for start, end, _ in reversed(spans):
+        text = text[:start].rstrip(" \t") + text[end:]
+    return calls, re.sub(r"\n{3,}", "\n\n", text).strip(), None
+
+
+def _native(name: str, args: dict) -> dict:
+    """A call in OpenAI's shape, with an id strict chat templates accept (Mistral's: nine alphanumerics)."""
+    cid = "".join(random.choices(string.ascii_letters + string.digits, k=9))
+    arguments = json.dumps(args, ensure_ascii=False)
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+# -- reading JSON leniently ----------------------------------------------------------------------
+
+
+def arguments(raw) -> dict | None:
+    """A call's arguments as a dict, leniently (single quotes, trailing commas, True/False/None)."""
+    if isinstance(raw, dict):
+        return raw
+    value = _lenient(raw or "{}")
+    if isinstance(value, str):  # arguments sent as a JSON string inside the JSON
+        value = _lenient(value)
+    return value if isinstance(value, dict) else None
+
+
+def _lenient(raw: str):
+    """JSON, or JSON as small models get it wrong; None when it cannot be read."""
+    try:
+        return json.loads(raw, strict=False)  # strict=False: raw newlines inside strings
+    except ValueError:
+        pass
+    fixed = re.sub(r",\s*([}\]])", r"\1", raw)
+    fixed = re.sub(r"\b(True|False|None)\b", lambda m: PY_WORDS[m[0]], fixed)
+    try:
+        return json.loads(fixed, strict=False)
+    except ValueError:
+        pass
+    try:  # single quotes: Python's literal syntax, read without running anything
+        return ast.literal_eval(re.sub(r"\b(true|false|null)\b", lambda m: JSON_WORDS[m[0]], raw))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+PY_WORDS = {"True": "true", "False": "false", "None": "null"}
+JSON_WORDS = {v: k for k, v in PY_WORDS.items()}
+
+
+def _json_at(text: str, at: int):
+    """The JSON value starting at `at` (after blanks) and where it ends; None if there is none."""
+    at = len(text) - len(text[at:].lstrip())
+    if text[at : at + 1] not in ("{", "["):
+        return None
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, at)
+    except ValueError:
+        end = _balanced(text, at)
+        value = _lenient(text[at:end]) if end else None
+        return None if value is None else (value, end)
+
+
+def _balanced(text: str, at: int) -> int | None:
+    """Where the bracket opened at `at` closes, skipping quoted strings of either quote."""
+    depth, quote, i = 0, None, at
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            i += ch == "\\"
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def _as_call(value) -> tuple[str, dict] | None:
+    """(name, arguments) when a JSON object has the shape of a call and nothing else."""
+    if not isinstance(value, dict) or not set(value) <= CALL_KEYS:
+        return None
+    inner = value.get("function")
+    if isinstance(inner, dict) and "name" in inner:
+        return _as_call(inner)
+    name = value.get("name", value.get("tool_name"))
+    args = arguments(value.get("arguments", value.get("parameters", {})))
+    return (name, args) if isinstance(name, str) and args is not None else None
+
+
+def _as_calls(value) -> list | None:
+    """Calls from one call object or a list of them; None when any item is not a call."""
+    items = value if isinstance(value, list) else [value]
+    calls = [_as_call(item) for item in items]
+    return calls if calls and None not in calls else None
+
+
+# -- the bodies of each format -------------------------------------------------------------------
+
+
+def _json_body(text: str, at: int, match=None):
+    """Call objects or lists of them, split by ; or , or blanks, maybe inside a ```json fence."""
+    fence = re.compile(r"\s*```(?:json)?[ \t]*\n?").match(text, at)
+    found = _json_calls(text, fence.end() if fence else at)
+    closing = re.compile(r"\s*```").match(text, found[1]) if found and fence else None
+    return (found[0], closing.end()) if closing else found
+
+
+def _json_calls(text: str, at: int):
+    """Call objects one after another (Llama writes `{…}; {…}`); None unless the first is a call."""
+    calls, end = [], at
+    while (found := _json_at(text, at)) and (more := _as_calls(found[0])):
+        calls, end = calls + more, found[1]
+        at = SEPARATOR.match(text, end).end()
+    return (calls, end) if calls else None
+
+
+def _tagged_body(text: str, at: int, match=None):
+    """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, or GLM's name and <arg_key>s."""
+    xml = FUNCTION.match(text, len(text) - len(text[at:].lstrip()))
+    if xml:
+        return _function_body(text, xml.end(), xml)
+    glm = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>)").match(text, at)
+    return _glm_body(text, glm) if glm else _json_body(text, at)
+
+
+def _function_body(text: str, at: int, match):
+    """<function=name> then a JSON object or <parameter=x>value</parameter>s, then </function>."""
+    found = _json_at(text, at)
+    args = arguments(found[0]) if found else None
+    if args is not None:
+        return [(match[1], args)], found[1]
+    params = re.compile(r"\s*<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+    args, end = {}, at
+    while item := params.match(text, end):
+        args[item[1].strip()], end = _xml_value(item[2]), item.end()
+    closing = re.compile(r"\s*</function>").match(text, end)
+    return ([(match[1], args)], closing.end()) if closing else None
+
+
+def _xml_value(raw: str):
+    """A parameter's text; numbers, booleans and JSON objects as their values (as vLLM reads them)."""
+    if re.fullmatch(r"-?\d+(\.\d+)?|true|false|null|[\[{].*[\]}]", raw.strip(), re.S):
+        value = _lenient(raw.strip())
+        return raw if value is None else value
+    return raw
+
+
+def _glm_body(text: str, match):
+    pairs = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
+    args, end = {}, match.end()
+    while item := pairs.match(text, end):
+        args[item[1].strip()], end = _xml_value(item[2]), item.end()
+    return [(match[1], args)], end
+
+
+def _mistral_body(text: str, at: int, match=None):
+    """Mistral's old [TOOL_CALLS][{…}] or new [TOOL_CALLS]name[ARGS]{…} (maybe with [CALL_ID]), repeated."""
+    if text[at:].lstrip().startswith("["):
+        return _json_body(text, at)
+    head = re.compile(r"\s*(?:\[TOOL_CALLS\])?\s*([\w.-]+)(?:\[CALL_ID\]\w+)?\[ARGS\]")
+    calls, end = [], at
+    while (item := head.match(text, end)) and (found := _json_at(text, item.end())):
+        args = arguments(found[0])
+        if args is None:
+            return None
+        calls.append((item[1], args))
+        end = found[1]
+    return (calls, end) if calls else None
+
+
+def _functionary_body(text: str, at: int, match):
+    """Functionary v3.2: >>>name then its JSON arguments."""
+    found = _json_at(text, at)
+    args = arguments(found[0]) if found else None
+    return None if args is None else ([(match[1], args)], found[1])
+
+
+def _fenced(text: str, at: int, match=None):
+    """A fence that holds call objects and nothing else is a call; anything more makes it code."""
+    found = _json_body(text, at)
+    closing = re.compile(r"\s*```").match(text, found[1]) if found else None
+    return (found[0], closing.end()) if closing else None
+
+
+def _pythonic(text: str, at: int, match):
+    """[name(a='v'), other(b=1)], read with ast: the text is parsed, never run."""
+    end = _balanced(text, match.start("list"))
+    try:
+        tree = ast.parse(text[match.start("list") : end], mode="eval").body
+        calls = [_py_call(node) for node in tree.elts]
+    except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
+        return None
+    return (calls, end) if calls else None
+
+
+def _py_call(node) -> tuple[str, dict]:
+    if not isinstance(node, ast.Call) or node.args:
+        raise ValueError("not a call with keyword arguments")
+    if any(kw.arg is None for kw in node.keywords):
+        raise ValueError("**arguments are not literal")
+    return ast.unparse(node.func), {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+
+
+FUNCTION = re.compile(r"<function=([\w.-]+)>")
+FORMATS = [  # one row a family; the first to start a span reads it (a tag's body, not its items)
+    Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
+    Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
+    Row(r"<\|tool_call\|>", _json_body),  # Granite 3
+    Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
+    Row(r"\bfunctools(?=\[)", _json_body),  # Phi-4-mini, FireFunction v2
+    Row(r"<\|python_tag\|>", _json_body),  # Llama 3.1
+    Row(r"\[TOOL_CALLS\]", _mistral_body),  # Mistral, old and new
+    Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
+    Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
+    Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False),  # Functionary v3.2
+    Row(r"Action:\s*(?=```)", _json_body, strong=False),  # Command R
+    Row(r"(?m)^[ \t]*```(?:json|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{])", _fenced, strong=False),
+    Row(
+        r"(?:<\|python_start\|>)?(?P<list>\[)\s*[A-Za-z_][\w.]*\s*\(",
+        _pythonic,
+        r"<\|python_end\|>",
+        strong=False,
+    ),  # Llama 3.2+/4, LFM2, OLMo
+    Row(
+        r"(?=\[?\s*\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False
+    ),  # Llama 3.x, xLAM
+]
+ROW = Row("$^", None)  # a row for markup that is never a fenced call
+
+
+# -- writing: the prompt, the conversation, the stream -------------------------------------------
+
+
+def describe(schemas: list[dict]) -> str:
+    """The tools for the system prompt in text mode: typed parameters from the native schemas."""
+    lines = [_described(schema["function"]) for schema in schemas]
+    how = f"To call a tool, write on its own line, for example:\n{EXAMPLE}\nthen stop and wait: "
+    how += 'the result comes back as <tool_response name="read_file">...</tool_response>. Tools:\n'
+    return "\n# Calling tools\n" + how + "\n".join(lines) + "\n"
+
+
+def _described(function: dict) -> str:
+    """- name(param: type, optional?: type): what it does"""
+    params = function.get("parameters", {})
+    required = params.get("required", [])
+    typed = [
+        f"{key}{'' if key in required else '?'}: {_type(spec)}"
+        for key, spec in params.get("properties", {}).items()
+    ]
+    return f"- {function['name']}({', '.join(typed)}): {function.get('description') or ''}"
+
+
+def _type(spec: dict) -> str:
+    kind = spec.get("type", "any")
+    if spec.get("enum"):
+        return f"{kind} ({' | '.join(map(str, spec['enum']))})"
+    return kind
+
+
+def error(names) -> str:
+    """What the model reads when its call could not be read: how to write one."""
+    return f"Error: your tool call could not be read. Write it as {EXAMPLE} (tools: {', '.join(names)})"
+
+
+def to_text(messages: list[dict]) -> list[dict]:
+    """Native calls and results rewritten as text, never two user messages in a row."""
+    out, names = [], {}
+    for message in messages:
+        if message.get("tool_calls"):
+            names.update({c["id"]: c["function"]["name"] for c in message["tool_calls"]})
+            message = _calls_as_text(message)
+        elif message["role"] == "tool":
+            message = _result_as_text(message, names.get(message.get("tool_call_id"), ""))
+        _append(out, message)
+    return out
+
+
+def _calls_as_text(message: dict) -> dict:
+    """An assistant's native calls written back in the form the prompt asks for."""
+    lines = [message.get("content") or ""]
+    for call in message["tool_calls"]:
+        raw = call["function"]["arguments"]
+        args = arguments(raw)
+        call = {"name": call["function"]["name"], "arguments": raw if args is None else args}
+        lines.append(f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>")
+    return {"role": "assistant", "content": "\n".join(lines).strip()}
+
+
+def _result_as_text(message: dict, name: str) -> dict:
+    text = f'<tool_response name="{name}">\n{message["content"]}\n</tool_response>'
+    return {"role": "user", "content": text}
+
+
+def _append(out: list[dict], message: dict) -> None:
+    """Gemma's and Mistral's templates refuse two user turns in a row: the second joins the first."""
+    last = out[-1] if out else {}
+    texts = isinstance(last.get("content"), str) and isinstance(message.get("content"), str)
+    if last.get("role") == "user" == message["role"] and texts:
+        out[-1] = {**last, "content": f"{last['content']}\n\n{message['content']}"}
+    else:
+        out.append(message)
+
+
+MARKS = [  # text that begins call markup, shown to nobody while it streams
+    "<tool_call",
+    "<tools>",
+    "<tool_calls>",
+    "<function",
+    "<|",
+    "<｜",
+    "<minimax:",
+    "<start_function_call>",
+    "[TOOL_CALLS]",
+    "functools[",
+    ">>>",
+    "Action:",
+]
+STARTS = re.compile(r"\[?\s*\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\(")
+
+
+def visible(text: str) -> str:
+    """The streamed text up to anything that may begin call markup, even a mark not yet complete."""
+    cuts = [text.find(mark) for mark in MARKS if mark in text]
+    found = STARTS.search(text)
+    cuts += [found.start()] if found else []
+    cut = min(cuts, default=len(text))
+    for mark in MARKS:  # a mark cut in two by the stream: "<tool_" now, "call>" next
+        for size in range(min(len(mark) - 1, cut), 0, -1):
+            if text[:cut].endswith(mark[:size]):
+                cut = min(cut, len(text[:cut]) - size)
+                break
+    return text[:cut]
