@@ -2,6 +2,7 @@
 
 import ast
 import json
+import keyword
 import random
 import re
 import string
@@ -14,14 +15,23 @@ SERVER_LINE = (
 BROKEN_LINE = "the model wrote a tool call amas could not read; it is asked to write it again"
 # Markup only a server's own parser can read (harmony, DeepSeek, Kimi-K2, Gemma 4, MiniMax, Step3)
 SERVER_ONLY = re.compile(
-    r"<\|channel\|>|<\|start\|>assistant|<\|call\|>|<｜tool▁call|<｜tool_call|<\|tool_calls_section_begin\|>"
+    r"<\|channel\|>|<\|start\|>assistant|<\|call\|>|<[｜|]tool▁call|<｜tool_call|<\|tool_calls_section_begin\|>"
     r"|<\|tool_call_begin\|>|<\|tool_call>|<minimax:tool_call>|<start_function_call>"
 )
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 INLINE = re.compile(r"(`+)[^`\n]+?\1")
 CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
 SEPARATOR = re.compile(r"\s*[;,]?\s*")
-CALL_KEYS = {"name", "arguments", "parameters", "type", "id", "function", "tool_name"}
+CALL_KEYS = {
+    "name",
+    "arguments",
+    "parameters",
+    "type",
+    "id",
+    "function",
+    "tool_name",
+    "tool_call_id",
+}
 
 
 def read(text: str, names) -> tuple[list[dict], str, str | None]:
@@ -64,16 +74,24 @@ def _known(found: list, names) -> bool:
 
 
 def _typed(args: dict, names, name: str) -> dict:
-    """Numbers and booleans written as strings (XML bodies) turned into what the schema asks for."""
+    """Values as the schema types them: XML text becomes a number, and "5" an integer, when asked."""
     schema = names.get(name) if isinstance(names, dict) else None
     props = (schema or {}).get("function", schema or {}).get("parameters", {}).get("properties", {})
-    typed = dict(args)
-    for key, value in args.items():
-        kind = props.get(key, {}).get("type")
-        if isinstance(value, str) and kind in ("integer", "number", "boolean"):
-            typed[key] = _lenient(value.strip().lower() if kind == "boolean" else value.strip())
-            typed[key] = value if typed[key] is None else typed[key]
-    return typed
+    return {key: _value(value, props.get(key, {}).get("type")) for key, value in args.items()}
+
+
+class Written(str):
+    """A value written as bare text (an XML parameter): its type comes from the schema, or its look."""
+
+
+def _value(value, kind: str | None):
+    if kind == "string" or not isinstance(value, str):
+        return str(value) if isinstance(value, Written) else value
+    looks = re.fullmatch(r"-?\d+(\.\d+)?|true|false|null|[\[{].*[\]}]", value.strip(), re.S)
+    if isinstance(value, Written) and (kind or looks) or kind in ("integer", "number", "boolean"):
+        guess = _lenient(value.strip())
+        return str(value) if guess is None else guess
+    return str(value)
 
 
 def _close(text: str, at: int, close) -> int:
@@ -246,12 +264,8 @@ def _function_body(text: str, at: int, match):
     return ([(match[1], args)], closing.end()) if closing else None
 
 
-def _xml_value(raw: str):
-    """A parameter's text; numbers, booleans and JSON objects as their values (as vLLM reads them)."""
-    if re.fullmatch(r"-?\d+(\.\d+)?|true|false|null|[\[{].*[\]}]", raw.strip(), re.S):
-        value = _lenient(raw.strip())
-        return raw if value is None else value
-    return raw
+def _xml_value(raw: str) -> "Written":
+    return Written(raw)
 
 
 def _glm_body(text: str, match):
@@ -295,19 +309,53 @@ def _pythonic(text: str, at: int, match):
     """[name(a='v'), other(b=1)], read with ast: the text is parsed, never run."""
     end = _balanced(text, match.start("list"))
     try:
-        tree = ast.parse(text[match.start("list") : end], mode="eval").body
+        tree = ast.parse(_keywords(text[match.start("list") : end]), mode="eval").body
         calls = [_py_call(node) for node in tree.elts]
     except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
         return None
     return (calls, end) if calls else None
 
 
+def _pythonic_lines(text: str, at: int, match=None):
+    """OLMo's <function_calls>: one name(a='v') a line, up to the closing tag."""
+    end = text.find("</function_calls>", at)
+    end = len(text) if end < 0 else end
+    try:
+        lines = ast.parse(_keywords(text[at:end].strip())).body
+        calls = [_py_call(line.value) for line in lines]
+    except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
+        return None
+    return (calls, end) if calls else None
+
+
 def _py_call(node) -> tuple[str, dict]:
+    """A call's name and keyword arguments; JSON's true/false/null read as Python's."""
     if not isinstance(node, ast.Call) or node.args:
         raise ValueError("not a call with keyword arguments")
     if any(kw.arg is None for kw in node.keywords):
         raise ValueError("**arguments are not literal")
-    return ast.unparse(node.func), {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+    args = {
+        kw.arg.removeprefix(KEYWORD): ast.literal_eval(JsonWords().visit(kw.value))
+        for kw in node.keywords
+    }
+    return ast.unparse(node.func), args
+
+
+KEYWORD = "_amas_keyword_"
+
+
+def _keywords(source: str) -> str:
+    """Arguments named like Python keywords (from=, class=) renamed so ast can read them."""
+    words = "|".join(keyword.kwlist)
+    return re.sub(rf"(?<=[(,\s])({words})(?=\s*=[^=])", KEYWORD + r"\1", source)
+
+
+class JsonWords(ast.NodeTransformer):
+    """true, false and null as the constants they mean."""
+
+    def visit_Name(self, node):
+        value = {"true": True, "false": False, "null": None}.get(node.id, node)
+        return node if value is node else ast.Constant(value)
 
 
 FUNCTION = re.compile(r"<function=([\w.-]+)>")
@@ -318,10 +366,14 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
     Row(r"\bfunctools(?=\[)", _json_body),  # Phi-4-mini, FireFunction v2
     Row(r"<\|python_tag\|>", _json_body),  # Llama 3.1
-    Row(r"\[TOOL_CALLS\]", _mistral_body),  # Mistral, old and new
+    Row(r"\[TOOL_CALLS\]", _mistral_body, r"\[/TOOL_CALLS\]"),  # Mistral, old and new
+    Row(r"<\|START_ACTION\|>", _json_body, r"<\|END_ACTION\|>"),  # Command R7B
+    Row(r"<function_calls>", _pythonic_lines, r"</function_calls>"),  # OLMo 3
+    Row(r"<\|tool_call_start\|>\s*(?P<list>\[)", _pythonic, r"<\|tool_call_end\|>"),  # LFM2
     Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
     Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
     Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False),  # Functionary v3.2
+    Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False),  # its first call, without >>>
     Row(r"Action:\s*(?=```)", _json_body, strong=False),  # Command R
     Row(r"(?m)^[ \t]*```(?:json|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{])", _fenced, strong=False),
     Row(

@@ -1,0 +1,116 @@
+"""The text tool-call reader over a corpus taken from public parser test suites, and its writing side."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from amas_code import toolcalls, tools
+
+CORPUS = json.loads((Path(__file__).parent / "toolcall_corpus.json").read_text())
+NAMES = set(tools.NAMES)
+MARKUP = ("<|", "<｜", "[TOOL_CALLS]", "<tool_call", "<function", "functools[", "[ARGS]")
+MISSES = {  # real cases the reader does not read yet, and why; each must still run nothing
+    "[tool]name[args]{...}[end]": "a made-up form of ollama's own test, written by no model family",
+    "name({json})": "a bare call with positional JSON; reading it would run prose such as f({...})",
+    "{name: {args}}": "a tool name as the only key: any one-key JSON object would become a call",
+}
+
+
+def case_id(case: dict) -> str:
+    return f"{case['family']}-{case.get('line') or CORPUS.index(case)}"
+
+
+def calls_of(found: list[dict]) -> list:
+    return [[c["function"]["name"], json.loads(c["function"]["arguments"])] for c in found]
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=case_id)
+def test_corpus_case(case):
+    calls, left, unreadable = toolcalls.read(case["raw"], NAMES)
+    if case["kind"] == "plain":  # shown whole, never run
+        assert (calls, left, unreadable) == ([], case["raw"], None)
+    elif case["kind"] == "server":  # never run, never shown raw, the user told what to do
+        assert calls == [] and unreadable == toolcalls.SERVER_LINE
+        assert not any(mark in left for mark in MARKUP), left
+    elif case.get("note") in MISSES:
+        assert calls == [] and unreadable is None
+    else:
+        assert calls_of(calls) == case["calls"]
+        assert not any(mark in left for mark in MARKUP), left
+        assert all(c["id"].isalnum() and len(c["id"]) == 9 for c in calls)
+
+
+def test_at_least_three_in_four_real_cases_are_read():
+    real = [c for c in CORPUS if c["kind"] == "call" and not c["source"].startswith("written")]
+    read = [c for c in real if calls_of(toolcalls.read(c["raw"], NAMES)[0]) == c["calls"]]
+    assert len(real) >= 60 and len(read) / len(real) >= 0.75
+
+
+# -- through the real CLI, against the scripted server, in text mode and in native mode ------------
+
+CONTENT = 'print("héllo")\n'
+ARGS = json.dumps({"path": "out.py", "content": CONTENT}, ensure_ascii=False)
+WRITTEN = {  # one create_file call a family, as that family writes it
+    "hermes": f'Creating it.\n<tool_call>{{"name": "create_file", "arguments": {ARGS}}}</tool_call>',
+    "qwen3-coder-xml": (
+        "<tool_call>\n<function=create_file>\n<parameter=path>\nout.py\n</parameter>\n"
+        f"<parameter=content>\n{CONTENT}\n</parameter>\n</function>\n</tool_call>"
+    ),
+    "llama-json": f'<|python_tag|>{{"name": "create_file", "parameters": {ARGS}}}',
+    "pythonic": f"[create_file(path='out.py', content={CONTENT!r})]",
+    "mistral": f"[TOOL_CALLS]create_file[ARGS]{ARGS}",
+    "granite": f'<|tool_call|>[{{"name": "create_file", "arguments": {ARGS}}}]',
+}
+
+
+def config(project: Path, text_tools: bool) -> None:
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas/config.yaml").write_text(f"text_tools: {str(text_tools).lower()}\n")
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+@pytest.mark.parametrize("family", WRITTEN)
+def test_a_written_call_runs_through_the_cli(project, llm, amas, family, text_tools):
+    config(project, text_tools)
+    llm.reply(text=WRITTEN[family]).reply(text="Created out.py.")
+    result = amas("--yes", "make out.py")
+    assert result.exit_code == 0, result.output
+    assert (project / "out.py").read_text(encoding="utf-8") == CONTENT
+    assert "Created out.py." in result.stdout
+    assert not any(mark in result.stdout for mark in MARKUP + ("create_file(",))
+    assert ("tools" in llm.requests[0]) is not text_tools
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+def test_a_plain_answer_showing_calls_is_printed_whole_and_runs_nothing(
+    project, llm, amas, text_tools
+):
+    config(project, text_tools)
+    plain = [c["raw"] for c in CORPUS if c["kind"] == "plain"]
+    answer = f"{plain[0]}\n\nOr inline: `{WRITTEN['mistral']}`."
+    llm.reply(text=answer)
+    result = amas("--yes", "how are calls written?")
+    assert result.exit_code == 0, result.output
+    assert not (project / "out.py").exists() and len(llm.requests) == 1
+    assert answer in result.stdout
+
+
+def test_a_server_only_format_is_not_shown_and_the_reply_says_so(project, llm, amas):
+    config(project, True)
+    raw = next(c["raw"] for c in CORPUS if c["family"] == "harmony")
+    llm.reply(text=f"Let me look.{raw}")
+    reply = _complete(project, llm)
+    assert reply["content"] == "Let me look." and reply["unreadable"] == toolcalls.SERVER_LINE
+    assert "tool_calls" not in reply
+
+
+def _complete(project: Path, llm) -> dict:
+    """One reply from the scripted server through providers.Model, in text mode."""
+    from conftest import API_KEY, make_config
+
+    from amas_code import providers
+
+    cfg = make_config(model="openai/test-model", api_base=llm.url, api_key=API_KEY, text_tools=True)
+    schemas = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in NAMES]
+    return providers.Model(cfg).complete([{"role": "user", "content": "hi"}], schemas)
