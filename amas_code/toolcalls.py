@@ -74,24 +74,21 @@ def _known(found: list, names) -> bool:
 
 
 def _typed(args: dict, names, name: str) -> dict:
-    """Values as the schema types them: XML text becomes a number, and "5" an integer, when asked."""
+    """Values as the schema types them: XML text becomes a number, and "5" an integer, when it asks."""
     schema = names.get(name) if isinstance(names, dict) else None
     props = (schema or {}).get("function", schema or {}).get("parameters", {}).get("properties", {})
     return {key: _value(value, props.get(key, {}).get("type")) for key, value in args.items()}
 
 
 class Written(str):
-    """A value written as bare text (an XML parameter): its type comes from the schema, or its look."""
+    """A value written as bare text (an XML parameter): a string unless the schema types it."""
 
 
 def _value(value, kind: str | None):
-    if kind == "string" or not isinstance(value, str):
+    if kind in (None, "string") or not isinstance(value, str):
         return str(value) if isinstance(value, Written) else value
-    looks = re.fullmatch(r"-?\d+(\.\d+)?|true|false|null|[\[{].*[\]}]", value.strip(), re.S)
-    if isinstance(value, Written) and (kind or looks) or kind in ("integer", "number", "boolean"):
-        guess = _lenient(value.strip())
-        return str(value) if guess is None else guess
-    return str(value)
+    guess = _lenient(value.strip().lower() if kind == "boolean" else value.strip())
+    return str(value) if guess is None else guess
 
 
 def _close(text: str, at: int, close) -> int:
@@ -476,7 +473,7 @@ MARKS = [  # text that begins call markup, shown to nobody while it streams
     ">>>",
     "Action:",
 ]
-STARTS = re.compile(r"\[?\s*\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\(")
+STARTS = re.compile(r"(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\(")
 
 
 def visible(text: str) -> str:

@@ -25,9 +25,18 @@ def calls_of(found: list[dict]) -> list:
     return [[c["function"]["name"], json.loads(c["function"]["arguments"])] for c in found]
 
 
+def names_for(case: dict):
+    """The tool names, or name -> schema where the case's source typed its parameters."""
+    if "schema" not in case:
+        return NAMES
+    props = {key: {"type": kind} for key, kind in case["schema"].items()}
+    schema = {"function": {"parameters": {"properties": props}}}
+    return {name: schema for name in NAMES}
+
+
 @pytest.mark.parametrize("case", CORPUS, ids=case_id)
 def test_corpus_case(case):
-    calls, left, unreadable = toolcalls.read(case["raw"], NAMES)
+    calls, left, unreadable = toolcalls.read(case["raw"], names_for(case))
     if case["kind"] == "plain":  # shown whole, never run
         assert (calls, left, unreadable) == ([], case["raw"], None)
     elif case["kind"] == "server":  # never run, never shown raw, the user told what to do
@@ -43,7 +52,7 @@ def test_corpus_case(case):
 
 def test_at_least_three_in_four_real_cases_are_read():
     real = [c for c in CORPUS if c["kind"] == "call" and not c["source"].startswith("written")]
-    read = [c for c in real if calls_of(toolcalls.read(c["raw"], NAMES)[0]) == c["calls"]]
+    read = [c for c in real if calls_of(toolcalls.read(c["raw"], names_for(c))[0]) == c["calls"]]
     assert len(real) >= 60 and len(read) / len(real) >= 0.75
 
 
@@ -114,3 +123,80 @@ def _complete(project: Path, llm) -> dict:
     cfg = make_config(model="openai/test-model", api_base=llm.url, api_key=API_KEY, text_tools=True)
     schemas = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in NAMES]
     return providers.Model(cfg).complete([{"role": "user", "content": "hi"}], schemas)
+
+
+# -- the writing side -----------------------------------------------------------------------------
+
+
+def native_call(cid: str, name: str, args: dict) -> dict:
+    function = {"name": name, "arguments": json.dumps(args)}
+    return {"id": cid, "type": "function", "function": function}
+
+
+def test_results_of_one_reply_and_the_next_question_are_one_user_message():
+    calls = [native_call("a", "read_file", {"path": "a.py"}), native_call("b", "shell_command", {})]
+    messages = [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "a", "content": "A"},
+        {"role": "tool", "tool_call_id": "b", "content": "B"},
+        {"role": "user", "content": "next"},
+    ]
+    sent = toolcalls.to_text(messages)
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"] == (
+        '<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>\n'
+        '<tool_call>{"name": "shell_command", "arguments": {}}</tool_call>'
+    )
+    assert sent[2]["content"] == (
+        '<tool_response name="read_file">\nA\n</tool_response>\n\n'
+        '<tool_response name="shell_command">\nB\n</tool_response>\n\nnext'
+    )
+
+
+def test_what_to_text_writes_back_the_reader_reads_again():
+    call = native_call("a", "edit_file", {"path": "é.py", "old": 'x = "\\n"', "new": "{}"})
+    sent = toolcalls.to_text([{"role": "assistant", "content": "ok", "tool_calls": [call]}])
+    calls, left, _ = toolcalls.read(sent[0]["content"], NAMES)
+    assert calls_of(calls) == [["edit_file", json.loads(call["function"]["arguments"])]]
+    assert left == "ok"
+
+
+def test_the_prompt_describes_typed_parameters_and_one_example():
+    schema = {"name": "shell_command", "description": "Run a command.", "parameters": {}}
+    schema["parameters"] = {
+        "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+        "required": ["command"],
+    }
+    text = toolcalls.describe([{"type": "function", "function": schema}])
+    assert "- shell_command(command: string, timeout?: integer): Run a command." in text
+    assert text.count("<tool_call>") == 1 and toolcalls.EXAMPLE in text
+
+
+STREAMED = {  # what the stream may show of a reply so far
+    "Reading it.\n<tool_call>{": "Reading it.\n",
+    "Reading it.\n<tool_": "Reading it.\n",
+    "Sure [read_file(path=": "Sure ",
+    "Sure\n[TOOL_CA": "Sure\n",
+    'Here: {"name": "read_file"': "Here: ",
+    "a < b and c > d": "a < b and c > d",
+    "Done.": "Done.",
+}
+
+
+@pytest.mark.parametrize("text", STREAMED)
+def test_the_stream_never_shows_the_start_of_call_markup(text):
+    assert toolcalls.visible(text) == STREAMED[text]
+
+
+def test_arguments_are_read_leniently_or_not_at_all():
+    assert toolcalls.arguments("{'path': 'a', 'all': True,}") == {"path": "a", "all": True}
+    assert toolcalls.arguments('"{\\"path\\": \\"a\\"}"') == {"path": "a"}
+    assert toolcalls.arguments('{"path": ') is None and toolcalls.arguments("[1]") is None
+
+
+def test_a_call_to_a_tool_we_do_not_have_is_never_read_as_one():
+    calls, left, unreadable = toolcalls.read('{"name": "rm_rf", "arguments": {}}', NAMES)
+    assert (calls, left, unreadable) == ([], '{"name": "rm_rf", "arguments": {}}', None)
+    calls, left, unreadable = toolcalls.read('<tool_call>{"name": "rm_rf"}</tool_call>', NAMES)
+    assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
