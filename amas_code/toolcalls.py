@@ -21,6 +21,8 @@ SERVER_ONLY = re.compile(
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 INLINE = re.compile(r"(`+)[^`\n]+?\1")
 CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
+MISSES = 20  # starts of one format that read as nothing before it stops looking
+TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
 SEPARATOR = re.compile(r"\s*[;,]?\s*")
 CALL_KEYS = {
     "name",
@@ -37,21 +39,33 @@ CALL_KEYS = {
 def read(text: str, names) -> tuple[list[dict], str, str | None]:
     """The calls to known tools in a reply, the text left for the user, and a line when a call was lost.
 
-    `names` holds the tools' names; a dict of name -> schema also types XML and pythonic values."""
+    `names` holds the tools' names; a dict of name -> schema also types the values written as text."""
     code = [m.span() for m in FENCES.finditer(text)] + [m.span() for m in INLINE.finditer(text)]
     spans, broken = [], []
     for row in FORMATS:
-        for match in row.start.finditer(text):
-            if _in_code(match.start(), code, row):
-                continue
-            found = row.body(text, match.end(), match)
-            if found is not None and _known(found[0], names):
-                spans.append((match.start(), _close(text, found[1], row.close), found[0]))
-            elif row.strong and CALL_START.match(text, match.end()):
-                broken.append(match.start())
+        found, lost = _row_spans(text, row, code, names)
+        spans, broken = spans + found, broken + lost
     spans = _first_of_overlaps(spans)
     calls = [_native(name, _typed(args, names, name)) for _, _, got in spans for name, args in got]
     return _left(text, spans, calls, _lost(text, code, broken))
+
+
+def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
+    """The calls one format finds, and where its markup holds no readable call."""
+    spans, broken, misses = [], [], 0
+    for match in row.start.finditer(text):
+        if _in_code(match.start(), code, row):
+            continue
+        found = row.body(text, match.end(), match)
+        if found is not None and _known(found[0], names):
+            spans.append((match.start(), _close(text, found[1], row.close), found[0]))
+            continue
+        if row.strong and CALL_START.match(text, match.end()):
+            broken.append(match.start())
+        misses += 1
+        if misses > MISSES:  # a model repeating itself: each try costs a scan of the rest
+            break
+    return spans, broken
 
 
 class Row:
@@ -148,13 +162,13 @@ def _lenient(raw: str):
     """JSON, or JSON as small models get it wrong; None when it cannot be read."""
     try:
         return json.loads(raw, strict=False)  # strict=False: raw newlines inside strings
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     fixed = re.sub(r",\s*([}\]])", r"\1", raw)
     fixed = re.sub(r"\b(True|False|None)\b", lambda m: PY_WORDS[m[0]], fixed)
     try:
         return json.loads(fixed, strict=False)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:  # single quotes: Python's literal syntax, read without running anything
         return ast.literal_eval(re.sub(r"\b(true|false|null)\b", lambda m: JSON_WORDS[m[0]], raw))
@@ -173,7 +187,7 @@ def _json_at(text: str, at: int):
         return None
     try:
         return json.JSONDecoder(strict=False).raw_decode(text, at)
-    except ValueError:
+    except (ValueError, RecursionError):
         end = _balanced(text, at)
         value = _lenient(text[at:end]) if end else None
         return None if value is None else (value, end)
@@ -181,21 +195,14 @@ def _json_at(text: str, at: int):
 
 def _balanced(text: str, at: int) -> int | None:
     """Where the bracket opened at `at` closes, skipping quoted strings of either quote."""
-    depth, quote, i = 0, None, at
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            i += ch == "\\"
-            quote = None if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[(":
+    depth = 0
+    for token in TOKENS.finditer(text, at):
+        if token[0] in "[({":
             depth += 1
-        elif ch in "}])":
+        elif token[0] in "])}":
             depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
+        if depth == 0:
+            return token.end()
     return None
 
 
@@ -305,6 +312,8 @@ def _fenced(text: str, at: int, match=None):
 def _pythonic(text: str, at: int, match):
     """[name(a='v'), other(b=1)], read with ast: the text is parsed, never run."""
     end = _balanced(text, match.start("list"))
+    if end is None:
+        return None
     try:
         tree = ast.parse(_keywords(text[match.start("list") : end]), mode="eval").body
         calls = [_py_call(node) for node in tree.elts]

@@ -200,3 +200,11 @@ def test_a_call_to_a_tool_we_do_not_have_is_never_read_as_one():
     assert (calls, left, unreadable) == ([], '{"name": "rm_rf", "arguments": {}}', None)
     calls, left, unreadable = toolcalls.read('<tool_call>{"name": "rm_rf"}</tool_call>', NAMES)
     assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
+
+
+def test_deeply_nested_or_repeated_markup_is_text_not_a_crash():
+    nested = '{"name": "read_file", "arguments": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert toolcalls.read(nested, NAMES) == ([], nested, None)
+    looping = '<tool_call>{"name" ' * 3000  # a small model stuck repeating itself
+    calls, left, unreadable = toolcalls.read(looping, NAMES)
+    assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
