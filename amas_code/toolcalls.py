@@ -13,16 +13,19 @@ SERVER_LINE = (
     "(llama.cpp --jinja, vLLM --tool-call-parser, an Ollama model with a tools template)"
 )
 BROKEN_LINE = "the model wrote a tool call amas could not read; it is asked to write it again"
-# Markup only a server's own parser can read (harmony, DeepSeek, Kimi-K2, Gemma 4, MiniMax, Step3)
+# Markup only a server's own parser can read (harmony, DeepSeek, Kimi-K2, Gemma 4, MiniMax, Step3);
+# a call in it has two of these at least, a sentence about them only one
 SERVER_ONLY = re.compile(
-    r"<\|channel\|>|<\|start\|>assistant|<\|call\|>|<[｜|]tool▁call|<｜tool_call|<\|tool_calls_section_begin\|>"
-    r"|<\|tool_call_begin\|>|<\|tool_call>|<minimax:tool_call>|<start_function_call>"
+    r"<\|channel\|>|<\|message\|>|<\|call\|>|<\|start\|>assistant|<[｜|]tool▁|<｜tool_call"
+    r"|<\|tool_calls?_section_begin\|>|<\|tool_call_(?:argument_)?begin\|>|<\|tool_call>|<tool_call\|>"
+    r"|</?minimax:tool_call>|</?start_function_call>|<end_function_call>"
 )
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 INLINE = re.compile(r"(`+)[^`\n]+?\1")
 CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
 MISSES = 20  # starts of one format that read as nothing before it stops looking
 TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
+BLANKS = re.compile(r"\s*")
 SEPARATOR = re.compile(r"\s*[;,]?\s*")
 CALL_KEYS = {
     "name",
@@ -122,7 +125,7 @@ def _first_of_overlaps(spans: list) -> list:
 def _lost(text: str, code: list, strong: list) -> tuple[int, str] | None:
     """Where unreadable call markup begins outside code, and the line the user gets about it."""
     server = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), code, ROW)]
-    if server:
+    if len(server) > 1:
         return min(server), SERVER_LINE
     return (min(strong), BROKEN_LINE) if strong else None
 
@@ -164,25 +167,35 @@ def _lenient(raw: str):
         return json.loads(raw, strict=False)  # strict=False: raw newlines inside strings
     except (ValueError, RecursionError):
         pass
-    fixed = re.sub(r",\s*([}\]])", r"\1", raw)
-    fixed = re.sub(r"\b(True|False|None)\b", lambda m: PY_WORDS[m[0]], fixed)
     try:
-        return json.loads(fixed, strict=False)
+        return json.loads(SLIPS.sub(_as_json, raw), strict=False)
     except (ValueError, RecursionError):
         pass
     try:  # single quotes: Python's literal syntax, read without running anything
-        return ast.literal_eval(re.sub(r"\b(true|false|null)\b", lambda m: JSON_WORDS[m[0]], raw))
+        return ast.literal_eval(SLIPS.sub(_as_python, raw))
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
 
 
-PY_WORDS = {"True": "true", "False": "false", "None": "null"}
-JSON_WORDS = {v: k for k, v in PY_WORDS.items()}
+# Strings (left as they are), trailing commas, and the words JSON and Python spell differently
+SLIPS = re.compile(
+    r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|,(?=\s*[}\]])|\b(?:True|False|None|true|false|null)\b'
+)
+JSON_SPELLING = {"True": "true", "False": "false", "None": "null"}
+PYTHON_SPELLING = {json_word: word for word, json_word in JSON_SPELLING.items()}
+
+
+def _as_json(match) -> str:
+    return "" if match[0] == "," else JSON_SPELLING.get(match[0], match[0])
+
+
+def _as_python(match) -> str:
+    return "" if match[0] == "," else PYTHON_SPELLING.get(match[0], match[0])
 
 
 def _json_at(text: str, at: int):
     """The JSON value starting at `at` (after blanks) and where it ends; None if there is none."""
-    at = len(text) - len(text[at:].lstrip())
+    at = BLANKS.match(text, at).end()
     if text[at : at + 1] not in ("{", "["):
         return None
     try:
@@ -247,7 +260,7 @@ def _json_calls(text: str, at: int):
 
 def _tagged_body(text: str, at: int, match=None):
     """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, or GLM's name and <arg_key>s."""
-    xml = FUNCTION.match(text, len(text) - len(text[at:].lstrip()))
+    xml = FUNCTION.match(text, BLANKS.match(text, at).end())
     if xml:
         return _function_body(text, xml.end(), xml)
     glm = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>)").match(text, at)
@@ -282,7 +295,7 @@ def _glm_body(text: str, match):
 
 def _mistral_body(text: str, at: int, match=None):
     """Mistral's old [TOOL_CALLS][{…}] or new [TOOL_CALLS]name[ARGS]{…} (maybe with [CALL_ID]), repeated."""
-    if text[at:].lstrip().startswith("["):
+    if text.startswith("[", BLANKS.match(text, at).end()):
         return _json_body(text, at)
     head = re.compile(r"\s*(?:\[TOOL_CALLS\])?\s*([\w.-]+)(?:\[CALL_ID\]\w+)?\[ARGS\]")
     calls, end = [], at

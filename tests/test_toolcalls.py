@@ -208,3 +208,14 @@ def test_deeply_nested_or_repeated_markup_is_text_not_a_crash():
     looping = '<tool_call>{"name" ' * 3000  # a small model stuck repeating itself
     calls, left, unreadable = toolcalls.read(looping, NAMES)
     assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
+
+
+def test_lenient_reading_never_changes_the_strings_inside():
+    raw = "{'code': 'x = None  # True, false, null', 'flag': true, 'list': [1,],}"
+    assert toolcalls.arguments(raw) == {
+        "code": "x = None  # True, false, null",
+        "flag": True,
+        "list": [1],
+    }
+    raw = '{"code": "if x is None: return True", "n": None,}'
+    assert toolcalls.arguments(raw) == {"code": "if x is None: return True", "n": None}
