@@ -316,10 +316,17 @@ def _functionary_body(text: str, at: int, match):
 
 
 def _fenced(text: str, at: int, match=None):
-    """A fence that holds call objects and nothing else is a call; anything more makes it code."""
-    found = _json_body(text, at)
-    closing = re.compile(r"\s*```").match(text, found[1]) if found else None
+    """A fence that holds call objects and nothing else (a wrapper tag at most) is a call."""
+    wrapper = WRAPPER.match(text, at)
+    found = _json_body(text, wrapper.end() if wrapper else at)
+    end = _close(text, found[1], UNWRAPPER) if found else None
+    closing = re.compile(r"\s*```").match(text, end) if found else None
     return (found[0], closing.end()) if closing else None
+
+
+# Hermes 2 Pro's wrappers inside a fence; a <tool_call> in a fence is someone showing the format
+WRAPPER = re.compile(r"\s*<(?:function_call|response|json|xml|JSON)>")
+UNWRAPPER = re.compile(r"\s*</(?:function_call|response|json|xml|JSON)>")
 
 
 def _pythonic(text: str, at: int, match):
@@ -381,6 +388,7 @@ FUNCTION = re.compile(r"<function=([\w.-]+)>")
 FORMATS = [  # one row a family; the first to start a span reads it (a tag's body, not its items)
     Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
     Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
+    Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
     Row(r"<\|tool_call\|>", _json_body),  # Granite 3
     Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
     Row(r"\bfunctools(?=\[)", _json_body),  # Phi-4-mini, FireFunction v2
@@ -391,10 +399,15 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(r"<\|tool_call_start\|>\s*(?P<list>\[)", _pythonic, r"<\|tool_call_end\|>"),  # LFM2
     Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
     Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
+    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro
     Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False),  # Functionary v3.2
     Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False),  # its first call, without >>>
     Row(r"Action:\s*(?=```)", _json_body, strong=False),  # Command R
-    Row(r"(?m)^[ \t]*```(?:json|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{])", _fenced, strong=False),
+    Row(
+        r"(?m)^[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{<])",
+        _fenced,
+        strong=False,
+    ),
     Row(
         r"(?:<\|python_start\|>)?(?P<list>\[)\s*[A-Za-z_][\w.]*\s*\(",
         _pythonic,
