@@ -253,7 +253,7 @@ class Model:
         content, unreadable = msg.content or "", None
         if partial:  # the text so far is the answer; the caller says what went wrong
             calls = []
-        elif not calls:  # text mode, or a native server that left the call in the text
+        elif not calls and self.names:  # text mode, or a native server that left a call in the text
             calls, content, unreadable = toolcalls.read(content, self.names)
         reply = {
             "role": "assistant",

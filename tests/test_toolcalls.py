@@ -114,7 +114,13 @@ def test_a_server_only_format_is_not_shown_and_the_reply_says_so(project, llm, a
     assert "tool_calls" not in reply
 
 
-def _complete(project: Path, llm) -> dict:
+def test_a_request_without_tools_reads_no_calls(project, llm):
+    text = '<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call>'
+    llm.reply(text=text)  # a summary that quotes a call, as compaction asks for one
+    assert _complete(project, llm, tools=False) == {"role": "assistant", "content": text}
+
+
+def _complete(project: Path, llm, tools: bool = True) -> dict:
     """One reply from the scripted server through providers.Model, in text mode."""
     from conftest import API_KEY, make_config
 
@@ -122,7 +128,8 @@ def _complete(project: Path, llm) -> dict:
 
     cfg = make_config(model="openai/test-model", api_base=llm.url, api_key=API_KEY, text_tools=True)
     schemas = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in NAMES]
-    return providers.Model(cfg).complete([{"role": "user", "content": "hi"}], schemas)
+    asked = [{"role": "user", "content": "hi"}]
+    return providers.Model(cfg).complete(asked, schemas if tools else None)
 
 
 # -- the writing side -----------------------------------------------------------------------------
