@@ -70,6 +70,14 @@ WRITTEN = {  # one create_file call a family, as that family writes it
     "pythonic": f"[create_file(path='out.py', content={CONTENT!r})]",
     "mistral": f"[TOOL_CALLS]create_file[ARGS]{ARGS}",
     "granite": f'<|tool_call|>[{{"name": "create_file", "arguments": {ARGS}}}]',
+    "phi4-functools": f'functools[{{"name": "create_file", "arguments": {ARGS}}}]',
+    "functionary": f"<function=create_file>{ARGS}</function>",
+    "command-r": f'Action: ```json\n[{{"tool_name": "create_file", "parameters": {ARGS}}}]\n```',
+    "fenced-json": f'```json\n{{"name": "create_file", "arguments": {ARGS}}}\n```',
+    "glm": (
+        "<tool_call>create_file\n<arg_key>path</arg_key>\n<arg_value>out.py</arg_value>\n"
+        f"<arg_key>content</arg_key>\n<arg_value>{CONTENT}</arg_value>\n</tool_call>"
+    ),
 }
 
 
@@ -96,8 +104,8 @@ def test_a_plain_answer_showing_calls_is_printed_whole_and_runs_nothing(
     project, llm, amas, text_tools
 ):
     config(project, text_tools)
-    plain = [c["raw"] for c in CORPUS if c["kind"] == "plain"]
-    answer = f"{plain[0]}\n\nOr inline: `{WRITTEN['mistral']}`."
+    shown = next(c["raw"] for c in CORPUS if c["raw"].startswith("Qwen models wrap a call"))
+    answer = f"{shown}\n\nOr inline: `{WRITTEN['mistral']}`."
     llm.reply(text=answer)
     result = amas("--yes", "how are calls written?")
     assert result.exit_code == 0, result.output
