@@ -57,7 +57,7 @@ def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
     """The calls one format finds, and where its markup holds no readable call."""
     spans, broken, misses = [], [], 0
     for match in row.start.finditer(text):
-        if _in_code(match.start(), code, row):
+        if _in_code(match.start(), code, fenced=row.body is _fenced):
             continue
         found = row.body(text, match.end(), match)
         if found is not None and _known(found[0], names):
@@ -79,9 +79,9 @@ class Row:
         self.close, self.strong = re.compile(r"\s*" + close) if close else None, strong
 
 
-def _in_code(at: int, code: list, row: Row) -> bool:
+def _in_code(at: int, code: list, fenced: bool = False) -> bool:
     """A match inside a code block or inline code is shown, not run; a fenced call is its own block."""
-    if row.body is _fenced:
+    if fenced:
         return any(start < at < end for start, end in code)
     return any(start <= at < end for start, end in code)
 
@@ -124,7 +124,7 @@ def _first_of_overlaps(spans: list) -> list:
 
 def _lost(text: str, code: list, strong: list) -> tuple[int, str] | None:
     """Where unreadable call markup begins outside code, and the line the user gets about it."""
-    server = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), code, ROW)]
+    server = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), code)]
     if len(server) > 1:
         return min(server), SERVER_LINE
     return (min(strong), BROKEN_LINE) if strong else None
@@ -415,10 +415,9 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
         strong=False,
     ),  # Llama 3.2+/4, LFM2, OLMo
     Row(
-        r"(?=\[?\s*\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False
+        r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False
     ),  # Llama 3.x, xLAM
 ]
-ROW = Row("$^", None)  # a row for markup that is never a fenced call
 
 
 # -- writing: the prompt, the conversation, the stream -------------------------------------------
@@ -496,30 +495,35 @@ def _append(out: list[dict], message: dict) -> None:
 
 MARKS = [  # text that begins call markup, shown to nobody while it streams
     "<tool_call",
+    "<tool>",
     "<tools>",
-    "<tool_calls>",
     "<function",
+    "<response>",
+    "<json>",
+    "<xml>",
+    "<JSON>",
     "<|",
     "<｜",
     "<minimax:",
     "<start_function_call>",
     "[TOOL_CALLS]",
     "functools[",
-    ">>>",
-    "Action:",
 ]
-STARTS = re.compile(r"(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\(")
+STARTS = re.compile(  # markup told from prose by what follows it, even when it is not all here yet
+    r"(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\("
+    r"|>>>[\w.-]*(?:\n|\Z)|Action:\s*(?:```|`{0,2}\Z)"
+    r"|(?m:^)[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n\s*[\[{<]"
+)
 
 
 def visible(text: str) -> str:
     """The streamed text up to anything that may begin call markup, even a mark not yet complete."""
     cuts = [text.find(mark) for mark in MARKS if mark in text]
     found = STARTS.search(text)
-    cuts += [found.start()] if found else []
-    cut = min(cuts, default=len(text))
+    head = text[: min(cuts + [found.start()] if found else cuts, default=len(text))]
     for mark in MARKS:  # a mark cut in two by the stream: "<tool_" now, "call>" next
-        for size in range(min(len(mark) - 1, cut), 0, -1):
-            if text[:cut].endswith(mark[:size]):
-                cut = min(cut, len(text[:cut]) - size)
+        for size in range(min(len(mark) - 1, len(head)), 0, -1):
+            if head.endswith(mark[:size]):
+                head = head[:-size]
                 break
-    return text[:cut]
+    return head

@@ -195,6 +195,10 @@ STREAMED = {  # what the stream may show of a reply so far
     "Sure\n[TOOL_CA": "Sure\n",
     'Here: {"name": "read_file"': "Here: ",
     "a < b and c > d": "a < b and c > d",
+    ">>> print(1)\n1\nAction: none needed": ">>> print(1)\n1\nAction: none needed",
+    "Then:\n>>>read_fi": "Then:\n",
+    "Then:\n```json\n{": "Then:\n",
+    "Code:\n```python\nx = 1\n```": "Code:\n```python\nx = 1\n```",
     "Done.": "Done.",
 }
 
