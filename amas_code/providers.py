@@ -7,6 +7,8 @@ import os
 import re
 import time
 
+from . import toolcalls
+
 HINTS = {  # what went wrong -> what the user should do; by HTTP status where there is one
     401: "authentication failed for {model}: check {env} or `api_key` in your config",
     403: "access denied (403) for {model}: the key may lack access to this model",
@@ -44,14 +46,14 @@ TIMEOUT = (
     600  # seconds without an answer before a request counts as timed out (local models are slow)
 )
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
-CALL = re.compile(r"<tool_call>\s*(?:```(?:json)?\s*)?")
-FENCE = re.compile(r"```(?:json|tool_call)?\s*(?=\{)")
 NULL_CONTENT = (
     "gemini/",
     "vertex_ai/",
     "anthropic/",
 )  # reject an empty text part; others reject a null one
-EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+EXAMPLE = (
+    toolcalls.EXAMPLE
+)  # tools.py's message for an unread call, until the lead's refactor drops it
 
 
 class ProviderError(Exception):
@@ -109,6 +111,7 @@ class Model:
     def __init__(self, config: dict, usage: dict | None = None):
         self.config, self.name = config, config["model"]
         self.text_tools, self.context = config.get("text_tools") is True, None
+        self.names = {}  # the tools offered in this request, by name: the text reader reads only these
         self.usage = usage or {
             "prompt_tokens": 0,
             "completion_tokens": 0,
@@ -127,8 +130,9 @@ class Model:
             raise NoNativeTools(
                 f"{self.name} has no native tool calling in litellm's model list", "no tools"
             )
+        self.names = {t["function"]["name"]: t for t in tools or []}
         if self.text_tools:
-            messages, tools = to_text(messages), None
+            messages, tools = toolcalls.to_text(messages), None
         for attempt in itertools.count():
             try:
                 return self.stream(messages, tools, on_text)
@@ -247,15 +251,16 @@ class Model:
             _native(c.id or f"call_{i}", c.function.name, c.function.arguments or "")
             for i, c in enumerate(msg.tool_calls or [])
         ]
-        content = msg.content or ""
+        content, unreadable = msg.content or "", None
         if partial:  # the text so far is the answer; the caller says what went wrong
             calls = []
-        elif not calls:
-            calls, content = parse_tool_calls(content, self.text_tools)
+        elif not calls and self.names:  # text mode, or a native server that left a call in the text
+            calls, content, unreadable = toolcalls.read(content, self.names)
         reply = {
             "role": "assistant",
             "content": content,
             **({"tool_calls": calls} if calls else {}),
+            **({"unreadable": unreadable} if unreadable else {}),
         }
         return (
             reply
@@ -308,15 +313,7 @@ class Model:
 
     def tool_prompt(self, tools: list[dict]) -> str:
         """The tools described in the system prompt, when calls are written as text."""
-        if not self.text_tools:
-            return ""
-        lines = [
-            f"- {t['function']['name']}({', '.join(_params(t))}): {t['function']['description']}"
-            for t in tools
-        ]
-        how = f"To call a tool, write on its own line, for example:\n{EXAMPLE}\nthen stop and wait: the result comes"
-        how += ' back as <tool_response name="read_file">...</tool_response>. Tools:\n'
-        return "\n# Calling tools\n" + how + "\n".join(lines) + "\n"
+        return toolcalls.describe(tools) if self.text_tools else ""
 
 
 def _close(streamed) -> None:
@@ -336,11 +333,6 @@ def _carries(delta) -> bool:
     return bool(delta.role or delta.content or delta.tool_calls)
 
 
-def _params(tool: dict) -> list[str]:
-    params = tool["function"]["parameters"]
-    return [k + ("" if k in params["required"] else "?") for k in params["properties"]]
-
-
 def _number_calls(chunks: list) -> None:
     """Ollama streams each tool call whole, with no index and no id: without this, calls in separate chunks merge
     into one, and a call with no arguments is dropped by stream_chunk_builder."""
@@ -351,92 +343,13 @@ def _number_calls(chunks: list) -> None:
         call.index, call.id = i, call.id or f"call_{i}"
 
 
-def to_text(messages: list[dict]) -> list[dict]:
-    """Native tool calls and results rewritten as text, for models without tool calling."""
-    out, names = [], {}
-    for m in messages:
-        if m["role"] == "tool":
-            name = names.get(m.get("tool_call_id"), "")
-            out.append(
-                {
-                    "role": "user",
-                    "content": f'<tool_response name="{name}">\n{m["content"]}\n</tool_response>',
-                }
-            )
-        elif m.get("tool_calls"):
-            names.update({c["id"]: c["function"]["name"] for c in m["tool_calls"]})
-            calls = [
-                {"name": c["function"]["name"], "arguments": loads(c["function"]["arguments"])[0]}
-                for c in m["tool_calls"]
-            ]
-            text = "\n".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
-            out.append(
-                {"role": "assistant", "content": f"{m.get('content') or ''}\n{text}".strip()}
-            )
-        else:
-            out.append(m)
-    return out
-
-
 def loads(raw: str):
-    """JSON, leniently: single quotes, trailing commas, Python's True/False/None; (value, error or None)."""
-    try:
-        return json.loads(
-            raw or "{}", strict=False
-        ), None  # strict=False: raw newlines inside strings
-    except ValueError as e:
-        fixed = re.sub(r",\s*([}\]])", r"\1", raw.replace("'", '"'))
-        fixed = re.sub(
-            r"\b(True|False|None)\b",
-            lambda m: {"True": "true", "False": "false"}.get(m[0], "null"),
-            fixed,
-        )
-        try:
-            return json.loads(fixed), None
-        except ValueError:
-            return raw, str(e)
-
-
-def _call(blob: str, i: int) -> dict:
-    """One tool call read from text; one the model cannot have meant (bad JSON, no name) gets an empty name,
-    which the tools answer with what to fix."""
-    data, error = loads(blob)
-    ok = isinstance(data, dict) and isinstance(data.get("name"), str) and not error
-    args = (data.get("arguments", data.get("parameters", {})) if ok else blob) or {}
-    return _native(f"text_call_{i}", data["name"] if ok else "", args)
+    """(arguments as a dict, None), or (raw, error): kept for agent.py until it calls toolcalls.arguments."""
+    args = toolcalls.arguments(raw)
+    return (raw, "not a JSON object") if args is None else (args, None)
 
 
 def _native(cid: str, name: str, args) -> dict:
     """A tool call in OpenAI's shape."""
     args = args if isinstance(args, str) else json.dumps(args)
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-
-
-def _end(text: str, at: int) -> int:
-    """Where the JSON object starting at `at` ends (strings may hold braces and tags), or a closing mark."""
-    try:
-        return json.JSONDecoder(strict=False).raw_decode(text, at)[1]
-    except ValueError:
-        return min(
-            [i for i in (text.find("</tool_call>", at), text.find("```", at)) if i >= 0],
-            default=len(text),
-        )
-
-
-def parse_tool_calls(text: str, lenient: bool) -> tuple[list[dict], str]:
-    """Tool calls written in text, and the text without them: <tool_call>{...}</tool_call> (closing tag optional);
-    when lenient (text tool mode) also JSON with a "name" in a code fence or bare at the start of a line."""
-    spans = [(m.start(), m.end()) for m in CALL.finditer(text)]
-    if lenient and not spans:
-        spans = [
-            (m.start(), m.end())
-            for m in FENCE.finditer(text)
-            if re.match(r'\{\s*"name"', text[m.end() :])
-        ]
-        spans = spans or [(m.start(), m.start()) for m in re.finditer(r'^\{\s*"name"', text, re.M)]
-    spans = [(cut, at, _end(text, at)) for cut, at in spans]
-    calls = [_call(text[at:end].strip(), i) for i, (_, at, end) in enumerate(spans)]
-    for cut, _, end in reversed(spans):
-        tail = re.match(r"\s*(?:```\s*)?(?:</tool_call>)?", text[end:])
-        text = text[:cut] + text[end + tail.end() :]
-    return calls, text.strip()

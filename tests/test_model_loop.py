@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import API_KEY, amas_env, make_config, run_amas
 
-from amas_code import providers, repl, ui
+from amas_code import providers, repl, toolcalls, ui
 from amas_code.agent import SUMMARY_TOKENS, Agent
 
 README_RESPONSE = '<tool_response name="read_file">\n     1\t# demo\n</tool_response>'
@@ -203,17 +203,25 @@ def test_a_raw_newline_inside_a_string_value_is_repaired(text_agent, project, ll
     assert (project / "two.txt").read_text() == "a\nb\n"
 
 
+def test_a_call_that_cannot_be_read_is_reported_not_run(text_agent, llm):
+    llm.reply(text='<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>')
+    reply = text_agent.model.complete(
+        [{"role": "user", "content": "hi"}], text_agent.tools.schemas()
+    )
+    assert "tool_calls" not in reply and reply["content"] == ""
+    assert reply["unreadable"] == toolcalls.BROKEN_LINE
+
+
+@pytest.mark.xfail(reason="the lead wires reply['unreadable'] into agent.py", strict=True)
 def test_a_call_that_cannot_be_read_comes_back_saying_how_to_write_it(text_agent, llm, capsys):
     llm.reply(text='<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>').reply(
         text="Sorry."
     )
     text_agent.turn("read the README")
     fed_back = llm.requests[1]["messages"][-1]["content"]
-    assert (
-        fed_back.startswith("<tool_response") and "Error: could not read this tool call" in fed_back
-    )
-    assert f"write it as {providers.EXAMPLE}" in fed_back
-    assert "tool_call" not in capsys.readouterr().out
+    assert fed_back.startswith(toolcalls.error(text_agent.tools.names))
+    out, err = capsys.readouterr()
+    assert "tool_call" not in out and toolcalls.BROKEN_LINE in err
 
 
 def test_native_mode_also_reads_tool_call_tags_in_the_content(agent, llm, capsys):

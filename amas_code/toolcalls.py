@@ -1,0 +1,529 @@
+"""Tool calls written as text, both ways: read the forms local models write, write the one we ask for."""
+
+import ast
+import json
+import keyword
+import random
+import re
+import string
+
+EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+SERVER_LINE = (
+    "this model writes tool calls in a form only its server can read: let the server parse them "
+    "(llama.cpp --jinja, vLLM --tool-call-parser, an Ollama model with a tools template)"
+)
+BROKEN_LINE = "the model wrote a tool call amas could not read; it is asked to write it again"
+# Markup only a server's own parser can read (harmony, DeepSeek, Kimi-K2, Gemma 4, MiniMax, Step3);
+# a call in it has two of these at least, a sentence about them only one
+SERVER_ONLY = re.compile(
+    r"<\|channel\|>|<\|message\|>|<\|call\|>|<\|start\|>assistant|<[｜|]tool▁|<｜tool_call"
+    r"|<\|tool_calls?_section_begin\|>|<\|tool_call_(?:argument_)?begin\|>|<\|tool_call>|<tool_call\|>"
+    r"|</?minimax:tool_call>|</?start_function_call>|<end_function_call>"
+)
+FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
+INLINE = re.compile(r"(`+)[^`\n]+?\1")
+CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
+MISSES = 20  # starts of one format that read as nothing before it stops looking
+TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
+BLANKS = re.compile(r"\s*")
+SEPARATOR = re.compile(r"\s*[;,]?\s*")
+CALL_KEYS = {
+    "name",
+    "arguments",
+    "parameters",
+    "type",
+    "id",
+    "function",
+    "tool_name",
+    "tool_call_id",
+}
+
+
+def read(text: str, names) -> tuple[list[dict], str, str | None]:
+    """The calls to known tools in a reply, the text left for the user, and a line when a call was lost.
+
+    `names` holds the tools' names; a dict of name -> schema also types the values written as text."""
+    code = [m.span() for m in FENCES.finditer(text)] + [m.span() for m in INLINE.finditer(text)]
+    spans, broken = [], []
+    for row in FORMATS:
+        found, lost = _row_spans(text, row, code, names)
+        spans, broken = spans + found, broken + lost
+    spans = _first_of_overlaps(spans)
+    calls = [_native(name, _typed(args, names, name)) for _, _, got in spans for name, args in got]
+    return _left(text, spans, calls, _lost(text, code, broken))
+
+
+def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
+    """The calls one format finds, and where its markup holds no readable call."""
+    spans, broken, misses = [], [], 0
+    for match in row.start.finditer(text):
+        if _in_code(match.start(), code, fenced=row.body is _fenced):
+            continue
+        found = row.body(text, match.end(), match)
+        if found is not None and _known(found[0], names):
+            spans.append((match.start(), _close(text, found[1], row.close), found[0]))
+            continue
+        if row.strong and CALL_START.match(text, match.end()):
+            broken.append(match.start())
+        misses += 1
+        if misses > MISSES:  # a model repeating itself: each try costs a scan of the rest
+            break
+    return spans, broken
+
+
+class Row:
+    """One format: where a call starts, how its body is read, what may close it, whether it is surely a call."""
+
+    def __init__(self, start: str, body, close: str = "", strong: bool = True):
+        self.start, self.body = re.compile(start), body
+        self.close, self.strong = re.compile(r"\s*" + close) if close else None, strong
+
+
+def _in_code(at: int, code: list, fenced: bool = False) -> bool:
+    """A match inside a code block or inline code is shown, not run; a fenced call is its own block."""
+    if fenced:
+        return any(start < at < end for start, end in code)
+    return any(start <= at < end for start, end in code)
+
+
+def _known(found: list, names) -> bool:
+    return bool(found) and all(name in names for name, _ in found)
+
+
+def _typed(args: dict, names, name: str) -> dict:
+    """Values as the schema types them: XML text becomes a number, and "5" an integer, when it asks."""
+    schema = names.get(name) if isinstance(names, dict) else None
+    props = (schema or {}).get("function", schema or {}).get("parameters", {}).get("properties", {})
+    return {key: _value(value, props.get(key, {}).get("type")) for key, value in args.items()}
+
+
+class Written(str):
+    """A value written as bare text (an XML parameter): a string unless the schema types it."""
+
+
+def _value(value, kind: str | None):
+    if kind in (None, "string") or not isinstance(value, str):
+        return str(value) if isinstance(value, Written) else value
+    guess = _lenient(value.strip().lower() if kind == "boolean" else value.strip())
+    return str(value) if guess is None else guess
+
+
+def _close(text: str, at: int, close) -> int:
+    match = close.match(text, at) if close else None
+    return match.end() if match else at
+
+
+def _first_of_overlaps(spans: list) -> list:
+    """Spans in order; one starting inside an earlier one is part of it (a tag's body, a list's item)."""
+    kept = []
+    for span in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
+def _lost(text: str, code: list, strong: list) -> tuple[int, str] | None:
+    """Where unreadable call markup begins outside code, and the line the user gets about it."""
+    server = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), code)]
+    if len(server) > 1:
+        return min(server), SERVER_LINE
+    return (min(strong), BROKEN_LINE) if strong else None
+
+
+def _left(text: str, spans: list, calls: list, lost) -> tuple[list[dict], str, str | None]:
+    """The reply's text with the calls cut out; unreadable markup cut from where it starts."""
+    if not calls and not lost:
+        return [], text, None
+    if lost and not calls:
+        return [], text[: lost[0]].strip(), lost[1]
+    for start, end, _ in reversed(spans):
+        text = text[:start].rstrip(" \t") + text[end:]
+    return calls, re.sub(r"\n{3,}", "\n\n", text).strip(), None
+
+
+def _native(name: str, args: dict) -> dict:
+    """A call in OpenAI's shape, with an id strict chat templates accept (Mistral's: nine alphanumerics)."""
+    cid = "".join(random.choices(string.ascii_letters + string.digits, k=9))
+    arguments = json.dumps(args, ensure_ascii=False)
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+# -- reading JSON leniently ----------------------------------------------------------------------
+
+
+def arguments(raw) -> dict | None:
+    """A call's arguments as a dict, leniently (single quotes, trailing commas, True/False/None)."""
+    if isinstance(raw, dict):
+        return raw
+    value = _lenient(raw or "{}")
+    if isinstance(value, str):  # arguments sent as a JSON string inside the JSON
+        value = _lenient(value)
+    return value if isinstance(value, dict) else None
+
+
+def _lenient(raw: str):
+    """JSON, or JSON as small models get it wrong; None when it cannot be read."""
+    try:
+        return json.loads(raw, strict=False)  # strict=False: raw newlines inside strings
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return json.loads(SLIPS.sub(_as_json, raw), strict=False)
+    except (ValueError, RecursionError):
+        pass
+    try:  # single quotes: Python's literal syntax, read without running anything
+        return ast.literal_eval(SLIPS.sub(_as_python, raw))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+# Strings (left as they are), trailing commas, and the words JSON and Python spell differently
+SLIPS = re.compile(
+    r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|,(?=\s*[}\]])|\b(?:True|False|None|true|false|null)\b'
+)
+JSON_SPELLING = {"True": "true", "False": "false", "None": "null"}
+PYTHON_SPELLING = {json_word: word for word, json_word in JSON_SPELLING.items()}
+
+
+def _as_json(match) -> str:
+    return "" if match[0] == "," else JSON_SPELLING.get(match[0], match[0])
+
+
+def _as_python(match) -> str:
+    return "" if match[0] == "," else PYTHON_SPELLING.get(match[0], match[0])
+
+
+def _json_at(text: str, at: int):
+    """The JSON value starting at `at` (after blanks) and where it ends; None if there is none."""
+    at = BLANKS.match(text, at).end()
+    if text[at : at + 1] not in ("{", "["):
+        return None
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, at)
+    except (ValueError, RecursionError):
+        end = _balanced(text, at)
+        value = _lenient(text[at:end]) if end else None
+        return None if value is None else (value, end)
+
+
+def _balanced(text: str, at: int) -> int | None:
+    """Where the bracket opened at `at` closes, skipping quoted strings of either quote."""
+    depth = 0
+    for token in TOKENS.finditer(text, at):
+        if token[0] in "[({":
+            depth += 1
+        elif token[0] in "])}":
+            depth -= 1
+        if depth == 0:
+            return token.end()
+    return None
+
+
+def _as_call(value) -> tuple[str, dict] | None:
+    """(name, arguments) when a JSON object has the shape of a call and nothing else."""
+    if not isinstance(value, dict) or not set(value) <= CALL_KEYS:
+        return None
+    inner = value.get("function")
+    if isinstance(inner, dict) and "name" in inner:
+        return _as_call(inner)
+    name = value.get("name", value.get("tool_name"))
+    args = arguments(value.get("arguments", value.get("parameters", {})))
+    return (name, args) if isinstance(name, str) and args is not None else None
+
+
+def _as_calls(value) -> list | None:
+    """Calls from one call object or a list of them; None when any item is not a call."""
+    items = value if isinstance(value, list) else [value]
+    calls = [_as_call(item) for item in items]
+    return calls if calls and None not in calls else None
+
+
+# -- the bodies of each format -------------------------------------------------------------------
+
+
+def _json_body(text: str, at: int, match=None):
+    """Call objects or lists of them, split by ; or , or blanks, maybe inside a ```json fence."""
+    fence = re.compile(r"\s*```(?:json)?[ \t]*\n?").match(text, at)
+    found = _json_calls(text, fence.end() if fence else at)
+    closing = re.compile(r"\s*```").match(text, found[1]) if found and fence else None
+    return (found[0], closing.end()) if closing else found
+
+
+def _json_calls(text: str, at: int):
+    """Call objects one after another (Llama writes `{…}; {…}`); None unless the first is a call."""
+    calls, end = [], at
+    while (found := _json_at(text, at)) and (more := _as_calls(found[0])):
+        calls, end = calls + more, found[1]
+        at = SEPARATOR.match(text, end).end()
+    return (calls, end) if calls else None
+
+
+def _tagged_body(text: str, at: int, match=None):
+    """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, or GLM's name and <arg_key>s."""
+    xml = FUNCTION.match(text, BLANKS.match(text, at).end())
+    if xml:
+        return _function_body(text, xml.end(), xml)
+    glm = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>)").match(text, at)
+    return _glm_body(text, glm) if glm else _json_body(text, at)
+
+
+def _function_body(text: str, at: int, match):
+    """<function=name> then a JSON object or <parameter=x>value</parameter>s, then </function>."""
+    found = _json_at(text, at)
+    args = arguments(found[0]) if found else None
+    if args is not None:
+        return [(match[1], args)], found[1]
+    params = re.compile(r"\s*<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+    args, end = {}, at
+    while item := params.match(text, end):
+        args[item[1].strip()], end = _xml_value(item[2]), item.end()
+    closing = re.compile(r"\s*</function>").match(text, end)
+    return ([(match[1], args)], closing.end()) if closing else None
+
+
+def _xml_value(raw: str) -> "Written":
+    return Written(raw)
+
+
+def _glm_body(text: str, match):
+    pairs = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
+    args, end = {}, match.end()
+    while item := pairs.match(text, end):
+        args[item[1].strip()], end = _xml_value(item[2]), item.end()
+    return [(match[1], args)], end
+
+
+def _mistral_body(text: str, at: int, match=None):
+    """Mistral's old [TOOL_CALLS][{…}] or new [TOOL_CALLS]name[ARGS]{…} (maybe with [CALL_ID]), repeated."""
+    if text.startswith("[", BLANKS.match(text, at).end()):
+        return _json_body(text, at)
+    head = re.compile(r"\s*(?:\[TOOL_CALLS\])?\s*([\w.-]+)(?:\[CALL_ID\]\w+)?\[ARGS\]")
+    calls, end = [], at
+    while (item := head.match(text, end)) and (found := _json_at(text, item.end())):
+        args = arguments(found[0])
+        if args is None:
+            return None
+        calls.append((item[1], args))
+        end = found[1]
+    return (calls, end) if calls else None
+
+
+def _functionary_body(text: str, at: int, match):
+    """Functionary v3.2: >>>name then its JSON arguments."""
+    found = _json_at(text, at)
+    args = arguments(found[0]) if found else None
+    return None if args is None else ([(match[1], args)], found[1])
+
+
+def _fenced(text: str, at: int, match=None):
+    """A fence that holds call objects and nothing else (a wrapper tag at most) is a call."""
+    wrapper = WRAPPER.match(text, at)
+    found = _json_body(text, wrapper.end() if wrapper else at)
+    end = _close(text, found[1], UNWRAPPER) if found else None
+    closing = re.compile(r"\s*```").match(text, end) if found else None
+    return (found[0], closing.end()) if closing else None
+
+
+# Hermes 2 Pro's wrappers inside a fence; a <tool_call> in a fence is someone showing the format
+WRAPPER = re.compile(r"\s*<(?:function_call|response|json|xml|JSON)>")
+UNWRAPPER = re.compile(r"\s*</(?:function_call|response|json|xml|JSON)>")
+
+
+def _pythonic(text: str, at: int, match):
+    """[name(a='v'), other(b=1)], read with ast: the text is parsed, never run."""
+    end = _balanced(text, match.start("list"))
+    if end is None:
+        return None
+    try:
+        tree = ast.parse(_keywords(text[match.start("list") : end]), mode="eval").body
+        calls = [_py_call(node) for node in tree.elts]
+    except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
+        return None
+    return (calls, end) if calls else None
+
+
+def _pythonic_lines(text: str, at: int, match=None):
+    """OLMo's <function_calls>: one name(a='v') a line, up to the closing tag."""
+    end = text.find("</function_calls>", at)
+    end = len(text) if end < 0 else end
+    try:
+        lines = ast.parse(_keywords(text[at:end].strip())).body
+        calls = [_py_call(line.value) for line in lines]
+    except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
+        return None
+    return (calls, end) if calls else None
+
+
+def _py_call(node) -> tuple[str, dict]:
+    """A call's name and keyword arguments; JSON's true/false/null read as Python's."""
+    if not isinstance(node, ast.Call) or node.args:
+        raise ValueError("not a call with keyword arguments")
+    if any(kw.arg is None for kw in node.keywords):
+        raise ValueError("**arguments are not literal")
+    args = {
+        kw.arg.removeprefix(KEYWORD): ast.literal_eval(JsonWords().visit(kw.value))
+        for kw in node.keywords
+    }
+    return ast.unparse(node.func), args
+
+
+KEYWORD = "_amas_keyword_"
+
+
+def _keywords(source: str) -> str:
+    """Arguments named like Python keywords (from=, class=) renamed so ast can read them."""
+    words = "|".join(keyword.kwlist)
+    return re.sub(rf"(?<=[(,\s])({words})(?=\s*=[^=])", KEYWORD + r"\1", source)
+
+
+class JsonWords(ast.NodeTransformer):
+    """true, false and null as the constants they mean."""
+
+    def visit_Name(self, node):
+        value = {"true": True, "false": False, "null": None}.get(node.id, node)
+        return node if value is node else ast.Constant(value)
+
+
+FUNCTION = re.compile(r"<function=([\w.-]+)>")
+FORMATS = [  # one row a family; the first to start a span reads it (a tag's body, not its items)
+    Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
+    Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
+    Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
+    Row(r"<\|tool_call\|>", _json_body),  # Granite 3
+    Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
+    Row(r"\bfunctools(?=\[)", _json_body),  # Phi-4-mini, FireFunction v2
+    Row(r"<\|python_tag\|>", _json_body),  # Llama 3.1
+    Row(r"\[TOOL_CALLS\]", _mistral_body, r"\[/TOOL_CALLS\]"),  # Mistral, old and new
+    Row(r"<\|START_ACTION\|>", _json_body, r"<\|END_ACTION\|>"),  # Command R7B
+    Row(r"<function_calls>", _pythonic_lines, r"</function_calls>"),  # OLMo 3
+    Row(r"<\|tool_call_start\|>\s*(?P<list>\[)", _pythonic, r"<\|tool_call_end\|>"),  # LFM2
+    Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
+    Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
+    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro
+    Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False),  # Functionary v3.2
+    Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False),  # its first call, without >>>
+    Row(r"Action:\s*(?=```)", _json_body, strong=False),  # Command R
+    Row(
+        r"(?m)^[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{<])",
+        _fenced,
+        strong=False,
+    ),
+    Row(
+        r"(?:<\|python_start\|>)?(?P<list>\[)\s*[A-Za-z_][\w.]*\s*\(",
+        _pythonic,
+        r"<\|python_end\|>",
+        strong=False,
+    ),  # Llama 3.2+/4, LFM2, OLMo
+    Row(
+        r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False
+    ),  # Llama 3.x, xLAM
+]
+
+
+# -- writing: the prompt, the conversation, the stream -------------------------------------------
+
+
+def describe(schemas: list[dict]) -> str:
+    """The tools for the system prompt in text mode: typed parameters from the native schemas."""
+    lines = [_described(schema["function"]) for schema in schemas]
+    how = f"To call a tool, write on its own line, for example:\n{EXAMPLE}\nthen stop and wait: "
+    how += 'the result comes back as <tool_response name="read_file">...</tool_response>. Tools:\n'
+    return "\n# Calling tools\n" + how + "\n".join(lines) + "\n"
+
+
+def _described(function: dict) -> str:
+    """- name(param: type, optional?: type): what it does"""
+    params = function.get("parameters", {})
+    required = params.get("required", [])
+    typed = [
+        f"{key}{'' if key in required else '?'}: {_type(spec)}"
+        for key, spec in params.get("properties", {}).items()
+    ]
+    return f"- {function['name']}({', '.join(typed)}): {function.get('description') or ''}"
+
+
+def _type(spec: dict) -> str:
+    kind = spec.get("type", "any")
+    if spec.get("enum"):
+        return f"{kind} ({' | '.join(map(str, spec['enum']))})"
+    return kind
+
+
+def error(names) -> str:
+    """What the model reads when its call could not be read: how to write one."""
+    return f"Error: your tool call could not be read. Write it as {EXAMPLE} (tools: {', '.join(names)})"
+
+
+def to_text(messages: list[dict]) -> list[dict]:
+    """Native calls and results rewritten as text, never two user messages in a row."""
+    out, names = [], {}
+    for message in messages:
+        if message.get("tool_calls"):
+            names.update({c["id"]: c["function"]["name"] for c in message["tool_calls"]})
+            message = _calls_as_text(message)
+        elif message["role"] == "tool":
+            message = _result_as_text(message, names.get(message.get("tool_call_id"), ""))
+        _append(out, message)
+    return out
+
+
+def _calls_as_text(message: dict) -> dict:
+    """An assistant's native calls written back in the form the prompt asks for."""
+    lines = [message.get("content") or ""]
+    for call in message["tool_calls"]:
+        raw = call["function"]["arguments"]
+        args = arguments(raw)
+        call = {"name": call["function"]["name"], "arguments": raw if args is None else args}
+        lines.append(f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>")
+    return {"role": "assistant", "content": "\n".join(lines).strip()}
+
+
+def _result_as_text(message: dict, name: str) -> dict:
+    text = f'<tool_response name="{name}">\n{message["content"]}\n</tool_response>'
+    return {"role": "user", "content": text}
+
+
+def _append(out: list[dict], message: dict) -> None:
+    """Gemma's and Mistral's templates refuse two user turns in a row: the second joins the first."""
+    last = out[-1] if out else {}
+    texts = isinstance(last.get("content"), str) and isinstance(message.get("content"), str)
+    if last.get("role") == "user" == message["role"] and texts:
+        out[-1] = {**last, "content": f"{last['content']}\n\n{message['content']}"}
+    else:
+        out.append(message)
+
+
+MARKS = [  # text that begins call markup, shown to nobody while it streams
+    "<tool_call",
+    "<tool>",
+    "<tools>",
+    "<function",
+    "<response>",
+    "<json>",
+    "<xml>",
+    "<JSON>",
+    "<|",
+    "<｜",
+    "<minimax:",
+    "<start_function_call>",
+    "[TOOL_CALLS]",
+    "functools[",
+]
+STARTS = re.compile(  # markup told from prose by what follows it, even when it is not all here yet
+    r"(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\("
+    r"|>>>[\w.-]*(?:\n|\Z)|Action:\s*(?:```|`{0,2}\Z)"
+    r"|(?m:^)[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n\s*[\[{<]"
+)
+
+
+def visible(text: str) -> str:
+    """The streamed text up to anything that may begin call markup, even a mark not yet complete."""
+    cuts = [text.find(mark) for mark in MARKS if mark in text]
+    found = STARTS.search(text)
+    head = text[: min(cuts + [found.start()] if found else cuts, default=len(text))]
+    for mark in MARKS:  # a mark cut in two by the stream: "<tool_" now, "call>" next
+        for size in range(min(len(mark) - 1, len(head)), 0, -1):
+            if head.endswith(mark[:size]):
+                head = head[:-size]
+                break
+    return head

@@ -1,0 +1,240 @@
+"""The text tool-call reader over a corpus taken from public parser test suites, and its writing side."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from amas_code import toolcalls, tools
+
+CORPUS = json.loads((Path(__file__).parent / "toolcall_corpus.json").read_text())
+NAMES = set(tools.NAMES)
+MARKUP = ("<|", "<｜", "[TOOL_CALLS]", "<tool_call", "<function", "functools[", "[ARGS]")
+MISSES = {  # real cases the reader does not read yet, and why; each must still run nothing
+    "[tool]name[args]{...}[end]": "a made-up form of ollama's own test, written by no model family",
+    "name({json})": "a bare call with positional JSON; reading it would run prose such as f({...})",
+    "{name: {args}}": "a tool name as the only key: any one-key JSON object would become a call",
+}
+
+
+def case_id(case: dict) -> str:
+    return f"{case['family']}-{case.get('line') or CORPUS.index(case)}"
+
+
+def calls_of(found: list[dict]) -> list:
+    return [[c["function"]["name"], json.loads(c["function"]["arguments"])] for c in found]
+
+
+def names_for(case: dict):
+    """The tool names, or name -> schema where the case's source typed its parameters."""
+    if "schema" not in case:
+        return NAMES
+    props = {key: {"type": kind} for key, kind in case["schema"].items()}
+    schema = {"function": {"parameters": {"properties": props}}}
+    return {name: schema for name in NAMES}
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=case_id)
+def test_corpus_case(case):
+    calls, left, unreadable = toolcalls.read(case["raw"], names_for(case))
+    if case["kind"] == "plain":  # shown whole, never run
+        assert (calls, left, unreadable) == ([], case["raw"], None)
+    elif case["kind"] == "server":  # never run, never shown raw, the user told what to do
+        assert calls == [] and unreadable == toolcalls.SERVER_LINE
+        assert not any(mark in left for mark in MARKUP), left
+    elif case.get("note") in MISSES:
+        assert calls == [] and unreadable is None
+    else:
+        assert calls_of(calls) == case["calls"]
+        assert not any(mark in left for mark in MARKUP), left
+        assert all(c["id"].isalnum() and len(c["id"]) == 9 for c in calls)
+
+
+def test_at_least_three_in_four_real_cases_are_read():
+    real = [c for c in CORPUS if c["kind"] == "call" and not c["source"].startswith("written")]
+    read = [c for c in real if calls_of(toolcalls.read(c["raw"], names_for(c))[0]) == c["calls"]]
+    assert len(real) >= 60 and len(read) / len(real) >= 0.75
+
+
+# -- through the real CLI, against the scripted server, in text mode and in native mode ------------
+
+CONTENT = 'print("héllo")\n'
+ARGS = json.dumps({"path": "out.py", "content": CONTENT}, ensure_ascii=False)
+WRITTEN = {  # one create_file call a family, as that family writes it
+    "hermes": f'Creating it.\n<tool_call>{{"name": "create_file", "arguments": {ARGS}}}</tool_call>',
+    "qwen3-coder-xml": (
+        "<tool_call>\n<function=create_file>\n<parameter=path>\nout.py\n</parameter>\n"
+        f"<parameter=content>\n{CONTENT}\n</parameter>\n</function>\n</tool_call>"
+    ),
+    "llama-json": f'<|python_tag|>{{"name": "create_file", "parameters": {ARGS}}}',
+    "pythonic": f"[create_file(path='out.py', content={CONTENT!r})]",
+    "mistral": f"[TOOL_CALLS]create_file[ARGS]{ARGS}",
+    "granite": f'<|tool_call|>[{{"name": "create_file", "arguments": {ARGS}}}]',
+    "phi4-functools": f'functools[{{"name": "create_file", "arguments": {ARGS}}}]',
+    "functionary": f"<function=create_file>{ARGS}</function>",
+    "command-r": f'Action: ```json\n[{{"tool_name": "create_file", "parameters": {ARGS}}}]\n```',
+    "fenced-json": f'```json\n{{"name": "create_file", "arguments": {ARGS}}}\n```',
+    "glm": (
+        "<tool_call>create_file\n<arg_key>path</arg_key>\n<arg_value>out.py</arg_value>\n"
+        f"<arg_key>content</arg_key>\n<arg_value>{CONTENT}</arg_value>\n</tool_call>"
+    ),
+}
+
+
+def config(project: Path, text_tools: bool) -> None:
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas/config.yaml").write_text(f"text_tools: {str(text_tools).lower()}\n")
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+@pytest.mark.parametrize("family", WRITTEN)
+def test_a_written_call_runs_through_the_cli(project, llm, amas, family, text_tools):
+    config(project, text_tools)
+    llm.reply(text=WRITTEN[family]).reply(text="Created out.py.")
+    result = amas("--yes", "make out.py")
+    assert result.exit_code == 0, result.output
+    assert (project / "out.py").read_text(encoding="utf-8") == CONTENT
+    assert "Created out.py." in result.stdout
+    assert not any(mark in result.stdout for mark in MARKUP + ("create_file(",))
+    assert ("tools" in llm.requests[0]) is not text_tools
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+def test_a_plain_answer_showing_calls_is_printed_whole_and_runs_nothing(
+    project, llm, amas, text_tools
+):
+    config(project, text_tools)
+    shown = next(c["raw"] for c in CORPUS if c["raw"].startswith("Qwen models wrap a call"))
+    answer = f"{shown}\n\nOr inline: `{WRITTEN['mistral']}`."
+    llm.reply(text=answer)
+    result = amas("--yes", "how are calls written?")
+    assert result.exit_code == 0, result.output
+    assert not (project / "out.py").exists() and len(llm.requests) == 1
+    assert answer in result.stdout
+
+
+def test_a_server_only_format_is_not_shown_and_the_reply_says_so(project, llm, amas):
+    config(project, True)
+    raw = next(c["raw"] for c in CORPUS if c["family"] == "harmony")
+    llm.reply(text=f"Let me look.{raw}")
+    reply = _complete(project, llm)
+    assert reply["content"] == "Let me look." and reply["unreadable"] == toolcalls.SERVER_LINE
+    assert "tool_calls" not in reply
+
+
+def test_a_request_without_tools_reads_no_calls(project, llm):
+    text = '<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call>'
+    llm.reply(text=text)  # a summary that quotes a call, as compaction asks for one
+    assert _complete(project, llm, tools=False) == {"role": "assistant", "content": text}
+
+
+def _complete(project: Path, llm, tools: bool = True) -> dict:
+    """One reply from the scripted server through providers.Model, in text mode."""
+    from conftest import API_KEY, make_config
+
+    from amas_code import providers
+
+    cfg = make_config(model="openai/test-model", api_base=llm.url, api_key=API_KEY, text_tools=True)
+    schemas = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in NAMES]
+    asked = [{"role": "user", "content": "hi"}]
+    return providers.Model(cfg).complete(asked, schemas if tools else None)
+
+
+# -- the writing side -----------------------------------------------------------------------------
+
+
+def native_call(cid: str, name: str, args: dict) -> dict:
+    function = {"name": name, "arguments": json.dumps(args)}
+    return {"id": cid, "type": "function", "function": function}
+
+
+def test_results_of_one_reply_and_the_next_question_are_one_user_message():
+    calls = [native_call("a", "read_file", {"path": "a.py"}), native_call("b", "shell_command", {})]
+    messages = [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "a", "content": "A"},
+        {"role": "tool", "tool_call_id": "b", "content": "B"},
+        {"role": "user", "content": "next"},
+    ]
+    sent = toolcalls.to_text(messages)
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"] == (
+        '<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>\n'
+        '<tool_call>{"name": "shell_command", "arguments": {}}</tool_call>'
+    )
+    assert sent[2]["content"] == (
+        '<tool_response name="read_file">\nA\n</tool_response>\n\n'
+        '<tool_response name="shell_command">\nB\n</tool_response>\n\nnext'
+    )
+
+
+def test_what_to_text_writes_back_the_reader_reads_again():
+    call = native_call("a", "edit_file", {"path": "é.py", "old": 'x = "\\n"', "new": "{}"})
+    sent = toolcalls.to_text([{"role": "assistant", "content": "ok", "tool_calls": [call]}])
+    calls, left, _ = toolcalls.read(sent[0]["content"], NAMES)
+    assert calls_of(calls) == [["edit_file", json.loads(call["function"]["arguments"])]]
+    assert left == "ok"
+
+
+def test_the_prompt_describes_typed_parameters_and_one_example():
+    schema = {"name": "shell_command", "description": "Run a command.", "parameters": {}}
+    schema["parameters"] = {
+        "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+        "required": ["command"],
+    }
+    text = toolcalls.describe([{"type": "function", "function": schema}])
+    assert "- shell_command(command: string, timeout?: integer): Run a command." in text
+    assert text.count("<tool_call>") == 1 and toolcalls.EXAMPLE in text
+
+
+STREAMED = {  # what the stream may show of a reply so far
+    "Reading it.\n<tool_call>{": "Reading it.\n",
+    "Reading it.\n<tool_": "Reading it.\n",
+    "Sure [read_file(path=": "Sure ",
+    "Sure\n[TOOL_CA": "Sure\n",
+    'Here: {"name": "read_file"': "Here: ",
+    "a < b and c > d": "a < b and c > d",
+    ">>> print(1)\n1\nAction: none needed": ">>> print(1)\n1\nAction: none needed",
+    "Then:\n>>>read_fi": "Then:\n",
+    "Then:\n```json\n{": "Then:\n",
+    "Code:\n```python\nx = 1\n```": "Code:\n```python\nx = 1\n```",
+    "Done.": "Done.",
+}
+
+
+@pytest.mark.parametrize("text", STREAMED)
+def test_the_stream_never_shows_the_start_of_call_markup(text):
+    assert toolcalls.visible(text) == STREAMED[text]
+
+
+def test_arguments_are_read_leniently_or_not_at_all():
+    assert toolcalls.arguments("{'path': 'a', 'all': True,}") == {"path": "a", "all": True}
+    assert toolcalls.arguments('"{\\"path\\": \\"a\\"}"') == {"path": "a"}
+    assert toolcalls.arguments('{"path": ') is None and toolcalls.arguments("[1]") is None
+
+
+def test_a_call_to_a_tool_we_do_not_have_is_never_read_as_one():
+    calls, left, unreadable = toolcalls.read('{"name": "rm_rf", "arguments": {}}', NAMES)
+    assert (calls, left, unreadable) == ([], '{"name": "rm_rf", "arguments": {}}', None)
+    calls, left, unreadable = toolcalls.read('<tool_call>{"name": "rm_rf"}</tool_call>', NAMES)
+    assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
+
+
+def test_deeply_nested_or_repeated_markup_is_text_not_a_crash():
+    nested = '{"name": "read_file", "arguments": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert toolcalls.read(nested, NAMES) == ([], nested, None)
+    looping = '<tool_call>{"name" ' * 3000  # a small model stuck repeating itself
+    calls, left, unreadable = toolcalls.read(looping, NAMES)
+    assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
+
+
+def test_lenient_reading_never_changes_the_strings_inside():
+    raw = "{'code': 'x = None  # True, false, null', 'flag': true, 'list': [1,],}"
+    assert toolcalls.arguments(raw) == {
+        "code": "x = None  # True, false, null",
+        "flag": True,
+        "list": [1],
+    }
+    raw = '{"code": "if x is None: return True", "n": None,}'
+    assert toolcalls.arguments(raw) == {"code": "if x is None: return True", "n": None}
