@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 from amas_code import config as config_file
-from amas_code import providers, repomap, safety, skills, tools, ui
+from amas_code import providers, repomap, safety, skills, toolcalls, tools, ui
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
@@ -167,14 +167,18 @@ class Agent:
         self.report.warning(message)
 
     def loop(self) -> None:
-        calls = []
+        calls, unread = [], False
         for step in itertools.count(1):
             if step == WARN_STEPS + 1:
                 self.warn(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
             reply = self.reply()
             wanted = reply.get("tool_calls", [])
+            if not wanted and self.unread(reply) and not unread:
+                unread = True  # asked once to write its call again; a second time ends the turn
+                continue
             if not wanted:
                 return
+            unread = False
             go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
             for call in wanted:
                 calls.append(call["function"])
@@ -235,11 +239,23 @@ class Agent:
         if reply.pop("cut", False):
             cap = self.config["max_tokens"]
             self.warn(f"the answer was cut at max_tokens ({cap}); raise it in your config")
+        if reply.get("unreadable"):
+            self.messages.append(reply)
+            return reply
         if not reply["content"].strip() and not reply.get("tool_calls"):
             self.warn("the model sent an empty reply")
             return reply
         self.messages.append(reply)
         return reply
+
+    def unread(self, reply: dict) -> bool:
+        """Call markup the reader could not read (already cut from the text): the user is told in one
+        line, the model how to write a call."""
+        line = reply.pop("unreadable", None)
+        if line:
+            self.warn(line)
+            self.messages.append({"role": "user", "content": toolcalls.error(self.tools.names)})
+        return bool(line)
 
     def keep_partial(self, text: str) -> None:
         """An answer cut by Ctrl+C stays in the conversation, marked so."""
@@ -572,7 +588,7 @@ def _whole_call(c) -> bool:
 
 def _target(raw) -> str:
     """What a call is about (its path, command, url...), for the line that shows it."""
-    args = raw if isinstance(raw, dict) else providers.loads(raw)[0]
+    args = toolcalls.arguments(raw)
     if isinstance(args, dict):
         found = [str(args[k]) for k in TARGETS if k in args]
         if found:
@@ -582,7 +598,7 @@ def _target(raw) -> str:
 
 def _arguments(raw):
     """A call's arguments for the scripting events: the object, or the text when it is not one."""
-    args = raw if isinstance(raw, dict) else providers.loads(raw)[0]
+    args = toolcalls.arguments(raw)
     return args if isinstance(args, dict) else str(raw)
 
 

@@ -51,9 +51,6 @@ NULL_CONTENT = (
     "vertex_ai/",
     "anthropic/",
 )  # reject an empty text part; others reject a null one
-EXAMPLE = (
-    toolcalls.EXAMPLE
-)  # tools.py's message for an unread call, until the lead's refactor drops it
 
 
 class ProviderError(Exception):
@@ -341,12 +338,6 @@ def _number_calls(chunks: list) -> None:
     ]
     for i, call in enumerate(calls):
         call.index, call.id = i, call.id or f"call_{i}"
-
-
-def loads(raw: str):
-    """(arguments as a dict, None), or (raw, error): kept for agent.py until it calls toolcalls.arguments."""
-    args = toolcalls.arguments(raw)
-    return (raw, "not a JSON object") if args is None else (args, None)
 
 
 def _native(cid: str, name: str, args) -> dict:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import browser, providers, safety, ui
+from amas_code import browser, safety, ui
 from amas_code.checkpoint import GIT, git_env
 from amas_code.safety import Change, Command, Verdict
 
@@ -236,10 +236,6 @@ class Tools:
 
     def check(self, name: str, raw) -> dict:
         """The call's arguments, bound to the handler's signature; ValueError with what to fix otherwise."""
-        if not name:  # a call written as text that could not be read
-            raise ValueError(
-                f"could not read this tool call: {str(raw)[:300]}; write it as {providers.EXAMPLE}"
-            )
         if name not in self.names:
             raise ValueError(f"unknown tool {name!r}; available tools: {', '.join(self.names)}")
         try:

@@ -102,7 +102,8 @@ def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys)
     agent.turn("what is in the README?")
     retry, after_tool = llm.requests[1], llm.requests[2]
     assert "tools" in llm.requests[0] and "tools" not in retry
-    assert "<tool_call>" in system(retry) and "- read_file(path, offset?, limit?)" in system(retry)
+    assert "<tool_call>" in system(retry)
+    assert "- read_file(path: string, offset?: integer, limit?: integer)" in system(retry)
     response = '<tool_response name="read_file">\n     1\t# demo\n</tool_response>'
     assert after_tool["messages"][-1] == {"role": "user", "content": response}
     assert "<tool_call>" in after_tool["messages"][-2]["content"]
@@ -113,10 +114,10 @@ def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys)
 
 def test_ctrl_c_during_a_tool_keeps_messages_valid(agent, llm, monkeypatch):
     llm.reply(calls=[("read_file", '{"path": "README.md"}'), ("list_files", "{}")])
-    real = agent.execute
+    real = agent.outcome
     monkeypatch.setattr(
         agent,
-        "execute",
+        "outcome",
         lambda name, raw: (
             (_ for _ in ()).throw(KeyboardInterrupt) if name == "list_files" else real(name, raw)
         ),

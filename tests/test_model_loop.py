@@ -107,7 +107,7 @@ def test_a_server_that_refuses_tools_gets_text_tool_calls(project, llm, amas, ca
         len(text_mode) == 2
     )  # the refusal was not retried: the next request already went without tools
     assert all("tools" not in r and "tool_choice" not in r for r in text_mode)
-    assert providers.EXAMPLE in system(text_mode[0])
+    assert toolcalls.EXAMPLE in system(text_mode[0])
     assert text_mode[1]["messages"][-1] == {"role": "user", "content": README_RESPONSE}
     assert "<tool_call>" not in result.stdout
 
@@ -126,7 +126,7 @@ def test_text_tools_true_writes_calls_as_text_from_the_first_request(project, ll
     example = prompt[prompt.index("<tool_call>") :].split("\n", 1)[
         0
     ]  # one concrete call, as the model should write it
-    assert example == providers.EXAMPLE
+    assert example == toolcalls.EXAMPLE
     call = json.loads(example.removeprefix("<tool_call>").removesuffix("</tool_call>"))
     assert f"- {call['name']}(" in prompt and set(call["arguments"]) == {"path"}
     assert second["messages"][-1] == {"role": "user", "content": README_RESPONSE}
@@ -212,7 +212,6 @@ def test_a_call_that_cannot_be_read_is_reported_not_run(text_agent, llm):
     assert reply["unreadable"] == toolcalls.BROKEN_LINE
 
 
-@pytest.mark.xfail(reason="the lead wires reply['unreadable'] into agent.py", strict=True)
 def test_a_call_that_cannot_be_read_comes_back_saying_how_to_write_it(text_agent, llm, capsys):
     llm.reply(text='<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>').reply(
         text="Sorry."
