@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from amas_code import __version__, ui
+from amas_code import __version__, providers, ui
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,6 +31,7 @@ def cli(prompt, model, api_base, yes, resume, trust):
     config = settings(
         root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust
     )
+    config = providers.take_keys(config)  # before anything starts a child process
     text = " ".join(prompt).strip()
     if trust and not text:
         sys.exit(0)

@@ -222,12 +222,14 @@ class Secrets:
 
     def __init__(self, config: dict):
         keep = set(config["permissions"].get("env", []))
+        environ = {
+            **os.environ,
+            **config.get("env_keys", {}),
+        }  # the keys amas took out of its environment
         values = {
-            v
-            for k, v in os.environ.items()
-            if SECRET_NAME.search(k) and k not in keep and len(v) >= 6
+            v for k, v in environ.items() if SECRET_NAME.search(k) and k not in keep and len(v) >= 6
         }
-        values |= {m[2] for v in os.environ.values() for m in URL_CREDENTIALS.finditer(v)}
+        values |= {m[2] for v in environ.values() for m in URL_CREDENTIALS.finditer(v)}
         values |= {s for s in config.get("secrets", []) if len(s) >= 6}
         found = [p for v in sorted(values, key=len, reverse=True) for p in self.spellings(v)]
         self.known = re.compile("|".join(found)) if found else None

@@ -24,6 +24,7 @@ NETWORK = re.compile(  # what a command says when it has no network
 )
 READ_ONLY = re.compile(  # `touch: cannot touch '/x': Read-only…`, `[Errno 30] Read-only file system: '/x'`
     r"([^\s'\"`‘’]+)['\"`’]?: Read-only file system|Read-only file system: ['\"`‘]?([^\s'\"`’]+)"
+    r"|could not (?:write|lock) config file ([^\s:]+)"
 )
 CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project"
@@ -86,9 +87,11 @@ def blocked(result: str) -> str | None:
     found = READ_ONLY.search(result)
     if not found:
         return None
-    path = found[1] or found[2]
+    path = found[1] or found[2] or found[3]
     home = str(Path.home())
     shown = "~" + path[len(home) :] if path.startswith(home + "/") else path
+    if ".git/" in f"/{path}":
+        return f"it changes git's config or hooks, which the box keeps read-only ({shown})"
     return f"it writes outside the project ({shown})"
 
 
