@@ -122,7 +122,6 @@ def run(command: str, timeout: float, root: Path, env: dict, box: Box | None) ->
         _kill(proc.pid, before)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2)  # killed: its exit code is the signal's
-        _remove(groups)
     parts = [f"$ {command}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
 
@@ -174,18 +173,34 @@ def _memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+@functools.cache
 def _cgroups(box: Box) -> list[Path]:
-    """A new cgroup per controller with the box's limits, where amas may make one (root; cgroup v1 or v2):
-    root ignores the process rlimit, a cgroup does not."""
+    """A cgroup per controller with the box's limits, where amas may make one (root; cgroup v1 or v2): root
+    ignores the process rlimit, a cgroup does not. Made once per process (one command runs at a time; making
+    and removing one per command costs ~50 ms) and removed when amas exits."""
+    import atexit
+
     limits = {"pids": box.procs, "memory": box.memory or _memory() * 3 // 4}
     made = []
     for controller, folder in _own_cgroups().items():
-        path = folder / f"amas-{os.getpid()}-{time.monotonic_ns()}"
+        _sweep(folder)
+        path = folder / f"amas-{os.getpid()}-{box.procs}-{limits['memory']}"
         with contextlib.suppress(OSError):
-            path.mkdir()
+            path.mkdir(exist_ok=True)
             made.append(path)
             _set_limit(path, controller, limits[controller])
+    atexit.register(_remove, made)
     return made
+
+
+def _sweep(folder: Path) -> None:
+    """The empty cgroups an amas killed with -9 left behind, removed."""
+    import psutil
+
+    for stale in folder.glob("amas-*-*"):
+        if not psutil.pid_exists(int(stale.name.split("-")[1])):
+            with contextlib.suppress(OSError):
+                stale.rmdir()
 
 
 def _own_cgroups() -> dict[str, Path]:
@@ -218,7 +233,7 @@ def _set_limit(path: Path, controller: str, value: int) -> None:
 
 
 def _remove(groups: list[Path]) -> None:
-    """The command's cgroups, removed once their last process is gone (bounded: a few seconds at most)."""
+    """amas's cgroups, removed once their last process is gone (bounded: two seconds at most)."""
     for path in groups:
         for _ in range(200):
             try:

@@ -207,6 +207,12 @@ def test_a_fork_bomb_is_stopped_by_the_limit(user, place):
     assert "Cannot fork" in bomb or "Resource temporarily unavailable" in bomb
 
 
+def test_a_huge_allocation_is_refused(user, place):
+    command = 'python3 -c "b = bytearray(400 << 20); print(len(b))"'
+    assert "MemoryError" in boxed(user, place, command, box={"memory": 200 << 20})
+    assert "419430400\n[exit code 0]" in boxed(user, place, command, box={})
+
+
 def test_output_is_read_in_bounded_memory(place):
     script = RUN.replace("print(", "r = str(").replace(", end='')", ")") + "; import resource; "
     script += "print(len(r), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, r[-300:])"
