@@ -15,7 +15,9 @@ from pathlib import Path
 from amas_code import safety
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
-RC_FILES = "~/.bashrc ~/.bash_profile ~/.bash_login ~/.profile ~/.zshrc ~/.zprofile ~/.zshenv ~/.config/fish".split()
+RC_FILES = (
+    "~/.bashrc ~/.bash_profile ~/.bash_login ~/.profile ~/.zshrc ~/.zprofile ~/.zshenv".split()
+)
 SKIP = {"/proc", "/sys", "/dev"}  # replaced whole in the box, not hidden one by one
 NETWORK = re.compile(  # what a command says when it has no network
     r"Temporary failure in name resolution|Could not resolve host|Name or service not known|"
@@ -102,20 +104,7 @@ def run(command: str, timeout: float, root: Path, env: dict, box: Box | None) ->
 
     _harden()
     before = {p.pid for p in psutil.Process().children()}
-    argv = ["/bin/sh", "-c", command]
-    groups = _cgroups(box) if box else []
-    argv = _bwrap(Path(root), box) + _limits(box) + argv if box else argv
-    # in its own session: a timeout or Ctrl+C kills the whole group it started
-    proc = subprocess.Popen(
-        argv,
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=functools.partial(_child, groups),
-    )
+    proc = _start(command, Path(root), env, box)
     try:
         out, err, note = _collect(proc, timeout, before)
     finally:  # also on Ctrl+C
@@ -124,6 +113,21 @@ def run(command: str, timeout: float, root: Path, env: dict, box: Box | None) ->
             proc.wait(2)  # killed: its exit code is the signal's
     parts = [f"$ {command}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
+
+
+def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
+    """The shell line started, boxed or not, in its own session: a timeout or Ctrl+C kills all it started."""
+    argv, groups = ["/bin/sh", "-c", command], _cgroups(box) if box else []
+    return subprocess.Popen(
+        _bwrap(root, box) + _limits(box) + argv if box else argv,
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=functools.partial(_child, groups),
+    )
 
 
 def _bwrap(root: Path, box: Box) -> list[str]:
