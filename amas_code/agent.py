@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 from amas_code import config as config_file
-from amas_code import providers, repomap, safety, skills, toolcalls, tools, ui
+from amas_code import providers, repomap, safety, sandbox, skills, toolcalls, tools, ui
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
@@ -49,7 +49,9 @@ class Agent:
             set(),
             None,
         )
-        self.model, self.gate = providers.Model(config), safety.Gate(config, self.root)
+        self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
+        self.model = providers.Model(config)
+        self.gate = safety.Gate(config, self.root, self.sandbox[0])
         self.report = report or Report()
         self.cwd, self.notes = Path.cwd().resolve(), []  # where the user is; what they did since
         self.checkpoint = (
@@ -320,10 +322,10 @@ class Agent:
         if verdict.decision == "allow":
             if detail is not None:
                 ui.console.print(detail, overflow="fold")
-            return self.perform(effect), "ok"
+            return self.perform(effect, verdict.boxed), "ok"
         yes, feedback = self.answer(verdict, detail)
         if yes:
-            return self.perform(effect), "ok"
+            return self.perform(effect, verdict.boxed), "ok"
         declined = f"{_declined(effect)} declined by user."
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user."
@@ -342,7 +344,7 @@ class Agent:
 
     def answer(self, verdict: safety.Verdict, detail=None) -> tuple[bool, str]:
         """The one question to the person: yes or no, and what they typed instead of an answer."""
-        choices = "yna" if safety.AUTO.get(verdict.kind, False) else "yn"
+        choices = "yna" if verdict.kind in safety.ALWAYS else "yn"
         choice = ui.ask(verdict.question, choices, detail)
         if choice in ("y", "a"):
             note = self.gate.granted(verdict, always=choice == "a")
@@ -350,13 +352,23 @@ class Agent:
                 ui.info(note)
         return choice in ("y", "a"), ""
 
-    def perform(self, effect: safety.Change | safety.Command) -> str:
-        """Do it, recorded as one checkpoint when it is in the project; what happened, for the model."""
+    def perform(self, effect: safety.Change | safety.Command, boxed: bool = True) -> str:
+        """Do it, recorded as one checkpoint when it is in the project; what happened, for the model.
+        A command the sandbox stopped is asked about once more, to run outside it."""
+        done = self.record(effect, boxed)
+        if isinstance(effect, safety.Command) and boxed and sandbox.box(self.config):
+            why = sandbox.blocked(done)
+            if why and self.answer(self.gate.judge_escape(effect.line, why))[0]:
+                again = self.record(effect, boxed=False)
+                return f"{done}\n[run again outside the sandbox, as the user allowed]\n{again}"
+        return done
+
+    def record(self, effect: safety.Change | safety.Command, boxed: bool) -> str:
+        """Perform an effect inside its checkpoint; the result with the checkpoint's note."""
         before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect) as record:
             if isinstance(effect, safety.Command):
-                env = safety.child_env(self.config)
-                done = tools.run_command(effect.line, effect.timeout, self.root, env)
+                done = self.run_command(effect, boxed)
             else:
                 done = self.write(effect)
         self.report_checkpoint(before)
@@ -371,6 +383,11 @@ class Agent:
         if latest and latest != before:
             files = self.checkpoint.history(limit=1)[0].get("files", [])
             self.report.checkpoint(latest, files)
+
+    def run_command(self, command: safety.Command, boxed: bool) -> str:
+        box = sandbox.box(self.config) if boxed else None
+        env = safety.child_env(self.config)
+        return sandbox.run(command.line, command.timeout, self.root, env, box)
 
     def recording(self, effect: safety.Change | safety.Command):
         if self.checkpoint is None:

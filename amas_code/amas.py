@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from amas_code import __version__, ui
+from amas_code import __version__, providers, ui
 from amas_code.report import Report
 
 
@@ -46,6 +46,7 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     config = settings(
         root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust
     )
+    config = providers.take_keys(config)  # before anything starts a child process
     text = " ".join(prompt).strip()
     if trust and not text:
         sys.exit(0)
@@ -132,6 +133,8 @@ def converse(root: Path, config: dict, text: str, report, resume: bool) -> int:
             agent.close()
         return 0
     report.start(agent.session, agent.model.name)
+    if agent.sandbox[0] != "on":  # said once at start: commands are not boxed
+        ui.warning(agent.sandbox[1])
     try:
         outcome = "done" if agent.turn(text) else "interrupted"
     except providers.ProviderError as e:

@@ -16,13 +16,17 @@ MAX_TEXT = 4_000  # characters of browser page text in one answer
 TIMEOUT = 20  # seconds for a whole fetch; connecting gets at most 10
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) amas-code"
 TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml")  # content types read as text
-# Spelled out so no update brings background traffic back or the sandbox (which fails as root); the rest save
+# Spelled out so no update brings background traffic back; the rest save
 # memory on a 1 GB Pi: no GPU work, one renderer however many sites a page pulls in.
 ARGS = (
-    "--disable-background-networking --disable-component-update --no-first-run --no-sandbox --disable-gpu "
+    "--disable-background-networking --disable-component-update --no-first-run --disable-gpu "
     "--disable-software-rasterizer --disable-dev-shm-usage --disable-extensions --renderer-process-limit=1 "
-    "--mute-audio --no-zygote --in-process-gpu"
+    "--mute-audio --in-process-gpu"
 ).split()
+AS_ROOT = [
+    "--no-sandbox",
+    "--no-zygote",
+]  # Chromium's own sandbox cannot run as root; without it, no zygote
 WAIT, LOAD = (
     5_000,
     30_000,
@@ -224,10 +228,15 @@ def _cap(text: str) -> str:
     )
 
 
+def chromium_args() -> list[str]:
+    """Chromium's flags: its own sandbox stays on unless amas runs as root, where it cannot start."""
+    return ARGS + (AS_ROOT if os.geteuid() == 0 else [])
+
+
 class Browser:
     """A lazily started Chromium with one page kept across calls; close() leaves no process behind. `visit(url)`
-    is asked before every navigation the page makes itself (a link, a form, a script) and refuses with
-    PermissionError; the subresources a page loads are not asked about."""
+    is asked before every request the page makes itself (a link, a form, a script, an image, a fetch) and
+    refuses with PermissionError."""
 
     def __init__(self, config: dict, visit=None):
         self.config, self.visit, self.notes = config, visit, []
@@ -245,7 +254,7 @@ class Browser:
                 self.browser = self.playwright.chromium.launch(
                     executable_path=path,
                     headless=self.config.get("browser_headless", True),
-                    args=ARGS,
+                    args=chromium_args(),
                     env=safety.child_env(self.config),
                 )
                 self.page = self.browser.new_page()
@@ -267,16 +276,19 @@ class Browser:
         return f"Error: {first}{hint}"
 
     def guard(self, route) -> None:
-        """Let a request through unless it is a navigation `visit` refuses. Redirect hops are not routed
-        by Playwright, and fetching a navigation here to see them would hold a whole download in memory."""
-        url = route.request.url
-        if route.request.is_navigation_request():
-            try:
-                self.visit(url)
-            except PermissionError as e:
-                self.notes.append(f"the page's own navigation stopped: {e}")
-                # a page that says so: aborting would leave a page that navigated by script never loaded
-                return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
+        """Let a request through unless `visit` refuses it: a navigation, or anything a page loads or sends (an
+        image, a script, a fetch can carry data out as well). Redirect hops are not routed by Playwright, and
+        fetching a navigation here to see them would hold a whole download in memory."""
+        url, navigation = route.request.url, route.request.is_navigation_request()
+        try:
+            self.visit(url)
+        except PermissionError as e:
+            if not navigation:
+                self.notes.append(f"a request of the page stopped: {e}")
+                return route.abort("blockedbyclient")
+            self.notes.append(f"the page's own navigation stopped: {e}")
+            # a page that says so: aborting would leave a page that navigated by script never loaded
+            return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
         return route.continue_()
 
     @_tool

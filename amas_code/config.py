@@ -16,6 +16,8 @@ DEFAULT_CONFIG = {
     "checkpoint_on_edit": True,  # checkpoint every change so /undo can take it back
     "stream": True,  # show the answer as it arrives
     "shell_timeout": 30,  # seconds before a shell_command is killed
+    "sandbox": "auto",  # run commands in bubblewrap: auto (where it works), on, off
+    "sandbox_network": False,  # let boxed commands reach the network
     "ignore": ["node_modules", "__pycache__", ".git", "*.pyc", "dist", "build", ".amas", ".venv"],
     "permissions": {
         "allow": [],
@@ -51,6 +53,10 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
         "a mapping with allow, deny and env lists of strings",
     ),
     "preload": (lambda v: v in TRISTATE, "true, false or auto"),
+    "sandbox": (
+        lambda v: v in ("auto", "on", "off", *TRISTATE),
+        "auto, on or off",
+    ),  # YAML: off is False
     "text_tools": (lambda v: v in TRISTATE, "true, false or auto"),
     "search_backend": (
         lambda v: v in ("google", "duckduckgo", "searxng"),
@@ -63,6 +69,10 @@ SET, ON = lambda v: v is not None, lambda v: v is False  # noqa: E731
 LOOSER = dict(
     auto_accept=bool, browser_path=SET, checkpoint_on_edit=ON, searxng_url=SET, api_base=SET
 )  # untrusted: no
+LOOSER["sandbox"] = lambda v: (
+    v in ("off", False)
+)  # a clone may not take its commands out of the box
+LOOSER["sandbox_network"] = lambda v: v is True
 LOOSER["ignore"] = lambda v: (
     not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
 )  # outside git: what /undo covers

@@ -81,6 +81,30 @@ def load():
     return litellm
 
 
+def take_keys(config: dict) -> dict:
+    """Move secret-named variables out of amas's environment into the config (called once, at start): no child
+    (command, git, the browser's driver) inherits them, and each model call borrows them back (lent)."""
+    from amas_code import safety
+
+    kept = safety.child_env(config)
+    taken = {name: value for name, value in os.environ.items() if name not in kept}
+    for name in taken:
+        del os.environ[name]
+    return {**config, "env_keys": taken}
+
+
+@contextlib.contextmanager
+def lent(keys: dict):
+    """The taken keys back in the environment for one model call, where litellm reads its providers' variables;
+    amas starts no child meanwhile."""
+    os.environ.update(keys)
+    try:
+        yield
+    finally:
+        for name in keys:
+            os.environ.pop(name, None)
+
+
 def check(model: str) -> None:
     """Refuse a model string litellm cannot place, with one line."""
     try:
@@ -130,13 +154,14 @@ class Model:
         self.names = {t["function"]["name"]: t for t in tools or []}
         if self.text_tools:
             messages, tools = toolcalls.to_text(messages), None
-        for attempt in itertools.count():
-            try:
-                return self.stream(messages, tools, on_text)
-            except ProviderError as e:
-                if e.partial or attempt >= RETRIES.get(e.kind, 0):
-                    raise
-                time.sleep(2**attempt if e.kind == 429 else 0.2)
+        with lent(self.config.get("env_keys", {})):
+            for attempt in itertools.count():
+                try:
+                    return self.stream(messages, tools, on_text)
+                except ProviderError as e:
+                    if e.partial or attempt >= RETRIES.get(e.kind, 0):
+                        raise
+                    time.sleep(2**attempt if e.kind == 429 else 0.2)
 
     def native(self) -> bool:
         """False when litellm's model map says the model cannot call functions."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.text import Text
 
 from amas_code import config as config_file
-from amas_code import providers, safety, tools, ui
+from amas_code import providers, safety, sandbox, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -140,7 +140,7 @@ def shell(agent, line: str) -> None:
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
     env = safety.child_env(agent.config)
-    result = tools.run_command(line, USER_TIMEOUT, agent.cwd, env)
+    result = sandbox.run(line, USER_TIMEOUT, agent.cwd, env, None)  # as the user: no box
     shown = agent.gate.secrets.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
     capped = tools.cap(shown, agent.result_limit())
@@ -237,6 +237,8 @@ def cmd_permissions(agent, arg):
         ("allowed", agent.gate.commands),
     ):
         ui.console.print(Text(f"  {kind}: {', '.join(rules or []) or '(none)'}"))
+    mode, line = agent.sandbox
+    (ui.info if mode == "on" else ui.warning)(line)
     if agent.gate.last:
         command, verdict, rule = agent.gate.last
         ui.info(f"last: {command!r} -> {verdict}" + (f" by {rule!r}" if rule else ""))
@@ -357,6 +359,8 @@ def interact(agent) -> None:
     ui.info(
         f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
     )
+    mode, line = agent.sandbox
+    (ui.info if mode == "on" else ui.warning)(line)
     last_exchange(agent)
     while True:
         try:

@@ -19,9 +19,12 @@ AUTO = {  # the questions --yes answers (yes), and those it never does
     "read": True,
     "net": True,
     "many": True,  # many tool calls in one reply
+    "outside": False,  # a command again outside the sandbox
+    "unboxed": False,  # a command where no sandbox can run
     "write": False,
     "secret": False,
 }
+ALWAYS = {"edit", "shell", "read", "net", "outside"}  # the questions 'always' may answer
 WRAPPERS = set(  # run the words after them
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
@@ -224,12 +227,14 @@ class Secrets:
 
     def __init__(self, config: dict):
         keep = set(config["permissions"].get("env", []))
+        environ = {
+            **os.environ,
+            **config.get("env_keys", {}),
+        }  # the keys amas took out of its environment
         values = {
-            v
-            for k, v in os.environ.items()
-            if SECRET_NAME.search(k) and k not in keep and len(v) >= 6
+            v for k, v in environ.items() if SECRET_NAME.search(k) and k not in keep and len(v) >= 6
         }
-        values |= {m[2] for v in os.environ.values() for m in URL_CREDENTIALS.finditer(v)}
+        values |= {m[2] for v in environ.values() for m in URL_CREDENTIALS.finditer(v)}
         values |= {s for s in config.get("secrets", []) if len(s) >= 6}
         found = [p for v in sorted(values, key=len, reverse=True) for p in self.spellings(v)]
         self.known = re.compile("|".join(found)) if found else None
@@ -334,6 +339,7 @@ class Verdict:
     question: str = ""
     key: str = ""
     reason: str = ""
+    boxed: bool = True  # a command runs in the sandbox (where there is one)
 
 
 ALLOW = Verdict("allow")
@@ -347,11 +353,12 @@ class Gate:
     """Pure policy: what may happen unasked, what must be asked, what is refused, and what the user
     allowed always. It never talks to the person: the agent asks and tells it the answer."""
 
-    def __init__(self, config: dict, root: Path):
+    def __init__(self, config: dict, root: Path, sandbox: str = "on"):
         self.config, self.root, self.always = config, Path(root).resolve(), set()
-        self.secrets, self.last = Secrets(config), None
+        self.secrets, self.last, self.sandbox = Secrets(config), None, sandbox
         saved = config_file.remembered(self.root)
         self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
+        self.outside = list(saved.get("outside", []))  # commands always run outside the sandbox
 
     def settled(self, verdict: Verdict) -> Verdict:
         """An ask that --yes or an earlier 'always' answers is an allow."""
@@ -359,7 +366,7 @@ class Gate:
             return verdict
         auto = AUTO[verdict.kind] and self.config.get("auto_accept")
         if auto or (verdict.kind, verdict.key) in self.always:
-            return ALLOW
+            return Verdict("allow", boxed=verdict.boxed)
         return verdict
 
     def judge(self, effect: Change | Command) -> Verdict:
@@ -389,16 +396,25 @@ class Gate:
                 self.last = (line, "deny", rule)
                 reason = f"command refused by the deny rule {rule!r} in permissions"
                 return Verdict("deny", reason=reason)
+        if self.sandbox == "unavailable":  # no box: every command asked, allow rules and --yes off
+            self.last = (line, "ask", "no sandbox")
+            return Verdict("ask", "unboxed", f"Run `{line}` (no sandbox)?", key=line, boxed=False)
+        boxed = line not in self.outside
         rule = self.allowed_by(line)
         over = command.timeout > self.config["shell_timeout"]
         if rule and not over:
             self.last = (line, "allow", rule)
-            return ALLOW
+            return Verdict("allow", boxed=boxed)
         self.last = (line, "ask", None)
         question = f"Run `{line}`?"
         if over:
             question = f"Run `{line}` with a timeout of {command.timeout:g}s?"
-        return Verdict("ask", "shell", question, key=line)
+        return Verdict("ask", "shell", question, key=line, boxed=boxed)
+
+    def judge_escape(self, line: str, why: str) -> Verdict:
+        """A command the sandbox stopped: running it again outside is asked (even under --yes)."""
+        question = f"In the sandbox `{line}` failed: {why}. Run it again outside the sandbox?"
+        return self.settled(Verdict("ask", "outside", question, key=line, boxed=False))
 
     def deny_rules(self) -> list[str]:
         return self.config["permissions"].get("deny", [])
@@ -426,6 +442,9 @@ class Gate:
         self.always.add((verdict.kind, verdict.key))
         if verdict.kind == "shell":
             return self.remember_command(verdict.key)
+        if verdict.kind == "outside":  # this exact command, from now on
+            self.outside.append(verdict.key)
+            config_file.remember(self.root, "outside", self.outside)
         if verdict.kind == "net":
             saved = config_file.remembered(self.root).get("hosts", [])
             config_file.remember(self.root, "hosts", sorted({*saved, verdict.key}))

@@ -1,15 +1,12 @@
 """The model's tools, bound to one project: each handler's signature and docstring are its schema."""
 
-import contextlib
 import difflib
 import fnmatch
 import inspect
 import json
 import os
 import re
-import signal
 import subprocess
-import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -119,86 +116,6 @@ def _walk(base: Path, ignore: list[str]) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if not skip.match(d))
         found += [Path(folder, n) for n in sorted(names) if not skip.match(n)]
     return found
-
-
-def run_command(command: str, timeout: float, cwd: Path, env: dict) -> str:
-    """Run a shell line; stdout, stderr and exit code. Whatever it started is gone when it returns."""
-    import psutil
-
-    _harden()
-    before = {p.pid for p in psutil.Process().children()}
-    # in its own session: a timeout or Ctrl+C kills the whole group it started
-    pipes = dict(
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    proc = subprocess.Popen(
-        command, shell=True, cwd=cwd, env=env, text=True, errors="replace", **pipes
-    )
-    try:
-        out, err, note = _collect(proc, timeout, before)
-    finally:  # also on Ctrl+C
-        _kill(proc.pid, before)
-    parts = [f"$ {command}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
-    return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
-
-
-def _harden() -> None:
-    """Orphans of a command come back to us, to be killed; and amas's /proc files (its first environment, which
-    holds the keys kept from commands) are closed to them (Linux; elsewhere nothing happens)."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<amas>/environ is root's
-
-
-def _collect(proc: subprocess.Popen, timeout: float, before: set[int]) -> tuple[str, str, str]:
-    """The command's output, and a note if it ran past its timeout and was killed with its children."""
-    deadline, note = time.monotonic() + timeout, ""
-    while True:
-        try:
-            out, err = proc.communicate(timeout=0.1)  # retrying loses no output
-            return out, err, note
-        except (
-            subprocess.TimeoutExpired
-        ) as e:  # still running, or what it left behind holds its output open
-            if proc.poll() is None and time.monotonic() < deadline:
-                continue
-            if proc.poll() is None and not note:
-                note = f"\n[timed out after {timeout}s; the command and its children were killed]"
-            elif (
-                time.monotonic() > deadline + 1
-            ):  # out of reach: it left its session, and no subreaper took it
-                proc.stdout.close(), proc.stderr.close()
-                held = f"{note}\n[still held open after {timeout}s by a process it started that amas cannot stop]"
-                return *[
-                    (part or b"").decode(errors="replace") for part in (e.output, e.stderr)
-                ], held
-            _kill(proc.pid, before)
-
-
-def _kill(pid: int, keep: set[int]) -> None:
-    """The command's process group, and every process it left behind (re-parented to us), killed."""
-    import psutil
-
-    strays = [p for p in psutil.Process().children() if p.pid not in keep and p.pid != pid]
-    with contextlib.suppress(
-        psutil.Error
-    ):  # its own tree too, waited for: a kill signal is only sent, not done
-        strays += psutil.Process(pid).children(recursive=True)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    for stray in list(strays):
-        with contextlib.suppress(psutil.Error):
-            strays += stray.children(recursive=True)
-    for stray in strays:
-        with contextlib.suppress(psutil.Error):
-            stray.kill()
-    psutil.wait_procs(strays, timeout=2)
 
 
 class Tools:

@@ -112,7 +112,12 @@ def amas(llm, monkeypatch):
     def run(*args, input=None):
         from amas_code.amas import cli
 
-        return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
+        saved = dict(os.environ)  # amas takes its keys out of its environment: give them back
+        try:
+            return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
 
     return run
 

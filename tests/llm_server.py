@@ -12,7 +12,7 @@ class ScriptedLLM:
 
     def __init__(self):
         self.script, self.requests = [], []
-        self.props, self.gets = None, []
+        self.props, self.gets, self.authorizations = None, [], []  # Authorization header per POST
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
@@ -98,6 +98,7 @@ class ScriptedLLM:
                     self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"
                 )
                 llm.requests.append(body)
+                llm.authorizations.append(self.headers.get("Authorization"))
                 step = (
                     llm.script.pop(0)
                     if llm.script

@@ -256,3 +256,35 @@ def test_tools_dispatch_to_the_browser(shared, pages, tmp_path):
     finally:
         box.close()
     assert box.tools.browser is None
+
+
+@needs_chromium
+def test_every_request_a_page_makes_goes_through_the_gate(shared, pages):
+    """Not only navigations: an image from a host the user refused is never fetched."""
+    shared.close()  # one Playwright per thread: the module's browser makes way and starts again later
+    other = pages.url.replace("127.0.0.1", "localhost") + "/logo.png"
+    asked = []
+
+    def visit(url):
+        asked.append(url)
+        if url.startswith("http://localhost"):
+            raise PermissionError("connecting to localhost was declined by the user")
+        return url
+
+    guarded = Browser(make_config(), visit)
+    try:
+        said = guarded.navigate(f"data:text/html,<title>Pic</title><img src='{other}'>")
+    finally:
+        guarded.close()
+    assert other in asked
+    assert (
+        "(a request of the page stopped: connecting to localhost was declined by the user)" in said
+    )
+
+
+def test_chromium_keeps_its_own_sandbox_unless_amas_is_root(monkeypatch):
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 1000)
+    assert "--no-sandbox" not in browser.chromium_args()
+    assert "--no-zygote" not in browser.chromium_args()  # Chromium refuses it with its sandbox on
+    monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
+    assert "--no-sandbox" in browser.chromium_args()

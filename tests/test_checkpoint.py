@@ -4,6 +4,7 @@ and the user's repository never moved while the agent worked."""
 
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -191,8 +192,7 @@ def odd_names(root):
     files(root, {n: f"{n}\n" for n in names})
     (root / os.fsdecode(b"bad\xff.txt")).write_bytes(b"not utf-8 name\n")
     commit(root)
-    script = root.parent / "agent.py"
-    script.write_text(
+    script = (  # given inline: a file beside the project is not in the box's private /tmp
         "import os\n"
         "for n in os.listdir(b'.'):\n"
         "    if n.endswith(b'.txt'):\n"
@@ -200,7 +200,7 @@ def odd_names(root):
         "open('-new \\n\\u00e9.txt', 'w').write('x')\n"
         "os.rename('sp ace.txt', 'sp  ace.txt')\n"
     )
-    return [sh(f"python3 {script}"), edit("-dash.txt", "more", "less")]
+    return [sh(f"python3 -c {shlex.quote(script)}"), edit("-dash.txt", "more", "less")]
 
 
 @scenario()
@@ -860,7 +860,8 @@ def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, 
 
 def test_a_command_that_moves_the_users_git_away_still_gets_its_checkpoint(project, capsys):
     (project / "notes.txt").write_text("untracked, the only copy\n")
-    box = toolbox(project, checkpoint=True, auto_accept=True)
+    # unboxed, as the user may let it run: in the box .git/config is a mount point and ../ read-only
+    box = toolbox(project, checkpoint=True, auto_accept=True, sandbox="off")
     result = box.execute(
         "shell_command", json.dumps({"command": "mv .git ../moved.git && rm notes.txt"})
     )
@@ -878,7 +879,8 @@ def test_a_command_that_moves_the_users_git_away_still_gets_its_checkpoint(proje
 def test_index_flags_a_command_sets_are_named_as_git_changes(project, command):
     files(project, {"d/a": "a\n", "e/b": "b\n"})
     commit(project)
-    box = toolbox(project, checkpoint=True, auto_accept=True)
+    # unboxed, as the user may let it run: in the box sparse-checkout cannot write .git/config
+    box = toolbox(project, checkpoint=True, auto_accept=True, sandbox="off")
     assert "git's HEAD, branches or index changed too" in box.execute(
         "shell_command", json.dumps({"command": command})
     )

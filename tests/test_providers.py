@@ -6,6 +6,7 @@ would receive: the tool result in its own shape, the key in its own header, Olla
 """
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -331,7 +332,12 @@ def serve(project, monkeypatch):
 def amas(*args):
     from amas_code.amas import cli
 
-    return CliRunner().invoke(cli, list(args), catch_exceptions=True)
+    saved = dict(os.environ)  # amas takes its keys out of its environment: give them back
+    try:
+        return CliRunner().invoke(cli, list(args), catch_exceptions=True)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def function_response(part: dict) -> dict:

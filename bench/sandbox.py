@@ -1,0 +1,58 @@
+"""What the box costs per shell command (SPEC §8): `python bench/sandbox.py [--runs N]`.
+
+Runs each command N times through sandbox.run in a temp git project, boxed and unboxed, alternating so that
+load on a shared machine falls on both alike, and prints the median (min–max) wall time of each as markdown.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+from amas_code import sandbox  # noqa: E402
+
+COMMANDS = ("true", "git status --short", "python3 -c pass")
+
+
+def timed(command: str, root: Path, box) -> float:
+    """Seconds one command takes through sandbox.run."""
+    start = time.perf_counter()
+    sandbox.run(command, 30, root, dict(os.environ), box)
+    return time.perf_counter() - start
+
+
+def row(name: str, times: list[float]) -> str:
+    ms = [t * 1000 for t in times]
+    return f"| {name} | {statistics.median(ms):.1f} ms ({min(ms):.1f}–{max(ms):.1f}) |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21)
+    runs = parser.parse_args().runs
+    if sandbox.probe():
+        sys.exit(f"no box here: {sandbox.probe()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        lines = ["| command | median per command (min–max) |", "|---|---|"]
+        for command in COMMANDS:
+            boxed, unboxed = [], []
+            for _ in range(runs):
+                boxed.append(timed(command, root, sandbox.Box()))
+                unboxed.append(timed(command, root, None))
+            lines += [row(f"`{command}` boxed", boxed), row(f"`{command}` unboxed", unboxed)]
+    sys.stdout.write(
+        "\n".join(lines)
+        + f"\n\n{runs} runs each, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}\n"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""The box commands run in: real commands under bubblewrap, as root and as an unprivileged user."""
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import git, make_config, run_amas
+
+from amas_code import providers, safety, sandbox
+
+REPO = str(Path(__file__).parents[1])
+NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+RUN = (  # sandbox.run in a fresh interpreter, for another user or for a process to kill
+    "import json, sys, pathlib; from amas_code import sandbox; a = json.loads(sys.argv[1]); "
+    "box = None if a['box'] is None else sandbox.Box(**a['box']); "
+    "print(sandbox.run(a['command'], a['timeout'], pathlib.Path(a['root']), a['env'], box), end='')"
+)
+KEY = "sk-proj-" + "Zq8" * 12  # the shape of an OpenAI key
+
+
+def nobody_can_box() -> str:
+    """Why the unprivileged runs are skipped here, or "" when they can run."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return "needs root and setpriv to become an unprivileged user"
+    trial = [*NOBODY, "bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "true"]
+    if subprocess.run(trial, capture_output=True).returncode:
+        return "this kernel gives an unprivileged user no user namespaces"
+    return ""
+
+
+@pytest.fixture(params=["root", "nobody"])
+def user(request):
+    if sandbox.probe():
+        pytest.skip(f"no box here: {sandbox.probe()}")
+    if request.param == "nobody" and nobody_can_box():
+        pytest.skip(nobody_can_box())
+    return request.param
+
+
+@pytest.fixture
+def place(user, monkeypatch):
+    """A project inside a home, both outside /tmp (which the box replaces whole), owned by the user."""
+    base = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="amas-box-"))
+    home, root = base / "home", base / "home" / "proj"
+    root.mkdir(parents=True)
+    git(root, "init", "-q")
+    if user == "nobody":
+        subprocess.run(["chown", "-R", "65534:65534", str(base)], check=True)
+    base.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    yield root
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def boxed(user: str, root: Path, command: str, timeout: float = 10, box: dict | None = None):
+    """The result text of a command run by sandbox.run as the user (box None: unboxed)."""
+    env = safety.child_env(make_config())
+    if user == "root":
+        where = None if box is None else sandbox.Box(**box)
+        return sandbox.run(command, timeout, root, env, where)
+    args = dict(command=command, timeout=timeout, root=str(root), env=env, box=box)
+    done = subprocess.run(
+        [*NOBODY, sys.executable, "-c", RUN, json.dumps(args)],
+        env={**os.environ, "PYTHONPATH": REPO},
+        capture_output=True,
+        text=True,
+        timeout=timeout + 30,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def free(lock: Path) -> bool:
+    """Whether no process holds the lock on this file any more."""
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+
+def eventually(condition, seconds: float = 10) -> bool:
+    """Wait, bounded, for something the kernel finishes shortly after a kill."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_a_write_outside_the_project_fails_and_says_why(user, place):
+    command = 'echo in > inside.txt; touch "$HOME/outside.txt"; echo x > .git/hooks/pre-commit'
+    result = boxed(user, place, command, box={})
+    assert (place / "inside.txt").read_text() == "in\n"
+    assert not (place.parent / "outside.txt").exists()
+    assert not (place / ".git" / "hooks" / "pre-commit").exists()
+    assert sandbox.blocked(result) == "it writes outside the project (~/outside.txt)"
+    result = boxed(user, place, "git config user.name someone", box={})
+    assert "someone" not in (place / ".git" / "config").read_text()
+    assert sandbox.blocked(result).startswith("it changes git's config or hooks")
+
+
+def test_credential_places_are_not_there(user, place):
+    home = place.parent
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = AWSSECRET\n")
+    (home / ".bash_history").write_text("export TOKEN=HISTORY\n")
+    (home / "notes.txt").write_text("a note anyone may read\n")
+    command = "cat ~/notes.txt; cat ~/.ssh/* ~/.aws/* ~/.bash_history; ls -A ~/.ssh ~/.aws"
+    result = boxed(user, place, command, box={})
+    assert "a note anyone may read" in result  # the home is there: only the credentials are not
+    assert "PRIVATE" not in result and "AWSSECRET" not in result and "HISTORY" not in result
+    unboxed = boxed(user, place, command)
+    assert "PRIVATE" in unboxed and "HISTORY" in unboxed
+
+
+def test_no_process_environ_holds_a_key(user, place):
+    """Another process of the user (here a sleep; in life the shell that started amas) holds a key."""
+    who = NOBODY if user == "nobody" else []
+    holder = subprocess.Popen([*who, "sleep", "60"], env={**os.environ, "OPENAI_API_KEY": KEY})
+    try:
+        command = f"cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {KEY[:12]}"
+        assert "\n0\n" in boxed(user, place, command, box={})
+        assert "\n0\n" not in boxed(user, place, command)  # unboxed, it can be read
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_network_is_not_there(user, place, llm):
+    get = f"import urllib.request; print(urllib.request.urlopen('{llm.url}/models', timeout=5).status)"
+    command = f'python3 -c "{get}"'
+    result = boxed(user, place, command, box={})
+    assert "[exit code 1]" in result and sandbox.blocked(result) == "it needs the network"
+    assert "\n200\n[exit code 0]" in boxed(user, place, command, box={"network": True})
+
+
+def test_a_daemon_a_command_starts_ends_with_it(user, place):
+    command = "setsid flock d.lock sh -c 'touch held; exec sleep 300' & "
+    command += "while [ ! -e held ]; do sleep 0.02; done; echo started"
+    result = boxed(user, place, command, box={})
+    assert "started\n[exit code 0]" in result
+    assert eventually(lambda: free(place / "d.lock"))
+
+
+def test_a_command_and_its_daemon_die_when_amas_is_killed(user, place):
+    """kill -9 leaves amas no moment to clean up: the box dies with its parent, the daemon with the box."""
+    command = "setsid flock d.lock sh -c 'exec sleep 300' & "
+    command += "flock c.lock sh -c 'touch held; exec sleep 300'"
+    args = dict(command=command, timeout=120, root=str(place), box={})
+    args["env"] = safety.child_env(make_config())
+    who = NOBODY if user == "nobody" else []
+    amas = subprocess.Popen(
+        [*who, sys.executable, "-c", RUN, json.dumps(args)],
+        env={**os.environ, "PYTHONPATH": REPO},
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert eventually(lambda: (place / "held").exists(), 30)
+        assert not free(place / "c.lock")
+        amas.send_signal(signal.SIGKILL)
+        amas.wait()
+        assert eventually(lambda: free(place / "c.lock") and free(place / "d.lock"))
+    finally:
+        amas.kill()
+
+
+def test_an_unboxed_command_dies_when_amas_is_killed(place):
+    args = dict(command="echo $$ > cmd.pid; exec sleep 300", timeout=120, root=str(place))
+    args.update(box=None, env=safety.child_env(make_config()))
+    amas = subprocess.Popen(
+        [sys.executable, "-c", RUN, json.dumps(args)], env={**os.environ, "PYTHONPATH": REPO}
+    )
+    try:
+        assert eventually(
+            lambda: (place / "cmd.pid").read_text().strip() if (place / "cmd.pid").exists() else "",
+            30,
+        )
+        pid = int((place / "cmd.pid").read_text())
+        amas.send_signal(signal.SIGKILL)
+        amas.wait()
+        assert eventually(
+            lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+        )
+    finally:
+        amas.kill()
+
+
+def test_a_fork_bomb_is_stopped_by_the_limit(user, place):
+    command = "for i in $(seq 80); do sleep 30 & echo $i > started; done"
+    result = boxed(user, place, command, timeout=10, box={"procs": 32})
+    assert "Cannot fork" in result and int((place / "started").read_text()) < 32
+    bomb = boxed(user, place, "f() { f | f & }; f; sleep 2", timeout=4, box={"procs": 32})
+    assert "Cannot fork" in bomb or "Resource temporarily unavailable" in bomb
+
+
+def test_a_huge_allocation_is_refused(user, place):
+    command = 'python3 -c "b = bytearray(400 << 20); print(len(b))"'
+    assert "MemoryError" in boxed(user, place, command, box={"memory": 200 << 20})
+    assert "419430400\n[exit code 0]" in boxed(user, place, command, box={})
+
+
+def test_output_is_read_in_bounded_memory(place):
+    script = RUN.replace("print(", "r = str(").replace(", end='')", ")") + "; import resource; "
+    script += "print(len(r), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, r[-300:])"
+    args = dict(command="yes", timeout=3, root=str(place), box={})
+    args["env"] = safety.child_env(make_config())
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(args)],
+        env={**os.environ, "PYTHONPATH": REPO},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    size, rss, tail = done.stdout.split(" ", 2)
+    assert int(size) < 300_000 and int(rss) < 120_000  # characters; KB: the pipe ran for 3 s
+    assert "[timed out after 3s; the command and its children were killed]" in tail
+
+
+def test_a_file_grows_no_further_than_the_limit(user, place):
+    result = boxed(user, place, "yes > big", box={"file_size": 1 << 20})
+    assert (place / "big").stat().st_size == 1 << 20
+    assert "[exit code 0]" not in result
+
+
+def test_status_says_which_mode_is_in_force(monkeypatch, tmp_path):
+    if sandbox.probe():
+        pytest.skip(f"no box here: {sandbox.probe()}")
+    config = make_config()
+    assert sandbox.status(config) == (
+        "on",
+        "commands run in a sandbox (bubblewrap): no network, writes only in the project",
+    )
+    assert sandbox.box(config) == sandbox.Box()
+    assert sandbox.box({**config, "sandbox_network": True}).network
+    off = sandbox.status({**config, "sandbox": False})  # YAML reads `sandbox: off` as false
+    assert off == (
+        "off",
+        "no sandbox: sandbox is off in the config; every command will be asked, allow rules off",
+    )
+    monkeypatch.setenv("PATH", str(tmp_path))
+    sandbox.probe.cache_clear()
+    try:
+        mode, line = sandbox.status(config)
+        assert mode == "unavailable" and line.startswith("no sandbox: bwrap not found")
+        assert sandbox.box(config) is None
+    finally:
+        sandbox.probe.cache_clear()
+
+
+def test_amas_takes_the_keys_out_of_its_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    config = providers.take_keys(make_config())
+    assert "OPENAI_API_KEY" not in os.environ
+    assert KEY not in subprocess.run(["env"], capture_output=True, text=True).stdout
+    assert safety.Secrets(config).redact(f"key {KEY}") == "key [REDACTED]"
+    with providers.lent(config["env_keys"]):
+        assert os.environ["OPENAI_API_KEY"] == KEY
+    assert "OPENAI_API_KEY" not in os.environ
+
+
+def test_a_key_never_reaches_a_command_and_the_model_call_still_has_it(project, llm):
+    command = "env > env.txt; cat /proc/[0-9]*/environ > environs.bin 2>/dev/null; true"
+    llm.reply(tool="shell_command", command=command)
+    llm.reply(text="done")
+    env = dict(AMAS_MODEL="openai/test-model", AMAS_API_BASE=llm.url, OPENAI_API_KEY=KEY)
+    done = run_amas("--yes", "look around", env=env)
+    assert done.returncode == 0, done.stderr
+    assert KEY not in (project / "env.txt").read_text()
+    assert KEY.encode() not in (project / "environs.bin").read_bytes()
+    assert llm.authorizations == [f"Bearer {KEY}"] * 2
