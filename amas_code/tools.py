@@ -30,6 +30,7 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
     "which no secret needs; write it so that only the secret itself is hidden"
 )
+NOT_UTF8 = "Use shell_command (e.g. sed or iconv) instead"
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = (
@@ -324,6 +325,10 @@ class Tools:
         """Replace a file's whole content (give the FULL content)."""
         p = regular(self.gate.path(path, write=True), path)
         old = p.read_bytes() if p.is_file() else b""
+        try:  # the model saw it with U+FFFD in place of each byte it could not read
+            old.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"Error: {path} is not UTF-8 text; write_file would re-encode it. {NOT_UTF8}"
         return self.change(p, old, _like(old, content), "write")
 
     def create_file(self, path: str, content: str) -> str:
@@ -567,14 +572,52 @@ def _typed(name: str, sig: inspect.Signature, args: dict) -> None:
 
 
 def _crlf(data: bytes) -> bool:
-    """Every line ends in CRLF: edits keep it that way."""
-    return b"\r\n" in data and data.count(b"\n") == data.count(b"\r\n")
+    """Some line ends in CRLF: the text is edited with LF endings, and _like puts each back."""
+    return b"\r\n" in data
 
 
 def _like(old: bytes, text: str) -> bytes:
-    """New text in the line endings of the file it replaces."""
+    """New text in the line endings of the file it replaces: a line kept keeps its own ending."""
     text = text.replace("\r\n", "\n")
-    return (text.replace("\n", "\r\n") if _crlf(old) else text).encode()
+    if not _crlf(old):
+        return text.encode()
+    if old.count(b"\n") == old.count(b"\r\n"):
+        return text.replace("\n", "\r\n").encode()
+    lines = text.split("\n")
+    crlf = _endings(old.decode(errors="surrogateescape").split("\n"), lines)
+    ended = [line + "\r" * crlf[n] + "\n" for n, line in enumerate(lines[:-1])]
+    return ("".join(ended) + lines[-1]).encode()
+
+
+def _endings(old: list[str], new: list[str]) -> list[bool]:
+    """Per new line, whether it ends in CRLF: a line found in old as it ends there, a line written
+    in place of others as the first of them, an added line as the line above it."""
+    plain = [line.removesuffix("\r") for line in old]
+    crlf = [line.endswith("\r") for line in old]
+    head = _common(plain, new)  # an edit keeps most lines: only the middle is matched
+    room = min(len(plain), len(new)) - head
+    tail = min(room, _common(plain[::-1], new[::-1]))
+    out = crlf[:head]
+    middle = difflib.SequenceMatcher(
+        None, plain[head : len(plain) - tail], new[head : len(new) - tail]
+    )
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
+        for j in range(j2 - j1):
+            if tag == "equal":
+                out.append(crlf[head + i1 + j])
+            else:  # the line it replaces, or the line above where it is added
+                out.append(crlf[max(0, head + min(i1 + j, i2 - 1))])
+    return out + crlf[len(plain) - tail :]
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    """How many lines the two start with alike."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _write(path: Path, data: bytes) -> None:
