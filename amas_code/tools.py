@@ -17,6 +17,8 @@ from amas_code import browser, providers, safety, ui
 from amas_code.checkpoint import GIT, git_env
 
 MAX_READ = 50_000  # bytes of a file shown at once
+LINE_CAP = 4 * MAX_READ + 4  # bytes of one line kept: more than MAX_READ characters, however wide
+CONTEXT = 100  # lines either side of those shown, redacted with them (a key spans lines)
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
 MAX_LINES = 300  # lines of search and list output
 PARAMS = dict(  # what a parameter means, where its name is not enough
@@ -289,37 +291,20 @@ class Tools:
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a file with line numbers. Read a file before editing it."""
         p = self.gate.path(path)
-        data = regular(p, path).read_bytes()
-        if looks_binary(data):
-            return "Binary file, cannot display"
+        with regular(p, path).open("rb") as f:
+            if looks_binary(f.read(8192)):
+                return "Binary file, cannot display"
+            f.seek(0)
+            window = _Window(max(0, offset), max(1, limit))
+            total = window.read(f)
         self.touched.add(self.show(p))
-        # redacted whole, then cut: a part of a secret (a key without its BEGIN line) is hidden too
-        lines, offset = (
-            self.gate.secrets.redact(data.decode("utf-8", errors="replace")).splitlines(),
-            max(0, offset),
-        )
-        out, size, end = [], 0, min(len(lines), offset + max(1, limit))
-        for i in range(offset, end):
-            size += len(lines[i]) + 8
-            if (
-                size > MAX_READ
-            ):  # a single line longer than that is shown cut, so the model is never stuck
-                end = i + (not out)
-                out += (
-                    [f"{i + 1:6}\t{lines[i][:MAX_READ]} [line cut at {MAX_READ:,} characters]"]
-                    if not out
-                    else []
-                )
-                break
-            out.append(f"{i + 1:6}\t{lines[i]}")
-        if end < len(lines):
-            why = "truncated at 50 KB" if size > MAX_READ else "more lines follow"
-            out.append(
-                f"[{why}: lines {offset + 1}-{end} of {len(lines)} shown; read_file offset={end} reads on]"
-            )
-        if lines and not out:
-            return f"Error: {path} has {len(lines)} lines; offset {offset} is past its end"
-        return "\n".join(out) if out else f"(empty file: {self.show(p)})"
+        if not total:
+            return f"(empty file: {self.show(p)})"
+        if window.offset >= total:
+            return f"Error: {path} has {total} lines; offset {offset} is past its end"
+        # redacted with the lines around it, then cut: a part of a secret (a key without its BEGIN
+        # line) is hidden too
+        return _numbered(window.shown(self.gate.secrets.redact), window.offset, total)
 
     def write_file(self, path: str, content: str) -> str:
         """Replace a file's whole content (give the FULL content)."""
@@ -558,6 +543,75 @@ class Tools:
     def get_text(self, selector: str = "body") -> str:
         """Browser: visible text of the page or of one element."""
         return self.page().get_text(selector)
+
+
+class _Window:
+    """The lines of a file around the part shown, gathered while it is read in chunks: a file of
+    any size costs a bounded buffer (each line cut, a byte budget for the part shown)."""
+
+    def __init__(self, offset: int, limit: int):
+        self.offset, self.end = offset, offset + limit  # lines shown: offset to end - 1
+        self.first, self.lines, self.size = max(0, offset - CONTEXT), [], 0
+
+    def read(self, f) -> int:
+        """Read the file through; the number of lines it has (counted, never held)."""
+        count, line = 0, b""
+        while chunk := f.read(1 << 16):
+            n = chunk.count(b"\n")
+            if count + n < self.first or count >= self.end + CONTEXT:
+                line = _grown(line, chunk) if not n else chunk.rpartition(b"\n")[2][:LINE_CAP]
+            else:
+                *ended, rest = chunk.split(b"\n")
+                for k, piece in enumerate(ended):
+                    self.take(count + k, (line + piece) if k == 0 else piece)
+                line = _grown(line, rest) if not ended else rest[:LINE_CAP]
+            count += n
+        if line:
+            self.take(count, line)
+        return count + bool(line)
+
+    def take(self, n: int, piece: bytes) -> None:
+        """Keep line n if it is shown or beside the part shown."""
+        shown = self.offset <= n < self.end
+        self.size += (len(piece) + 8) * shown
+        if shown and n > self.offset and self.size > 4 * MAX_READ:
+            self.end = n  # more than one reply can show: the rest is read on
+        if self.first <= n < self.end + CONTEXT:
+            cut = LINE_CAP if self.offset <= n < self.end else 4096
+            self.lines.append(piece.removesuffix(b"\r")[:cut])
+
+    def shown(self, redact) -> list[str]:
+        """The lines to show, redacted together with their neighbours."""
+        text = b"\n".join(self.lines).decode("utf-8", errors="replace")
+        lines = redact(text).split("\n")
+        return lines[self.offset - self.first : self.end - self.first]
+
+
+def _grown(line: bytes, more: bytes) -> bytes:
+    """A line read on, kept up to LINE_CAP bytes (a line of a gigabyte is never copied whole)."""
+    return line if len(line) >= LINE_CAP else (line + more)[:LINE_CAP]
+
+
+def _numbered(lines: list[str], offset: int, total: int) -> str:
+    """Lines with their numbers, up to 50 KB, and how to read on."""
+    out, size, end = [], 0, offset + len(lines)
+    for i, line in enumerate(lines, offset):
+        size += len(line) + 8
+        if size > MAX_READ:  # a single line longer than that is shown cut: the model is never stuck
+            end = i + (not out)
+            out += (
+                []
+                if out
+                else [f"{i + 1:6}\t{line[:MAX_READ]} [line cut at {MAX_READ:,} characters]"]
+            )
+            break
+        out.append(f"{i + 1:6}\t{line}")
+    if end < total:
+        why = "truncated at 50 KB" if size > MAX_READ else "more lines follow"
+        out.append(
+            f"[{why}: lines {offset + 1}-{end} of {total} shown; read_file offset={end} reads on]"
+        )
+    return "\n".join(out)
 
 
 def _typed(name: str, sig: inspect.Signature, args: dict) -> None:
