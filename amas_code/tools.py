@@ -21,6 +21,7 @@ LINE_CAP = 4 * MAX_READ + 4  # bytes of one line kept: more than MAX_READ charac
 CONTEXT = 100  # lines either side of those shown, redacted with them (a key spans lines)
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
 MAX_LINES = 300  # lines of search and list output
+CLOSEST_BUDGET = 500_000  # characters edit_file's closest-region search compares (~0.2 s)
 PARAMS = dict(  # what a parameter means, where its name is not enough
     path="File path, relative to the project root",
     offset="First line to show, 0-based",
@@ -708,7 +709,40 @@ def _closest(content: str, old: str) -> str:
     lines, k = content.splitlines(), max(1, len(old.splitlines()))
     if not lines:
         return "The file is empty."
-    like = lambda i: difflib.SequenceMatcher(None, "\n".join(lines[i : i + k]), old).quick_ratio()  # noqa: E731
-    best = max(range(max(1, len(lines) - k + 1)), key=like)
-    region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in range(best, min(len(lines), best + k)))
-    return f"The closest region (lines {best + 1}-{best + k}) is:\n{region}\nCopy old_str exactly from the file."
+    starts = max(1, len(lines) - k + 1)
+    cost = starts * min(len(content), len(old) * 2)  # characters compared, about
+    best = _by_characters(lines, old, k) if cost <= CLOSEST_BUDGET else _by_lines(lines, old, k)
+    end = min(len(lines), best + k)
+    shown = range(best, min(end, best + MAX_LINES))
+    region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in shown)
+    more = f"\n[… {end - shown.stop} more lines]" if end > shown.stop else ""
+    return (
+        f"The closest region (lines {best + 1}-{end}) is:\n{region}{more}\n"
+        "Copy old_str exactly from the file."
+    )
+
+
+def _by_characters(lines: list[str], old: str, k: int) -> int:
+    """The first line of the k lines whose characters are most like old's."""
+    matcher = difflib.SequenceMatcher(None)
+    matcher.set_seq2(old)  # its character counts are made once
+
+    def like(i: int) -> float:
+        matcher.set_seq1("\n".join(lines[i : i + k]))
+        return matcher.quick_ratio()
+
+    return max(range(max(1, len(lines) - k + 1)), key=like)
+
+
+def _by_lines(lines: list[str], old: str, k: int) -> int:
+    """The first line of the k lines holding most of old's lines (spacing aside): one pass, whatever
+    the sizes."""
+    wanted = {" ".join(line.split()) for line in old.splitlines()}
+    hits = [" ".join(line.split()) in wanted for line in lines]
+    score = best_score = sum(hits[:k])
+    best = 0
+    for i in range(1, len(lines) - k + 1):
+        score += hits[i + k - 1] - hits[i - 1]
+        if (score, hits[i]) > (best_score, hits[best]):  # a tie: the region that starts alike
+            best, best_score = i, score
+    return best

@@ -47,3 +47,30 @@ def test_read_file_of_a_huge_file_holds_only_what_it_shows(run, project):
     assert peak < 8 << 20
     last = run("read_file", path="huge.log", offset=3)
     assert last.startswith("     4\tyyy") and "[line cut at 50,000 characters]" in last
+
+
+@pytest.mark.timeout(20)  # before the budget this took hours: a hang, not a slow answer
+def test_edit_file_not_found_in_a_big_file_answers_at_once(run, project):
+    lines = [f"line {i} " + "x" * 40 for i in range(100_000)]  # 5 MB
+    (project / "big.txt").write_text("\n".join(lines) + "\n")
+    old = lines[50_000:60_000]
+    old[5000] = "a line the file does not hold"
+    out = run("edit_file", path="big.txt", old_str="\n".join(old), new_str="")
+    assert out.startswith(
+        "Error: old_str not found in big.txt. The closest region (lines 50001-60000)"
+    )
+    assert " 50300\tline 50299 " in out and "[… 9700 more lines]" in out
+
+
+def test_edit_file_not_found_still_finds_a_near_miss_by_its_characters(run, project):
+    (project / "m.py").write_text("def alpha():\n    return 1\n\ndef beta():\n    return 2\n")
+    out = run("edit_file", path="m.py", old_str="def betta():\n    return 2", new_str="")
+    assert "The closest region (lines 4-5)" in out
+
+
+def test_edit_file_not_found_in_a_big_file_finds_lines_indented_otherwise(run, project):
+    lines = [f"    value_{i} = compute({i})" for i in range(30_000)]
+    (project / "long.py").write_text("\n".join(lines) + "\n")
+    old = "value_20000 = compute(20000)\nvalue_20001 = compute(20001)\nvalue_20002 = oops"
+    out = run("edit_file", path="long.py", old_str=old, new_str="")
+    assert "The closest region (lines 20001-20003)" in out
