@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -21,6 +22,7 @@ LINE_CAP = 4 * MAX_READ + 4  # bytes of one line kept: more than MAX_READ charac
 CONTEXT = 100  # lines either side of those shown, redacted with them (a key spans lines)
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
 MAX_LINES = 300  # lines of search and list output
+SEARCH_SECONDS = 10  # search_files' time limit, for every regex together
 CLOSEST_BUDGET = 500_000  # characters edit_file's closest-region search compares (~0.2 s)
 PARAMS = dict(  # what a parameter means, where its name is not enough
     path="File path, relative to the project root",
@@ -69,21 +71,12 @@ def cap(text: str, limit: int) -> str:
     return f"{text[: limit // 2]}\n[… {cut} characters cut; ask for less, e.g. a line range …]\n{text[-limit // 2 :]}"
 
 
-def project_files(base: Path, ignore: list[str], grep: str | None = None) -> list[Path]:
-    """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with grep,
-    only those git grep finds the pattern in (a pattern git's PCRE cannot take, or `$`, means every file; so does a
-    lookaround or an anchor such as `\\A`: git grep may match them across lines, where each line decides here)."""
+def project_files(base: Path, ignore: list[str], literal: str | None = None) -> list[Path]:
+    """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with a
+    literal, only those git grep finds it in (a fixed string: its time says nothing of what a file holds)."""
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
-    if grep and not re.search(r"\$|\(\?|\\[AZzG]", grep):
-        ask = [
-            "grep",
-            "-lzIP",
-            "--untracked",
-            "-e",
-            f"(*UTF)(*UCP){grep}",
-            "--",
-            ".",
-        ]  # \w, \d: Unicode, as in re
+    if literal:
+        ask = ["grep", "-lzIF", "--untracked", "-e", literal, "--", "."]
     git = subprocess.run(
         [*GIT, *ask],
         cwd=base,
@@ -93,7 +86,7 @@ def project_files(base: Path, ignore: list[str], grep: str | None = None) -> lis
         errors="surrogateescape",
     )
     if git.returncode not in (0, 1) or (git.returncode == 1 and ask[0] == "ls-files"):
-        return project_files(base, ignore) if grep and ask[0] == "grep" else _walk(base, ignore)
+        return project_files(base, ignore) if literal else _walk(base, ignore)
     skip = _globs(ignore)
     return [
         base / r
@@ -406,47 +399,37 @@ class Tools:
 
     def search_files(self, pattern: str, path: str = ".") -> str:
         """Regex search in project files (ignored files left out); returns path:line: text."""
-        regex, base, hits = re.compile(pattern), self.gate.path(path), []
+        import regex  # re has no time limit: `(-+)+\d$` would hold amas for ever
+
+        search, base = _Search(regex.compile(pattern)), self.gate.path(path)
         if not base.exists():
             return f"Error: {path} does not exist"
-        for f in (
-            project_files(base, self.config["ignore"], pattern)
-            if base.is_dir()
-            else [regular(base, path)]
-        ):
-            try:  # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
-                inside = any(
-                    map(Path(os.path.realpath(f)).is_relative_to, (self.root, base))
-                )  # base: as asked
-                text = (
-                    f.read_text(encoding="utf-8")
-                    if inside and f.is_file() and f.stat().st_size < 2e6
-                    else ""
-                )
-            except (OSError, UnicodeDecodeError):
+        literal = pattern if re.fullmatch(r"[\w\s\-:=,;'\"/<>@#%&!~`]+", pattern) else None
+        if base.is_dir():
+            files = project_files(base, self.config["ignore"], literal)
+        else:
+            files = [regular(base, path)]
+        for f in files:
+            try:
+                search.lines(self.searchable(f, base), self.show(f))
+            except TimeoutError:  # an OSError too: first
+                return search.report(pattern, stopped=True)
+            except (OSError, UnicodeDecodeError):  # unreadable, or not text: not searched
                 continue
-            if not any(
-                map(regex.search, raw := text.splitlines())
-            ):  # line by line, as git grep decides
-                continue
-            pairs = list(
-                zip(raw, self.gate.secrets.redact(text).splitlines(), strict=False)
-            )  # it keeps lines
-            if not any(
-                a == b and regex.search(b) for a, b in pairs
-            ):  # matching only where a secret is, a file would
-                continue  # tell the model whether its guess was right: a line a secret touches shows only beside others
-            hits += [
-                f"{self.show(f)}:{n}: {b.strip()[:200]}"
-                for n, (_, b) in enumerate(pairs, 1)
-                if regex.search(b)
-            ]
-            if len(hits) > MAX_LINES:
-                return (
-                    "\n".join(hits[:MAX_LINES])
-                    + f"\n[capped at {MAX_LINES} matches; narrow the pattern or path]"
-                )
-        return "\n".join(hits) or f"No matches for {pattern!r}"
+            if len(search.hits) > MAX_LINES:
+                break
+        return search.report(pattern)
+
+    def searchable(self, f: Path, base: Path) -> Iterator[str]:
+        """A file's text in blocks of whole lines as the model may see it (secrets redacted, so a pattern
+        never runs on one); nothing for a link out of the project or a file that is not a regular one."""
+        # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
+        inside = any(map(Path(os.path.realpath(f)).is_relative_to, (self.root, base)))
+        if not inside or not f.is_file():
+            return
+        with f.open("rb") as raw:
+            for block in _blocks(raw):
+                yield self.gate.secrets.redact(block.decode("utf-8"))
 
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""
@@ -544,6 +527,58 @@ class Tools:
     def get_text(self, selector: str = "body") -> str:
         """Browser: visible text of the page or of one element."""
         return self.page().get_text(selector)
+
+
+class _Search:
+    """One search_files call: its pattern and time limit, and the lines found."""
+
+    def __init__(self, pattern):
+        import regex
+
+        self.pattern, self.deadline, self.hits = pattern, time.monotonic() + SEARCH_SECONDS, []
+        # a block of lines none of which matches is passed over in one search, where `^` and `$`
+        # mean a line's ends; an anchor on the whole text (\A, \Z) would miss there
+        whole = re.search(r"\\[AZzG]", pattern.pattern)
+        self.block = None if whole else regex.compile(pattern.pattern, pattern.flags | regex.M)
+
+    def lines(self, blocks: Iterator[str], name: str) -> None:
+        """Add the lines of a file the pattern finds; TimeoutError once the time is up."""
+        start = 1
+        for text in blocks:
+            first, start = start, start + text.count("\n")
+            if self.block and not self.block.search(text, timeout=self.left()):
+                continue
+            pieces = text.split("\n")
+            for n, line in enumerate(pieces[:-1] if text.endswith("\n") else pieces, first):
+                if self.pattern.search(line.removesuffix("\r"), timeout=self.left()):
+                    self.hits.append(f"{name}:{n}: {line.strip()[:200]}")
+
+    def left(self) -> float:
+        """Seconds left; TimeoutError when there are none."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return left
+
+    def report(self, pattern: str, stopped: bool = False) -> str:
+        """The lines found, capped, and whether the time ran out."""
+        out = self.hits[:MAX_LINES] or [f"No matches for {pattern!r}"]
+        if len(self.hits) > MAX_LINES:
+            out.append(f"[capped at {MAX_LINES} matches; narrow the pattern or path]")
+        if stopped:
+            out.append(
+                f"[stopped after {SEARCH_SECONDS} s, not every file searched: the pattern is too slow "
+                "(a nested repeat such as (a+)+ backtracks); simplify it or search a narrower path]"
+            )
+        return "\n".join(out)
+
+
+def _blocks(f) -> Iterator[bytes]:
+    """A file in blocks of about 1 MiB that end where a line ends (a line over LINE_CAP is cut)."""
+    while block := f.read(1 << 20):
+        if not block.endswith(b"\n"):
+            block += f.readline(LINE_CAP)
+        yield block
 
 
 class _Window:

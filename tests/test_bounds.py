@@ -74,3 +74,24 @@ def test_edit_file_not_found_in_a_big_file_finds_lines_indented_otherwise(run, p
     old = "value_20000 = compute(20000)\nvalue_20001 = compute(20001)\nvalue_20002 = oops"
     out = run("edit_file", path="long.py", old_str=old, new_str="")
     assert "The closest region (lines 20001-20003)" in out
+
+
+@pytest.mark.parametrize(
+    "pattern", ["needle here", r"needle\s+here"]
+)  # git grep finds; or every file
+def test_search_files_searches_a_big_text_file(run, project, pattern):
+    with open(project / "big.log", "w") as f:
+        f.writelines(f"ordinary line {i}\n" for i in range(120_000))  # 2.4 MB
+        f.write("a needle here\n")
+    assert run("search_files", pattern=pattern) == "big.log:120001: a needle here"
+
+
+@pytest.mark.timeout(60)  # before the limit these patterns held amas for ever
+def test_a_catastrophic_regex_is_answered_or_stopped_at_the_time_limit(run, project, monkeypatch):
+    from amas_code import tools
+
+    monkeypatch.setattr(tools, "SEARCH_SECONDS", 1)
+    (project / "runs.txt").write_text("-" * 40 + "x\n" + "a" * 80 + "b\n")
+    assert run("search_files", pattern=r"(-+)+\d$") == "No matches for '(-+)+\\\\d$'"
+    out = run("search_files", pattern=r"(a|aa)+$")
+    assert out.startswith("No matches for '(a|aa)+$'\n[stopped after 1 s, not every file searched")
