@@ -95,3 +95,26 @@ def test_a_catastrophic_regex_is_answered_or_stopped_at_the_time_limit(run, proj
     assert run("search_files", pattern=r"(-+)+\d$") == "No matches for '(-+)+\\\\d$'"
     out = run("search_files", pattern=r"(a|aa)+$")
     assert out.startswith("No matches for '(a|aa)+$'\n[stopped after 1 s, not every file searched")
+
+
+@pytest.mark.timeout(60)  # before, git hashed the 64 GB of zeros for minutes
+def test_a_sparse_file_a_command_makes_is_named_not_hashed(project):
+    box = toolbox(project, checkpoint=True, auto_accept=True, shell_timeout=10)
+    command = "truncate -s 64G sparse.img && echo made > small.txt"
+    out = box.execute("shell_command", json.dumps({"command": command}))
+    assert "checkpoint: 1 file" in out
+    assert "sparse.img: sparse or over 256 MB, not read; /undo leaves it" in out
+    assert box.checkpoint.undo() == ["small.txt"]
+    assert not (project / "small.txt").exists()
+    assert (project / "sparse.img").stat().st_size == 64 << 30
+
+
+def test_an_ignored_file_a_command_makes_is_named_as_left_by_undo(project):
+    (project / ".gitignore").write_text(".env\n")
+    box = toolbox(project, checkpoint=True, auto_accept=True, shell_timeout=10)
+    out = box.execute("shell_command", json.dumps({"command": "echo API_URL=x > .env"}))
+    assert out.endswith("[exit code 0]\n[.env: made, which git ignores; /undo leaves it]")
+    out = box.execute("shell_command", json.dumps({"command": "echo B=1 > b.txt; rm .env"}))
+    assert out.endswith("[checkpoint: 2 files; /undo takes it back]")  # it was there before: kept
+    assert sorted(box.checkpoint.undo()) == [".env", "b.txt"]
+    assert (project / ".env").read_text() == "API_URL=x\n" and not (project / "b.txt").exists()
