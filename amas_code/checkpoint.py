@@ -671,17 +671,28 @@ class Checkpoint:
     def redo(self, ask=lambda q: False) -> list[str]:
         """Re-apply the checkpoint the last undo took back."""
         with self.locked():
-            head, redo = self.ref(MAIN), self.ref(REDO)
-            ahead = (
-                self.history(f"{head}..{redo}" if head else redo) if redo and redo != head else []
-            )
-            if (
-                not ahead or ahead[-1]["parent"] != head
-            ):  # a checkpoint made since the undo ends what can be redone
+            ahead = self.redoable()
+            if ahead is None:
                 raise CheckpointError("nothing to redo")
-            files = self.apply(ahead[-1:], True, ask)
-            self.set_ref(MAIN, ahead[-1]["id"])
+            files = self.apply([ahead], True, ask)
+            self.set_ref(MAIN, ahead["id"])
             return files
+
+    def redoable(self) -> dict | None:
+        """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""
+        head, redo = self.ref(MAIN), self.ref(REDO)
+        if not redo or redo == head:
+            return None
+        ahead = self.history(f"{head}..{redo}" if head else redo)
+        return ahead[-1] if ahead and ahead[-1]["parent"] == head else None
+
+    def earlier(self, n: int) -> list[dict]:
+        """Of the last n checkpoints, those an amas that has ended made in another session (a one-shot
+        run, another terminal): /diff does not show them, so /undo asks first."""
+        chain = self.history(limit=n)
+        return [
+            cp for cp in chain if cp.get("session") != self.session and not _running(cp.get("pid"))
+        ]
 
     def restore(self, cid: str, ask=lambda q: False) -> list[str]:
         """Undo every checkpoint made after the given one."""
