@@ -43,6 +43,7 @@ LOST = (  # what no checkpoint holds
 )
 MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
 BIG = 10 << 20  # a file this big is stored by git, which streams it (core.bigFileThreshold above)
+HUGE = 256 << 20  # a new file this big is left out of a command's checkpoint (named, never read)
 
 
 class CheckpointError(Exception):
@@ -83,6 +84,7 @@ class Checkpoint:
             "",
         )  # the user's git directory shared by its worktrees (objects,
         # info/exclude) and the ignore file its config names, once found
+        self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
 
     def run(
         self, *args: str, data: bytes | None = None, borrow: bool = False
@@ -277,7 +279,7 @@ class Checkpoint:
             lost = [
                 p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)
             ] + unkept
-            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
+            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost) + self.left_out(pending)
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
             meta = {
@@ -294,6 +296,18 @@ class Checkpoint:
             return _failed(e)
         finally:
             self.pending.unlink(missing_ok=True)
+
+    def left_out(self, pending: dict) -> list[str]:
+        """What a command made that no checkpoint holds, said: files too big to read, and files git
+        ignores (never copied: a new .env may hold a key); /undo leaves them."""
+        if "tree" not in pending:
+            return []
+        big = [p for p in self.huge if p not in pending.get("huge", [])]
+        was = set(pending.get("ignored", []))
+        ignored = [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
+        said = [f"{_names(big)}: sparse or over {HUGE >> 20} MB, not read; /undo leaves it"]
+        made = [f"{_names(ignored)}: made, which git ignores; /undo leaves it"]
+        return said * bool(big) + made * bool(ignored)
 
     def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
         """Files changed, folders made and folders gone since the kept before state, and the changed files whose
@@ -399,9 +413,11 @@ class Checkpoint:
         1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them.
         The paths it could not read ("unread"): not covered, and never taken for new when a command makes them
         readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one."""
-        added = self.run(
-            *["-c", "core.bigFileThreshold=1"] * first, "add", "-A", "--ignore-errors", borrow=True
-        )
+        self.huge = self.too_big()
+        spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in self.huge)]
+        add = ["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"]
+        bulk = ["-c", "core.bigFileThreshold=1"] * first
+        added = self.run(*bulk, *add, data=b"\0".join(spec) + b"\0", borrow=True)
         if (
             b"fatal:" in added.stderr
         ):  # an error on one path (a nested repository with no commit) is no reason
@@ -418,7 +434,13 @@ class Checkpoint:
                 "update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0"
             )
         unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
-        return {"unread": unread, "nested": [os.fsdecode(p) for p in nested]}
+        nested = [os.fsdecode(p) for p in nested]
+        return {"unread": unread, "nested": nested, "huge": self.huge}
+
+    def too_big(self) -> list[str]:
+        """New files never read: sparse (a `truncate -s 64G` would be hashed for minutes) or over HUGE."""
+        listed = self.git("ls-files", "-oz", "--exclude-standard").split(b"\0")
+        return [os.fsdecode(p) for p in listed if p and _huge(self.root / os.fsdecode(p))]
 
     def untracked(self, *flags: str) -> list[str]:
         """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""
@@ -462,7 +484,7 @@ class Checkpoint:
         before, after, ignored = (
             set(old["empty"]),
             set(new["empty"]),
-            {*old.get("ignored", []), *old.get("unread", [])},
+            {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])},
         )
         shown = lambda p: p in ignored or p.startswith(tuple(i for i in ignored if i.endswith("/")))  # noqa: E731
         changes = {
@@ -653,17 +675,28 @@ class Checkpoint:
     def redo(self, ask=lambda q: False) -> list[str]:
         """Re-apply the checkpoint the last undo took back."""
         with self.locked():
-            head, redo = self.ref(MAIN), self.ref(REDO)
-            ahead = (
-                self.history(f"{head}..{redo}" if head else redo) if redo and redo != head else []
-            )
-            if (
-                not ahead or ahead[-1]["parent"] != head
-            ):  # a checkpoint made since the undo ends what can be redone
+            ahead = self.redoable()
+            if ahead is None:
                 raise CheckpointError("nothing to redo")
-            files = self.apply(ahead[-1:], True, ask)
-            self.set_ref(MAIN, ahead[-1]["id"])
+            files = self.apply([ahead], True, ask)
+            self.set_ref(MAIN, ahead["id"])
             return files
+
+    def redoable(self) -> dict | None:
+        """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""
+        head, redo = self.ref(MAIN), self.ref(REDO)
+        if not redo or redo == head:
+            return None
+        ahead = self.history(f"{head}..{redo}" if head else redo)
+        return ahead[-1] if ahead and ahead[-1]["parent"] == head else None
+
+    def earlier(self, n: int) -> list[dict]:
+        """Of the last n checkpoints, those an amas that has ended made in another session (a one-shot
+        run, another terminal): /diff does not show them, so /undo asks first."""
+        chain = self.history(limit=n)
+        return [
+            cp for cp in chain if cp.get("session") != self.session and not _running(cp.get("pid"))
+        ]
 
     def restore(self, cid: str, ask=lambda q: False) -> list[str]:
         """Undo every checkpoint made after the given one."""
@@ -761,6 +794,20 @@ def _small(root: Path, paths: list[str], budget: int = 1 << 22) -> list[str]:
             out.append(rel)
             budget -= size
     return out
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + "…" * (len(paths) > 5)
+
+
+def _huge(path: Path) -> bool:
+    """A regular file over HUGE, or a sparse one over 1 MiB (fewer blocks than half its size)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    sparse = st.st_size > 1 << 20 and st.st_blocks * 512 < st.st_size // 2
+    return stat.S_ISREG(st.st_mode) and (st.st_size > HUGE or sparse)
 
 
 def _kept(path: str, kept: dict) -> bool:

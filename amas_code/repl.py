@@ -33,7 +33,22 @@ def cmd_undo(agent, arg):
         and len(labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]) == n
     ):
         ui.info("taking back: " + "; ".join(labels))
+        if (earlier := agent.checkpoint.earlier(n)) and not _ask(_made_before(earlier)):
+            return ui.error("cancelled; nothing changed")
     _checkpoints(agent, "undone", lambda cp: cp.undo(n, _ask))
+
+
+def _made_before(chain: list[dict]) -> str:
+    """The question before /undo takes back what an earlier amas made: when, what, which files."""
+    told = []
+    for cp in chain:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(cp.get("time", 0)))
+        files = ", ".join(cp.get("files", [])) or "folders only"
+        told.append(f"{ui.clean(cp['label'])} ({when}: {ui.clean(files)})")
+    return (
+        f"made before this session, by a one-shot run or another terminal (not in /diff): "
+        f"{'; '.join(told)}. Take it back?"
+    )
 
 
 def cmd_redo(agent, arg):
@@ -54,8 +69,12 @@ def cmd_checkpoint(agent, arg):
                 (cp["id"][:8], "yellow"), f" {when} {ui.clean(cp['label'])}  ", (files, "dim")
             )
         )
+    ahead = agent.checkpoint.redoable() if agent.checkpoint else None
     if not listed:
-        ui.info("no checkpoints yet")
+        ui.info("no checkpoints: every one was undone" if ahead else "no checkpoints yet")
+    if ahead:
+        files = ", ".join(ahead.get("files", [])) or "folders only"
+        ui.info(f"/redo brings back {ui.clean(ahead['label'])} ({ui.clean(files)})")
 
 
 def _ask(question: str) -> bool:
@@ -100,6 +119,11 @@ def cmd_diff(agent, arg):
             ui.console.print(shown)
     if not changes:
         ui.info("the agent changed nothing in this session")
+    if others := agent.checkpoint.earlier(200) if agent.checkpoint else []:
+        which = ui.plural(len(others), "checkpoint")
+        ui.info(
+            f"not shown: {which} from before this session, which /undo asks about (see /checkpoint)"
+        )
 
 
 def cmd_attach(agent, arg):

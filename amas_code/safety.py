@@ -467,8 +467,14 @@ class Gate:
         if re.search(r"[*?[]", target):
             # the shell expands it: `.?` may be `..`, `.gi?` `.git`, `l?k` a link out
             return self.globbed(target)
-        # git would run what a write into .git/config or hooks names
-        path = (self.root / target).resolve()
+        return self.within(target)
+
+    def within(self, target: str) -> bool:
+        """A path, taken as written, that stays in the project and out of .git."""
+        try:  # git would run what a write into .git/config or hooks names
+            path = (self.root / target).resolve()
+        except (RuntimeError, OSError):  # a symlink loop leads nowhere: the person is asked
+            return False
         inside = self.root in path.parents and not _in_git(path.relative_to(self.root))
         return "$" not in target and not target.startswith("~") and inside
 
@@ -479,14 +485,17 @@ class Gate:
         if target.startswith(("/", "~")) or reaching:
             return False
         folder = [folder] if (folder := os.path.dirname(target)) else []
-        return all(map(self.inside, glob.glob(target, root_dir=self.root) + folder))
+        # a name found may hold `*` itself: it is taken as written
+        found = glob.glob(target, root_dir=self.root)
+        return all(map(self.within, found)) and all(map(self.inside, folder))
 
     def reaches(self, word: str) -> bool:
         """An argument (or an option's value) that may name a place outside the project or inside .git."""
         attached = word[2:] if re.match(r"-\w.", word) else ""  # `-t..` is `-t ..`
         values = {word.split("=", 1)[-1], attached}
         return any(
-            v and not self.inside(v) and (self.root / v).resolve() != self.root for v in values
+            v and not self.inside(v) and os.path.realpath(self.root / v) != str(self.root)
+            for v in values
         )
 
     def show(self, path: Path) -> str:

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -15,8 +17,12 @@ from amas_code.checkpoint import GIT, git_env
 from amas_code.safety import Change, Command, Verdict
 
 MAX_READ = 50_000  # bytes of a file shown at once
+LINE_CAP = 4 * MAX_READ + 4  # bytes of one line kept: more than MAX_READ characters, however wide
+CONTEXT = 100  # lines either side of those shown, redacted with them (a key spans lines)
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
 MAX_LINES = 300  # lines of search and list output
+SEARCH_SECONDS = 10  # search_files' time limit, for every regex together
+CLOSEST_BUDGET = 500_000  # characters edit_file's closest-region search compares (~0.2 s)
 PARAMS = dict(  # what a parameter means, where its name is not enough
     path="File path, relative to the project root",
     offset="First line to show, 0-based",
@@ -28,6 +34,7 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
     "which no secret needs; write it so that only the secret itself is hidden"
 )
+NOT_UTF8 = "Use shell_command (e.g. sed or iconv) instead"
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = (
@@ -63,21 +70,12 @@ def cap(text: str, limit: int) -> str:
     return f"{text[: limit // 2]}\n[… {cut} characters cut; ask for less, e.g. a line range …]\n{text[-limit // 2 :]}"
 
 
-def project_files(base: Path, ignore: list[str], grep: str | None = None) -> list[Path]:
-    """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with grep,
-    only those git grep finds the pattern in (a pattern git's PCRE cannot take, or `$`, means every file; so does a
-    lookaround or an anchor such as `\\A`: git grep may match them across lines, where each line decides here)."""
+def project_files(base: Path, ignore: list[str], literal: str | None = None) -> list[Path]:
+    """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with a
+    literal, only those git grep finds it in (a fixed string: its time says nothing of what a file holds)."""
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
-    if grep and not re.search(r"\$|\(\?|\\[AZzG]", grep):
-        ask = [
-            "grep",
-            "-lzIP",
-            "--untracked",
-            "-e",
-            f"(*UTF)(*UCP){grep}",
-            "--",
-            ".",
-        ]  # \w, \d: Unicode, as in re
+    if literal:
+        ask = ["grep", "-lzIF", "--untracked", "-e", literal, "--", "."]
     git = subprocess.run(
         [*GIT, *ask],
         cwd=base,
@@ -87,7 +85,7 @@ def project_files(base: Path, ignore: list[str], grep: str | None = None) -> lis
         errors="surrogateescape",
     )
     if git.returncode not in (0, 1) or (git.returncode == 1 and ask[0] == "ls-files"):
-        return project_files(base, ignore) if grep and ask[0] == "grep" else _walk(base, ignore)
+        return project_files(base, ignore) if literal else _walk(base, ignore)
     skip = _globs(ignore)
     return [
         base / r
@@ -205,42 +203,29 @@ class Tools:
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a file with line numbers. Read a file before editing it."""
         p = self.path(path)
-        data = regular(p, path).read_bytes()
-        if looks_binary(data):
-            return "Binary file, cannot display"
+        with regular(p, path).open("rb") as f:
+            if looks_binary(f.read(8192)):
+                return "Binary file, cannot display"
+            f.seek(0)
+            window = _Window(max(0, offset), max(1, limit))
+            total = window.read(f)
         self.touched.add(self.show(p))
-        # redacted whole, then cut: a part of a secret (a key without its BEGIN line) is hidden too
-        lines, offset = (
-            self.gate.secrets.redact(data.decode("utf-8", errors="replace")).splitlines(),
-            max(0, offset),
-        )
-        out, size, end = [], 0, min(len(lines), offset + max(1, limit))
-        for i in range(offset, end):
-            size += len(lines[i]) + 8
-            if (
-                size > MAX_READ
-            ):  # a single line longer than that is shown cut, so the model is never stuck
-                end = i + (not out)
-                out += (
-                    [f"{i + 1:6}\t{lines[i][:MAX_READ]} [line cut at {MAX_READ:,} characters]"]
-                    if not out
-                    else []
-                )
-                break
-            out.append(f"{i + 1:6}\t{lines[i]}")
-        if end < len(lines):
-            why = "truncated at 50 KB" if size > MAX_READ else "more lines follow"
-            out.append(
-                f"[{why}: lines {offset + 1}-{end} of {len(lines)} shown; read_file offset={end} reads on]"
-            )
-        if lines and not out:
-            return f"Error: {path} has {len(lines)} lines; offset {offset} is past its end"
-        return "\n".join(out) if out else f"(empty file: {self.show(p)})"
+        if not total:
+            return f"(empty file: {self.show(p)})"
+        if window.offset >= total:
+            return f"Error: {path} has {total} lines; offset {offset} is past its end"
+        # redacted with the lines around it, then cut: a part of a secret (a key without its BEGIN
+        # line) is hidden too
+        return _numbered(window.shown(self.gate.secrets.redact), window.offset, total)
 
     def write_file(self, path: str, content: str) -> str:
         """Replace a file's whole content (give the FULL content)."""
         p = regular(self.gate.resolve(path, write=True), path)
         old = p.read_bytes() if p.is_file() else None
+        try:  # the model saw it with U+FFFD in place of each byte it could not read
+            (old or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return f"Error: {path} is not UTF-8 text; write_file would re-encode it. {NOT_UTF8}"
         return self.change(p, old, _like(old or b"", content), "write")
 
     def create_file(self, path: str, content: str) -> str:
@@ -309,47 +294,37 @@ class Tools:
 
     def search_files(self, pattern: str, path: str = ".") -> str:
         """Regex search in project files (ignored files left out); returns path:line: text."""
-        regex, base, hits = re.compile(pattern), self.path(path), []
+        import regex  # re has no time limit: `(-+)+\d$` would hold amas for ever
+
+        search, base = _Search(regex.compile(pattern)), self.path(path)
         if not base.exists():
             return f"Error: {path} does not exist"
-        for f in (
-            project_files(base, self.config["ignore"], pattern)
-            if base.is_dir()
-            else [regular(base, path)]
-        ):
-            try:  # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
-                inside = any(
-                    map(Path(os.path.realpath(f)).is_relative_to, (self.root, base))
-                )  # base: as asked
-                text = (
-                    f.read_text(encoding="utf-8")
-                    if inside and f.is_file() and f.stat().st_size < 2e6
-                    else ""
-                )
-            except (OSError, UnicodeDecodeError):
+        literal = pattern if re.fullmatch(r"[\w\s\-:=,;'\"/<>@#%&!~`]+", pattern) else None
+        if base.is_dir():
+            files = project_files(base, self.config["ignore"], literal)
+        else:
+            files = [regular(base, path)]
+        for f in files:
+            try:
+                search.lines(self.searchable(f, base), self.show(f))
+            except TimeoutError:  # an OSError too: first
+                return search.report(pattern, stopped=True)
+            except (OSError, UnicodeDecodeError):  # unreadable, or not text: not searched
                 continue
-            if not any(
-                map(regex.search, raw := text.splitlines())
-            ):  # line by line, as git grep decides
-                continue
-            pairs = list(
-                zip(raw, self.gate.secrets.redact(text).splitlines(), strict=False)
-            )  # it keeps lines
-            if not any(
-                a == b and regex.search(b) for a, b in pairs
-            ):  # matching only where a secret is, a file would
-                continue  # tell the model whether its guess was right: a line a secret touches shows only beside others
-            hits += [
-                f"{self.show(f)}:{n}: {b.strip()[:200]}"
-                for n, (_, b) in enumerate(pairs, 1)
-                if regex.search(b)
-            ]
-            if len(hits) > MAX_LINES:
-                return (
-                    "\n".join(hits[:MAX_LINES])
-                    + f"\n[capped at {MAX_LINES} matches; narrow the pattern or path]"
-                )
-        return "\n".join(hits) or f"No matches for {pattern!r}"
+            if len(search.hits) > MAX_LINES:
+                break
+        return search.report(pattern)
+
+    def searchable(self, f: Path, base: Path) -> Iterator[str]:
+        """A file's text in blocks of whole lines as the model may see it (secrets redacted, so a pattern
+        never runs on one); nothing for a link out of the project or a file that is not a regular one."""
+        # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
+        inside = any(map(Path(os.path.realpath(f)).is_relative_to, (self.root, base)))
+        if not inside or not f.is_file():
+            return
+        with f.open("rb") as raw:
+            for block in _blocks(raw):
+                yield self.gate.secrets.redact(block.decode("utf-8"))
 
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""
@@ -449,6 +424,127 @@ class Tools:
         return self.page().get_text(selector)
 
 
+class _Search:
+    """One search_files call: its pattern and time limit, and the lines found."""
+
+    def __init__(self, pattern):
+        import regex
+
+        self.pattern, self.deadline, self.hits = pattern, time.monotonic() + SEARCH_SECONDS, []
+        # a block of lines none of which matches is passed over in one search, where `^` and `$`
+        # mean a line's ends; an anchor on the whole text (\A, \Z) would miss there
+        whole = re.search(r"\\[AZzG]", pattern.pattern)
+        self.block = None if whole else regex.compile(pattern.pattern, pattern.flags | regex.M)
+
+    def lines(self, blocks: Iterator[str], name: str) -> None:
+        """Add the lines of a file the pattern finds; TimeoutError once the time is up."""
+        start = 1
+        for text in blocks:
+            first, start = start, start + text.count("\n")
+            if self.block and not self.block.search(text, timeout=self.left()):
+                continue
+            pieces = text.split("\n")
+            for n, line in enumerate(pieces[:-1] if text.endswith("\n") else pieces, first):
+                if self.pattern.search(line.removesuffix("\r"), timeout=self.left()):
+                    self.hits.append(f"{name}:{n}: {line.strip()[:200]}")
+
+    def left(self) -> float:
+        """Seconds left; TimeoutError when there are none."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return left
+
+    def report(self, pattern: str, stopped: bool = False) -> str:
+        """The lines found, capped, and whether the time ran out."""
+        out = self.hits[:MAX_LINES] or [f"No matches for {pattern!r}"]
+        if len(self.hits) > MAX_LINES:
+            out.append(f"[capped at {MAX_LINES} matches; narrow the pattern or path]")
+        if stopped:
+            out.append(
+                f"[stopped after {SEARCH_SECONDS} s, not every file searched: the pattern is too slow "
+                "(a nested repeat such as (a+)+ backtracks); simplify it or search a narrower path]"
+            )
+        return "\n".join(out)
+
+
+def _blocks(f) -> Iterator[bytes]:
+    """A file in blocks of about 1 MiB that end where a line ends (a line over LINE_CAP is cut)."""
+    while block := f.read(1 << 20):
+        if not block.endswith(b"\n"):
+            block += f.readline(LINE_CAP)
+        yield block
+
+
+class _Window:
+    """The lines of a file around the part shown, gathered while it is read in chunks: a file of
+    any size costs a bounded buffer (each line cut, a byte budget for the part shown)."""
+
+    def __init__(self, offset: int, limit: int):
+        self.offset, self.end = offset, offset + limit  # lines shown: offset to end - 1
+        self.first, self.lines, self.size = max(0, offset - CONTEXT), [], 0
+
+    def read(self, f) -> int:
+        """Read the file through; the number of lines it has (counted, never held)."""
+        count, line = 0, b""
+        while chunk := f.read(1 << 16):
+            n = chunk.count(b"\n")
+            if count + n < self.first or count >= self.end + CONTEXT:
+                line = _grown(line, chunk) if not n else chunk.rpartition(b"\n")[2][:LINE_CAP]
+            else:
+                *ended, rest = chunk.split(b"\n")
+                for k, piece in enumerate(ended):
+                    self.take(count + k, (line + piece) if k == 0 else piece)
+                line = _grown(line, rest) if not ended else rest[:LINE_CAP]
+            count += n
+        if line:
+            self.take(count, line)
+        return count + bool(line)
+
+    def take(self, n: int, piece: bytes) -> None:
+        """Keep line n if it is shown or beside the part shown."""
+        shown = self.offset <= n < self.end
+        self.size += (len(piece) + 8) * shown
+        if shown and n > self.offset and self.size > 4 * MAX_READ:
+            self.end = n  # more than one reply can show: the rest is read on
+        if self.first <= n < self.end + CONTEXT:
+            cut = LINE_CAP if self.offset <= n < self.end else 4096
+            self.lines.append(piece.removesuffix(b"\r")[:cut])
+
+    def shown(self, redact) -> list[str]:
+        """The lines to show, redacted together with their neighbours."""
+        text = b"\n".join(self.lines).decode("utf-8", errors="replace")
+        lines = redact(text).split("\n")
+        return lines[self.offset - self.first : self.end - self.first]
+
+
+def _grown(line: bytes, more: bytes) -> bytes:
+    """A line read on, kept up to LINE_CAP bytes (a line of a gigabyte is never copied whole)."""
+    return line if len(line) >= LINE_CAP else (line + more)[:LINE_CAP]
+
+
+def _numbered(lines: list[str], offset: int, total: int) -> str:
+    """Lines with their numbers, up to 50 KB, and how to read on."""
+    out, size, end = [], 0, offset + len(lines)
+    for i, line in enumerate(lines, offset):
+        size += len(line) + 8
+        if size > MAX_READ:  # a single line longer than that is shown cut: the model is never stuck
+            end = i + (not out)
+            out += (
+                []
+                if out
+                else [f"{i + 1:6}\t{line[:MAX_READ]} [line cut at {MAX_READ:,} characters]"]
+            )
+            break
+        out.append(f"{i + 1:6}\t{line}")
+    if end < total:
+        why = "truncated at 50 KB" if size > MAX_READ else "more lines follow"
+        out.append(
+            f"[{why}: lines {offset + 1}-{end} of {total} shown; read_file offset={end} reads on]"
+        )
+    return "\n".join(out)
+
+
 def _typed(name: str, sig: inspect.Signature, args: dict) -> None:
     """Each argument of its parameter's type: a string `timeout` is refused before the command starts."""
     for key, value in sig.bind(**args).arguments.items():
@@ -461,14 +557,52 @@ def _typed(name: str, sig: inspect.Signature, args: dict) -> None:
 
 
 def _crlf(data: bytes) -> bool:
-    """Every line ends in CRLF: edits keep it that way."""
-    return b"\r\n" in data and data.count(b"\n") == data.count(b"\r\n")
+    """Some line ends in CRLF: the text is edited with LF endings, and _like puts each back."""
+    return b"\r\n" in data
 
 
 def _like(old: bytes, text: str) -> bytes:
-    """New text in the line endings of the file it replaces."""
+    """New text in the line endings of the file it replaces: a line kept keeps its own ending."""
     text = text.replace("\r\n", "\n")
-    return (text.replace("\n", "\r\n") if _crlf(old) else text).encode()
+    if not _crlf(old):
+        return text.encode()
+    if old.count(b"\n") == old.count(b"\r\n"):
+        return text.replace("\n", "\r\n").encode()
+    lines = text.split("\n")
+    crlf = _endings(old.decode(errors="surrogateescape").split("\n"), lines)
+    ended = [line + "\r" * crlf[n] + "\n" for n, line in enumerate(lines[:-1])]
+    return ("".join(ended) + lines[-1]).encode()
+
+
+def _endings(old: list[str], new: list[str]) -> list[bool]:
+    """Per new line, whether it ends in CRLF: a line found in old as it ends there, a line written
+    in place of others as the first of them, an added line as the line above it."""
+    plain = [line.removesuffix("\r") for line in old]
+    crlf = [line.endswith("\r") for line in old]
+    head = _common(plain, new)  # an edit keeps most lines: only the middle is matched
+    room = min(len(plain), len(new)) - head
+    tail = min(room, _common(plain[::-1], new[::-1]))
+    out = crlf[:head]
+    middle = difflib.SequenceMatcher(
+        None, plain[head : len(plain) - tail], new[head : len(new) - tail]
+    )
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
+        for j in range(j2 - j1):
+            if tag == "equal":
+                out.append(crlf[head + i1 + j])
+            else:  # the line it replaces, or the line above where it is added
+                out.append(crlf[max(0, head + min(i1 + j, i2 - 1))])
+    return out + crlf[len(plain) - tail :]
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    """How many lines the two start with alike."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def write(path: Path, data: bytes) -> None:
@@ -505,7 +639,40 @@ def _closest(content: str, old: str) -> str:
     lines, k = content.splitlines(), max(1, len(old.splitlines()))
     if not lines:
         return "The file is empty."
-    like = lambda i: difflib.SequenceMatcher(None, "\n".join(lines[i : i + k]), old).quick_ratio()  # noqa: E731
-    best = max(range(max(1, len(lines) - k + 1)), key=like)
-    region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in range(best, min(len(lines), best + k)))
-    return f"The closest region (lines {best + 1}-{best + k}) is:\n{region}\nCopy old_str exactly from the file."
+    starts = max(1, len(lines) - k + 1)
+    cost = starts * min(len(content), len(old) * 2)  # characters compared, about
+    best = _by_characters(lines, old, k) if cost <= CLOSEST_BUDGET else _by_lines(lines, old, k)
+    end = min(len(lines), best + k)
+    shown = range(best, min(end, best + MAX_LINES))
+    region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in shown)
+    more = f"\n[… {end - shown.stop} more lines]" if end > shown.stop else ""
+    return (
+        f"The closest region (lines {best + 1}-{end}) is:\n{region}{more}\n"
+        "Copy old_str exactly from the file."
+    )
+
+
+def _by_characters(lines: list[str], old: str, k: int) -> int:
+    """The first line of the k lines whose characters are most like old's."""
+    matcher = difflib.SequenceMatcher(None)
+    matcher.set_seq2(old)  # its character counts are made once
+
+    def like(i: int) -> float:
+        matcher.set_seq1("\n".join(lines[i : i + k]))
+        return matcher.quick_ratio()
+
+    return max(range(max(1, len(lines) - k + 1)), key=like)
+
+
+def _by_lines(lines: list[str], old: str, k: int) -> int:
+    """The first line of the k lines holding most of old's lines (spacing aside): one pass, whatever
+    the sizes."""
+    wanted = {" ".join(line.split()) for line in old.splitlines()}
+    hits = [" ".join(line.split()) in wanted for line in lines]
+    score = best_score = sum(hits[:k])
+    best = 0
+    for i in range(1, len(lines) - k + 1):
+        score += hits[i + k - 1] - hits[i - 1]
+        if (score, hits[i]) > (best_score, hits[best]):  # a tie: the region that starts alike
+            best, best_score = i, score
+    return best

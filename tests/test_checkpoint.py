@@ -584,6 +584,42 @@ def test_nothing_is_written_to_the_users_git_and_no_program_of_the_repository_ru
     assert not marker.exists() and walk(project / ".git") == before
 
 
+def times(top: Path) -> dict:
+    """Every path under top with its modification and change times (ns)."""
+    out = {}
+    for folder, dirs, names in os.walk(top):
+        for name in dirs + names:
+            st = os.lstat(os.path.join(folder, name))
+            out[os.path.relpath(os.path.join(folder, name), top)] = (st.st_mtime_ns, st.st_ctime_ns)
+    return out
+
+
+def test_amas_touches_no_time_in_your_project_but_git_freshening_your_objects(project):
+    """What amas's git touches of yours, exactly: your files, index, refs and config keep their times (no
+    `git status` refreshes your index); git may only re-time objects of .git/objects it found there ("freshen":
+    it would otherwise have written them), which changes no byte."""
+    (project / "src").mkdir()
+    (project / "src" / "m.py").write_text("x = 1\n")
+    commit(project)
+    (project / "notes.txt").write_text("untracked\n")
+    before, content = times(project), walk(project / ".git")
+    box = toolbox(project, checkpoint=True, auto_accept=True)
+    for name, args in [
+        ("search_files", {"pattern": "x = 1"}),
+        ("search_files", {"pattern": r"x\s="}),
+        ("list_files", {}),
+        ("read_file", {"path": "src/m.py"}),
+        ("shell_command", {"command": "echo new > made.txt"}),
+    ]:
+        box.execute(name, json.dumps(args))
+    box.checkpoint.changes()
+    box.checkpoint.undo(1, refuse)
+    after = times(project)
+    changed = sorted(p for p in before if before[p] != after.get(p))
+    assert all(p.startswith(".git/objects/") for p in changed), changed
+    assert walk(project / ".git") == content and sorted(after) == sorted(before)
+
+
 def test_checkpoint_content_survives_the_users_gc(project):
     (project / "a.txt").write_text("only ever in a commit the user throws away\n")
     commit(project, "throwaway")
@@ -1010,7 +1046,8 @@ def test_the_shadow_reads_only_the_ignore_file_of_your_git_config(project, home)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     line = "echo agent >> README.md && printf 5e%s 1f > k.secret"  # the content is not in the label
     said = box.execute("shell_command", json.dumps({"command": line}))
-    assert said.endswith("[checkpoint: 1 file; /undo takes it back]"), said
+    ends = "[checkpoint: 1 file; /undo takes it back; k.secret: made, which git ignores; /undo leaves it]"
+    assert said.endswith(ends), said
     objects = subprocess.run(
         ["git", "cat-file", "--batch-all-objects", "--batch"],
         cwd=box.checkpoint.dir,

@@ -161,11 +161,11 @@ def test_undo_asks_before_taking_back_what_another_running_amas_made(
     finally:
         window.kill()
         window.wait()
-    asked.clear()
-    repl.command(agent, "/undo")  # once it has ended, its change is undone like any other
-    assert (
-        not asked and not (project / "theirs.txt").exists() and "undone: theirs.txt" in said(capsys)
-    )
+    asked.clear()  # once it has ended, its change is one made before this session: asked about
+    monkeypatch.setattr(ui, "ask", lambda question, *a: asked.append(question) or "y")
+    repl.command(agent, "/undo")
+    assert len(asked) == 1 and "made before this session" in asked[0]
+    assert not (project / "theirs.txt").exists() and "undone: theirs.txt" in said(capsys)
 
 
 def test_diff_names_mode_changes_and_binary_files(agent, project, capsys):
@@ -203,3 +203,41 @@ def test_checkpoint_goes_back_past_the_latest_two_hundred(agent, project, capsys
     said(capsys)
     repl.command(agent, f"/checkpoint {first[:10]}")
     assert "restored: count.txt" in said(capsys) and (project / "count.txt").read_text() == "1\n"
+
+
+def test_undo_shows_and_asks_before_taking_back_a_change_made_before_this_session(
+    agent, project, capsys, monkeypatch
+):
+    earlier = toolbox(project, checkpoint=True, auto_accept=True)  # a one-shot run before this one
+    earlier.execute("create_file", json.dumps({"path": "old.txt", "content": "old content\n"}))
+    edit(agent.tools, "README.md", "demo", "mine")
+    said(capsys)
+    repl.command(agent, "/diff")
+    shown = said(capsys)
+    assert (
+        "old content" not in shown and "not shown: 1 checkpoint from before this session" in shown
+    )
+    answers, asked = iter("ny"), []
+    monkeypatch.setattr(ui, "ask", lambda question, *a: asked.append(question) or next(answers))
+    repl.command(agent, "/undo 2")
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(earlier.checkpoint.history()[1]["time"]))
+    assert asked == [
+        "made before this session, by a one-shot run or another terminal (not in /diff): "
+        f"[amas] create old.txt ({when}: old.txt). Take it back?"
+    ]
+    assert "cancelled; nothing changed" in said(capsys) and (project / "old.txt").exists()
+    repl.command(agent, "/undo 2")
+    assert not (project / "old.txt").exists() and (project / "README.md").read_text() == "# demo\n"
+
+
+def test_checkpoint_after_undoing_everything_says_what_redo_brings_back(agent, project, capsys):
+    edit(agent.tools, "README.md", "demo", "mine")
+    repl.command(agent, "/undo")
+    said(capsys)
+    repl.command(agent, "/checkpoint")
+    assert said(capsys) == (
+        "ℹ no checkpoints: every one was undone ℹ /redo brings back [amas] edit README.md (README.md)"
+    )
+    repl.command(agent, "/redo")
+    repl.command(agent, "/checkpoint")
+    assert "/redo" not in said(capsys)

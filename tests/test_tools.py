@@ -82,6 +82,26 @@ def test_edit_keeps_crlf_bytes(run, bare):
     assert (bare / "w.txt").read_bytes() == b"a\r\nc\r\n"
 
 
+def test_in_a_file_of_mixed_line_endings_an_edit_keeps_every_other_line_ending(run, bare):
+    mixed = b"one\r\ntwo\nthree\r\nfour\n"
+    (bare / "m.txt").write_bytes(mixed)
+    assert run("edit_file", path="m.txt", old_str="two\nthree", new_str="2\nthree")
+    assert (bare / "m.txt").read_bytes() == b"one\r\n2\nthree\r\nfour\n"
+    (bare / "m.txt").write_bytes(mixed)
+    run("write_file", path="m.txt", content="one\ntwo\nthree\nadded\nfour\n")
+    assert (bare / "m.txt").read_bytes() == b"one\r\ntwo\nthree\r\nadded\r\nfour\n"
+
+
+def test_write_file_over_text_that_is_not_utf8_is_refused(run, bare):
+    latin = "café = 1\n".encode("latin-1")
+    (bare / "l.py").write_bytes(latin)
+    assert run("write_file", path="l.py", content="café = 2\n") == (
+        "Error: l.py is not UTF-8 text; write_file would re-encode it. "
+        "Use shell_command (e.g. sed or iconv) instead"
+    )
+    assert (bare / "l.py").read_bytes() == latin
+
+
 def test_edit_not_found_quotes_closest_region(run, bare):
     (bare / "m.py").write_text("def alpha():\n    return 1\n\ndef beta():\n    return 2\n")
     out = run("edit_file", path="m.py", old_str="def beta():\n    return 3", new_str="")
