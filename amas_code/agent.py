@@ -322,10 +322,10 @@ class Agent:
         if verdict.decision == "allow":
             if detail is not None:
                 ui.console.print(detail, overflow="fold")
-            return self.perform(effect, verdict.boxed), "ok"
+            return self.escape(effect, self.perform(effect, verdict.boxed))
         yes, feedback = self.answer(verdict, detail)
         if yes:
-            return self.perform(effect, verdict.boxed), "ok"
+            return self.escape(effect, self.perform(effect, verdict.boxed))
         declined = f"{_declined(effect)} declined by user."
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user."
@@ -352,19 +352,29 @@ class Agent:
                 ui.info(note)
         return choice in ("y", "a"), ""
 
-    def perform(self, effect: safety.Change | safety.Command, boxed: bool = True) -> str:
-        """Do it, recorded as one checkpoint when it is in the project; what happened, for the model.
-        A command the sandbox stopped is asked about once more, to run outside it."""
-        done = self.record(effect, boxed)
-        if isinstance(effect, safety.Command) and boxed and sandbox.box(self.config):
-            why = sandbox.blocked(done)
-            if why and self.answer(self.gate.judge_escape(effect.line, why))[0]:
-                again = self.record(effect, boxed=False)
-                return f"{done}\n[run again outside the sandbox, as the user allowed]\n{again}"
-        return done
+    def escape(
+        self, effect: safety.Change | safety.Command, done: tuple[str, bool]
+    ) -> tuple[str, str]:
+        """A command the sandbox stopped is asked about once more, to run outside it."""
+        text, boxed = done
+        why = sandbox.blocked(text) if boxed and isinstance(effect, safety.Command) else None
+        if not why:
+            return text, "ok"
+        verdict = self.gate.judge_escape(effect.line, why)
+        if verdict.decision != "allow" and not self.answer(verdict)[0]:
+            return (
+                f"{text}\n[the sandbox stopped it ({why}); the user declined to run it outside]",
+                "declined",
+            )
+        again, _ = self.perform(effect, boxed=False)
+        return f"{text}\n[run again outside the sandbox, as the user allowed]\n{again}", "ok"
 
-    def record(self, effect: safety.Change | safety.Command, boxed: bool) -> str:
-        """Perform an effect inside its checkpoint; the result with the checkpoint's note."""
+    def perform(
+        self, effect: safety.Change | safety.Command, boxed: bool = True
+    ) -> tuple[str, bool]:
+        """Do it inside its checkpoint; the result with the checkpoint's note, and whether a command
+        ran in the sandbox."""
+        boxed = boxed and isinstance(effect, safety.Command) and bool(sandbox.box(self.config))
         before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect) as record:
             if isinstance(effect, safety.Command):
@@ -373,9 +383,9 @@ class Agent:
                 done = self.write(effect)
         self.report_checkpoint(before)
         note = record.note if record else ""
-        if not note:
-            return done
-        return f"{done}\n{note}" if isinstance(effect, safety.Command) else f"{done} {note}"
+        if note:
+            done += f"\n{note}" if isinstance(effect, safety.Command) else f" {note}"
+        return done, boxed
 
     def report_checkpoint(self, before: str | None) -> None:
         """A checkpoint the last action made, for scripts."""

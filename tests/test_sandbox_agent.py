@@ -1,0 +1,68 @@
+"""The sandbox as the agent uses it: leaving the box is asked, and no box means every command asked."""
+
+import os
+import stat
+
+import pexpect
+import pytest
+from conftest import run_amas
+
+from amas_code import sandbox
+
+needs_box = pytest.mark.skipif(bool(sandbox.probe()), reason="bubblewrap cannot run here")
+
+
+@needs_box
+def test_a_write_outside_the_project_fails_in_the_box_and_is_not_rerun_unasked(
+    project, tmp_path, llm
+):
+    outside = tmp_path / "outside.txt"
+    llm.reply(tool="shell_command", command=f"echo hi > {outside}").reply(text="ok")
+    done = run_amas("-y", "write it", llm=llm)
+    assert done.returncode == 2  # the run outside the box was declined: no terminal
+    assert not outside.exists()
+    assert "Run it again outside the sandbox?" in done.stderr
+    result = llm.requests[1]["messages"][-1]["content"]
+    assert "Read-only file system" in result or "Permission denied" in result
+
+
+@needs_box
+def test_leaving_the_box_is_asked_with_the_reason_and_runs_when_allowed(
+    repl, project, tmp_path, llm
+):
+    outside = tmp_path / "outside.txt"
+    llm.reply(tool="shell_command", command=f"echo hi > {outside}").reply(text="written")
+    child = repl("-y")
+    child.sendline("write it")
+    child.expect("it writes outside the project")
+    child.expect("Run it again outside the sandbox\\?")
+    child.sendline("y")
+    child.expect("written")
+    assert outside.read_text() == "hi\n"
+    assert "run again outside the sandbox" in llm.requests[1]["messages"][-1]["content"]
+
+
+def test_without_a_box_every_command_is_asked_even_when_allowed(project, tmp_path, llm):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "bwrap").chmod(stat.S_IRWXU)
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas" / "config.yaml").write_text("permissions: {allow: ['touch *']}\n")
+    llm.reply(tool="shell_command", command="touch made").reply(text="ok")
+    path = f"{fake}:{os.environ['PATH']}"
+    done = run_amas("--trust", "-y", "touch", llm=llm, env={"PATH": path})
+    assert "no sandbox: bwrap cannot run here" in done.stderr
+    assert "every command will be asked, allow rules off" in done.stderr
+    assert done.returncode == 2 and not (project / "made").exists()
+
+
+def test_the_repl_says_which_mode_is_in_force(repl, project):
+    child = repl(wait=False)
+    expected = "commands run in a sandbox" if not sandbox.probe() else "no sandbox"
+    child.expect(expected)
+    child.expect("›")
+    child.sendline("/permissions")
+    child.expect(expected)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
