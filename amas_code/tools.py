@@ -30,6 +30,10 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
     "which no secret needs; write it so that only the secret itself is hidden"
 )
+KEEP = (  # how to edit around a hidden value (the model cannot copy what it never saw)
+    "[REDACTED] stands for a hidden value: write [REDACTED] where the file shows it, in old_str to match it and in "
+    "new_str to keep the value there (or leave it out of new_str to delete it); the other characters must match"
+)
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = (
@@ -345,26 +349,18 @@ class Tools:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
-        masked, spans = self.gate.secrets.masked(
-            text
-        )  # as the model sees it: an edit never reaches into a secret
-        count = masked.count(old_str) if old_str and "\0" not in old_str + new_str else 0
-        edited = masked.replace(old_str, new_str, 1)
-        if count == 1:
-            new, seen = (
-                safety.MARK.sub(lambda m: spans[int(m[1])], edited),
-                safety.MARK.sub("[REDACTED]", edited),
-            )
-            if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count(
-                "[REDACTED]"
-            ):  # `PASSWORD=` → `\n`
-                return "Error: this edit would leave a hidden secret without the name that hides it; edit other lines"
-            return self.change(p, data, _like(data, new), "edit")
-        if count > 1:
-            return _ambiguous(masked, old_str, path)
-        return f"Error: old_str not found in {path}. " + _closest(
-            safety.MARK.sub("[REDACTED]", masked), old_str
-        )
+        view = safety.Masked(
+            self.gate.secrets, text
+        )  # as the model sees it: [REDACTED] is the value there
+        found = view.find(old_str)
+        if len(found) > 1:
+            return _ambiguous(view.shown, found, path)
+        if not found:
+            return f"Error: old_str not found in {path}. " + _closest(view.shown, old_str)
+        new = view.replace(found[0], old_str, new_str)
+        if new is None:
+            return f"Error: this edit would leave a hidden secret without the name that hides it, or change it. {KEEP}"
+        return self.change(p, data, _like(data, new), "edit")
 
     def change(self, p: Path, old: bytes, new: bytes, verb: str) -> str:
         """Show the diff, ask, then write through a temporary file with the change checkpointed."""
@@ -595,23 +591,22 @@ def _write(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)  # only if the rename did not happen
 
 
-def _ambiguous(text: str, old: str, path: str) -> str:
+def _ambiguous(shown: str, found: list[int], path: str) -> str:
     """old_str occurs more than once: where, so the model can add context."""
-    lines = ", ".join(
-        str(text.count("\n", 0, m.start()) + 1) for m in re.finditer(re.escape(old), text)
-    )
+    lines = ", ".join(str(shown.count("\n", 0, at) + 1) for at in found)
     return (
-        f"Error: old_str occurs {text.count(old)} times in {path} (lines {lines}); include more context to make it "
+        f"Error: old_str occurs {len(found)} times in {path} (lines {lines}); include more context to make it "
         "unique"
     )
 
 
 def _closest(content: str, old: str) -> str:
-    """The file region most like old, with line numbers, so the model can retry exactly."""
+    """The file region most like old as the model sees it, with line numbers and a hint that works."""
     lines, k = content.splitlines(), max(1, len(old.splitlines()))
     if not lines:
         return "The file is empty."
     like = lambda i: difflib.SequenceMatcher(None, "\n".join(lines[i : i + k]), old).quick_ratio()  # noqa: E731
     best = max(range(max(1, len(lines) - k + 1)), key=like)
     region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in range(best, min(len(lines), best + k)))
-    return f"The closest region (lines {best + 1}-{best + k}) is:\n{region}\nCopy old_str exactly from the file."
+    hint = KEEP if "[REDACTED]" in region else "Copy old_str exactly from the file."
+    return f"The closest region (lines {best + 1}-{best + k}) is:\n{region}\n{hint}"
