@@ -47,7 +47,7 @@ SECRET_NAME = re.compile(  # a word of the name (GIT_AUTHOR_NAME, KEYBOARD and P
     re.I,
 )
 REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ x }} <token> os.environ[...] %(x)s
-    r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|%\(\w+\)|^\$\w+$"
+    r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|^\{\w+\}$|%\(\w+\)|^\$\w+$"
     r"|\b(?:os\.environ|getenv|process\.env|ENV\[|secrets\.|vars\.)"
 )
 PLACEHOLDERS = set(  # words that stand in for a value (gitleaks' allow-lists hold the like)
