@@ -41,10 +41,13 @@ CREDENTIALS = (
     "~/.config/containers/auth.json ~/.m2/settings.xml ~/.gradle/gradle.properties "
     "~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history ~/.mysql_history ~/.python_history"
 ).split()
-SECRET_NAME = re.compile(  # a word of the name (GIT_AUTHOR_NAME, KEYBOARD and PWD are no secret names)
-    r"(?:^|_)(?:KEYS?|TOKENS?|SECRETS?|PASS(?:WORD|WD|PHRASE)?S?|CREDS?|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIES?"
-    r"|PRIVATE)(?:_|$)|(?<=_)PWD$|(?:API|ACCESS|SECRET|PRIVATE|AUTH|SESSION)_?(?:KEY|TOKEN)",
-    re.I,
+SECRET_NAME = (
+    re.compile(  # by word: GIT_AUTHOR_NAME, KEYBOARD, TOKENIZERS_PARALLELISM and PWD name no secret
+        r"PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKENS?(?:_|$)|(?<=_)PWD$"
+        r"|(?:^|_)(?:KEYS?|PASS|CREDS?|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIES?|PRIVATE)(?:_|$)"
+        r"|(?:API|ACCESS|PRIVATE|AUTH|SESSION|SIGNING|MASTER|ENCRYPTION)_?KEY",
+        re.I,
+    )
 )
 REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ x }} <token> os.environ[...] %(x)s
     r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|^\{\w+\}$|%\(\w+\)|^\$\w+$"

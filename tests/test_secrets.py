@@ -47,8 +47,9 @@ def test_git_author_is_no_secret_name(project, monkeypatch):
     """GIT_AUTHOR_NAME holds AUTH but names no secret: commands get it and git log shows the author."""
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Jane Maintainer")
     monkeypatch.setenv("DEPLOY_TOKEN", "dpl-5e3cr3t-value")
+    monkeypatch.setenv("PGPASSWORD", "pg-5e3cr3t-value")
     box = toolbox(project, auto_accept=True)
-    command = 'git commit -q --allow-empty -m x && git log -1 --format=%an; echo "[$DEPLOY_TOKEN]"'
+    command = "git commit -q --allow-empty -m x && git log -1 --format=%an; echo [$DEPLOY_TOKEN$PGPASSWORD]"
     said = box.execute("shell_command", json.dumps({"command": command}))
     assert "Jane Maintainer\n[]" in said
     assert git(project, "log", "-1", "--format=%an") == "Jane Maintainer\n"
