@@ -41,13 +41,12 @@ CREDENTIALS = (
     "~/.config/containers/auth.json ~/.m2/settings.xml ~/.gradle/gradle.properties "
     "~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history ~/.mysql_history ~/.python_history"
 ).split()
-SECRET_NAME = (
-    re.compile(  # by word: GIT_AUTHOR_NAME, KEYBOARD, TOKENIZERS_PARALLELISM and PWD name no secret
-        r"PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKENS?(?:_|$)|(?<=_)PWD$"
-        r"|(?:^|_)(?:KEYS?|PASS|CREDS?|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIES?|PRIVATE)(?:_|$)"
-        r"|(?:API|ACCESS|PRIVATE|AUTH|SESSION|SIGNING|MASTER|ENCRYPTION)_?KEY",
-        re.I,
-    )
+# a secret name, by word: GIT_AUTHOR_NAME, KEYBOARD, TOKENIZERS_PARALLELISM and PWD name no secret
+SECRET_NAME = re.compile(
+    r"PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKENS?(?:_|$)|(?<=_)PWD$"
+    r"|(?:^|_)(?:KEYS?|PASS|CREDS?|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIES?|PRIVATE)(?:_|$)"
+    r"|(?:API|ACCESS|PRIVATE|AUTH|SESSION|SIGNING|MASTER|ENCRYPTION)_?KEY",
+    re.I,
 )
 REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ x }} <token> os.environ[...] %(x)s
     r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|^\{\w+\}$|%\(\w+\)|^\$\w+$"
@@ -322,20 +321,19 @@ class Masked:
         """The real text with old (found at `at`) replaced by new, each hidden value new names put back whole;
         None when a hidden value would change or show (moved away from the name that hides it)."""
         lo, hi = self._real(at, first=False), self._real(at + len(old), first=True)
-        taken = [
-            self._context(i)
-            for i in self._hidden()
-            if lo <= self.reals[i] < self.reals[i + 1] <= hi
-        ]
-        middle, placed = _place(new, taken, self.shown[:at].rpartition("\n")[2])
+        inside = [i for i in self._hidden() if lo <= self.reals[i] < self.reals[i + 1] <= hi]
+        middle, placed = _place(
+            new, [self._context(i) for i in inside], self.shown[:at].rpartition("\n")[2]
+        )
         text, moved = self.text[:lo] + middle + self.text[hi:], len(middle) - (hi - lo)
-        spans = [(self.reals[i], self.reals[i + 1]) for i in self._hidden()]
-        keep = [(a, b) for a, b in spans if b <= lo] + [
-            (a + moved, b + moved) for a, b in spans if a >= hi
-        ]
-        after = Masked(self.secrets, text)
-        hidden = {(after.reals[i], after.reals[i + 1]) for i in after._hidden()}
-        return text if hidden >= {*keep, *((a + lo, b + lo) for a, b in placed)} else None
+        before = {(a, b) for a, b in self.spans() if b <= lo}
+        after = {(a + moved, b + moved) for a, b in self.spans() if a >= hi}
+        placed = {(a + lo, b + lo) for a, b in placed}
+        return text if Masked(self.secrets, text).spans() >= before | after | placed else None
+
+    def spans(self) -> set[tuple[int, int]]:
+        """Where the hidden values are in the real text."""
+        return {(self.reals[i], self.reals[i + 1]) for i in self._hidden()}
 
     def _hidden(self) -> list[int]:
         """The indexes of the hidden pieces."""
@@ -346,7 +344,7 @@ class Masked:
         return self.shown[: self.starts[i]].rpartition("\n")[2], *self.parts[i]
 
     def _edge(self, x: int) -> bool:
-        """Whether x is no place inside a [REDACTED]."""
+        """Whether x is a place outside every [REDACTED]."""
         i = bisect.bisect_right(self.starts, x) - 1
         return self.starts[i] == x or self.parts[i][0] == self.parts[i][1]
 

@@ -349,9 +349,8 @@ class Tools:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
-        view = safety.Masked(
-            self.gate.secrets, text
-        )  # as the model sees it: [REDACTED] is the value there
+        # the file as the model sees it, where [REDACTED] stands for the value at its place
+        view = safety.Masked(self.gate.secrets, text)
         found = view.find(old_str)
         if len(found) > 1:
             return _ambiguous(view.shown, found, path)
