@@ -35,6 +35,10 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "which no secret needs; write it so that only the secret itself is hidden"
 )
 NOT_UTF8 = "Use shell_command (e.g. sed or iconv) instead"
+KEEP = (  # how to edit around a hidden value (the model cannot copy what it never saw)
+    "[REDACTED] stands for a hidden value: write [REDACTED] where the file shows it, in old_str to match it and in "
+    "new_str to keep the value there (or leave it out of new_str to delete it); the other characters must match"
+)
 JSON_TYPES = {str: "string", int: "integer"}
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = (
@@ -226,14 +230,14 @@ class Tools:
             (old or b"").decode("utf-8")
         except UnicodeDecodeError:
             return f"Error: {path} is not UTF-8 text; write_file would re-encode it. {NOT_UTF8}"
-        return self.change(p, old, _like(old or b"", content), "write")
+        return self.propose(p, old, _like(old or b"", content), "write")
 
     def create_file(self, path: str, content: str) -> str:
         """Create a new file; fails if it exists."""
         p = self.gate.resolve(path, write=True)
         if os.path.lexists(p):
             return f"Error: {path} already exists; use edit_file to change it or write_file to replace it"
-        return self.change(p, None, content.encode(), "create")
+        return self.propose(p, None, content.encode(), "create")
 
     def edit_file(self, path: str, old_str: str, new_str: str) -> str:
         """Replace one exact, unique occurrence of old_str with new_str."""
@@ -247,28 +251,19 @@ class Tools:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
-        masked, spans = self.gate.secrets.masked(
-            text
-        )  # as the model sees it: an edit never reaches into a secret
-        count = masked.count(old_str) if old_str and "\0" not in old_str + new_str else 0
-        edited = masked.replace(old_str, new_str, 1)
-        if count == 1:
-            new, seen = (
-                safety.MARK.sub(lambda m: spans[int(m[1])], edited),
-                safety.MARK.sub("[REDACTED]", edited),
-            )
-            if self.gate.secrets.redact(new).count("[REDACTED]") < seen.count(
-                "[REDACTED]"
-            ):  # `PASSWORD=` → `\n`
-                return "Error: this edit would leave a hidden secret without the name that hides it; edit other lines"
-            return self.change(p, data, _like(data, new), "edit")
-        if count > 1:
-            return _ambiguous(masked, old_str, path)
-        return f"Error: old_str not found in {path}. " + _closest(
-            safety.MARK.sub("[REDACTED]", masked), old_str
-        )
+        # the file as the model sees it, where [REDACTED] stands for the value at its place
+        view = safety.Masked(self.gate.secrets, text)
+        found = view.find(old_str)
+        if len(found) > 1:
+            return _ambiguous(view.shown, found, path)
+        if not found:
+            return f"Error: old_str not found in {path}. " + _closest(view.shown, old_str)
+        new = view.replace(found[0], old_str, new_str)
+        if new is None:
+            return f"Error: this edit would leave a hidden secret without the name that hides it, or change it. {KEEP}"
+        return self.propose(p, data, _like(data, new), "edit")
 
-    def change(self, p: Path, old: bytes | None, new: bytes, verb: str) -> Change | str:
+    def propose(self, p: Path, old: bytes | None, new: bytes, verb: str) -> Change | str:
         """The change a file tool wants, or an error when writing it would lose or hide a secret."""
         name, before = self.show(p), old or b""
         if new.count(b"[REDACTED]") > before.count(b"[REDACTED]"):
@@ -623,19 +618,17 @@ def write(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)  # only if the rename did not happen
 
 
-def _ambiguous(text: str, old: str, path: str) -> str:
+def _ambiguous(shown: str, found: list[int], path: str) -> str:
     """old_str occurs more than once: where, so the model can add context."""
-    lines = ", ".join(
-        str(text.count("\n", 0, m.start()) + 1) for m in re.finditer(re.escape(old), text)
-    )
+    lines = ", ".join(str(shown.count("\n", 0, at) + 1) for at in found)
     return (
-        f"Error: old_str occurs {text.count(old)} times in {path} (lines {lines}); include more context to make it "
+        f"Error: old_str occurs {len(found)} times in {path} (lines {lines}); include more context to make it "
         "unique"
     )
 
 
 def _closest(content: str, old: str) -> str:
-    """The file region most like old, with line numbers, so the model can retry exactly."""
+    """The file region most like old as the model sees it, with line numbers and a hint that works."""
     lines, k = content.splitlines(), max(1, len(old.splitlines()))
     if not lines:
         return "The file is empty."
@@ -646,10 +639,8 @@ def _closest(content: str, old: str) -> str:
     shown = range(best, min(end, best + MAX_LINES))
     region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in shown)
     more = f"\n[… {end - shown.stop} more lines]" if end > shown.stop else ""
-    return (
-        f"The closest region (lines {best + 1}-{end}) is:\n{region}{more}\n"
-        "Copy old_str exactly from the file."
-    )
+    hint = KEEP if "[REDACTED]" in region else "Copy old_str exactly from the file."
+    return f"The closest region (lines {best + 1}-{end}) is:\n{region}{more}\n{hint}"
 
 
 def _by_characters(lines: list[str], old: str, k: int) -> int:

@@ -1,0 +1,166 @@
+"""Secrets: hidden where they are real, shown where they are not, and edits that work on lines holding them."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import git, make_config, toolbox
+
+from amas_code import safety
+
+CORPUS = Path(__file__).parent / "corpus"
+ENV = (
+    "DEBUG=1\nSTRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\nDB_PASSWORD=Xq7!mP2vL9zR\nHOST=db\n"
+)
+KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nq9Zx2Lm4Nv6Bt9Rk3\n-----END RSA PRIVATE KEY-----\n"
+
+
+def corpus(name: str) -> list[str]:
+    """The lines of a corpus file, without its comment lines."""
+    text = (CORPUS / name).read_text()
+    return [line for line in text.splitlines() if not line.startswith("#")]
+
+
+def edit(box, old: str, new: str, path: str = ".env") -> str:
+    """What edit_file answers the model."""
+    return box.execute("edit_file", json.dumps({"path": path, "old_str": old, "new_str": new}))
+
+
+# -- what is hidden and what is not ----------------------------------------------------------------
+
+
+def test_ordinary_code_comes_through_unchanged(bare):
+    """Placeholders, references and the test fixtures of flask and httpx are no secrets."""
+    secrets = safety.Secrets(make_config())
+    hidden = [line for line in corpus("ordinary.txt") if secrets.redact(line) != line]
+    assert hidden == []
+
+
+def test_real_looking_secrets_stay_hidden(bare):
+    secrets = safety.Secrets(make_config())
+    rows = [line.split("\t") for line in corpus("secrets.txt")]
+    shown = [line for line, value in rows if value in secrets.redact(line)]
+    assert len(rows) > 25 and shown == []
+
+
+def test_git_author_is_no_secret_name(project, monkeypatch):
+    """GIT_AUTHOR_NAME holds AUTH but names no secret: commands get it and git log shows the author."""
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Jane Maintainer")
+    monkeypatch.setenv("DEPLOY_TOKEN", "dpl-5e3cr3t-value")
+    monkeypatch.setenv("PGPASSWORD", "pg-5e3cr3t-value")
+    box = toolbox(project, auto_accept=True)
+    command = "git commit -q --allow-empty -m x && git log -1 --format=%an; echo [$DEPLOY_TOKEN$PGPASSWORD]"
+    said = box.execute("shell_command", json.dumps({"command": command}))
+    assert "Jane Maintainer\n[]" in said
+    assert git(project, "log", "-1", "--format=%an") == "Jane Maintainer\n"
+
+
+# -- edits on lines that hold hidden values --------------------------------------------------------
+
+
+@pytest.fixture
+def box(bare):
+    (bare / ".env").write_text(ENV)
+    return toolbox(bare, auto_accept=True)
+
+
+def test_a_line_holding_a_hidden_value_can_be_deleted(box, bare):
+    said = edit(box, "DEBUG=1\nSTRIPE_SECRET_KEY=[REDACTED]\n", "DEBUG=1\n")
+    assert said.startswith("Edit .env")
+    assert (bare / ".env").read_text() == ENV.replace(
+        "STRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\n", ""
+    )
+
+
+def test_a_line_holding_a_hidden_value_is_kept_beside_an_edited_one(box, bare):
+    old = "DEBUG=1\nSTRIPE_SECRET_KEY=[REDACTED]\nDB_PASSWORD=[REDACTED]\n"
+    said = edit(box, old, old.replace("DEBUG=1", "DEBUG=0"))
+    assert said.startswith("Edit .env") and (bare / ".env").read_text() == ENV.replace(
+        "DEBUG=1", "DEBUG=0"
+    )
+
+
+def test_lines_holding_hidden_values_can_be_moved_each_value_with_its_name(box, bare):
+    old = "STRIPE_SECRET_KEY=[REDACTED]\nDB_PASSWORD=[REDACTED]\n"
+    said = edit(box, old, "DB_PASSWORD=[REDACTED]\nSTRIPE_SECRET_KEY=[REDACTED]\n")
+    assert said.startswith("Edit .env")
+    swapped = "DEBUG=1\nDB_PASSWORD=Xq7!mP2vL9zR\nSTRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\nHOST=db\n"
+    assert (bare / ".env").read_text() == swapped
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("DB_PASSWORD=[REDACTED]", "DB_HOST=[REDACTED]"),  # out of the name that hides it
+        ("DB_PASSWORD=[REDACTED]", "print('[REDACTED]')"),
+        ("DB_PASSWORD=", "DB_HOST="),  # the name renamed, the value left where it was
+        ("DB_PASSWORD=", "DB_PASSWORD=\n"),  # the value pushed onto a line of its own
+        ("DB_PASSWORD=[REDACTED]", "DB_PASSWORD=[REDACTED]2"),  # changed
+        ("DB_PASSWORD=[REDACTED]", "DB_PASSWORD=x[REDACTED]"),
+    ],
+)
+def test_a_hidden_value_is_never_changed_or_shown_by_an_edit(box, bare, old, new):
+    said = edit(box, old, new)
+    assert said.startswith(
+        "Error: this edit would leave a hidden secret without the name that hides it"
+    )
+    assert (bare / ".env").read_text() == ENV
+    assert "Xq7!mP2vL9zR" not in box.execute("read_file", '{"path": ".env"}')
+
+
+def test_a_placeholder_that_names_no_hidden_value_in_old_str_is_refused(box, bare):
+    said = edit(box, "HOST=db", "HOST=[REDACTED]")
+    assert said.startswith("Error: the new content of .env holds [REDACTED]")
+    assert (bare / ".env").read_text() == ENV
+
+
+def test_part_of_a_placeholder_matches_nothing(box, bare):
+    assert edit(box, "[REDAC", "x").startswith("Error: old_str not found in .env")
+    assert edit(box, "=[REDACTED", "=").startswith("Error: old_str not found in .env")
+    assert (bare / ".env").read_text() == ENV
+
+
+def test_a_mismatch_shows_the_region_as_the_model_sees_it_with_a_hint_that_does_not_loop(box):
+    said = edit(box, "DEBUG=2\nSTRIPE_SECRET_KEY=[REDACTED]\n", "")
+    assert "     2\tSTRIPE_SECRET_KEY=[REDACTED]" in said and "sk_live" not in said
+    assert "[REDACTED] stands for a hidden value" in said and "Copy old_str exactly" not in said
+    assert edit(box, "HOST=dbx", "").endswith("Copy old_str exactly from the file.")
+
+
+def test_a_private_key_block_can_be_moved_and_deleted(bare):
+    (bare / "keys.txt").write_text(f"a\n{KEY}b\n")
+    box = toolbox(bare, auto_accept=True)
+    shown = "[REDACTED]\n\n\n\n"
+    assert edit(box, f"a\n{shown}b\n", f"b\n{shown}a\n", "keys.txt").startswith("Edit keys.txt")
+    assert (bare / "keys.txt").read_text() == f"b\n{KEY}a\n"
+    assert edit(box, f"b\n{shown}", "b\n", "keys.txt").startswith("Edit keys.txt")
+    assert (bare / "keys.txt").read_text() == "b\na\n"
+
+
+# -- real commits, replayed as a model makes them --------------------------------------------------
+
+
+def test_real_commits_replayed_as_edits_apply_byte_for_byte(bare):
+    """Hunks of pallets/flask and encode/httpx commits (CI files, tox.ini, tests and docs with fixture passwords,
+    CODECOV_TOKEN and hidden example keys), each an edit_file call made from the text as the model sees it."""
+    box = toolbox(bare, auto_accept=True)
+    failed = []
+    for case in json.loads((CORPUS / "replay.json").read_text()):
+        (bare / "f").write_text(case["before"])
+        said = edit(box, case["old_str"], case["new_str"], "f")
+        if (bare / "f").read_text() != case["after"]:
+            failed.append((case["from"], said))
+    assert failed == []
+
+
+def test_a_codecov_line_is_removed_through_the_model(project, llm, amas):
+    """The commit that removed codecov from flask's CI, made by the model through amas."""
+    case = json.loads((CORPUS / "replay.json").read_text())[0]
+    assert "CODECOV_TOKEN: '$(codecov.token)'" in case["before"]
+    (project / "ci.yml").write_text(case["before"])
+    llm.reply(tool="read_file", path="ci.yml")
+    llm.reply(tool="edit_file", path="ci.yml", old_str=case["old_str"], new_str=case["new_str"])
+    llm.reply(text="done")
+    result = amas("-y", "remove codecov from CI")
+    assert result.exit_code == 0 and (project / "ci.yml").read_text() == case["after"]
+    assert "CODECOV_TOKEN: '$(codecov.token)'" in llm.requests[1]["messages"][-1]["content"]
