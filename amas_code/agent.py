@@ -328,7 +328,7 @@ class Agent:
             return self.escape(effect, self.perform(effect, verdict.boxed))
         declined = f"{_declined(effect)} declined by user."
         if verdict.reason:  # a place outside the project
-            declined = f"Error: {verdict.reason} was declined by the user."
+            declined = f"Error: {verdict.reason} was declined by the user"
         said = f"{declined} They said: {feedback}" if feedback else declined
         return said, "declined"
 

@@ -86,7 +86,7 @@ def blocked(result: str) -> str | None:
         return None
     if NETWORK.search(result):
         return "it needs the network"
-    found = READ_ONLY.search(result)
+    found = _read_only(result)
     if not found:
         return None
     path = found[1] or found[2] or found[3]
@@ -95,6 +95,14 @@ def blocked(result: str) -> str | None:
     if ".git/" in f"/{path}":
         return f"it changes git's config or hooks, which the box keeps read-only ({shown})"
     return f"it writes outside the project ({shown})"
+
+
+def _read_only(result: str) -> re.Match | None:
+    """The first "Read-only file system" complaint, looked for only in the lines that say so (a long
+    line of output would make the pattern quadratic)."""
+    marks = ("Read-only file system", "config file")
+    said = [line[-1000:] for line in result.splitlines() if any(m in line for m in marks)]
+    return next(filter(None, map(READ_ONLY.search, said)), None)
 
 
 def run(command: str, timeout: float, root: Path, env: dict, box: Box | None) -> str:

@@ -254,6 +254,10 @@ class Tools:
         # the file as the model sees it, where [REDACTED] stands for the value at its place
         view = safety.Masked(self.gate.secrets, text)
         found = view.find(old_str)
+        if len(found) != 1 and self.gate.where(
+            p
+        ):  # outside: no line of it reaches the model unasked
+            return f"Error: old_str is not found exactly once in {path}"
         if len(found) > 1:
             return _ambiguous(view.shown, found, path)
         if not found:

@@ -25,9 +25,7 @@ def said(capsys) -> str:
 def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project, capsys):
     repl.command(agent, "/undo")
     assert "nothing to undo" in said(capsys)
-    assert "[checkpoint: 1 file; /undo takes it back]" in edit(
-        agent.tools, "README.md", "demo", "agent"
-    )
+    assert "[checkpoint: 1 file; /undo takes it back]" in edit(agent, "README.md", "demo", "agent")
     before = user_state(project)
     for arg, message in [
         ("abc", "not 'abc'; nothing changed"),
@@ -91,8 +89,8 @@ def test_diff_shows_what_the_agent_changed_this_session(agent, project, capsys):
         project, checkpoint=True, auto_accept=True
     )  # another session's change is not shown
     other.execute("create_file", json.dumps({"path": "theirs.txt", "content": "other session\n"}))
-    edit(agent.tools, "README.md", "demo", "first")
-    edit(agent.tools, "README.md", "first", "second")
+    edit(agent, "README.md", "demo", "first")
+    edit(agent, "README.md", "first", "second")
     agent.execute("create_file", json.dumps({"path": "new.txt", "content": "brand new\n"}))
     said(capsys)  # the tools' own diffs
     repl.command(agent, "/diff")
@@ -133,7 +131,7 @@ def test_undo_redo_and_restore_across_restarts(project):
 def test_undo_asks_before_taking_back_what_another_running_amas_made(
     agent, project, capsys, monkeypatch
 ):
-    edit(agent.tools, "README.md", "demo", "mine")
+    edit(agent, "README.md", "demo", "mine")
     other = (  # a second amas window in the same project: it makes a change and keeps running
         "import json, sys, time; sys.path.insert(0, sys.argv[2]); from pathlib import Path\n"
         "from conftest import toolbox\n"
@@ -210,7 +208,7 @@ def test_undo_shows_and_asks_before_taking_back_a_change_made_before_this_sessio
 ):
     earlier = toolbox(project, checkpoint=True, auto_accept=True)  # a one-shot run before this one
     earlier.execute("create_file", json.dumps({"path": "old.txt", "content": "old content\n"}))
-    edit(agent.tools, "README.md", "demo", "mine")
+    edit(agent, "README.md", "demo", "mine")
     said(capsys)
     repl.command(agent, "/diff")
     shown = said(capsys)
@@ -231,7 +229,7 @@ def test_undo_shows_and_asks_before_taking_back_a_change_made_before_this_sessio
 
 
 def test_checkpoint_after_undoing_everything_says_what_redo_brings_back(agent, project, capsys):
-    edit(agent.tools, "README.md", "demo", "mine")
+    edit(agent, "README.md", "demo", "mine")
     repl.command(agent, "/undo")
     said(capsys)
     repl.command(agent, "/checkpoint")

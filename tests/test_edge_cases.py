@@ -48,7 +48,7 @@ def test_edge_05_very_large_files(bare):
 
 def test_edge_06_empty_tool_response(bare, monkeypatch):
     box = toolbox(bare)
-    monkeypatch.setattr(box, "list_files", lambda path=".": "")
+    monkeypatch.setattr(box.tools, "list_files", lambda path=".": "")
     assert call(box, "list_files") == "Tool executed successfully (no output)"
 
 

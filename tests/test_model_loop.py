@@ -484,8 +484,9 @@ def test_answers_keep_names_and_unfenced_code_intact(project, llm, amas):
 DRIVER = """
 import json, os, sys
 from amas_code.amas import cli
+start = dict(os.environ)  # amas takes its keys out of the environment: each run starts afresh
 for model, base in json.loads(sys.argv[1]):
-    os.environ.update(AMAS_MODEL=model, AMAS_API_BASE=base)
+    os.environ.update(start, AMAS_MODEL=model, AMAS_API_BASE=base)
     print("=== " + model + " " + base, flush=True)
     try:
         cli(["hi"])

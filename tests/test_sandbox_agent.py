@@ -2,6 +2,8 @@
 
 import os
 import stat
+import time
+from pathlib import Path
 
 import pexpect
 import pytest
@@ -12,11 +14,18 @@ from amas_code import sandbox
 needs_box = pytest.mark.skipif(bool(sandbox.probe()), reason="bubblewrap cannot run here")
 
 
+@pytest.fixture
+def outside():
+    """A file outside the project and outside /tmp (the box has a /tmp of its own)."""
+    path = Path("/var/tmp") / f"amas-test-{os.getpid()}-{time.monotonic_ns()}.txt"
+    yield path
+    path.unlink(missing_ok=True)
+
+
 @needs_box
 def test_a_write_outside_the_project_fails_in_the_box_and_is_not_rerun_unasked(
-    project, tmp_path, llm
+    project, outside, llm
 ):
-    outside = tmp_path / "outside.txt"
     llm.reply(tool="shell_command", command=f"echo hi > {outside}").reply(text="ok")
     done = run_amas("-y", "write it", llm=llm)
     assert done.returncode == 2  # the run outside the box was declined: no terminal
@@ -28,9 +37,8 @@ def test_a_write_outside_the_project_fails_in_the_box_and_is_not_rerun_unasked(
 
 @needs_box
 def test_leaving_the_box_is_asked_with_the_reason_and_runs_when_allowed(
-    repl, project, tmp_path, llm
+    repl, project, outside, llm
 ):
-    outside = tmp_path / "outside.txt"
     llm.reply(tool="shell_command", command=f"echo hi > {outside}").reply(text="written")
     child = repl("-y")
     child.sendline("write it")
@@ -66,3 +74,11 @@ def test_the_repl_says_which_mode_is_in_force(repl, project):
     child.expect(expected)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+
+
+def test_a_long_line_of_output_is_judged_at_once():
+    """`blocked` looked for a path before ': Read-only file system' across a 200 KB line: minutes."""
+    line = "x" * 200_000
+    assert sandbox.blocked(f"$ cmd\n{line}\n[exit code 3]") is None
+    said = f"{line}\ntouch: cannot touch '/etc/x': Read-only file system\n[exit code 1]"
+    assert sandbox.blocked(said) == "it writes outside the project (/etc/x)"
