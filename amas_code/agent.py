@@ -183,7 +183,7 @@ class Agent:
         messages = self.request()
         with ui.Stream(self.config["stream"]) as stream:
             reply = self.model.complete(messages, self.tools.schemas(), stream)
-        ui.show_answer(reply["content"])
+            stream.show(reply["content"])  # the answer, rendered once
         if lost := reply.pop(
             "lost", None
         ):  # the partial answer is kept, and the model told where it stopped

@@ -48,11 +48,7 @@ def cmd_checkpoint(agent, arg):
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
-        ui.console.print(
-            Text.assemble(
-                (cp["id"][:8], "yellow"), f" {when} {ui.clean(cp['label'])}  ", (files, "dim")
-            )
-        )
+        ui.row((cp["id"][:8], "yellow"), f" {when} {cp['label']}  ", (files, "dim"))
     if not listed:
         ui.info("no checkpoints yet")
 
@@ -179,7 +175,7 @@ def cmd_skills(agent, arg):
     found = skills.load(agent.root)
     for s in found:
         mark = ("active ", "green") if skills.matches(s, agent.last_user()) else ("       ", "")
-        ui.console.print(Text.assemble("  ", mark, (s["name"], "bold"), f": {s['description']}"))
+        ui.row("  ", mark, (s["name"], "bold"), f": {s['description']}")
     if not found:
         ui.info("no skills in .amas/skills/ or ~/.amas/skills/")
 
@@ -192,7 +188,7 @@ def cmd_permissions(agent, arg):
         ("allow", perms.get("allow")),
         ("allowed", agent.gate.commands),
     ):
-        ui.console.print(Text(f"  {kind}: {', '.join(rules or []) or '(none)'}"))
+        ui.row(f"  {kind}: {', '.join(rules or []) or '(none)'}")
     if agent.gate.last:
         command, verdict, rule = agent.gate.last
         ui.info(f"last: {command!r} -> {verdict}" + (f" by {rule!r}" if rule else ""))
