@@ -295,12 +295,17 @@ class Stream:
             spinner = Spinner("dots", "thinking…")
             self.live = Live(spinner, console=self.screen, transient=True, refresh_per_second=8)
             self.live.start()
+        if self.live and self.markdown:  # loaded while the model thinks, not in the first draw
+            from rich.markdown import Markdown  # noqa: F401
         return self
 
     def __call__(self, chunk: str) -> None:
         self.text += chunk
         if self.live and time.monotonic() >= self.due:
-            self._draw(final=False)
+            if self.markdown:
+                self._draw(final=False)
+            else:
+                self._peek()
 
     def show(self, answer: str) -> None:
         """The whole answer, once: the rest of its rendered lines, or as plain text."""
@@ -316,6 +321,11 @@ class Stream:
         if self.live:
             self.live.stop()
 
+    def _peek(self) -> None:
+        """With stdout elsewhere: the last lines of the text, plain, until the answer is done."""
+        shown = self.visible(self.text[-4000:])  # O(1) a token
+        self.live.update(Text(clean("\n".join(shown.splitlines()[-12:]))))
+
     def _draw(self, final: bool) -> None:
         """Print the lines that settled since the last draw; the rest stays live."""
         began = time.monotonic()
@@ -327,7 +337,7 @@ class Stream:
         if self.live and lines:
             self.live.update(_segment_lines(lines[settled:]))
         spent = time.monotonic() - began  # a long answer renders slower: draw it less often
-        self.due = time.monotonic() + min(max(spent * 10, 0.05), 2)
+        self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
 
 
 def _segment_lines(lines: list):

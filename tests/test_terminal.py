@@ -2,6 +2,7 @@
 
 import json
 import re
+import shlex
 import sys
 
 import pexpect
@@ -81,7 +82,7 @@ def test_an_answer_is_rendered_as_markdown_on_a_terminal(term, llm):
     child = term("explain", wait=False)
     child.expect(pexpect.EOF)
     raw = child.before
-    shown = screen(raw)
+    shown = "\n".join(settled(raw))  # what stays, not the live tail's drafts
     assert "Plan for snake_case" in shown and "# Plan" not in shown  # a heading, not a hash
     assert "**" not in shown and re.search(r"\x1b\[[0-9;]*1[0-9;]*mstrong", raw)  # bold
     assert shown.count("__init__.py") == 2  # in code and in a sentence, underscores kept
@@ -103,6 +104,16 @@ def test_a_piped_answer_is_plain_text(project, llm):
     result = run_amas("explain", llm=llm)
     assert result.stdout == ANSWER.strip("\n") + "\n"
     assert "\x1b" not in result.stdout
+
+
+def test_with_stdout_redirected_the_file_gets_plain_text_and_the_screen_no_copy(term, project, llm):
+    answer = ANSWER + "\n".join(f"- item {n}" for n in range(30))  # taller than the live tail
+    llm.reply(text=answer, delay=0.06)
+    amas = f"{shlex.quote(sys.executable)} -m amas_code explain > out.txt"
+    child = term(argv=["bash", "-c", amas], wait=False)
+    child.expect(pexpect.EOF)
+    assert (project / "out.txt").read_text() == answer + "\n"
+    assert not [line for line in settled(child.before) if "Plan for" in line]
 
 
 def test_markdown_keeps_names_and_leaves_emphasis_and_code_alone():
