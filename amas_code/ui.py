@@ -19,11 +19,8 @@ INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selecto
     "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a]"  # and the rest of Unicode's format characters (Cf)
 )
-BLANK = (
-    re.compile(  # letters and spaces that draw as nothing: a run of them hides the rest of a line
-        "[\u00a0\u115f\u1160\u2000-\u200a\u202f\u205f\u2800\u3000\u3164\uffa0]"
-    )
-)
+# letters and spaces that draw as nothing: a run of them can hide the rest of a command
+BLANK = re.compile("[\u00a0\u115f\u1160\u2000-\u200a\u202f\u205f\u2800\u3000\u3164\uffa0]")
 SHORT = 200  # characters of a command shown whole; a longer one is summarized
 
 
