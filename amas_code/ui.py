@@ -247,8 +247,9 @@ def _show_detail(con: Console, detail) -> None:
         return
     detail = Text(clean(detail)) if isinstance(detail, str) else detail
     con.print(detail, overflow="fold")
-    if len(detail.wrap(con, con.width, overflow="fold")) > con.height:
-        info(diff_summary(detail.plain))
+    tall = len(detail.wrap(con, con.width, overflow="fold")) > con.height
+    if tall and "+++ b/" in detail.plain:  # beside the question, where the person looks
+        con.print(Text.assemble(("ℹ ", "blue"), diff_summary(detail.plain)))
 
 
 def diff_summary(diff_text: str) -> str:
