@@ -24,6 +24,13 @@ SUMMARIZE = (
     " names and numbers exact."
 )
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
+ALWAYS_MEANS = {  # what an 'always' answer covers, said in the question
+    "edit": "the rest of this session's edits",
+    "shell": "this exact command in this project, from now on; /permissions lists it",
+    "outside": "this exact command outside the sandbox, from now on",
+    "read": "reads outside the project, this session",
+    "net": "this site, from now on",
+}
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
 
@@ -224,15 +231,15 @@ class Agent:
         """The model's next reply, streamed to the screen and added to the conversation."""
         self.wait_for_preload()
         messages = self.request()
-        with ui.Stream(self.config["stream"]) as stream:
+        with ui.Stream(self.config["stream"], visible=toolcalls.visible) as stream:
             try:
                 reply = self.model.complete(messages, self.tools.schemas(), stream)
             except KeyboardInterrupt:
                 self.keep_partial(stream.text)
                 raise
-        self.report.reply(self.gate.secrets.redact(reply["content"]))
-        if self.report.fmt == "text":
-            ui.show_answer(reply["content"])
+            self.report.reply(self.gate.secrets.redact(reply["content"]))
+            if self.report.fmt == "text":
+                stream.show(reply["content"])  # the answer, rendered once
         lost = reply.pop("lost", None)
         if lost:  # the partial answer is kept, and the model told where it stopped
             said = f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"
@@ -345,12 +352,21 @@ class Agent:
     def answer(self, verdict: safety.Verdict, detail=None) -> tuple[bool, str]:
         """The one question to the person: yes or no, and what they typed instead of an answer."""
         choices = "yna" if verdict.kind in safety.ALWAYS else "yn"
-        choice = ui.ask(verdict.question, choices, detail)
+        question = verdict.question
+        if verdict.kind in (
+            "shell",
+            "unboxed",
+            "outside",
+        ):  # a command cannot hide in blank characters
+            question = question.replace(verdict.key, ui.command_summary(verdict.key))
+        choice, feedback = ui.question(
+            question, choices, detail, ALWAYS_MEANS.get(verdict.kind, "")
+        )
         if choice in ("y", "a"):
             note = self.gate.granted(verdict, always=choice == "a")
             if note:
                 ui.info(note)
-        return choice in ("y", "a"), ""
+        return choice in ("y", "a"), feedback
 
     def escape(
         self, effect: safety.Change | safety.Command, done: tuple[str, bool]
@@ -395,9 +411,12 @@ class Agent:
             self.report.checkpoint(latest, files)
 
     def run_command(self, command: safety.Command, boxed: bool) -> str:
+        """The command, its output shown live while it runs."""
         box = sandbox.box(self.config) if boxed else None
         env = safety.child_env(self.config)
-        return sandbox.run(command.line, command.timeout, self.root, env, box)
+        hide = self.gate.secrets.redact
+        with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
+            return sandbox.run(command.line, command.timeout, self.root, env, box, watch=tail.feed)
 
     def recording(self, effect: safety.Change | safety.Command):
         if self.checkpoint is None:

@@ -64,11 +64,7 @@ def cmd_checkpoint(agent, arg):
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
-        ui.console.print(
-            Text.assemble(
-                (cp["id"][:8], "yellow"), f" {when} {ui.clean(cp['label'])}  ", (files, "dim")
-            )
-        )
+        ui.row((cp["id"][:8], "yellow"), f" {when} {cp['label']}  ", (files, "dim"))
     ahead = agent.checkpoint.redoable() if agent.checkpoint else None
     if not listed:
         ui.info("no checkpoints: every one was undone" if ahead else "no checkpoints yet")
@@ -164,7 +160,10 @@ def shell(agent, line: str) -> None:
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
     env = safety.child_env(agent.config)
-    result = sandbox.run(line, USER_TIMEOUT, agent.cwd, env, None)  # as the user: no box
+    with ui.Tail(
+        ui.command_summary(line), agent.gate.secrets.redact
+    ) as tail:  # as the user: no box
+        result = sandbox.run(line, USER_TIMEOUT, agent.cwd, env, None, watch=tail.feed)
     shown = agent.gate.secrets.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
     capped = tools.cap(shown, agent.result_limit())
@@ -247,7 +246,7 @@ def cmd_skills(agent, arg):
     found = skills.load(agent.root)
     for s in found:
         mark = ("active ", "green") if skills.matches(s, agent.last_user()) else ("       ", "")
-        ui.console.print(Text.assemble("  ", mark, (s["name"], "bold"), f": {s['description']}"))
+        ui.row("  ", mark, (s["name"], "bold"), f": {s['description']}")
     if not found:
         ui.info("no skills in .amas/skills/ or ~/.amas/skills/")
 
@@ -260,7 +259,7 @@ def cmd_permissions(agent, arg):
         ("allow", perms.get("allow")),
         ("allowed", agent.gate.commands),
     ):
-        ui.console.print(Text(f"  {kind}: {', '.join(rules or []) or '(none)'}"))
+        ui.row(f"  {kind}: {', '.join(rules or []) or '(none)'}")
     mode, line = agent.sandbox
     (ui.info if mode == "on" else ui.warning)(line)
     if agent.gate.last:

@@ -105,16 +105,16 @@ def _read_only(result: str) -> re.Match | None:
     return next(filter(None, map(READ_ONLY.search, said)), None)
 
 
-def run(command: str, timeout: float, root: Path, env: dict, box: Box | None) -> str:
-    """Run a shell line (boxed when box is given); stdout, stderr and exit code. Whatever it started is gone
-    when it returns."""
+def run(command: str, timeout: float, root: Path, env: dict, box: Box | None, *, watch=None) -> str:
+    """Run a shell line (boxed when box is given); stdout, stderr and exit code, each chunk also given
+    to watch(text) as it comes. Whatever it started is gone when it returns."""
     import psutil
 
     _harden()
     before = {p.pid for p in psutil.Process().children()}
     proc = _start(command, Path(root), env, box)
     try:
-        out, err, note = _collect(proc, timeout, before)
+        out, err, note = _collect(proc, timeout, before, watch)
     finally:  # also on Ctrl+C
         _kill(proc.pid, before)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -282,10 +282,13 @@ def _harden() -> None:
 class Capped:
     """A stream's bytes in bounded memory: its head and its tail, and a count of what was cut between."""
 
-    def __init__(self, keep: int = KEEP):
+    def __init__(self, keep: int = KEEP, watch=None):
         self.keep, self.head, self.tail, self.cut = keep, bytearray(), bytearray(), 0
+        self.watch = watch  # shown live, as it comes
 
     def add(self, data: bytes) -> None:
+        if self.watch:
+            self.watch(data.decode(errors="replace"))
         room = max(0, self.keep - len(self.head))
         self.head += data[:room]
         self.tail += data[room:]
@@ -300,9 +303,11 @@ class Capped:
         return raw.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _collect(proc: subprocess.Popen, timeout: float, before: set[int]) -> tuple[str, str, str]:
+def _collect(
+    proc: subprocess.Popen, timeout: float, before: set[int], watch
+) -> tuple[str, str, str]:
     """The command's output, and a note if it ran past its timeout and was killed with its children."""
-    out, err, note = Capped(), Capped(), ""
+    out, err, note = Capped(watch=watch), Capped(watch=watch), ""
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as streams:
         streams.register(proc.stdout, selectors.EVENT_READ, out)

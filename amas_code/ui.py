@@ -5,6 +5,7 @@ import functools
 import io
 import re
 import sys
+import time
 
 from rich.console import Console
 from rich.text import Text
@@ -18,6 +19,9 @@ INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selecto
     "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a]"  # and the rest of Unicode's format characters (Cf)
 )
+# letters and spaces that draw as nothing: a run of them can hide the rest of a command
+BLANK = re.compile("[\u00a0\u115f\u1160\u2000-\u200a\u202f\u205f\u2800\u3000\u3164\uffa0]")
+SHORT = 200  # characters of a command shown whole; a longer one is summarized
 
 
 def clean(text: str) -> str:
@@ -27,7 +31,36 @@ def clean(text: str) -> str:
 
 def one_line(text: str) -> str:
     """Text escaped and on one line: blank lines cannot push what a command really runs off the screen."""
-    return clean(text).replace("\n", "\\n").replace("\t", "\\t")
+    text = BLANK.sub(lambda m: m[0].encode("unicode_escape").decode(), clean(text))
+    return text.replace("\n", "\\n").replace("\t", "\\t")
+
+
+def command_summary(line: str) -> str:
+    """A command as the person reads it: whole when short and plain, else its start, the programs
+    it runs and how much more there is, so blank-drawing characters cannot hide part of it."""
+    if len(line) <= SHORT and not BLANK.search(line) and not INVISIBLE.search(line):
+        return one_line(line)
+    programs = [one_line(p)[:40] for p in _programs(line)]
+    head = one_line(line[:80])[:80]
+    runs = f"; runs {', '.join(programs[:8])}" + (" …" if len(programs) > 8 else "")
+    return f"{head} … (+{len(line) - 80:,} characters{runs if programs else ''})"
+
+
+def _programs(line: str) -> list[str]:
+    """The first word of each command in a shell line, in order, once each (variables skipped)."""
+    found = []
+    for part in re.split(r"[;&|()\n`]+|\$\(", line):
+        words = [w for w in part.split() if not re.fullmatch(r"\w+=\S*", w)]
+        if words and words[0] not in found:
+            found.append(words[0])
+    return found
+
+
+def row(*parts) -> None:
+    """One line on the work console from parts (text, or (text, style)), each escaped and on one
+    line: names from outside (skills, files, rules) cannot fake the screen."""
+    pieces = [(one_line(p), "") if isinstance(p, str) else (one_line(p[0]), p[1]) for p in parts]
+    console.print(Text.assemble(*pieces), soft_wrap=True)
 
 
 def _say(mark: str, style: str, msg: str) -> None:
@@ -45,7 +78,8 @@ def plural(n: int, word: str) -> str:
 def show_call(name: str, target: str) -> None:
     """One line per tool call: what it is about, escaped, never interpreted as markup."""
     console.print(
-        Text.assemble(("● ", "cyan"), (name, "bold"), " ", one_line(target)), soft_wrap=True
+        Text.assemble(("● ", "cyan"), (one_line(name), "bold"), " ", one_line(target)),
+        soft_wrap=True,
     )
 
 
@@ -138,34 +172,93 @@ def can_ask() -> bool:
     return where is not None
 
 
+ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "a": "a", "always": "a"}
+LABELS = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
+INSTEAD = " or tell the agent what to do instead"
+
+
+def question(
+    question: str, choices: str = "yna", detail: Text | None = None, always: str = ""
+) -> tuple[str, str]:
+    """The person's choice, and their words when they typed something other than an answer (which
+    declines: the words are feedback for the model); without a terminal, 'n' and a warning."""
+    prompt = _prompt(question, choices, always)
+    return _answer(question, choices, detail, prompt.append(INSTEAD + ": "))
+
+
 def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
-    """One of choices from the person at the terminal, after what the question needs (a diff);
-    without a terminal, 'n' and a warning saying so."""
-    detail = Text(clean(detail)) if isinstance(detail, str) else detail
+    """One of choices from the person at the terminal (any other text declines)."""
+    return _answer(question, choices, detail, _prompt(question, choices, "").append(": "))[0]
+
+
+def _prompt(question: str, choices: str, always: str) -> Text:
+    labels = [LABELS[c] for c in choices]
+    if always and "a" in choices:
+        labels[choices.index("a")] += f" ({one_line(always)})"
+    return Text.assemble((one_line(question), "bold"), " ", "/".join(labels))
+
+
+def _answer(question: str, choices: str, detail, prompt: Text) -> tuple[str, str]:
+    """Show the detail, drop what was typed ahead, read a fresh answer."""
     con, stream = _terminal() or (None, None)
-    if detail is not None:
-        (con or console).print(detail, overflow="fold")
+    _show_detail(con or console, detail)
     if con is None:
-        warning(
-            f"{question} declined: no terminal to ask on{' (run with --yes to accept)' * ('a' in choices)}"
-        )
-        return "n"
-    labels = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
-    prompt = Text.assemble(
-        (one_line(question), "bold"), " ", "/".join(labels[c] for c in choices), ": "
-    )
+        always = " (run with --yes to accept)" * ("a" in choices)
+        warning(f"{question} declined: no terminal to ask on{always}")
+        return "n", ""
     try:
-        while True:
-            raw = con.input(prompt, stream=stream)
-            if (answer := raw.strip().lower()[:1]) and answer in choices:
-                return answer
-            if stream and not raw:  # end of input at the terminal: no
-                return "n"
-    except EOFError:
-        return "n"
+        _drop_typed_ahead(stream)
+        return _read_answer(con, stream, prompt, choices)
     finally:
         if stream:
             stream.close()
+
+
+def _read_answer(con: Console, stream, prompt: Text, choices: str) -> tuple[str, str]:
+    """y, n or a from their words; other words decline and are returned; an empty line asks again."""
+    try:
+        while True:
+            raw = con.input(prompt, stream=stream)
+            if stream and not raw:  # end of input at the terminal: no
+                return "n", ""
+            words = raw.strip()
+            choice = ANSWERS.get(words.lower(), "")
+            if choice and choice in choices:
+                return choice, ""
+            if words and not choice:
+                return "n", words
+    except EOFError:
+        return "n", ""
+
+
+def _drop_typed_ahead(stream) -> None:
+    """Text typed while the agent worked was meant for something else, never as this answer."""
+    import termios
+
+    try:
+        termios.tcflush((stream or sys.stdin).fileno(), termios.TCIFLUSH)
+    except (termios.error, OSError, ValueError):
+        pass  # not a terminal: nothing was typed ahead
+
+
+def _show_detail(con: Console, detail) -> None:
+    """What the question is about (a diff); when taller than the screen, its summary after it."""
+    if detail is None:
+        return
+    detail = Text(clean(detail)) if isinstance(detail, str) else detail
+    con.print(detail, overflow="fold")
+    tall = len(detail.wrap(con, con.width, overflow="fold")) > con.height
+    if tall and "+++ b/" in detail.plain:  # beside the question, where the person looks
+        con.print(Text.assemble(("ℹ ", "blue"), diff_summary(detail.plain)))
+
+
+def diff_summary(diff_text: str) -> str:
+    """Files and lines added and removed in a unified diff, in one line."""
+    lines = diff_text.split("\n")
+    files = sum(line.startswith("+++ b/") for line in lines)
+    added = sum(line.startswith("+") for line in lines) - files
+    removed = sum(line.startswith("-") for line in lines) - files
+    return f"{plural(files, 'file')} changed: {plural(added, 'line')} added, {removed} removed"
 
 
 def show_answer(text: str) -> None:
@@ -174,31 +267,157 @@ def show_answer(text: str) -> None:
         out.print(Text(clean(text.strip("\n"))), soft_wrap=True)
 
 
+def _before_call(text: str) -> str:
+    """The text before any tool-call markup (until the caller passes its own filter)."""
+    return text.split("<tool_call")[0]
+
+
 class Stream:
-    """While a reply streams: a spinner, then its last lines (tool-call text hidden); the caller shows the end."""
+    """A reply while it streams: a spinner, then on a terminal the answer rendered as Markdown, each
+    settled line printed once above a live tail (the way Aider's MarkdownStream does it)."""
 
-    TAIL = 12  # lines kept on screen while streaming, so a long answer never re-renders whole
+    TAIL = 6  # rendered lines kept live: the end of a growing answer may still change
 
-    def __init__(self, live: bool = True):
-        self.text, self.live, self.show_live = "", None, live and console.is_terminal
+    def __init__(self, live: bool = True, visible=None):
+        self.text, self.live, self.shown, self.due = "", None, 0, 0.0
+        self.visible, self.answered = visible or _before_call, False
+        self.markdown = out.is_terminal  # else plain text at the end, as a pipe wants it
+        self.screen = out if self.markdown else console
+        self.show_live = live and self.screen.is_terminal
 
     def __enter__(self):
         if self.show_live:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            self.live = Live(
-                Spinner("dots", "thinking…"), console=console, transient=True, refresh_per_second=8
-            )
+            spinner = Spinner("dots", "thinking…")
+            self.live = Live(spinner, console=self.screen, transient=True, refresh_per_second=8)
             self.live.start()
+        if self.live and self.markdown:  # loaded while the model thinks, not in the first draw
+            from rich.markdown import Markdown  # noqa: F401
         return self
 
     def __call__(self, chunk: str) -> None:
         self.text += chunk
-        if self.live:
-            shown = self.text[-4000:].split("<tool_call")[0]  # O(1) a token
-            self.live.update(Text(clean("\n".join(shown.splitlines()[-self.TAIL :]))))
+        if self.live and time.monotonic() >= self.due:
+            if self.markdown:
+                self._draw(final=False)
+            else:
+                self._peek()
+
+    def show(self, answer: str) -> None:
+        """The whole answer, once: the rest of its rendered lines, or as plain text."""
+        self.text, self.answered = answer, True
+        if self.markdown:
+            self._draw(final=True)
+        else:
+            show_answer(answer)
 
     def __exit__(self, *exc) -> None:
+        if self.markdown and self.text and not self.answered:  # stopped: keep what came
+            self._draw(final=True)
         if self.live:
             self.live.stop()
+
+    def _peek(self) -> None:
+        """With stdout elsewhere: the last lines of the text, plain, until the answer is done."""
+        shown = self.visible(self.text[-4000:])  # O(1) a token
+        self.live.update(Text(clean("\n".join(shown.splitlines()[-12:]))))
+
+    def _draw(self, final: bool) -> None:
+        """Print the lines that settled since the last draw; the rest stays live."""
+        began = time.monotonic()
+        lines = _markdown_lines(self.screen, self.visible(self.text))
+        settled = len(lines) if final else max(len(lines) - self.TAIL, self.shown)
+        if settled > self.shown:
+            self.screen.print(_segment_lines(lines[self.shown : settled]))
+            self.shown = settled
+        if self.live and lines:
+            self.live.update(_segment_lines(lines[settled:]))
+        spent = time.monotonic() - began  # a long answer renders slower: draw it less often
+        self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
+
+
+def _segment_lines(lines: list):
+    from rich.segment import SegmentLines
+
+    return SegmentLines(lines, new_lines=True)
+
+
+def _markdown_lines(con: Console, text: str) -> list:
+    """Markdown rendered into lines of the console's width (rich.markdown loads on first use)."""
+    from rich.markdown import Markdown
+
+    if not text.strip():
+        return []
+    markdown = Markdown(keep_names(clean(text.strip("\n"))))
+    return con.render_lines(markdown, con.options, pad=False)
+
+
+FENCE = re.compile(r" {0,3}(```|~~~)")
+NAMES = re.compile(r"(`+).*?\1|<[^<>\s]+>|[\w.]*_[\w.]*")  # code spans, autolinks, words with _
+INNER = re.compile(r"[^\W_]_+[^\W_]|__[^\W_]")  # an underscore inside a word, or a dunder's
+
+
+def keep_names(markdown: str) -> str:
+    """Markdown whose names keep their underscores (__init__.py, snake_case): Markdown reads
+    `__init__` as bold, so those underscores are escaped, outside code, where escapes show."""
+    lines, fenced = [], False
+    for line in markdown.split("\n"):
+        fence = FENCE.match(line)
+        fenced = fenced != bool(fence)
+        lines.append(line if fenced or fence else NAMES.sub(_escape_name, line))
+    return "\n".join(lines)
+
+
+def _escape_name(match: re.Match) -> str:
+    word = match[0]
+    if word[0] in "`<" or not INNER.search(word):
+        return word  # code, a link, or _emphasis_
+    return word.replace("_", "\\_")
+
+
+class Tail:
+    """While a command runs: its last lines and the time so far, live on a terminal (silent
+    elsewhere), then one line saying how it went."""
+
+    LINES = 5  # lines of output kept on screen
+    WIDE = 2000  # characters kept of a line that never ends
+
+    def __init__(self, title: str, hide=str):
+        self.title, self.lines, self.count, self.live = one_line(title), [""], 0, None
+        self.hide = hide  # secrets redacted from the lines shown (a chunk may split one)
+
+    def __enter__(self):
+        self.start = time.monotonic()
+        if console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(console=console, transient=True, get_renderable=self._view)
+            self.live.start()
+        return self
+
+    def feed(self, chunk: str) -> None:
+        """More output: the partial last line grows, whole lines scroll."""
+        text = self.lines[-1] + chunk.replace("\r\n", "\n").replace("\r", "\n")
+        parts = text.split("\n")
+        self.count += len(parts) - 1
+        self.lines = [*self.lines[:-1], *parts][-(self.LINES + 1) :]
+        self.lines[-1] = self.lines[-1][-self.WIDE :]
+
+    def _view(self) -> Text:
+        lines = self.hide("\n".join(self.lines)).split("\n")
+        shown = [line for line in lines if line][-self.LINES :]
+        text = Text(f"  {self.title} ({time.monotonic() - self.start:.0f} s)", "dim")
+        for line in shown:
+            text.append(f"\n  │ {clean(line)[: max(console.width - 6, 10)]}", "dim")
+        return text
+
+    def __exit__(self, kind, *exc) -> None:
+        if not self.live:
+            return
+        self.live.stop()
+        lines = plural(self.count + bool(self.lines[-1]), "line")
+        how = ", stopped" if kind is KeyboardInterrupt else ""
+        took = time.monotonic() - self.start
+        console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), soft_wrap=True)

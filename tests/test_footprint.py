@@ -16,6 +16,9 @@ HEAVY = (
     "html2text",
     "googlesearch",
     "openai",
+    "rich.markdown",  # an answer's rendering loads when an answer comes
+    "markdown_it",
+    "rich.live",
 )
 PROBE = (
     "import atexit, json, sys, runpy\nout = sys.argv[1]\n"
