@@ -34,7 +34,7 @@ class Agent:
 
     def __init__(self, config: dict, root: Path, resume: bool = False):
         self.config, self.root = config, Path(root).resolve()
-        self.log: Path | None = self.root / ".amas" / "history.jsonl"
+        self.log: Path | None = config_file.state_file(self.root, "history.jsonl")
         self.session, self.messages = self.resume() if resume else (uuid.uuid4().hex[:12], [])
         self.logged, self.attachments, self.warned, self.preloading = (
             len(self.messages),

@@ -68,19 +68,17 @@ def find_root(here: Path) -> Path:
 
 
 def settings(root: Path, flags: dict, trust: bool) -> dict:
-    """The merged config; an untrusted folder's loosening settings are asked about once, or ignored with a warning."""
+    """The merged config; a folder used for the first time is asked about once (in a terminal), and until it is
+    trusted its loosening settings are ignored with a warning."""
     from amas_code import config as config_file
 
     try:
         if trust:
             config_file.set_trust(root, True)
             ui.success(f"trusted {root} (until its .amas/config.yaml changes)")
+        elif config_file.answered(root) is None and ui.can_ask():
+            ask_trust(root)
         config, warnings, ignored = config_file.load(root, flags)
-        if ignored and config_file.trusted(root) is None and ui.can_ask():
-            detail = config_file.read_private(root / ".amas" / "config.yaml")
-            question = f"This folder's .amas/config.yaml sets {', '.join(ignored)}. Trust it"
-            config_file.set_trust(root, ui.ask(question + "?", "yn", detail) == "y")
-            config, warnings, ignored = config_file.load(root, flags)
     except config_file.ConfigError as e:
         ui.error(str(e))
         sys.exit(1)
@@ -92,6 +90,18 @@ def settings(root: Path, flags: dict, trust: bool) -> dict:
             "(`amas --trust` trusts it)"
         )
     return config
+
+
+def ask_trust(root: Path) -> None:
+    """Ask once whether to trust a folder, showing what it ships; the answer is kept in your home."""
+    from amas_code import config as config_file
+
+    detail = config_file.shipped(root)
+    question = (
+        f"Trust {root}? Its settings, rules and skills are then used, and your allow rules apply"
+    )
+    answer = ui.ask(question, "yn", detail or None)
+    config_file.set_trust(root, answer == "y")
 
 
 def run(root: Path, config: dict, text: str, resume: bool) -> int:

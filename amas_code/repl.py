@@ -274,7 +274,7 @@ def history(agent):
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
             config_file.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
 
-    path = agent.root / ".amas" / "input_history"
+    path = config_file.state_file(agent.root, "input_history")
     try:
         config_file.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()

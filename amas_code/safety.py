@@ -430,14 +430,44 @@ class Gate:
         return path
 
     def host(self, url: str) -> None:
-        """Ask before the first request to a host in this session; 'a' remembers it for the project."""
-        host = (urlsplit(url).hostname or "").lower()
-        if host in self.hosts:
+        """Ask before the first request to a scheme, host and port in this session; 'a' remembers it for the
+        project, except a loopback, private or link-local address (a page's way into your own network)."""
+        origin = _origin(url)
+        if origin in self.hosts:
             return
-        answer = self.ask("net", f"Let the agent connect to {host}?", key=host)
+        answer = self.ask("net", f"Let the agent connect to {origin}?", key=origin)
         if answer == "n":
-            raise PermissionError(f"connecting to {host} was declined by the user")
-        self.hosts.add(host)
-        if answer == "a":
+            raise PermissionError(f"connecting to {origin} was declined by the user")
+        self.hosts.add(origin)
+        if answer == "a" and _local(urlsplit(url).hostname or ""):
+            ui.info(f"not remembered: {origin} is on this machine or a private network")
+        elif answer == "a":
             saved = config_file.remembered(self.root).get("hosts", [])
-            config_file.remember(self.root, "hosts", sorted({*saved, host}))
+            config_file.remember(self.root, "hosts", sorted({*saved, origin}))
+
+
+def _origin(url: str) -> str:
+    """scheme://host:port of a URL, the port written out (http://a and http://a:80 are one place)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme, 0)
+    except ValueError:  # a port that is not a number
+        port = 0
+    host = (parts.hostname or "").lower()
+    return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def _local(host: str) -> bool:
+    """A loopback, private or link-local address, or a name that resolves to one."""
+    import ipaddress
+    import socket
+
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False
+    addresses = [ipaddress.ip_address(a.split("%")[0]) for a in found]
+    return any(a.is_loopback or a.is_private or a.is_link_local for a in addresses)
