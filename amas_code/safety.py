@@ -471,3 +471,38 @@ def _local(host: str) -> bool:
         return False
     addresses = [ipaddress.ip_address(a.split("%")[0]) for a in found]
     return any(a.is_loopback or a.is_private or a.is_link_local for a in addresses)
+
+
+INTERPRETERS = {"sh", "bash", "zsh", "dash", "python", "python3", "node", "ruby", "perl", "php"}
+BUILD_FILES = {  # a build tool -> the files that say what it runs, first found wins
+    "make": ("GNUmakefile", "makefile", "Makefile"),
+    "just": ("justfile", "Justfile", ".justfile"),
+    "npm": ("package.json",),
+    "yarn": ("package.json",),
+    "pnpm": ("package.json",),
+}
+
+
+def script_of(words: list[str], root: Path) -> Path | None:
+    """The project file a script-like command runs (`./run.sh`, `bash x.sh`, `python x.py`, `make x`), if any."""
+    if not words:
+        return None
+    program = os.path.basename(words[0])
+    if "/" in words[0]:
+        named = words[0]
+    elif program.rstrip("0123456789.") in INTERPRETERS:
+        named = next((w for w in words[1:] if not w.startswith("-")), "")
+    else:
+        found = [root / f for f in BUILD_FILES.get(program, ()) if (root / f).is_file()]
+        return found[0] if found else None
+    path = (root / named).resolve() if named else None
+    return path if path and path.is_relative_to(root) and path.is_file() else None
+
+
+def script_digest(words: list[str], root: Path) -> str:
+    """What to store beside a remembered command: a hash of the script it runs ("" when it runs none), so the
+    command is asked about again once the script changed."""
+    import hashlib
+
+    path = script_of(words, Path(root).resolve())
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path else ""

@@ -55,6 +55,15 @@ def toolbox(root, checkpoint: bool = False, **overrides):
     return Tools(root, config, Gate(config, root), cp)
 
 
+def history_file(root, name: str = "history.jsonl") -> Path:
+    """Where amas keeps a project's history or input history: in the user's home (its folder made)."""
+    from amas_code import config
+
+    path = config.state_file(root, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 @pytest.fixture
 def llm():
     server = ScriptedLLM()
