@@ -47,7 +47,7 @@ class Agent:
         self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
     ):
         self.config, self.root = config, Path(root).resolve()
-        self.log: Path | None = self.root / ".amas" / "history.jsonl"
+        self.log: Path | None = config_file.state_file(self.root, "history.jsonl")
         chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
         self.session, self.messages = self.resume(chosen) if resume else (uuid.uuid4().hex[:12], [])
         self.logged, self.attachments, self.warned, self.preloading = (
@@ -61,6 +61,7 @@ class Agent:
         self.gate = safety.Gate(config, self.root, self.sandbox[0])
         self.report = report or Report()
         self.cwd, self.notes = Path.cwd().resolve(), []  # where the user is; what they did since
+        self.trusted = config_file.trusted(self.root)  # its rules and skills may steer the model
         self.checkpoint = (
             Checkpoint(self.root, config["ignore"], self.session)
             if config["checkpoint_on_edit"]
@@ -528,7 +529,7 @@ class Agent:
         return f"The user is in {here}/ (paths they mention are relative to it)\n"
 
     def rules(self) -> str:
-        text = skills.rules(self.root)
+        text = skills.rules(self.root, self.trusted)
         if estimate(text) > RULES_BUDGET:
             text = (
                 text[: RULES_BUDGET * 3] + "\n[cut here: the rest did not fit in the system prompt]"
@@ -540,7 +541,7 @@ class Agent:
         return f"\n### Project rules\n{text}\n" if text else ""
 
     def skills(self) -> str:
-        found, latest = skills.load(self.root), self.last_user()
+        found, latest = skills.load(self.root, self.trusted), self.last_user()
         matched = [s for s in found if skills.matches(s, latest)]
         others = "\n".join(f"- {s['name']}: {s['description']}" for s in found if s not in matched)
         text = "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)

@@ -43,9 +43,9 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     Exit codes: 0 done, nothing refused; 1 an error (auth, network, config, model);
     2 done, but an edit or command was declined; 130 interrupted."""
     root = find_root(Path.cwd())
-    config = settings(
-        root, {"model": model, "api_base": api_base, "auto_accept": yes or None}, trust
-    )
+    report = Report(output_format)
+    flags = {"model": model, "api_base": api_base, "auto_accept": yes or None}
+    config = settings(root, flags, trust, report)
     config = providers.take_keys(config)  # before anything starts a child process
     text = " ".join(prompt).strip()
     if trust and not text:
@@ -63,7 +63,7 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
         sys.exit(1)
     if pick and not text:
         resume = choose(root, config)
-    sys.exit(converse(root, config, text, Report(output_format) if text else None, resume))
+    sys.exit(converse(root, config, text, report if text else None, resume))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
@@ -85,23 +85,22 @@ def find_root(here: Path) -> Path:
     return here
 
 
-def settings(root: Path, flags: dict, trust: bool) -> dict:
-    """The merged config; an untrusted folder's loosening settings are asked about once, or ignored with a warning."""
+def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
+    """The merged config; a folder used for the first time is asked about once (in a terminal), and until it is
+    trusted its loosening settings are ignored with a warning."""
     from amas_code import config as config_file
 
     try:
         if trust:
             config_file.set_trust(root, True)
             ui.success(f"trusted {root} (until its .amas/config.yaml changes)")
+        elif config_file.answered(root) is None and ui.can_ask():
+            ask_trust(root)
         config, warnings, ignored = config_file.load(root, flags)
-        if ignored and config_file.trusted(root) is None and ui.can_ask():
-            detail = config_file.read_private(root / ".amas" / "config.yaml")
-            question = f"This folder's .amas/config.yaml sets {', '.join(ignored)}. Trust it"
-            config_file.set_trust(root, ui.ask(question + "?", "yn", detail) == "y")
-            config, warnings, ignored = config_file.load(root, flags)
     except config_file.ConfigError as e:
         ui.error(str(e))
-        sys.exit(1)
+        report.error(str(e))
+        sys.exit(report.finish("error", "", {}))
     for warning in warnings:
         ui.warning(warning)
     if ignored:
@@ -110,6 +109,18 @@ def settings(root: Path, flags: dict, trust: bool) -> dict:
             "(`amas --trust` trusts it)"
         )
     return config
+
+
+def ask_trust(root: Path) -> None:
+    """Ask once whether to trust a folder, showing what it ships; the answer is kept in your home."""
+    from amas_code import config as config_file
+
+    detail = config_file.shipped(root)
+    question = (
+        f"Trust {root}? Its settings, rules and skills are then used, and your allow rules apply"
+    )
+    answer = ui.ask(question, "yn", detail or None)
+    config_file.set_trust(root, answer == "y")
 
 
 def choose(root: Path, config: dict) -> str | bool:

@@ -6,6 +6,8 @@ import glob
 import os
 import shutil
 import time
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from amas_code import safety
@@ -16,6 +18,12 @@ MAX_TEXT = 4_000  # characters of browser page text in one answer
 TIMEOUT = 20  # seconds for a whole fetch; connecting gets at most 10
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) amas-code"
 TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml")  # content types read as text
+WBITS = {
+    "gzip": 31,
+    "x-gzip": 31,
+    "deflate": 15,
+}  # the encodings fetch_url asks for, as zlib reads them
+HEADERS = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"}
 # Spelled out so no update brings background traffic back; the rest save
 # memory on a 1 GB Pi: no GPU work, one renderer however many sites a page pulls in.
 ARGS = (
@@ -133,11 +141,11 @@ def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
         with httpx.Client(
             event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)
         ) as c:
-            with c.stream("GET", url, headers={"User-Agent": USER_AGENT}) as r:
+            with c.stream("GET", url, headers=HEADERS) as r:
                 kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
                 if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
                     return _refused(r, kind)
-                for chunk in r.iter_bytes():
+                for chunk in _decoded(r):
                     body += chunk
                     if len(body) > MAX_BYTES:
                         break
@@ -152,6 +160,25 @@ def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
         return f"Error: timed out fetching {url} after {TIMEOUT}s ({e})"
     except Exception as e:  # refused, reset, bad URL, TLS: the model reads why
         return f"Error: cannot fetch {url}: {type(e).__name__}: {e}"
+
+
+def _decoded(r) -> Iterator[bytes]:
+    """The body decoded a bounded step at a time: one content encoding at most (stacking them is how a 2 KB
+    response becomes gigabytes), so the caller's byte cap holds on what is decoded."""
+    coding = r.headers.get("content-encoding", "identity").strip().lower()
+    if "," in coding:
+        raise ValueError(f"stacked content encodings ({coding}) are refused")
+    if coding in ("", "identity"):
+        yield from r.iter_raw()
+        return
+    if coding not in WBITS:
+        raise ValueError(f"content encoding {coding!r} is not supported")
+    unzip = zlib.decompressobj(WBITS[coding])
+    for chunk in r.iter_raw():
+        data = chunk
+        while data and not unzip.eof:
+            yield unzip.decompress(data, 1 << 16)
+            data = unzip.unconsumed_tail
 
 
 def _refused(r, kind: str) -> str:

@@ -68,11 +68,8 @@ class Checkpoint:
             session,
             "",
         )
-        key = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
-        name = os.fsdecode(
-            os.fsencode(self.root.name)[:100]
-        )  # a name's length has a limit: the key tells apart
-        self.dir = Path.home() / ".amas" / "checkpoints" / f"{name}-{key}"
+        # the project's identity, not its path: a clone where another was never inherits its checkpoints
+        self.dir = Path.home() / ".amas" / "checkpoints" / config_file.project_id(self.root)
         self.pending, self.borrowed, self.gitdir, self.indexed = (
             self.dir / "pending.json",
             None,

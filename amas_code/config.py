@@ -4,6 +4,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import stat
 from pathlib import Path
 
 DEFAULT_CONFIG = {
@@ -66,9 +68,15 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
 KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string", NUMBER: "a number"}
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
 SET, ON = lambda v: v is not None, lambda v: v is False  # noqa: E731
-LOOSER = dict(
-    auto_accept=bool, browser_path=SET, checkpoint_on_edit=ON, searxng_url=SET, api_base=SET
-)  # untrusted: no
+LOOSER = dict(  # what an untrusted project may not set: each loosens a guard or sends your work elsewhere
+    auto_accept=bool,
+    browser_path=SET,
+    checkpoint_on_edit=ON,
+    searxng_url=SET,
+    api_base=SET,
+    model=SET,
+    api_key=SET,
+)
 LOOSER["sandbox"] = lambda v: (
     v in ("off", False)
 )  # a clone may not take its commands out of the box
@@ -76,6 +84,10 @@ LOOSER["sandbox_network"] = lambda v: v is True
 LOOSER["ignore"] = lambda v: (
     not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
 )  # outside git: what /undo covers
+# a config line whose key names a secret (api_key:, token:): its value is never shown, whatever it looks like
+SECRET_LINE = re.compile(
+    r"(?im)^(\s*-?\s*[\w.-]*(?:key|token|secret|pass|pwd|cred|auth)[\w.-]*\s*:\s*)\S.*$"
+)
 GITIGNORE = "# local state of amas; rules.md and skills/ are meant to be shared\nhistory.jsonl\ninput_history\n"
 GITIGNORE += "map_cache.json\nproject_map.md\n*.tmp\n"
 
@@ -84,16 +96,28 @@ class ConfigError(Exception):
     """A config file or value that cannot be used; the message names the file and key."""
 
 
-def read_yaml(path: Path) -> dict:
-    """One YAML mapping; errors name the file and line."""
+def parse_yaml(text: str, where: str):
+    """YAML as plain data; aliases are refused (a few lines of them expand to gigabytes: "billion laughs")."""
     import yaml
 
     try:
-        data = yaml.safe_load(read_private(path)) or {}
+        events = yaml.parse(text, Loader=yaml.SafeLoader)
+        alias = next((e for e in events if isinstance(e, yaml.AliasEvent)), None)
+        if alias:
+            line = alias.start_mark.line + 1
+            raise ConfigError(f"{where}: line {line}: YAML aliases (*name) are not accepted")
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}:" if mark else ""
-        raise ConfigError(f"{path}:{where} invalid YAML ({getattr(e, 'problem', e)})") from None
+        at = f" line {mark.line + 1}:" if mark else ""
+        problem = str(getattr(e, "problem", None) or e)[:200]
+        raise ConfigError(f"{where}:{at} invalid YAML ({problem})") from None
+
+
+def read_yaml(path: Path) -> dict:
+    """One YAML mapping; errors name the file and line."""
+    try:
+        data = parse_yaml(read_private(path), str(path)) or {}
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(data, dict):
@@ -110,9 +134,19 @@ def check(key: str, value, where: str) -> None:
         test = lambda v: isinstance(v, kind) and not (kind is not bool and isinstance(v, bool))  # noqa: E731
         want = KIND_NAMES.get(kind, "a string")
     if not ((value is None and key in NULLABLE) or test(value)):
-        raise ConfigError(f"{where}: {key} should be {want}, not {value!r}")
+        raise ConfigError(f"{where}: {key} should be {want}, not {short(value)}")
     if key in POSITIVE and value is not None and value <= 0:
-        raise ConfigError(f"{where}: {key} should be above 0, not {value!r}")
+        raise ConfigError(f"{where}: {key} should be above 0, not {short(value)}")
+
+
+def short(value, limit: int = 60) -> str:
+    """A value as an error message shows it: never a whole structure."""
+    import reprlib
+
+    shown = reprlib.Repr()
+    shown.maxstring = shown.maxother = limit
+    text = shown.repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def layer(path: Path, warnings: list) -> dict:
@@ -129,23 +163,9 @@ def layer(path: Path, warnings: list) -> dict:
     return out
 
 
-def untrusted(project: dict, mine: dict) -> tuple[dict, list[str]]:
-    """What an untrusted project file may set (it may add deny rules, not loosen anything), and what was cut;
-    mine: the user's own settings (home and environment)."""
+def untrusted(project: dict) -> tuple[dict, list[str]]:
+    """What an untrusted project file may set (it may add deny rules, not loosen anything), and what was cut."""
     cut = [k for k, test in LOOSER.items() if k in project and test(project[k])]
-    yours = (mine.get("model") or DEFAULT_CONFIG["model"]).split("/")[0]
-    moved = (
-        project.get("model")
-        and project["model"].split("/")[0] != yours
-        and not project.get("api_key")
-    )
-    cut += ["model"] * bool(
-        moved and mine.get("api_key") and not mine.get("api_base")
-    )  # your key to its provider
-    if "api_base" in cut and project.get(
-        "api_key"
-    ):  # its own server with its own key: never the user's key
-        cut.remove("api_base")
     perms = project.get("permissions") or {}
     cut += [f"permissions.{k}" for k in ("allow", "env") if perms.get(k)]
     kept = {k: v for k, v in project.items() if k not in cut}
@@ -157,28 +177,47 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
     """Merge every layer; return the config, warnings, and the project settings ignored until trusted."""
     warnings, home = [], Path.home() / ".amas" / "config.yaml"
     user, project_file = layer(home, warnings), root / ".amas" / "config.yaml"
-    own = (
-        project_file.resolve() == home.resolve()
-    )  # amas run in your home: its .amas/ holds your own settings
-    project, ignored, guarded = {} if own else layer(project_file, warnings), [], False
+    # amas run in your home: its .amas/ holds your own settings
+    own = project_file.resolve() == home.resolve()
+    project, ignored = {} if own else layer(project_file, warnings), []
     if project.get("api_key"):
         _ignore_config(root)
+    secrets = [str(project["api_key"])] if project.get("api_key") else []
+    if not own and not trusted(root):
+        project, ignored = untrusted(project)
+        user = _without_allow(user, warnings)
     env = {key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)}
-    if project and not trusted(root):
-        project, ignored = untrusted(project, {**user, **env})
-        guarded = "api_base" in project  # kept only because the project gave its own key
-    config = {**DEFAULT_CONFIG, "permissions": {}, "secrets": []}
+    config = {**DEFAULT_CONFIG, "permissions": {}, "secrets": secrets}
     for source in (user, project, env, {k: v for k, v in (flags or {}).items() if v is not None}):
         config.update({k: v for k, v in source.items() if k != "permissions"})
-        for kind, rules in (
-            source.get("permissions") or {}
-        ).items():  # rules add up: a project cannot drop yours
+        # rules add up: a project cannot drop yours
+        for kind, rules in (source.get("permissions") or {}).items():
             config["permissions"][kind] = [*config["permissions"].get(kind, []), *rules]
         config["secrets"] += [str(source["api_key"])] if source.get("api_key") else []
-    if guarded and config["api_base"] == project["api_base"]:
-        config["api_key"] = project["api_key"]  # a project's api_base never receives your key
     check("model", config["model"], "the model setting")
     return config, warnings, ignored
+
+
+def _without_allow(user: dict, warnings: list) -> dict:
+    """Your settings without your allow rules: in a folder you have not trusted, a `make *` runs its Makefile."""
+    perms = dict(user.get("permissions") or {})
+    if perms.pop("allow", None):
+        warnings.append(
+            "your allow rules do not apply in this folder until you trust it (`amas --trust`)"
+        )
+    return {**user, "permissions": perms}
+
+
+def endpoint(config: dict) -> str:
+    """The banner's line naming where prompts and files go: the model and the server (credentials cut)."""
+    from urllib.parse import urlsplit
+
+    base = config.get("api_base")
+    if not base:
+        return f"model {config['model']} at its provider's own endpoint"
+    parts = urlsplit(str(base))
+    host = parts.netloc.rpartition("@")[2]
+    return f"model {config['model']} at {parts._replace(netloc=host).geturl()}"
 
 
 def _ignore_config(root: Path) -> None:
@@ -214,6 +253,47 @@ def _digest(root: Path) -> str:
     return hashlib.sha256(path.read_bytes() if path.is_file() else b"").hexdigest()
 
 
+def project_id(root: Path) -> str:
+    """The project's identity, not its path: its folder's inode and birth time, and git's first commits.
+    A repository cloned where another one was is a new project: it inherits no answer and no checkpoint."""
+    root = Path(root).resolve()
+    info = root.stat()
+    mark = f"{info.st_ino}:{_born(root, info)}:{_first_commits(root)}"
+    name = re.sub(r"[^\w.-]", "_", root.name)[:40] or "root"
+    return f"{name}-{hashlib.sha256(mark.encode()).hexdigest()[:16]}"
+
+
+def _born(root: Path, info: os.stat_result) -> str:
+    """When the folder was made (statx's birth time where Python cannot read it; empty where unknown)."""
+    import subprocess
+
+    if hasattr(info, "st_birthtime"):
+        return str(info.st_birthtime)
+    try:
+        found = subprocess.run(
+            ["stat", "-c", "%W", "--", str(root)], capture_output=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return found.stdout.decode(errors="replace").strip()
+
+
+def _first_commits(root: Path) -> str:
+    """The repository's root commits (none outside git or before the first commit); no program of it runs."""
+    import subprocess
+
+    from amas_code.checkpoint import GIT, git_env
+
+    if not (root / ".git").exists():
+        return ""
+    args = [*GIT, "rev-list", "--max-parents=0", "HEAD", "--"]
+    try:
+        found = subprocess.run(args, cwd=root, capture_output=True, env=git_env(), timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return " ".join(sorted(found.stdout.decode(errors="replace").split()))
+
+
 def _projects() -> dict:
     try:
         data = json.loads(read_private(Path.home() / ".amas" / "projects.json"))
@@ -224,25 +304,81 @@ def _projects() -> dict:
 
 def remembered(root: Path) -> dict:
     """What the user decided for this project, kept in their home where no clone can ship it."""
-    entry = _projects().get(str(root.resolve()))
+    entry = _projects().get(project_id(root))
     return entry if isinstance(entry, dict) else {}
 
 
 def remember(root: Path, key: str, value) -> None:
     """Record a decision for this project (trust, approved commands or hosts) in ~/.amas/projects.json."""
-    data = _projects()
-    data[str(root.resolve())] = {**remembered(root), key: value}
+    data, name = _projects(), project_id(root)
+    data[name] = {**remembered(root), "path": str(Path(root).resolve()), key: value}
     write_private(Path.home() / ".amas" / "projects.json", json.dumps(data, indent=1))
 
 
-def trusted(root: Path) -> bool | None:
-    """True or False as the user answered for this exact config file; None if never asked (or it changed)."""
+def answered(root: Path) -> bool | None:
+    """True or False as the user answered for this project and this exact config file; None if never asked."""
     answer = remembered(root).get("trust") or ""
     return {f"yes:{_digest(root)}": True, f"no:{_digest(root)}": False}.get(answer)
 
 
+def trusted(root: Path) -> bool:
+    """Whether the user trusts this folder as it is now: its settings, rules and skills are then used."""
+    return answered(root) is True
+
+
 def set_trust(root: Path, yes: bool) -> None:
     remember(root, "trust", f"{'yes' if yes else 'no'}:{_digest(root)}")
+
+
+def shipped(root: Path) -> str:
+    """What the folder brings that steers amas, for the trust question: its config (secrets masked) and the
+    names of its rules and skills."""
+    from amas_code import safety
+
+    found = [name for name in ("AGENTS.md", ".amas/rules.md") if (root / name).is_file()]
+    skills = root / ".amas" / "skills"
+    count = len(list(skills.glob("*.md"))) if skills.is_dir() else 0
+    found += [f".amas/skills/ ({count} skill{'s' * (count != 1)})"] * bool(count)
+    lines = [f"It ships {', '.join(found)}."] if found else []
+    config = root / ".amas" / "config.yaml"
+    try:
+        text = read_private(config) if config.is_file() else ""
+    except ConfigError as e:
+        text = str(e)
+    if text:
+        masked = SECRET_LINE.sub(r"\1[REDACTED]", text[:4000])
+        masked = safety.Secrets({"permissions": {}, "secrets": []}).redact(masked)
+        lines += [".amas/config.yaml:", masked.rstrip()]
+    return "\n".join(lines)
+
+
+def state_file(root: Path, name: str) -> Path:
+    """amas's own state for a project (history.jsonl, input_history), in ~/.amas/projects/<id>/; the first
+    time, the file amas kept in .amas/ is moved there if it is amas's own (an untracked private regular file)."""
+    path = Path.home() / ".amas" / "projects" / project_id(root) / name
+    old = Path(root) / ".amas" / name
+    if not path.exists() and _own_state(root, old):
+        private_dir(path.parent)
+        shutil.move(old, path)
+    return path
+
+
+def _own_state(root: Path, path: Path) -> bool:
+    """A file amas wrote: regular (no link, no FIFO), yours, private (a checkout makes 0644), untracked."""
+    import subprocess
+
+    from amas_code.checkpoint import GIT, git_env
+
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    mine = stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid()
+    if not mine or info.st_mode & 0o077:
+        return False
+    args = [*GIT, "ls-files", "--error-unmatch", "--", str(path.relative_to(root))]
+    found = subprocess.run(args, cwd=root, capture_output=True, env=git_env(), timeout=10)
+    return found.returncode != 0
 
 
 def private_dir(folder: Path) -> Path:
@@ -259,6 +395,8 @@ def read_private(path: Path) -> str:
     """Read one of amas's own files (config, rules, skills, history), never through a symlink."""
     if path.parent.is_symlink() or path.is_symlink():
         raise ConfigError(f"{path} is a symlink; amas does not follow it (remove it to go on)")
+    if path.exists() and not path.is_file():  # a FIFO would wait forever for a writer
+        raise ConfigError(f"{path} is not a regular file; amas does not read it")
     return path.read_text(encoding="utf-8", errors="replace")
 
 
@@ -275,6 +413,11 @@ def write_private(path: Path, text: str) -> None:
 def append_private(path: Path, text: str) -> None:
     """Append to one of amas's own files (history): 0600, never through a symlink."""
     private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    # non-blocking: opening a FIFO to write would wait forever for a reader
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"{path} is not a regular file; amas does not write to it")
     with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(text)

@@ -243,7 +243,7 @@ def cmd_skills(agent, arg):
     """List skills; those matching your last message are active."""
     from amas_code import skills
 
-    found = skills.load(agent.root)
+    found = skills.load(agent.root, agent.trusted)
     for s in found:
         mark = ("active ", "green") if skills.matches(s, agent.last_user()) else ("       ", "")
         ui.row("  ", mark, (s["name"], "bold"), f": {s['description']}")
@@ -344,7 +344,7 @@ def history(agent):
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
             config_file.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
 
-    path = agent.root / ".amas" / "input_history"
+    path = config_file.state_file(agent.root, "input_history")
     try:
         config_file.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
@@ -380,7 +380,8 @@ def interact(agent) -> None:
     prompt = prompt_session(agent)
     preload(agent, prompt.app)
     ui.info(
-        f"amas · {agent.model.name} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
+        f"amas · {config_file.endpoint(agent.config)} · /help for commands, Esc-Enter for a new line, "
+        "Ctrl+D to quit"
     )
     mode, line = agent.sandbox
     (ui.info if mode == "on" else ui.warning)(line)

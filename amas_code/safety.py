@@ -520,6 +520,7 @@ class Gate:
         saved = config_file.remembered(self.root)
         self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
         self.outside = list(saved.get("outside", []))  # commands always run outside the sandbox
+        self.scripts = dict(saved.get("scripts", {}))  # a remembered command -> the script it ran
 
     def settled(self, verdict: Verdict) -> Verdict:
         """An ask that --yes or an earlier 'always' answers is an allow."""
@@ -583,8 +584,8 @@ class Gate:
     def allowed_by(self, line: str) -> str | None:
         """The allow rules that match every simple command of a plain line, or None."""
         commands, targets, plain = split(line)
-        rules = [*self.config["permissions"].get("allow", []), *self.commands]
-        matched = [_first_match(" ".join(c), rules) for c in commands]
+        mine = self.config["permissions"].get("allow", [])
+        matched = [_first_match(" ".join(c), [*mine, *self.unchanged(c)]) for c in commands]
         named = not any(re.search(r"\s", c[0]) for c in commands)  # `'echo /../bin/sh'` is not echo
         # an argument reaching out: --basetemp=.git, --output-file ~/.bashrc
         reach = [w for c in commands for w in c[1:] if self.reaches(w)]
@@ -606,18 +607,30 @@ class Gate:
         if verdict.kind == "outside":  # this exact command, from now on
             self.outside.append(verdict.key)
             config_file.remember(self.root, "outside", self.outside)
+        if verdict.kind == "net" and _local(urlsplit(verdict.key).hostname or ""):
+            self.always.discard((verdict.kind, verdict.key))  # asked again, every session
+            return f"not remembered: {verdict.key} is on this machine or a private network"
         if verdict.kind == "net":
             saved = config_file.remembered(self.root).get("hosts", [])
             config_file.remember(self.root, "hosts", sorted({*saved, verdict.key}))
         return ""
 
+    def unchanged(self, words: list[str]) -> list[str]:
+        """The remembered commands, but one whose script (./run.sh, make's Makefile) changed since."""
+        digest = script_digest(words, self.root)
+        return [c for c in self.commands if self.scripts.get(c, "") == digest]
+
     def remember_command(self, line: str) -> str:
         commands, _, plain = split(line)
         if not plain:
             return "not remembered: a line with substitutions, subshells or newlines is asked every time"
-        # the exact commands, glob characters escaped, kept in the user's home
-        self.commands += [glob.escape(" ".join(c)) for c in commands]
+        # the exact commands, glob characters escaped, kept in the user's home with the script each runs
+        for words in commands:
+            exact = glob.escape(" ".join(words))
+            self.commands.append(exact)
+            self.scripts[exact] = script_digest(words, self.root)
         config_file.remember(self.root, "commands", self.commands)
+        config_file.remember(self.root, "scripts", self.scripts)
         return ""
 
     def inside(self, target: str) -> bool:
@@ -698,12 +711,74 @@ class Gate:
     def judge_host(self, url: str) -> Verdict:
         """Ask before the first request to a host in this session; 'always' remembers it for the
         project."""
-        host = (urlsplit(url).hostname or "").lower()
-        if host in self.hosts:
+        origin = _origin(url)  # scheme, host and port: http://a:80 is not https://a:443
+        if origin in self.hosts:
             return ALLOW
-        question, reason = f"Let the agent connect to {host}?", f"connecting to {host}"
-        return self.settled(Verdict("ask", "net", question, key=host, reason=reason))
+        question, reason = f"Let the agent connect to {origin}?", f"connecting to {origin}"
+        return self.settled(Verdict("ask", "net", question, key=origin, reason=reason))
 
 
 def _first_match(command: str, rules: list[str]) -> str | None:
     return next((r for r in rules if fnmatch.fnmatchcase(command, r)), None)
+
+
+def _origin(url: str) -> str:
+    """scheme://host:port of a URL, the port written out (http://a and http://a:80 are one place)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme, 0)
+    except ValueError:  # a port that is not a number
+        port = 0
+    host = (parts.hostname or "").lower()
+    return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def _local(host: str) -> bool:
+    """A loopback, private or link-local address, or a name that resolves to one."""
+    import ipaddress
+    import socket
+
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return False
+    addresses = [ipaddress.ip_address(a.split("%")[0]) for a in found]
+    return any(a.is_loopback or a.is_private or a.is_link_local for a in addresses)
+
+
+INTERPRETERS = {"sh", "bash", "zsh", "dash", "python", "python3", "node", "ruby", "perl", "php"}
+BUILD_FILES = {  # a build tool -> the files that say what it runs, first found wins
+    "make": ("GNUmakefile", "makefile", "Makefile"),
+    "just": ("justfile", "Justfile", ".justfile"),
+    "npm": ("package.json",),
+    "yarn": ("package.json",),
+    "pnpm": ("package.json",),
+}
+
+
+def script_of(words: list[str], root: Path) -> Path | None:
+    """The project file a script-like command runs (`./run.sh`, `bash x.sh`, `python x.py`, `make x`), if any."""
+    if not words:
+        return None
+    program = os.path.basename(words[0])
+    if "/" in words[0]:
+        named = words[0]
+    elif program.rstrip("0123456789.") in INTERPRETERS:
+        named = next((w for w in words[1:] if not w.startswith("-")), "")
+    else:
+        found = [root / f for f in BUILD_FILES.get(program, ()) if (root / f).is_file()]
+        return found[0] if found else None
+    path = (root / named).resolve() if named else None
+    return path if path and path.is_relative_to(root) and path.is_file() else None
+
+
+def script_digest(words: list[str], root: Path) -> str:
+    """What to store beside a remembered command: a hash of the script it runs ("" when it runs none), so the
+    command is asked about again once the script changed."""
+    import hashlib
+
+    path = script_of(words, Path(root).resolve())
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path else ""

@@ -18,8 +18,10 @@ def _read(path: Path) -> str:
         return ""
 
 
-def rules(root: Path) -> str:
-    """The project's rules, verbatim."""
+def rules(root: Path, trusted: bool | None = None) -> str:
+    """The project's rules, verbatim; none from a folder the user has not trusted (trusted: known already)."""
+    if not (config_file.trusted(root) if trusted is None else trusted):
+        return ""
     agents = (
         root / "AGENTS.md"
     ).resolve()  # a link to CLAUDE.md in the repository is fine; one out of it is not
@@ -32,11 +34,10 @@ def parse(path: Path) -> dict:
     text = _read(path)
     meta, match = {}, FRONT.match(text)
     if match:
-        import yaml
-
         try:
-            meta = yaml.safe_load(match.group(1)) or {}
-        except yaml.YAMLError:
+            meta = config_file.parse_yaml(match.group(1), str(path)) or {}
+        except config_file.ConfigError as e:
+            ui.warning(f"{e}; its front matter is ignored")
             meta = {}
         text = text[match.end() :]
     meta = meta if isinstance(meta, dict) else {}
@@ -52,10 +53,13 @@ def parse(path: Path) -> dict:
     }
 
 
-def load(root: Path) -> list[dict]:
-    """Project skills, then user-wide ones; a project skill wins over a user skill of the same name."""
-    found = {}
-    for folder in (Path.home() / ".amas" / "skills", root / ".amas" / "skills"):
+def load(root: Path, trusted: bool | None = None) -> list[dict]:
+    """User-wide skills, then the project's; a project skill wins over a user skill of the same name only in a
+    folder the user trusts (untrusted, its skills are not read at all)."""
+    found, folders = {}, [Path.home() / ".amas" / "skills"]
+    if config_file.trusted(root) if trusted is None else trusted:
+        folders.append(root / ".amas" / "skills")
+    for folder in folders:
         for path in (
             sorted(folder.glob("*.md")) if folder.is_dir() and not folder.is_symlink() else []
         ):

@@ -53,6 +53,15 @@ def toolbox(root, checkpoint: bool = False, **overrides):
     return Agent(config, root)
 
 
+def history_file(root, name: str = "history.jsonl") -> Path:
+    """Where amas keeps a project's history or input history: in the user's home (its folder made)."""
+    from amas_code import config
+
+    path = config.state_file(root, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 @pytest.fixture
 def llm():
     server = ScriptedLLM()
@@ -163,7 +172,12 @@ def repl(project, llm):
     """Start `amas [args]` in a pseudo-terminal and wait for its prompt."""
     children = []
 
-    def start(*args, wait=True):
+    def start(*args, wait=True, trusted=True):
+        """trusted: the folder was trusted before (else amas asks first, as in a folder new to it)."""
+        if trusted:
+            from amas_code import config
+
+            config.set_trust(project, True)
         env = amas_env(
             llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40"
         )

@@ -2,9 +2,9 @@
 
 import json
 
-from conftest import count_tokens, make_config
+from conftest import count_tokens, history_file, make_config
 
-from amas_code import providers, repomap
+from amas_code import config, providers, repomap
 from amas_code.agent import PROMPT_BUDGET
 
 
@@ -13,6 +13,7 @@ def system(request) -> str:
 
 
 def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
+    config.set_trust(project, True)  # rules and skills come from a folder the user trusts
     (project / ".amas/skills").mkdir(parents=True)
     (project / ".amas/rules.md").write_text("Always use tabs in Makefiles.\n")
     (project / "AGENTS.md").write_text("Run pytest before you finish.\n")
@@ -209,8 +210,7 @@ def test_resumed_session_killed_mid_tool_is_repaired(project, llm):
         "type": "function",
         "function": {"name": "list_files", "arguments": "{}"},
     }
-    (project / ".amas").mkdir()
-    (project / ".amas/history.jsonl").write_text(
+    history_file(project).write_text(
         json.dumps({"session": "s1", "time": 1.0, "role": "user", "content": "list"})
         + "\n"
         + json.dumps(
@@ -289,8 +289,7 @@ def test_a_damaged_history_is_resumed_without_its_bad_lines(project, llm, capsys
         {**good, "role": "assistant", "tool_calls": "notalist"},
         {**good, "role": "assistant", "tool_calls": [{"function": "x"}]},
     ]
-    (project / ".amas").mkdir()
-    (project / ".amas/history.jsonl").write_text(
+    history_file(project).write_text(
         "".join(json.dumps(e) + "\n" for e in [good, *bad]) + "{broken\n"
     )
     agent = Agent(

@@ -7,6 +7,8 @@ import pexpect
 import pytest
 from conftest import amas_env
 
+from amas_code import config
+
 HEAVY = (
     "litellm",
     "playwright",
@@ -32,6 +34,7 @@ PROBE = (
 def test_idle_repl_imports(project, tmp_path, preload, expected):
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text(f"preload: {preload}\n")
+    config.set_trust(project, True)  # no first-use question before the prompt
     out = tmp_path / "modules.json"
     child = pexpect.spawn(
         sys.executable,

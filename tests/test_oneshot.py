@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from conftest import amas_env, git, run_amas
+from conftest import amas_env, git, history_file, run_amas
 
 from amas_code import __version__
 
@@ -159,10 +159,8 @@ def test_a_folder_where_amas_cannot_keep_state_still_answers(project, llm):
     llm.reply(text="still here")
     result = run_amas("hi", llm=llm, input="")
     assert result.returncode == 0 and "still here" in result.stdout
-    assert (
-        result.stderr.count("the conversation is not saved") == 1
-        and "Traceback" not in result.stderr
-    )
+    # its state lives in your home: a file in place of .amas/ costs nothing
+    assert "Traceback" not in result.stderr and history_file(project).is_file()
     assert (project / ".amas").read_text() == "a file where amas expects its folder\n"
 
 

@@ -1,7 +1,7 @@
 """The REPL in a real pseudo-terminal, typed at as a person would."""
 
 import pexpect
-from conftest import git
+from conftest import git, history_file
 
 
 def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
@@ -75,12 +75,12 @@ def test_continue_sees_previous_turn_and_history_is_jsonl(repl, project, llm):
     child.expect("›")
     child.sendline("/exit")
     child.expect(pexpect.EOF)
-    lines = (project / ".amas/history.jsonl").read_text().splitlines()
+    lines = history_file(project).read_text().splitlines()
     entries = [json.loads(line) for line in lines]
     assert [e["role"] for e in entries] == ["user", "assistant"]
     assert len({e["session"] for e in entries}) == 1 and all(e["time"] > 0 for e in entries)
 
-    (project / ".amas/history.jsonl").open("a").write("{corrupt\n")
+    history_file(project).open("a").write("{corrupt\n")
     llm.reply(text="You asked about the answer.")
     child = repl("--continue")
     child.sendline("what did I ask?")
@@ -101,7 +101,7 @@ def test_up_arrow_history_persists(repl, project, llm):
     child.expect("›")
     child.sendline("/quit")
     child.expect(pexpect.EOF)
-    assert "remember this line" in (project / ".amas/input_history").read_text()
+    assert "remember this line" in history_file(project, "input_history").read_text()
 
 
 def test_other_commands_multiline_and_completion(repl, project, llm):

@@ -10,11 +10,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, make_config, toolbox
+from conftest import API_KEY, history_file, make_config, toolbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amas_code import safety
+from amas_code import config, safety
 
 
 def shell(box, command):
@@ -105,7 +105,7 @@ def test_always_remembers_the_exact_commands_in_your_home(repl, project, home, l
     child.sendline("a")
     child.expect("one")
     child.expect("›")
-    saved = json.loads((home / ".amas/projects.json").read_text())[str(project)]
+    saved = json.loads((home / ".amas/projects.json").read_text())[config.project_id(project)]
     assert saved["commands"] == ["echo first", "echo second"]
     child.sendline("run it again")
     child.expect("two")  # no question this time
@@ -146,7 +146,7 @@ def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(
     assert result.exit_code == 0
     fed_back = llm.requests[1]["messages"][-1]["content"]
     assert "[REDACTED] abc [REDACTED]" in fed_back
-    history = (project / ".amas/history.jsonl").read_text()
+    history = history_file(project).read_text()
     for secret in ("tok-abcdef123456", API_KEY):
         assert secret not in fed_back and secret not in history and secret not in result.output
 

@@ -81,3 +81,12 @@ def test_piped_input_and_secrets_redacted_in_events(project, llm):
     assert done.returncode == 0, done.stderr
     assert API_KEY not in done.stdout and "[REDACTED]" in done.stdout
     assert "a log" in llm.requests[0]["messages"][-1]["content"]
+
+
+def test_a_bad_config_is_a_json_error(project, llm):
+    (project / ".amas").mkdir()
+    (project / ".amas" / "config.yaml").write_text("shell_timeout: soon\n")
+    done = run_amas("--output-format", "json", "hello", llm=llm)
+    assert done.returncode == 1
+    (result,) = lines(done.stdout)
+    assert result["is_error"] is True and "shell_timeout" in result["result"]

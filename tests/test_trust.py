@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pexpect
 import pytest
@@ -70,6 +71,11 @@ def attack(llm, amas, calls: list[tuple[str, dict]], *flags):
 def results(llm) -> list[str]:
     """What each tool call returned to the model."""
     return [r["messages"][-1]["content"] for r in llm.requests[1:]]
+
+
+def history(project):
+    """Where amas keeps a project's conversation: in your home, keyed by the project's identity."""
+    return Path.home() / ".amas/projects" / config.project_id(project) / "history.jsonl"
 
 
 def project_config(project, text: str) -> None:
@@ -141,12 +147,11 @@ def test_untrusted_project_api_base_never_receives_your_key(project, home, llm, 
         "AMAS_API_KEY": "",
         "OPENAI_API_KEY": SECRET,
     }
-    run_amas("hi", input="", env=listener_env)
-    assert SECRET not in listener.seen()
-    if own_key:  # its own server with its own key: allowed, but never with yours
-        assert listener.requests and own_key in listener.seen()
-    else:
-        assert not listener.requests and len(llm.requests) == 1
+    result = run_amas("hi", input="", env=listener_env)
+    # not even its own server with its own key: every prompt and file read would go there
+    assert not listener.requests and len(llm.requests) == 1
+    cut = "api_base, api_key" if own_key else "api_base"
+    assert f"ignored {cut} from .amas/config.yaml" in " ".join(result.stderr.split())
 
 
 def test_untrusted_project_model_never_takes_your_key_to_another_provider(project, home, llm):
@@ -201,6 +206,7 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
         llm,
         amas,
         [("shell_command", {"command": line}), ("shell_command", {"command": "echo fine"})],
+        "--trust",  # your allow rules apply in a folder you trust
     )
     assert not (project / "pwned").exists() and not (project.parent / "pwned").exists()
     assert results(llm)[0] == "Command declined by user." and "fine" in results(llm)[1]
@@ -235,6 +241,7 @@ def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, a
         llm,
         amas,
         [("shell_command", {"command": line}), ("shell_command", {"command": "touch made.txt"})],
+        "--trust",  # your allow rules apply in a folder you trust
     )
     assert not [
         p for p in (project.parent, project, project / ".git", home) if (p / "pwned").exists()
@@ -489,7 +496,7 @@ def test_a_page_cannot_take_the_browser_to_a_new_host(project, llm, amas, listen
     time.sleep(0.5)  # a navigation that got through has reached the listener by now
     assert len(listener.requests) == (1 if flags else 0)
     if not flags:
-        assert "connecting to localhost was declined" in "".join(results(llm))
+        assert f"connecting to {elsewhere} was declined" in "".join(results(llm))
 
 
 @pytest.mark.skipif(
@@ -543,9 +550,7 @@ def test_secrets_in_any_spelling_are_redacted(project, home, llm, amas, monkeypa
         "project-own-key-1",
     ):
         assert secret not in sent
-    assert (project / ".amas/history.jsonl").exists() and SECRET[:12] not in (
-        project / ".amas/history.jsonl"
-    ).read_text()
+    assert history(project).exists() and SECRET[:12] not in history(project).read_text()
 
 
 @pytest.mark.parametrize("tool", ["write_file", "edit_file"])
@@ -741,7 +746,7 @@ def test_rules_linked_to_a_secret_file_reach_the_model_redacted(project, llm, am
     (project / ".amas/rules.md").symlink_to(
         "../.git/config"
     )  # a symlink into .git is refused outright
-    attack(llm, amas, [])
+    attack(llm, amas, [], "--trust")  # rules reach the model from a folder you trust
     sent = json.dumps(llm.requests)
     assert (
         "STRIPE_SECRET_KEY=[REDACTED]" in sent
@@ -829,7 +834,7 @@ def test_state_is_private_and_git_ignored(project, llm, amas):
     amas("init")
     amas_dir = project / ".amas"
     assert amas_dir.stat().st_mode & 0o777 == 0o700
-    assert (amas_dir / "history.jsonl").stat().st_mode & 0o777 == 0o600
+    assert history(project).stat().st_mode & 0o777 == 0o600
     git(project, "add", "-A")
     staged = git(project, "diff", "--cached", "--name-only").split()
     assert not [f for f in staged if f.startswith(".amas/") and f != ".amas/.gitignore"]
@@ -904,16 +909,17 @@ def test_nothing_a_command_starts_outlives_it(project, llm, amas):
 
 def test_folder_trust_is_asked_once_and_again_when_the_config_changes(repl, project, home, llm):
     project_config(project, "auto_accept: true\n")
-    child = repl(wait=False)
-    child.expect(r"Trust it\?")
+    child = repl(wait=False, trusted=False)
+    child.expect("your allow rules apply")
     child.sendline("y")
     child.expect("›")
     child.sendline("/quit")
     child.expect(pexpect.EOF)
-    repl().sendline("/quit")  # the same config: no question this time (repl() waits for the prompt)
+    # the same config: no question this time (repl() waits for the prompt)
+    repl(trusted=False).sendline("/quit")
     project_config(project, "auto_accept: true\nshell_timeout: 5\n")
-    child = repl(wait=False)
-    child.expect(r"Trust it\?")
+    child = repl(wait=False, trusted=False)
+    child.expect("your allow rules apply")
     child.sendline("n")
     child.expect("ignored auto_accept")
     child.expect("›")
@@ -921,15 +927,15 @@ def test_folder_trust_is_asked_once_and_again_when_the_config_changes(repl, proj
 
 def test_ctrl_c_at_the_trust_question_is_an_interruption_not_a_crash(repl, project):
     project_config(project, "auto_accept: true\n")
-    child = repl(wait=False)
-    child.expect(r"Trust it\?")
+    child = repl(wait=False, trusted=False)
+    child.expect("your allow rules apply")
     child.sendintr()
     child.expect(pexpect.EOF)
     child.close()
     assert (
         "interrupted" in child.before and "Aborted" not in child.before and child.exitstatus == 130
     )
-    assert config.trusted(project) is None  # asked again next time
+    assert config.answered(project) is None  # asked again next time
 
 
 def test_trust_without_a_terminal(project, llm, amas):
@@ -1082,7 +1088,7 @@ def test_piped_input_and_the_prompt_reach_the_model_redacted(project, llm, amas,
     token = "ghp_" + "A1b2C3d4" * 5
     result = amas("why does deploy fail", input=f"export DEPLOY_TOKEN=dpl-5e3cr3t-value\n{token}\n")
     assert result.exit_code == 0
-    sent, history = json.dumps(llm.requests), (project / ".amas/history.jsonl").read_text()
+    sent, saved = json.dumps(llm.requests), history(project).read_text()
     for secret in ("dpl-5e3cr3t-value", token):
-        assert secret not in sent and secret not in history
+        assert secret not in sent and secret not in saved
     assert "why does deploy fail" in sent
