@@ -22,6 +22,7 @@ INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selecto
 # letters and spaces that draw as nothing: a run of them can hide the rest of a command
 BLANK = re.compile("[\u00a0\u115f\u1160\u2000-\u200a\u202f\u205f\u2800\u3000\u3164\uffa0]")
 SHORT = 200  # characters of a command shown whole; a longer one is summarized
+HEAD = 80  # characters of a summarized command shown before the summary
 
 
 def clean(text: str) -> str:
@@ -38,12 +39,13 @@ def one_line(text: str) -> str:
 def command_summary(line: str) -> str:
     """A command as the person reads it: whole when short and plain, else its start, the programs
     it runs and how much more there is, so blank-drawing characters cannot hide part of it."""
-    if len(line) <= SHORT and not BLANK.search(line) and not INVISIBLE.search(line):
+    plain = not BLANK.search(line) and not INVISIBLE.search(line)
+    if len(line) <= HEAD or (len(line) <= SHORT and plain):  # whole: escaped, nothing can hide
         return one_line(line)
     programs = [one_line(p)[:40] for p in _programs(line)]
-    head = one_line(line[:80])[:80]
+    head = one_line(line[:HEAD])[:HEAD]
     runs = f"; runs {', '.join(programs[:8])}" + (" …" if len(programs) > 8 else "")
-    return f"{head} … (+{len(line) - 80:,} characters{runs if programs else ''})"
+    return f"{head} … (+{len(line) - HEAD:,} characters{runs if programs else ''})"
 
 
 def _programs(line: str) -> list[str]:

@@ -154,9 +154,12 @@ def run_amas(*args, llm=None, input=None, env=None, timeout=120):
 
 @pytest.fixture
 def agent(project, llm):
-    """An in-process Agent on the project, talking to the scripted model, edits auto-accepted."""
+    """An in-process Agent on the user's own (trusted) project, talking to the scripted model, edits
+    auto-accepted."""
+    from amas_code import config as config_file
     from amas_code.agent import Agent
 
+    config_file.set_trust(project, True)
     config = make_config(
         model="openai/test-model",
         api_base=llm.url,

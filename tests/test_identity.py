@@ -97,7 +97,7 @@ def test_an_always_answer_is_not_inherited_by_a_clone_at_the_same_path(project, 
     (project / "run.sh").chmod(0o755)
     llm.reply(tool="shell_command", command="./run.sh").reply(text="done")
     result = amas("go")
-    assert result.exit_code == 0 and not (project / "pwned").exists()
+    assert result.exit_code == 2 and not (project / "pwned").exists()  # declined: no one to ask
     assert results(llm)[-1] == "Command declined by user."
 
 
@@ -160,7 +160,7 @@ def test_your_allow_rules_wait_for_trust(project, home, llm, amas):
     (project / "Makefile").write_text("all:\n\ttouch pwned\n")
     llm.reply(tool="shell_command", command="make all").reply(text="done")
     result = amas("build")
-    assert result.exit_code == 0 and not (project / "pwned").exists()
+    assert result.exit_code == 2 and not (project / "pwned").exists()  # declined: no one to ask
     assert results(llm)[0] == "Command declined by user."
     assert "your allow rules do not apply in this folder" in " ".join(result.output.split())
     llm.reply(tool="shell_command", command="make all").reply(text="done")

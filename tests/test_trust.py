@@ -370,7 +370,13 @@ def test_outside_the_project_nothing_is_read_without_asking(project, llm, amas, 
     (project.parent / "outside").mkdir()
     (project.parent / "outside/secret.txt").write_text("TOKEN = 'hunter2-outside'\n")
     attack(llm, amas, [call])
-    assert "hunter2-outside" not in json.dumps(llm.requests) and "declined" in results(llm)[0]
+    said = results(llm)[0]
+    assert "hunter2-outside" not in json.dumps(llm.requests)
+    # an edit that does not match says so without a line of the file; one that matches asks once
+    assert (
+        "declined" in said
+        or said == "Error: old_str is not found exactly once in ../outside/secret.txt"
+    )
 
 
 def test_navigate_file_urls_outside_ask(project, llm, amas):
