@@ -69,7 +69,9 @@ class Checkpoint:
             "",
         )
         # the project's identity, not its path: a clone where another was never inherits its checkpoints
-        self.dir = Path.home() / ".amas" / "checkpoints" / config_file.project_id(self.root)
+        self.dir = (
+            Path.home() / ".amas" / "checkpoints" / config_file.project_id(self.root, history=False)
+        )
         self.pending, self.borrowed, self.gitdir, self.indexed = (
             self.dir / "pending.json",
             None,

@@ -253,12 +253,14 @@ def _digest(root: Path) -> str:
     return hashlib.sha256(path.read_bytes() if path.is_file() else b"").hexdigest()
 
 
-def project_id(root: Path) -> str:
+def project_id(root: Path, history: bool = True) -> str:
     """The project's identity, not its path: its folder's inode and birth time, and git's first commits.
-    A repository cloned where another one was is a new project: it inherits no answer and no checkpoint."""
+    A repository cloned where another one was is a new project: it inherits no answer and no checkpoint.
+    Without history (for checkpoints), the folder alone: a command that removed .git can still be undone."""
     root = Path(root).resolve()
     info = root.stat()
-    mark = f"{info.st_ino}:{_born(root, info)}:{_first_commits(root)}"
+    first = _first_commits(root) if history else ""
+    mark = f"{info.st_ino}:{_born(root, info)}:{first}"
     name = re.sub(r"[^\w.-]", "_", root.name)[:40] or "root"
     return f"{name}-{hashlib.sha256(mark.encode()).hexdigest()[:16]}"
 

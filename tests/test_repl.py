@@ -11,7 +11,9 @@ def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
     llm.reply(text="Left it alone.")
     child = repl()
     child.sendline("rename the title")
-    child.expect(r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways:")  # \S*: a style code
+    child.expect(
+        r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways .*instead:"
+    )  # \S*: a style
     child.sendline("y")
     child.expect("Renamed the title.")
     child.expect("›")

@@ -57,6 +57,9 @@ def term(project, llm):
     children = []
 
     def start(*args, wait=True, argv=None):
+        from amas_code import config
+
+        config.set_trust(project, True)  # a folder the person trusted before: no first-use question
         env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm-256color", COLUMNS="120")
         env.pop("NO_COLOR", None)
         argv = argv or [sys.executable, "-m", "amas_code", *args]
