@@ -245,7 +245,9 @@ def bench_startup(proj, n):
 
 def bench_repl(proj, n):
     env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
-    subprocess.run([*AMAS, "--trust"], cwd=proj, env=env, capture_output=True)  # no first-use question
+    subprocess.run(
+        [*AMAS, "--trust"], cwd=proj, env=env, capture_output=True
+    )  # no first-use question
     for preload in (False, True):
         home_config(f"preload: {str(preload).lower()}\n")
         ready, idle, settled = [], [], []
