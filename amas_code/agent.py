@@ -241,6 +241,10 @@ class Agent:
             self.report.reply(self.gate.secrets.redact(reply["content"]))
             if self.report.fmt == "text":
                 stream.show(reply["content"])  # the answer, rendered once
+        return self.keep_reply(reply)
+
+    def keep_reply(self, reply: dict) -> dict:
+        """The reply added to the conversation, with what went wrong said (lost, cut, empty)."""
         lost = reply.pop("lost", None)
         if lost:  # the partial answer is kept, and the model told where it stopped
             said = f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"
@@ -249,10 +253,8 @@ class Agent:
         if reply.pop("cut", False):
             cap = self.config["max_tokens"]
             self.warn(f"the answer was cut at max_tokens ({cap}); raise it in your config")
-        if reply.get("unreadable"):
-            self.messages.append(reply)
-            return reply
-        if not reply["content"].strip() and not reply.get("tool_calls"):
+        empty = not reply["content"].strip() and not reply.get("tool_calls")
+        if empty and not reply.get("unreadable"):
             self.warn("the model sent an empty reply")
             return reply
         self.messages.append(reply)
