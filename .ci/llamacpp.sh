@@ -11,9 +11,12 @@ LLAMA_CPP_PYTHON=0.3.36  # pinned: its vendored llama.cpp decides the error text
 SMOLLM2=0.1.2
 MODEL=SmolLM2-135M-Instruct.Q4_1.gguf
 CACHE="${AMAS_CI_CACHE:-$HOME/.cache/amas-ci}"
-# Both builds use -march=native: keep them per CPU, so a machine moved to another CPU rebuilds instead of crashing
-CPU="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | md5sum | cut -c1-8)"
-NATIVE="$CACHE/cpu-$CPU"
+# Both builds are portable, never -march=native: a virtual machine may announce instructions it cannot run
+# (seen: a Xeon whose AMX tiles made the native llama-server die of a protection fault at start and
+# llama-cpp-python hang in its first reply), and a cache may move to another CPU. x86-64 gets AVX2.
+GGML=(-DGGML_NATIVE=OFF)
+[ "$(uname -m)" = x86_64 ] && GGML+=(-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
+NATIVE="$CACHE/portable-$(uname -m)"
 LOG="$CACHE/logs"
 SDIST="$CACHE/src/llama_cpp_python-$LLAMA_CPP_PYTHON.tar.gz"
 mkdir -p "$CACHE/models" "$CACHE/src" "$NATIVE/bin" "$NATIVE/wheels" "$LOG" 2>/dev/null || {
@@ -56,7 +59,7 @@ if [ ! -s "$SDIST" ]; then
     fi
 fi
 
-# 3. llama-cpp-python[server] into this Python, from a wheel built once per CPU and kept
+# 3. llama-cpp-python[server] into this Python, from a wheel built once per architecture and kept
 installed() {
     python - "$LLAMA_CPP_PYTHON" <<'EOF' >/dev/null 2>&1
 import importlib.metadata, sys
@@ -70,7 +73,7 @@ if [ -n "$wheel" ] && installed; then
 else
     if [ -z "$wheel" ]; then
         say "building llama-cpp-python $LLAMA_CPP_PYTHON (about 6 minutes on 2 cores)"
-        timeout 900 python -m pip wheel -q --no-deps -w "$NATIVE/wheels" "$SDIST" >"$LOG/llama-cpp-python.log" 2>&1
+        CMAKE_ARGS="${GGML[*]}" timeout 900 python -m pip wheel -q --no-deps -w "$NATIVE/wheels" "$SDIST" >"$LOG/llama-cpp-python.log" 2>&1
         wheel="$(ls "$NATIVE"/wheels/llama_cpp_python-"$LLAMA_CPP_PYTHON"-*.whl 2>/dev/null | head -1)"
     fi
     if [ -n "$wheel" ] && python -m pip install -q --force-reinstall --no-deps "$wheel" >>"$LOG/llama-cpp-python.log" 2>&1 &&
@@ -82,7 +85,7 @@ else
 fi
 
 # 4. llama-server: a static build of the llama.cpp vendored in the sdist (no web UI, no HTTPS, nothing fetched),
-#    linked as $CACHE/bin/llama-server, where the tests look, only once it runs on this CPU
+#    linked as $CACHE/bin/llama-server, where the tests look, only once it runs here
 server="$NATIVE/bin/llama-server"
 mkdir -p "$CACHE/bin" && rm -f "$CACHE/bin/llama-server"
 if [ -x "$server" ] && "$server" --version >/dev/null 2>&1; then
@@ -94,7 +97,7 @@ else
     rm -rf "$work" && mkdir -p "$work" &&
         tar -xzf "$SDIST" -C "$work" --strip-components=3 "llama_cpp_python-$LLAMA_CPP_PYTHON/vendor/llama.cpp" &&
         generator=() && { ! command -v ninja >/dev/null || generator=(-G Ninja); } &&
-        cmake -S "$work" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+        cmake -S "$work" -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "${GGML[@]}" \
             -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
             -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
             >"$LOG/llama-server.log" 2>&1 &&

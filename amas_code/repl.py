@@ -309,6 +309,7 @@ def preload(agent, app) -> None:
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
+        ui.warm()
         agent.preloading = threading.Thread(target=providers.load, daemon=True)
         agent.preloading.start()
 

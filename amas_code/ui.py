@@ -274,6 +274,15 @@ def _before_call(text: str) -> str:
     return text.split("<tool_call")[0]
 
 
+def warm() -> None:
+    """Import what a reply's spinner and Markdown need, before litellm's import starts in another
+    thread: a Ctrl+C that lands in an import waiting on that thread's can leave an import lock held,
+    and the next turn hung (seen once, under load)."""
+    import rich.live  # noqa: F401
+    import rich.markdown  # noqa: F401
+    import rich.spinner  # noqa: F401
+
+
 class Stream:
     """A reply while it streams: a spinner, then on a terminal the answer rendered as Markdown, each
     settled line printed once above a live tail (the way Aider's MarkdownStream does it)."""

@@ -77,7 +77,7 @@ class Pages:
             None
         )  # a client that hung up early is expected here
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
         self.thread.start()
 
     def serve(self, h: BaseHTTPRequestHandler) -> None:

@@ -39,6 +39,19 @@ def processes() -> dict[int, psutil.Process]:
     return {p.pid: p for p in psutil.Process().children(recursive=True)}
 
 
+def is_main_chromium(p: psutil.Process) -> bool:
+    """Chromium's browser process, not a renderer or helper; a zombie left by an earlier test is not."""
+    try:
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        line = p.cmdline()
+        names = ("chrom", "headless")
+        wrapper = bool(line) and line[0].endswith("/sh")  # Debian's chromium is a shell script
+        return any(n in p.name() for n in names) and "--type=" not in " ".join(line) and not wrapper
+    except psutil.Error:  # gone, or a zombie, between the listing and the look
+        return False
+
+
 def test_importing_browser_loads_no_playwright():
     code = "import sys, amas_code.browser; print('playwright' in sys.modules)"
     assert (
@@ -192,13 +205,7 @@ def test_close_leaves_no_process(shared, pages):
 @needs_chromium
 def test_a_killed_chromium_is_started_again(shared, pages):
     shared.navigate(pages.url + "/")
-    main = next(
-        p
-        for p in processes().values()
-        if any(n in p.name() for n in ("chrom", "headless"))
-        and "--type=" not in " ".join(p.cmdline())
-        and not p.cmdline()[0].endswith("/sh")
-    )
+    main = next(p for p in processes().values() if is_main_chromium(p))
     main.kill()
     psutil.wait_procs([main], timeout=10)
     out = shared.navigate(pages.url + "/other")

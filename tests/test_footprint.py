@@ -30,7 +30,11 @@ PROBE = (
 )
 
 
-@pytest.mark.parametrize("preload, expected", [("false", []), ("true", ["litellm"])])
+# preloading also imports the reply's spinner and Markdown
+WARMED = ["litellm", "markdown_it", "rich.live", "rich.markdown"]
+
+
+@pytest.mark.parametrize("preload, expected", [("false", []), ("true", WARMED)])
 def test_idle_repl_imports(project, tmp_path, preload, expected):
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text(f"preload: {preload}\n")

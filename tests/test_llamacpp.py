@@ -122,7 +122,7 @@ class Server:
             except ProcessLookupError:
                 break
             try:
-                self.proc.wait(10)
+                self.proc.wait(3)  # uvicorn waits for the connection a cut test left open: no need
                 break
             except subprocess.TimeoutExpired:
                 continue
@@ -267,8 +267,10 @@ def start_llama_cpp_python(model: Path, log: Path, *args) -> Server:
         "--model",
         model,
         *LISTEN,
-        "--n_threads",
-        "2",
+        "--n_threads",  # one thread each: llama.cpp's threads spin at their barriers, and beside the
+        "1",  # other tests' processes two of them on two cores crawled (a reply took over 120 s)
+        "--n_threads_batch",
+        "1",
         *args,
     ]
     return Server("llama-cpp-python", argv, "/v1/models", log)
@@ -301,13 +303,14 @@ def start_llama_server(model: Path, log: Path, jinja: bool) -> Server:
         pytest.skip(
             "no llama-server binary: run .ci/llamacpp.sh, or put llama-server on PATH or in $LLAMA_SERVER"
         )
-    # --jinja is the default in this llama.cpp; one slot of 4096 tokens; greedy, and at most 256 tokens per reply
+    # --jinja is the default in this llama.cpp; one slot of 4096 tokens; one thread (see above);
+    # greedy, and at most 256 tokens per reply
     argv = [
         binary,
         "-m",
         model,
         *LISTEN,
-        *"-c 4096 -np 1 -t 2 -n 256 --temp 0".split(),
+        *"-c 4096 -np 1 -t 1 -n 256 --temp 0".split(),
         f"--{'' if jinja else 'no-'}jinja",
     ]
     return Server(f"llama-server {argv[-1]}", argv, "/health", log)
@@ -349,7 +352,7 @@ def user(project, home):
     """The tmp project, with a README that has a first word, and a user config that caps a rambling small model."""
     (project / "README.md").write_text("Amas demo project.\n\nIt has one file.\n")
     (home / ".amas").mkdir(exist_ok=True)
-    (home / ".amas" / "config.yaml").write_text("max_tokens: 256\n")
+    (home / ".amas" / "config.yaml").write_text("max_tokens: 64\n")
     return project
 
 
