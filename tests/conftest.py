@@ -10,7 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
+from forkserver import Forkserver  # noqa: E402
 from llm_server import ScriptedLLM  # noqa: E402
+
+START_ENV = dict(os.environ)  # as the worker started, before any test's changes
+FORKSERVER = None  # this worker's, once a test needs it
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before any test imports litellm
 API_KEY = "sk-test-secret-key-12345"
@@ -139,17 +143,35 @@ def amas_env(llm=None, **extra) -> dict:
     return env
 
 
+def fork_server() -> Forkserver:
+    """This worker's fork server (see forkserver.py), started on first use."""
+    global FORKSERVER
+    if FORKSERVER is None:
+        FORKSERVER = Forkserver(amas_env(None, **START_ENV))
+    return FORKSERVER
+
+
+FRESH = [sys.executable, "-m", "amas_code"]  # for pexpect, where the test is about litellm's import
+
+
+def amas_argv(*args) -> list[str]:
+    """`python -m amas_code ARGS` for pexpect, forked from the fork server onto its terminal."""
+    return fork_server().argv(args)
+
+
 def run_amas(*args, llm=None, input=None, env=None, timeout=120):
-    """Run `python -m amas_code` as a user would, in the current directory."""
-    return subprocess.run(
-        [sys.executable, "-m", "amas_code", *args],
-        input="" if input is None else input,  # never the runner's own stdin, which may stay open
-        capture_output=True,
-        start_new_session=True,  # no controlling terminal: amas asks no one, as without a person
-        text=True,
-        env={**amas_env(llm), **(env or {})},
-        timeout=timeout,
-    )
+    """Run `python -m amas_code` as a user would, in the current directory: its own process and
+    session (no controlling terminal: amas asks no one), stdin a pipe, stdout and stderr captured."""
+    env = {**amas_env(llm), **(env or {})}
+    return fork_server().run(args, "" if input is None else input, env, timeout)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stop_fork_server():
+    """This worker's fork server ends with its tests."""
+    yield
+    if FORKSERVER is not None:
+        FORKSERVER.close()
 
 
 @pytest.fixture
@@ -184,9 +206,10 @@ def repl(project, llm):
         env = amas_env(
             llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40"
         )
+        argv = amas_argv(*args)
         child = pexpect.spawn(
-            sys.executable,
-            ["-m", "amas_code", *args],
+            argv[0],
+            argv[1:],
             cwd=str(project),
             env=env,
             encoding="utf-8",

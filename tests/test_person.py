@@ -9,7 +9,7 @@ import time
 
 import pexpect
 import pytest
-from conftest import amas_env, history_file, run_amas
+from conftest import FRESH, amas_argv, amas_env, history_file, run_amas
 
 from amas_code import config as config_file
 
@@ -32,7 +32,7 @@ def term(project, llm):
         config_file.set_trust(project, True)
         full = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1")
         full.pop("COLUMNS")
-        argv = argv or [sys.executable, "-m", "amas_code", *args]
+        argv = argv or amas_argv(*args)
         child = pexpect.spawn(
             argv[0],
             argv[1:],
@@ -120,7 +120,7 @@ def test_after_enter_the_spinner_shows_while_the_model_library_loads(term, proje
     config(project, f"preload: {preload}\n")
     llm.requests = Arrivals()
     llm.reply(text="Here it is.", wait=1)
-    child = term()
+    child = term(argv=FRESH)  # litellm not imported yet: this is about waiting for it
     enter = time.monotonic()
     child.sendline("hello")  # at once, while a preload would still be importing
     assert child.expect(["thinking", "Here it is."]) == 0
@@ -253,7 +253,7 @@ def interrupt(child, until: str) -> str:
 def test_ctrl_c_while_loading_and_a_failed_turn_leave_the_next_request_clean(term, project, llm):
     config(project, "preload: true\n")
     llm.error(400, "the server refused this request").reply(text="Hello again to you.")
-    child = term()
+    child = term(argv=FRESH)  # litellm not imported yet
     child.sendline("first try")  # at once: the model library is still being imported
     child.expect("first try")
     seen = interrupt(child, "cancelled") + upto(child, "›")

@@ -7,7 +7,7 @@ import sys
 
 import pexpect
 import pytest
-from conftest import amas_env, run_amas
+from conftest import amas_argv, amas_env, run_amas
 
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[a-zA-Z]|\][^\x07\x1b]*(\x07|\x1b\\)|[()][0-9A-Za-z]|[=>])")
 CSI = re.compile(
@@ -62,7 +62,7 @@ def term(project, llm):
         config.set_trust(project, True)  # a folder the person trusted before: no first-use question
         env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm-256color", COLUMNS="120")
         env.pop("NO_COLOR", None)
-        argv = argv or [sys.executable, "-m", "amas_code", *args]
+        argv = argv or amas_argv(*args)
         child = pexpect.spawn(
             argv[0], argv[1:], cwd=str(project), env=env, encoding="utf-8", timeout=60,
             dimensions=(40, 120),
