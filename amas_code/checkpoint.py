@@ -85,7 +85,7 @@ class Checkpoint:
         # info/exclude) and the ignore file its config names, once found
         self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
 
-    def run(
+    def run_git(
         self, *args: str, data: bytes | None = None, borrow: bool = False
     ) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
@@ -109,7 +109,7 @@ class Checkpoint:
         return env
 
     def git(self, *args: str, data: bytes | None = None, borrow: bool = False) -> bytes:
-        done = self.run(*args, data=data, borrow=borrow)
+        done = self.run_git(*args, data=data, borrow=borrow)
         if done.returncode:
             raise CheckpointError(
                 f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:300]}"
@@ -359,13 +359,13 @@ class Checkpoint:
             {f"{side[1]}\n" for sides in changes.values() for side in sides if side}
         ).encode()
         checked = (
-            self.run("cat-file", "--batch-check", data=blobs).stdout.splitlines()
+            self.run_git("cat-file", "--batch-check", data=blobs).stdout.splitlines()
             if self.borrowed
             else []
         )
         missing = b"".join(line[:40] + b"\n" for line in checked if line.endswith(b" missing"))
         there = (
-            self.run("cat-file", "--batch-check", data=missing, borrow=True).stdout.splitlines()
+            self.run_git("cat-file", "--batch-check", data=missing, borrow=True).stdout.splitlines()
             if missing
             else []
         )
@@ -416,7 +416,7 @@ class Checkpoint:
         spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in self.huge)]
         add = ["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"]
         bulk = ["-c", "core.bigFileThreshold=1"] * first
-        added = self.run(*bulk, *add, data=b"\0".join(spec) + b"\0", borrow=True)
+        added = self.run_git(*bulk, *add, data=b"\0".join(spec) + b"\0", borrow=True)
         if (
             b"fatal:" in added.stderr
         ):  # an error on one path (a nested repository with no commit) is no reason
@@ -544,7 +544,7 @@ class Checkpoint:
 
     def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
         """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
-        done, out = self.run("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev), []
+        done, out = self.run_git("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev), []
         for entry in filter(
             str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []
         ):
@@ -659,7 +659,8 @@ class Checkpoint:
             redo = self.ref(REDO)
             if not (
                 redo
-                and self.run("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode == 0
+                and self.run_git("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode
+                == 0
             ):
                 self.set_ref(
                     REDO, chain[0]["id"]
