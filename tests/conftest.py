@@ -146,7 +146,7 @@ def amas_env(llm=None, **extra) -> dict:
 def fork_server() -> Forkserver:
     """This worker's fork server (see forkserver.py), started on first use."""
     global FORKSERVER
-    if FORKSERVER is None:
+    if FORKSERVER is None or FORKSERVER.proc.poll() is not None:
         FORKSERVER = Forkserver(amas_env(None, **START_ENV))
     return FORKSERVER
 
@@ -168,7 +168,9 @@ def run_amas(*args, llm=None, input=None, env=None, timeout=120):
 
 @pytest.fixture(scope="session", autouse=True)
 def stop_fork_server():
-    """This worker's fork server ends with its tests."""
+    """This worker's fork server, started before any test: amas ends every child of its process
+    that appeared while a command ran, and in-process tests run commands in this one."""
+    fork_server()
     yield
     if FORKSERVER is not None:
         FORKSERVER.close()

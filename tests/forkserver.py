@@ -45,21 +45,39 @@ def serve(path: str) -> None:
     while True:
         conn, _ = listener.accept()
         with conn:
-            header, fds, _, _ = socket.recv_fds(conn, HEADER, 3)
-            if not header:
-                return
-            body = b""
-            while len(body) < int(header):
-                body += conn.recv(int(header) - len(body))
-            pid = os.fork()
-            if pid == 0:
-                listener.close()
-                child(json.loads(body), fds, conn)
-            for fd in fds:
-                os.close(fd)
-            conn.sendall(b"%d\n" % pid)
-            _, status = os.waitpid(pid, 0)
-            conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
+            try:
+                handle(conn, listener)
+            except Exception:  # a client gone, a fork refused: that run fails, the server goes on
+                traceback.print_exc()
+
+
+def handle(conn: socket.socket, listener: socket.socket) -> None:
+    """One run: its request read, a child forked for it, its pid and then its exit code sent back."""
+    header, fds, _, _ = socket.recv_fds(conn, HEADER, 3)
+    body = b""
+    while len(body) < int(header):
+        body += conn.recv(int(header) - len(body))
+    pid = fork()
+    if pid == 0:
+        listener.close()
+        child(json.loads(body), fds, conn)
+    for fd in fds:
+        os.close(fd)
+    try:
+        conn.sendall(b"%d\n" % pid)
+    finally:  # reaped even when its client went away
+        _, status = os.waitpid(pid, 0)
+    conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
+
+
+def fork() -> int:
+    """os.fork, waiting out a moment with no process to spare (a fork-bomb test may be running)."""
+    for _ in range(100):
+        try:
+            return os.fork()
+        except BlockingIOError:
+            time.sleep(0.1)
+    return os.fork()
 
 
 def child(request: dict, fds: list[int], conn: socket.socket) -> None:
@@ -105,6 +123,7 @@ class Forkserver:
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
+            stderr=open(os.path.join(self.dir.name, "log"), "wb"),
             start_new_session=True,
         )
         if self.proc.stdout.readline() != b"ready\n":
@@ -116,7 +135,10 @@ class Forkserver:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             read, write = os.pipe()
             conn = socket.socket(socket.AF_UNIX)
-            conn.connect(self.path)
+            try:
+                conn.connect(self.path)
+            except OSError:
+                raise RuntimeError(f"the fork server is gone: {self.log()}") from None
             with conn:
                 socket.send_fds(
                     conn, [b"%*d" % (HEADER, len(body))], [read, out.fileno(), err.fileno()]
@@ -155,6 +177,10 @@ class Forkserver:
         if not _may_take_terminals():
             return [sys.executable, "-m", "amas_code", *args]
         return [sys.executable, __file__, "--client", self.path, *args]
+
+    def log(self) -> str:
+        with open(os.path.join(self.dir.name, "log"), errors="replace") as log:
+            return log.read()[-3000:]
 
     def close(self) -> None:
         try:
