@@ -93,6 +93,10 @@ def child(request: dict, fds: list[int], conn: socket.socket) -> None:
         if request.get("tty"):  # the terminal the client was started on becomes this run's own
             fcntl.ioctl(0, termios.TIOCSCTTY, 1)  # taken from the client's session (we are root)
             os.tcsetpgrp(0, os.getpid())  # Ctrl+C and window sizes reach this run
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's program
+            signal.signal(
+                signal.SIGHUP, signal.SIG_DFL
+            )  # starts, even if the server's ignored them
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
