@@ -343,6 +343,11 @@ def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeo
         "print(sandbox.run(\"setsid sh -c 'echo $$ > daemon.pid; exec sleep 303' & echo started\", 2, "
         "pathlib.Path.cwd(), dict(os.environ), None))"
     )
+    import ctypes
+
+    # this worker became a subreaper when an earlier test ran a command in it: the daemon would come
+    # back here (once seen ended early under load), and the test is about a system where none does
+    ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER off (the next command sets it)
     try:
         done = subprocess.run(
             [sys.executable, "-c", script], cwd=bare, capture_output=True, text=True, timeout=40
