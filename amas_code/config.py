@@ -1,5 +1,6 @@
 """Configuration: defaults < ~/.amas < .amas (limited until trusted) < env < flags; amas's own private files."""
 
+import functools
 import hashlib
 import json
 import os
@@ -259,16 +260,20 @@ def project_id(root: Path, history: bool = True) -> str:
     Without history (for checkpoints), the folder alone: a command that removed .git can still be undone."""
     root = Path(root).resolve()
     info = root.stat()
-    first = _first_commits(root) if history else ""
-    mark = f"{info.st_ino}:{_born(root, info)}:{first}"
+    first = _first_commits(str(root), _git_marks(root)) if history else ""
+    born = _born(str(root), info.st_dev, info.st_ino, info.st_ctime_ns)
+    mark = f"{info.st_ino}:{born}:{first}"
     name = re.sub(r"[^\w.-]", "_", root.name)[:40] or "root"
     return f"{name}-{hashlib.sha256(mark.encode()).hexdigest()[:16]}"
 
 
-def _born(root: Path, info: os.stat_result) -> str:
-    """When the folder was made (statx's birth time where Python cannot read it; empty where unknown)."""
+@functools.lru_cache(maxsize=64)
+def _born(root: str, dev: int, ino: int, ctime: int) -> str:
+    """When the folder was made (statx's birth time where Python cannot read it; empty where unknown);
+    kept per folder as it is now (a folder made again at the same path has a new ctime)."""
     import subprocess
 
+    info = os.stat(root)
     if hasattr(info, "st_birthtime"):
         return str(info.st_birthtime)
     try:
@@ -280,13 +285,29 @@ def _born(root: Path, info: os.stat_result) -> str:
     return found.stdout.decode(errors="replace").strip()
 
 
-def _first_commits(root: Path) -> str:
-    """The repository's root commits (none outside git or before the first commit); no program of it runs."""
+def _git_marks(root: Path) -> tuple:
+    """What changes when a repository is made, replaced or gets its first commit: the inode and
+    modification time of .git, its HEAD, its branches and packed refs."""
+    places = (".git", ".git/HEAD", ".git/refs/heads", ".git/packed-refs")
+    marks = []
+    for place in places:
+        try:
+            info = (root / place).lstat()
+            marks.append((info.st_ino, info.st_mtime_ns))
+        except OSError:
+            marks.append(None)
+    return tuple(marks)
+
+
+@functools.lru_cache(maxsize=64)
+def _first_commits(root: str, marks: tuple) -> str:
+    """The repository's root commits (none outside git or before the first commit); no program of it
+    runs. Kept while its marks stay the same: a start asks for the identity several times."""
     import subprocess
 
     from amas_code.checkpoint import GIT, git_env
 
-    if not (root / ".git").exists():
+    if marks[0] is None:
         return ""
     args = [*GIT, "rev-list", "--max-parents=0", "HEAD", "--"]
     try:

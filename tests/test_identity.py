@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -125,6 +126,27 @@ def test_the_project_id_tells_apart_folders_and_first_commits(project, tmp_path)
     other = tmp_path / "other"
     other.mkdir()
     assert config.project_id(other) != config.project_id(project)
+
+
+def test_the_identity_is_worked_out_once_while_the_project_stays_the_same(bare, monkeypatch):
+    """A start asks for it for trust, approvals and history: one `stat` and one `git`, not one each;
+    and again when the folder or the repository changes."""
+    git(bare, "init", "-q", "-b", "main")
+    before_commit = config.project_id(bare)
+    spawned, real = [], subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: spawned.append(a[0][0]) or real(*a, **k))
+    git(bare, "commit", "-q", "--allow-empty", "-m", "first")
+    spawned.clear()
+    first = config.project_id(bare)
+    assert first != before_commit  # the first commit is part of it, and is seen
+    for _ in range(3):
+        assert config.project_id(bare) == first
+        config.trusted(bare)
+        config.state_file(bare, "history.jsonl")
+    assert spawned == ["git"]  # the folder's birth time was known already
+    (bare / "notes.txt").write_text("a new file in the folder\n")  # the folder's ctime moves
+    assert config.project_id(bare) == first
+    assert spawned == ["git", "stat"]
 
 
 # -- 1. trust on first use of any folder --------------------------------------------------------------------------
