@@ -335,19 +335,21 @@ def test_writes_to_a_folder_or_a_long_name_leave_no_stray_file(run, bare):
     )
 
 
+# until the daemon has left the command's session (under load it had not, and the end of the
+# command's process group took it along)
+WAIT = "until [ -s daemon.pid ]; do sleep 0.05; done; "
+
+
 def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeout(bare):
     """Where no subreaper brings a daemon back (macOS, or a parent that took the role), the command still returns
     at its timeout with what it printed, and says why; a fresh interpreter stands in for such a system."""
     script = (
         "import os, pathlib; from amas_code import sandbox; sandbox._harden = lambda: None; "
-        "print(sandbox.run(\"setsid sh -c 'echo $$ > daemon.pid; exec sleep 303' & echo started\", 2, "
+        "print(sandbox.run(\"setsid sh -c 'echo $$ > daemon.pid; exec sleep 303' & "
+        + WAIT
+        + 'echo started", 2, '
         "pathlib.Path.cwd(), dict(os.environ), None))"
     )
-    import ctypes
-
-    # this worker became a subreaper when an earlier test ran a command in it: the daemon would come
-    # back here (once seen ended early under load), and the test is about a system where none does
-    ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER off (the next command sets it)
     try:
         done = subprocess.run(
             [sys.executable, "-c", script], cwd=bare, capture_output=True, text=True, timeout=40
