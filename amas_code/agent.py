@@ -565,6 +565,18 @@ class Agent:
         if start == 0:
             return ui.info("nothing before the latest turn to compact") or 0
         old = self.messages[:start]
+        new = self.summary(old)
+        freed = self.tokens(old) - self.tokens(new)
+        if freed <= 0:
+            self.warn("the summary was not shorter than what it would replace; nothing changed")
+            return 0
+        self.messages[:start] = new
+        self.new_session()
+        ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
+        return freed
+
+    def summary(self, old: list[dict]) -> list[dict]:
+        """The messages that stand for `old`: the model's summary of them, and a reply that takes it."""
         transcript = "\n\n".join(
             f"{m['role']}: {m.get('content') or ''} {m.get('tool_calls', '')}"[:4000] for m in old
         )
@@ -575,23 +587,13 @@ class Agent:
             said = summarizer.complete(
                 [{"role": "system", "content": SUMMARIZE}, {"role": "user", "content": transcript}]
             )
-        new = [
+        return [
             {
                 "role": "user",
                 "content": f"[Summary of the earlier conversation]\n{said['content']}",
             },
             {"role": "assistant", "content": "Understood. I will continue from that summary."},
         ]
-        freed = self.tokens(old) - self.tokens(new)
-        if freed <= 0:
-            return (
-                self.warn("the summary was not shorter than what it would replace; nothing changed")
-                or 0
-            )
-        self.messages[:start] = new
-        self.new_session()
-        ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
-        return freed
 
     def shrink(self) -> int:
         """When the latest turn alone is too long: its longest tool results cut to a share of the context."""
