@@ -299,6 +299,13 @@ def command(agent, line: str) -> None:
     COMMANDS[found[0]](agent, arg)
 
 
+def load() -> None:
+    """What a turn needs, imported in the background: the reply's spinner and Markdown first (litellm
+    imports part of them too, and a turn that started meanwhile imports them itself), then litellm."""
+    ui.warm()
+    providers.load()
+
+
 def preload(agent, app) -> None:
     """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
     want = agent.config.get("preload", "auto")
@@ -309,8 +316,7 @@ def preload(agent, app) -> None:
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
-        ui.warm()
-        agent.preloading = threading.Thread(target=providers.load, daemon=True)
+        agent.preloading = threading.Thread(target=load, daemon=True)
         agent.preloading.start()
 
     app.after_render.add_handler(start)

@@ -275,9 +275,9 @@ def _before_call(text: str) -> str:
 
 
 def warm() -> None:
-    """Import what a reply's spinner and Markdown need, before litellm's import starts in another
-    thread: a Ctrl+C that lands in an import waiting on that thread's can leave an import lock held,
-    and the next turn hung (seen once, under load)."""
+    """Import what a reply's spinner and Markdown need. The REPL's preload does it before litellm's
+    import (which imports rich.live and pygments too): a turn's own import of them waits for the
+    preload's, and a Ctrl+C in that wait may leave an import lock held (a next turn hung once)."""
     import rich.live  # noqa: F401
     import rich.markdown  # noqa: F401
     import rich.spinner  # noqa: F401
