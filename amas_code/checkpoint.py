@@ -108,6 +108,10 @@ class Checkpoint:
             env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = self.borrowed
         return env
 
+    def descends(self, newer: str, older: str) -> bool:
+        """Whether checkpoint `newer` comes after `older` on its line."""
+        return self.run_git("merge-base", "--is-ancestor", older, newer).returncode == 0
+
     def git(self, *args: str, data: bytes | None = None, borrow: bool = False) -> bytes:
         done = self.run_git(*args, data=data, borrow=borrow)
         if done.returncode:
@@ -657,11 +661,7 @@ class Checkpoint:
                     raise CheckpointError("cancelled; nothing changed")
             files = self.apply(chain, False, ask)
             redo = self.ref(REDO)
-            if not (
-                redo
-                and self.run_git("merge-base", "--is-ancestor", chain[0]["id"], redo).returncode
-                == 0
-            ):
+            if not (redo and self.descends(redo, chain[0]["id"])):
                 self.set_ref(
                     REDO, chain[0]["id"]
                 )  # else it holds a longer line of undone checkpoints: keep it

@@ -159,20 +159,16 @@ class Forkserver:
     def _wait(self, conn: socket.socket, timeout: float) -> int | None:
         """The run's exit code, or None when it ran past the timeout (then it and all it started
         are killed)."""
-        conn.settimeout(timeout)
+        conn.settimeout(timeout)  # the pid comes at once; the exit code when the run ends
         lines = conn.makefile("rb")
         pid = int(lines.readline())
-        deadline = time.monotonic() + timeout
         try:
-            conn.settimeout(max(deadline - time.monotonic(), 0.01))
             return int(lines.readline())
         except TimeoutError:
             try:
-                os.killpg(pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)  # the server reaps it
             except ProcessLookupError:  # it ended just now
                 pass
-            conn.settimeout(10)
-            lines.readline()  # reaped
             return None
 
     def argv(self, args) -> list[str]:
