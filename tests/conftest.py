@@ -128,8 +128,7 @@ def amas(llm, monkeypatch):
         saved = dict(os.environ)  # amas takes its keys out of its environment: give them back
         try:
             return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
-        finally:
-            os.environ.clear()
+        finally:  # and keep what imports set: litellm's TIKTOKEN_CACHE_DIR (else tiktoken downloads)
             os.environ.update(saved)
 
     return run

@@ -36,7 +36,10 @@ def serve(path: str) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as amas's providers.load does
     os.environ.setdefault("LITELLM_LOG", "ERROR")
     os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+    before = dict(os.environ)
     import litellm  # noqa: F401
+
+    imported = {k: v for k, v in os.environ.items() if k not in before}  # TIKTOKEN_CACHE_DIR
 
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
@@ -46,13 +49,14 @@ def serve(path: str) -> None:
         conn, _ = listener.accept()
         with conn:
             try:
-                handle(conn, listener)
+                handle(conn, listener, imported)
             except Exception:  # a client gone, a fork refused: that run fails, the server goes on
                 traceback.print_exc()
 
 
-def handle(conn: socket.socket, listener: socket.socket) -> None:
-    """One run: its request read, a child forked for it, its pid and then its exit code sent back."""
+def handle(conn: socket.socket, listener: socket.socket, imported: dict) -> None:
+    """One run: its request read, a child forked for it, its pid and then its exit code sent back.
+    `imported` is what litellm's import put in the environment, which a fresh run would have too."""
     header, fds, _, _ = socket.recv_fds(conn, HEADER, 3)
     body = b""
     while len(body) < int(header):
@@ -60,7 +64,9 @@ def handle(conn: socket.socket, listener: socket.socket) -> None:
     pid = fork()
     if pid == 0:
         listener.close()
-        child(json.loads(body), fds, conn)
+        request = json.loads(body)
+        request["env"] = {**imported, **request["env"]}
+        child(request, fds, conn)
     for fd in fds:
         os.close(fd)
     try:

@@ -44,14 +44,16 @@ def test_real_looking_secrets_stay_hidden(bare):
 
 
 def test_git_author_is_no_secret_name(project, monkeypatch):
-    """GIT_AUTHOR_NAME holds AUTH but names no secret: commands get it and git log shows the author."""
+    """GIT_AUTHOR_NAME holds AUTH but names no secret: commands get it and git log shows the author.
+    Nor does TIKTOKEN_CACHE_DIR: taken out of amas's environment, litellm's tokenizer went online."""
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Jane Maintainer")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/opt/tokenizers")
     monkeypatch.setenv("DEPLOY_TOKEN", "dpl-5e3cr3t-value")
     monkeypatch.setenv("PGPASSWORD", "pg-5e3cr3t-value")
     box = toolbox(project, auto_accept=True)
     command = "git commit -q --allow-empty -m x && git log -1 --format=%an; echo [$DEPLOY_TOKEN$PGPASSWORD]"
-    said = box.execute("shell_command", json.dumps({"command": command}))
-    assert "Jane Maintainer\n[]" in said
+    said = box.execute("shell_command", json.dumps({"command": command + " $TIKTOKEN_CACHE_DIR"}))
+    assert "Jane Maintainer\n[] /opt/tokenizers" in said
     assert git(project, "log", "-1", "--format=%an") == "Jane Maintainer\n"
 
 
