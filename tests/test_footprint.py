@@ -22,10 +22,13 @@ HEAVY = (
     "markdown_it",
     "rich.live",
 )
-PROBE = (
-    "import atexit, json, sys, runpy\nout = sys.argv[1]\n"
-    "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(m for m in {heavy} "
-    "if m in sys.modules))))\n"
+PROBE = (  # at exit, after the preload thread (a daemon) is done: a /quit can come before it is
+    "import atexit, json, sys, runpy, threading\nout = sys.argv[1]\n"
+    "def done():\n"
+    "    for t in threading.enumerate():\n"
+    "        t is threading.current_thread() or t.join(20)\n"
+    "    open(out, 'w').write(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))\n"
+    "atexit.register(done)\n"
     "sys.argv = ['amas']\nrunpy.run_module('amas_code', run_name='__main__')\n"
 )
 
