@@ -284,33 +284,9 @@ def _load_files(path: Path) -> dict:
 def init(root: Path, ignore: list[str]) -> int:
     """Map the project into .amas/map_cache.json and project_map.md, parsing only files changed since the last run."""
     began, root = time.perf_counter(), Path(root).resolve()
-    old, stats = _load_files(root / CACHE), Counter()
-    found = tools.project_files(root, [*ignore, ".amas"])
-    inside = lambda f: Path(os.path.realpath(f)).is_relative_to(root)  # noqa: E731 - a link out is never read
-    files = sorted(
-        f
-        for f in found
-        if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()) and inside(f)
-    )
-    rels = {path: path.relative_to(root).as_posix() for path in files}
-    cache = {rel: old[rel] for path, rel in rels.items() if _unchanged(path, old.get(rel))}
-    stats["cached"] = len(cache)
-    for rel, entry, what in _parse([(path, rel) for path, rel in rels.items() if rel not in cache]):
-        stats[what] += 1
-        cache.update({rel: entry} if entry else {})
-    defined = Counter(
-        name for entry in cache.values() for name in {s[2] for s in entry[SYMS]}
-    )  # files defining it
-    refs = Counter(
-        w for entry in cache.values() for w in defined.keys() & set(entry[WORDS].split())
-    )
-    for symbol in (
-        s for entry in cache.values() for s in entry[SYMS]
-    ):  # refs: other files that mention its name,
-        name = symbol[
-            2
-        ]  # per file defining it (`new`, `clone`, `len` in 300 files say little); ids spare re-reading
-        symbol[4:] = [round(max(0, refs[name] - defined[name]) / defined[name], 2)]
+    stats = Counter()
+    cache = _refresh(_sources(root, ignore), _load_files(root / CACHE), stats)
+    _rank(cache)
     try:
         write_private(
             root / CACHE,
@@ -321,6 +297,43 @@ def init(root: Path, ignore: list[str]) -> int:
         ui.error(f"cannot write the project map into .amas/: {getattr(e, 'strerror', None) or e}")
         return 1
     return 0
+
+
+def _sources(root: Path, ignore: list[str]) -> dict[Path, str]:
+    """The project's files in a language the map reads, by their path relative to root."""
+    found = tools.project_files(root, [*ignore, ".amas"])
+
+    def inside(f: Path) -> bool:  # a link out of the project is never read
+        return Path(os.path.realpath(f)).is_relative_to(root)
+
+    files = sorted(
+        f
+        for f in found
+        if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()) and inside(f)
+    )
+    return {path: path.relative_to(root).as_posix() for path in files}
+
+
+def _refresh(rels: dict[Path, str], old: dict, stats: Counter) -> dict:
+    """The cache entries for these files: kept where the file is unchanged, parsed again where not."""
+    cache = {rel: old[rel] for path, rel in rels.items() if _unchanged(path, old.get(rel))}
+    stats["cached"] = len(cache)
+    for rel, entry, what in _parse([(path, rel) for path, rel in rels.items() if rel not in cache]):
+        stats[what] += 1
+        cache.update({rel: entry} if entry else {})
+    return cache
+
+
+def _rank(cache: dict) -> None:
+    """Each symbol's score: the other files that mention its name, per file defining it (`new`,
+    `clone`, `len` in 300 files say little); kept in the cache, where ids spare re-reading."""
+    defined = Counter(name for entry in cache.values() for name in {s[2] for s in entry[SYMS]})
+    refs = Counter(
+        w for entry in cache.values() for w in defined.keys() & set(entry[WORDS].split())
+    )
+    for symbol in (s for entry in cache.values() for s in entry[SYMS]):
+        name = symbol[2]
+        symbol[4:] = [round(max(0, refs[name] - defined[name]) / defined[name], 2)]
 
 
 def _write_map(root: Path, cache: dict, stats: Counter, seconds: float) -> None:
