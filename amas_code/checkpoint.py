@@ -237,32 +237,31 @@ class Checkpoint:
 
     def begin(self, label: str, paths: list[Path] | None) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
-        if (
-            paths is None
-        ):  # what git ignores is not snapshotted, but must not count as made by the command if it
-            before = (
-                self.snapshot()
-            )  # shows; its small files are kept here (not copied) until the command ends
-            ignored = self.untracked(
-                "-i"
-            )  # (`cp .env.example .env`); listed once the shadow tracks what git does
-            kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
-            before |= {"ignored": ignored, "git": self.user_git()}
-            before["kept"] = {
-                rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side
-            }
-        else:
-            rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
-            dirs = {
-                str(d)
-                for rel in rels
-                for d in Path(rel).parents
-                if not os.path.lexists(self.root / d)
-            }
-            before = {"files": self.state(rels), "dirs": sorted(dirs)}
+        before = self.before_command() if paths is None else self.before_files(paths)
         config_file.write_private(
             self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
         )
+
+    def before_command(self) -> dict:
+        """The project before a shell command: its snapshot, and what git ignores. That is not
+        snapshotted, but must not count as made by the command if it shows (`cp .env.example .env`):
+        it is listed, and its small files are kept here (not copied) until the command ends."""
+        before = self.snapshot()
+        ignored = self.untracked("-i")  # listed once the shadow tracks what git does
+        kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
+        before |= {"ignored": ignored, "git": self.user_git()}
+        before["kept"] = {
+            rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side
+        }
+        return before
+
+    def before_files(self, paths: list[Path]) -> dict:
+        """The named files before an edit, and the folders the edit would create."""
+        rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
+        dirs = {
+            str(d) for rel in rels for d in Path(rel).parents if not os.path.lexists(self.root / d)
+        }
+        return {"files": self.state(rels), "dirs": sorted(dirs)}
 
     def finish(self, suffix: str = "") -> str:
         """Commit what changed since the kept before state as one checkpoint; the note for the tool result."""
@@ -272,33 +271,25 @@ class Checkpoint:
                 return ""
             changes, made, gone, unkept = self.changed(pending)
             moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-            held = [
-                *pending.get("ignored", []),
-                *pending.get("nested", []),
-            ]  # what no checkpoint holds, unless kept
-            kept = pending.get(
-                "kept", {}
-            )  # a folder all of whose files were kept is not lost either
-            lost = [
-                p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)
-            ] + unkept
+            lost = self.lost(pending) + unkept
             said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost) + self.left_out(pending)
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
-            meta = {
-                "made": made,
-                "gone": gone,
-                "git": moved,
-                "lost": lost,
-                "interrupted": bool(suffix),
-            }
-            self.commit(pending["label"] + suffix, changes, meta)
+            meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
+            self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
             return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
         except TROUBLE as e:
             return _failed(e)
         finally:
             self.pending.unlink(missing_ok=True)
+
+    def lost(self, pending: dict) -> list[str]:
+        """What no checkpoint holds (ignored files, nested repositories) and is gone, unless it
+        was kept: a folder all of whose files were kept is not lost either."""
+        held = [*pending.get("ignored", []), *pending.get("nested", [])]
+        kept = pending.get("kept", {})
+        return [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)]
 
     def left_out(self, pending: dict) -> list[str]:
         """What a command made that no checkpoint holds, said: files too big to read, and files git
@@ -645,32 +636,32 @@ class Checkpoint:
     def undo(self, n: int = 1, ask=lambda q: False) -> list[str]:
         """Restore the before state of the last n checkpoints; return the files restored."""
         with self.locked():
-            chain = self.history(limit=n)
-            if not chain:
-                raise CheckpointError("nothing to undo")
-            if len(chain) < n:
-                raise CheckpointError(
-                    f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed"
-                )
-            if theirs := [
-                cp["label"] for cp in chain if _running(cp.get("pid"))
-            ]:  # a second window's own change
-                if not ask(
-                    f"another amas still running in this project made {'; '.join(theirs)}. Take it back?"
-                ):
-                    raise CheckpointError("cancelled; nothing changed")
+            chain = self.undoable(n, ask)
             files = self.apply(chain, False, ask)
             redo = self.ref(REDO)
             if not (redo and self.descends(redo, chain[0]["id"])):
-                self.set_ref(
-                    REDO, chain[0]["id"]
-                )  # else it holds a longer line of undone checkpoints: keep it
+                self.set_ref(REDO, chain[0]["id"])  # else it holds a longer line of undone ones
             self.set_ref(MAIN, chain[-1]["parent"])
             if moved := [cp["label"] for cp in chain if cp.get("git")]:
                 ui.warning(f"{'; '.join(moved)}: {GIT_MOVED} (see `git status` and `git reflog`)")
             for cp in (cp for cp in chain if cp.get("lost")):
                 ui.warning(f"{cp['label']}: {_lost(cp['lost'])}")
             return files
+
+    def undoable(self, n: int, ask) -> list[dict]:
+        """The last n checkpoints, newest first; taking back a second window's own change is asked."""
+        chain = self.history(limit=n)
+        if not chain:
+            raise CheckpointError("nothing to undo")
+        if len(chain) < n:
+            raise CheckpointError(
+                f"only {ui.plural(len(chain), 'checkpoint')} to undo; nothing changed"
+            )
+        theirs = [cp["label"] for cp in chain if _running(cp.get("pid"))]
+        question = f"another amas still running in this project made {'; '.join(theirs)}."
+        if theirs and not ask(question + " Take it back?"):
+            raise CheckpointError("cancelled; nothing changed")
+        return chain
 
     def redo(self, ask=lambda q: False) -> list[str]:
         """Re-apply the checkpoint the last undo took back."""
