@@ -168,6 +168,7 @@ class Model:
         return load().model_cost.get(self.name, {}).get("supports_function_calling") is not False
 
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
+        """One streamed reply, its text shown as it comes; a failure after text keeps that text."""
         litellm, chunks, partial, streamed = load(), [], None, None
         check(self.name)
         self.check_key()
@@ -185,15 +186,21 @@ class Model:
             partial.partial = True
         finally:
             _close(streamed)
-        if not any(
+        self.check_answered(chunks, tools)
+        return self.reply(litellm, chunks, messages, partial)
+
+    def check_answered(self, chunks: list, tools: list | None) -> None:
+        """Refuse a stream in which the server itself sent nothing."""
+        if any(
             getattr(c, "usage", None) or c.choices and _carries(c.choices[0].delta) for c in chunks
         ):
-            if tools:  # llama-cpp-python fails inside the stream when the model picks a tool: text calls work
-                raise NoNativeTools(
-                    f"{self.config.get('api_base')} sent nothing back when offered tools"
-                )
-            raise ProviderError(self.hint("empty", ""), "empty")
-        return self.reply(litellm, chunks, messages, partial)
+            return
+        # llama-cpp-python fails inside a stream when the model picks a tool: text calls work
+        if tools:
+            raise NoNativeTools(
+                f"{self.config.get('api_base')} sent nothing back when offered tools"
+            )
+        raise ProviderError(self.hint("empty", ""), "empty")
 
     def check_key(self) -> None:
         keys = [] if self.config.get("api_key") or self.config.get("api_base") else self.env_keys()
@@ -208,36 +215,25 @@ class Model:
             return []
 
     def kwargs(self, messages: list[dict], tools: list | None) -> dict:
-        base, key, null = (
-            self.config.get("api_base"),
-            self.config.get("api_key"),
-            self.name.startswith(NULL_CONTENT),
-        )
-        silent = {
-            "content": None if null else ""
-        }  # a turn that only called tools: what each template accepts
-        sent = [
-            {**m, **silent} if m.get("tool_calls") and not m.get("content") else m for m in messages
-        ]
-        kwargs = dict(
-            model=self.name, messages=sent, stream=True, api_key=key, api_base=base, timeout=TIMEOUT
-        )
-        kwargs.update(
-            stream_options={"include_usage": True},
-            max_retries=0,
-            max_tokens=self.config.get("max_tokens"),
-        )
-        if (
-            tools
-        ):  # the private flag skips litellm's MCP gateway, which needs the absent `mcp` package
+        """litellm.completion's arguments for one streamed reply."""
+        base, key = self.config.get("api_base"), self.config.get("api_key")
+        kwargs = dict(model=self.name, messages=self.sent(messages), stream=True, timeout=TIMEOUT)
+        kwargs.update(api_key=key, api_base=base, stream_options={"include_usage": True})
+        kwargs.update(max_retries=0, max_tokens=self.config.get("max_tokens"))
+        if tools:  # the private flag skips litellm's MCP gateway (it needs the `mcp` package)
             kwargs.update(tools=tools, tool_choice="auto", _skip_mcp_handler=True)
         if self.name.startswith("ollama"):  # Ollama's default context window is tiny
             kwargs["num_ctx"] = self.context_limit()
         if self.name.startswith("openai/") and base and not (key or os.getenv("OPENAI_API_KEY")):
-            kwargs["api_key"] = (
-                "no-key"  # llama.cpp and LM Studio need no key, but the OpenAI SDK insists on one
-            )
+            kwargs["api_key"] = "no-key"  # llama.cpp needs none, but the OpenAI SDK insists on one
         return kwargs
+
+    def sent(self, messages: list[dict]) -> list[dict]:
+        """The messages as sent: a turn that only called tools gets the content each template accepts."""
+        silent = {"content": None if self.name.startswith(NULL_CONTENT) else ""}
+        return [
+            {**m, **silent} if m.get("tool_calls") and not m.get("content") else m for m in messages
+        ]
 
     def hint(self, kind, detail: str) -> str:
         env = ", ".join(self.env_keys()) or "the provider's API key variable"
