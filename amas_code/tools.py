@@ -157,25 +157,15 @@ class Tools:
         """The call's arguments, bound to the handler's signature; ValueError with what to fix otherwise."""
         if name not in self.names:
             raise ValueError(f"unknown tool {name!r}; available tools: {', '.join(self.names)}")
-        try:
-            args = json.loads(raw or "{}") if isinstance(raw, str) else raw
-        except ValueError as e:
-            raise ValueError(
-                f"arguments for {name} are not valid JSON ({e}); send one JSON object"
-            ) from None
-        if not isinstance(args, dict):
-            raise ValueError(
-                f"arguments for {name} must be a JSON object, got {type(args).__name__}"
-            )
+        args = _arguments(name, raw)
         sig = inspect.signature(getattr(self, name))
         if missing := [
             p.name for p in sig.parameters.values() if p.default is p.empty and p.name not in args
         ]:
             raise ValueError(f"{name} is missing required argument(s): {', '.join(missing)}")
         if unknown := [k for k in args if k not in sig.parameters]:
-            raise ValueError(
-                f"{name} has no argument(s) {', '.join(unknown)}; it takes {', '.join(sig.parameters)}"
-            )
+            takes = ", ".join(sig.parameters)
+            raise ValueError(f"{name} has no argument(s) {', '.join(unknown)}; it takes {takes}")
         if args.get("path") == "":
             raise ValueError(
                 f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
@@ -542,6 +532,19 @@ def _numbered(lines: list[str], offset: int, total: int) -> str:
             f"[{why}: lines {offset + 1}-{end} of {total} shown; read_file offset={end} reads on]"
         )
     return "\n".join(out)
+
+
+def _arguments(name: str, raw) -> dict:
+    """A call's arguments as a dict: read from JSON text, or as the reader found them."""
+    try:
+        args = json.loads(raw or "{}") if isinstance(raw, str) else raw
+    except ValueError as e:
+        raise ValueError(
+            f"arguments for {name} are not valid JSON ({e}); send one JSON object"
+        ) from None
+    if not isinstance(args, dict):
+        raise ValueError(f"arguments for {name} must be a JSON object, got {type(args).__name__}")
+    return args
 
 
 def _typed(name: str, sig: inspect.Signature, args: dict) -> None:

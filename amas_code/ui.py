@@ -114,12 +114,8 @@ def diff(old: str, new: str, path: str, hide=str) -> Text:
     return text if text else Text(f"(no changes to {path})\n")
 
 
-def _unified(real: tuple, shown: tuple, path: str):
-    """The unified diff of the real old and new lines, written with the shown ones. difflib.unified_diff without
-    its autojunk: in a file of repeated lines (data, fixtures) that marks the repeated lines junk, and a one-line
-    change is shown as the whole file removed and added. The lines both ends share are left out of the matching,
-    which is quadratic in repeated lines (10,000 took 13 s)."""
-    (old, new), (old_shown, new_shown) = real, shown
+def _matcher(old: list, new: list) -> difflib.SequenceMatcher:
+    """A matcher of old and new lines that matched only what lies between the lines both ends share."""
 
     def same(a: list, b: list) -> int:
         pairs = enumerate(zip(a, b, strict=False))
@@ -134,11 +130,21 @@ def _unified(real: tuple, shown: tuple, path: str):
         (tag, i1 + top, i2 + top, j1 + top, j2 + top)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
     ]
-    matcher.opcodes = [  # the cache get_opcodes() returns, which get_grouped_opcodes() groups with context
+    matcher.opcodes = [  # the cache get_opcodes() returns, which get_grouped_opcodes() groups
         ("equal", 0, top, 0, top),
         *middle,
         ("equal", len(old) - end, len(old), len(new) - end, len(new)),
     ]
+    return matcher
+
+
+def _unified(real: tuple, shown: tuple, path: str):
+    """The unified diff of the real old and new lines, written with the shown ones. difflib.unified_diff without
+    its autojunk: in a file of repeated lines (data, fixtures) that marks the repeated lines junk, and a one-line
+    change is shown as the whole file removed and added. The lines both ends share are left out of the matching,
+    which is quadratic in repeated lines (10,000 took 13 s)."""
+    (old, new), (old_shown, new_shown) = real, shown
+    matcher = _matcher(old, new)
     for n, group in enumerate(matcher.get_grouped_opcodes(2) if old != new else []):
         if n == 0:
             yield from (f"--- a/{path}", f"+++ b/{path}")
