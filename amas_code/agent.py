@@ -50,27 +50,20 @@ class Agent:
         self.log: Path | None = config_file.state_file(self.root, "history.jsonl")
         chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
         self.session, self.messages = self.resume(chosen) if resume else (uuid.uuid4().hex[:12], [])
-        self.logged, self.attachments, self.warned, self.preloading = (
-            len(self.messages),
-            [],
-            set(),
-            None,
-        )
+        self.logged, self.attachments, self.warned = len(self.messages), [], set()
+        self.preloading = None  # the REPL's thread importing litellm meanwhile
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
         self.gate = safety.Gate(config, self.root, self.sandbox[0])
         self.report = report or Report()
         self.cwd, self.notes = Path.cwd().resolve(), []  # where the user is; what they did since
         self.trusted = config_file.trusted(self.root)  # its rules and skills may steer the model
-        self.checkpoint = (
-            Checkpoint(self.root, config["ignore"], self.session)
-            if config["checkpoint_on_edit"]
-            else None
-        )
+        self.checkpoint = None
+        if config["checkpoint_on_edit"]:
+            self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
         self.tools = tools.Tools(self.root, config, self.gate, self.answer)
-        self.prompt = re.split(
-            r"<!-- \w+ -->\n", (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
-        )
+        prompt = (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
+        self.prompt = re.split(r"<!-- \w+ -->\n", prompt)  # its core, browsing and rules parts
         self.repair()
 
     # -- history ----------------------------------------------------------------------------------
@@ -419,7 +412,7 @@ class Agent:
         env = safety.child_env(self.config)
         hide = self.gate.secrets.redact
         with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
-            return sandbox.run(command.line, command.timeout, self.root, env, box, watch=tail.feed)
+            return sandbox.run(command, self.root, env, box, watch=tail.feed)
 
     def recording(self, effect: safety.Change | safety.Command):
         if self.checkpoint is None:

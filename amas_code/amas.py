@@ -63,7 +63,9 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
         sys.exit(1)
     if pick and not text:
         resume = choose(root, config)
-    sys.exit(converse(root, config, text, report if text else None, resume))
+    from amas_code.agent import Agent
+
+    sys.exit(converse(Agent(config, root, resume, report if text else None), text))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
@@ -131,12 +133,11 @@ def choose(root: Path, config: dict) -> str | bool:
     return repl.choose(Agent(config, root).conversations()) or False
 
 
-def converse(root: Path, config: dict, text: str, report, resume: bool) -> int:
+def converse(agent, text: str) -> int:
     """The agent on one task (with its report), or the REPL; the exit code."""
     from amas_code import providers, repl
-    from amas_code.agent import Agent
 
-    agent = Agent(config, root, resume, report)
+    report = agent.report
     if not text:
         try:
             repl.interact(agent)

@@ -163,7 +163,7 @@ def shell(agent, line: str) -> None:
     with ui.Tail(
         ui.command_summary(line), agent.gate.secrets.redact
     ) as tail:  # as the user: no box
-        result = sandbox.run(line, USER_TIMEOUT, agent.cwd, env, None, watch=tail.feed)
+        result = sandbox.run(safety.Command(line, USER_TIMEOUT), agent.cwd, env, watch=tail.feed)
     shown = agent.gate.secrets.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
     capped = tools.cap(shown, agent.result_limit())

@@ -105,21 +105,21 @@ def _read_only(result: str) -> re.Match | None:
     return next(filter(None, map(READ_ONLY.search, said)), None)
 
 
-def run(command: str, timeout: float, root: Path, env: dict, box: Box | None, *, watch=None) -> str:
-    """Run a shell line (boxed when box is given); stdout, stderr and exit code, each chunk also given
-    to watch(text) as it comes. Whatever it started is gone when it returns."""
+def run(command: safety.Command, root: Path, env: dict, box: Box | None = None, watch=None) -> str:
+    """Run a shell line in root (boxed when box is given); stdout, stderr and exit code, each chunk
+    also given to watch(text) as it comes. Whatever it started is gone when it returns."""
     import psutil
 
     _harden()
     before = {p.pid for p in psutil.Process().children()}
-    proc = _start(command, Path(root), env, box)
+    proc = _start(command.line, Path(root), env, box)
     try:
-        out, err, note = _collect(proc, timeout, before, watch)
+        out, err, note = _collect(proc, command.timeout, before, watch)
     finally:  # also on Ctrl+C
         _kill(proc.pid, before)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2)  # killed: its exit code is the signal's
-    parts = [f"$ {command}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
+    parts = [f"$ {command.line}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
 
 

@@ -20,9 +20,10 @@ from amas_code import providers, safety, sandbox
 REPO = str(Path(__file__).parents[1])
 NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
 RUN = (  # sandbox.run in a fresh interpreter, for another user or for a process to kill
-    "import json, sys, pathlib; from amas_code import sandbox; a = json.loads(sys.argv[1]); "
+    "import json, sys, pathlib; from amas_code import safety, sandbox; a = json.loads(sys.argv[1]); "
     "box = None if a['box'] is None else sandbox.Box(**a['box']); "
-    "print(sandbox.run(a['command'], a['timeout'], pathlib.Path(a['root']), a['env'], box), end='')"
+    "command = safety.Command(a['command'], a['timeout']); "
+    "print(sandbox.run(command, pathlib.Path(a['root']), a['env'], box), end='')"
 )
 KEY = "sk-proj-" + "Zq8" * 12  # the shape of an OpenAI key
 
@@ -66,7 +67,7 @@ def boxed(user: str, root: Path, command: str, timeout: float = 10, box: dict | 
     env = safety.child_env(make_config())
     if user == "root":
         where = None if box is None else sandbox.Box(**box)
-        return sandbox.run(command, timeout, root, env, where)
+        return sandbox.run(safety.Command(command, timeout), root, env, where)
     args = dict(command=command, timeout=timeout, root=str(root), env=env, box=box)
     done = subprocess.run(
         [*NOBODY, sys.executable, "-c", RUN, json.dumps(args)],
