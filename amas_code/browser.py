@@ -135,7 +135,7 @@ def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
     """Body (up to just past MAX_BYTES), content type, encoding and final URL; or an error string."""
     import httpx
 
-    deadline, body = time.monotonic() + TIMEOUT, bytearray()
+    deadline = time.monotonic() + TIMEOUT
     hooks = {"request": [lambda request: reach(str(request.url))]}  # redirects to a new host too
     try:
         with httpx.Client(
@@ -145,21 +145,28 @@ def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
                 kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
                 if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
                     return _refused(r, kind)
-                for chunk in _decoded(r):
-                    body += chunk
-                    if len(body) > MAX_BYTES:
-                        break
-                    if (
-                        time.monotonic() > deadline
-                    ):  # a read timeout alone never stops a page that trickles
-                        raise httpx.ReadTimeout("the page did not finish loading")
-                return body, kind, r.encoding or "utf-8", str(r.url)
+                return _body(r, deadline), kind, r.encoding or "utf-8", str(r.url)
     except PermissionError as e:
         return f"Error: {e}"
     except httpx.TimeoutException as e:
         return f"Error: timed out fetching {url} after {TIMEOUT}s ({e})"
     except Exception as e:  # refused, reset, bad URL, TLS: the model reads why
         return f"Error: cannot fetch {url}: {type(e).__name__}: {e}"
+
+
+def _body(r, deadline: float) -> bytearray:
+    """The response's body, up to just past MAX_BYTES; by the deadline (a read timeout alone never
+    stops a page that trickles)."""
+    import httpx
+
+    body = bytearray()
+    for chunk in _decoded(r):
+        body += chunk
+        if len(body) > MAX_BYTES:
+            break
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("the page did not finish loading")
+    return body
 
 
 def _decoded(r) -> Iterator[bytes]:
