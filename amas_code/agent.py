@@ -146,16 +146,14 @@ class Agent:
             self.warn("cancelled; the conversation is kept")
             return False
         except providers.ProviderError:
-            if (
-                len(self.messages) == start + 1
-            ):  # nothing happened: the next request does not repeat it
+            # nothing happened: the next request does not repeat it
+            if len(self.messages) == start + 1:
                 del self.messages[start:]
             raise
         finally:
             self.flush()
-            self.tools.close(
-                idle_only=True
-            )  # a browser unused for a whole turn gives its memory back
+            # a browser unused for a whole turn gives its memory back
+            self.tools.close(idle_only=True)
         return True
 
     def context(self) -> str:
@@ -467,9 +465,8 @@ class Agent:
 
     def limit(self) -> int:
         context = self.model.context_limit()
-        return context - min(
-            self.config.get("max_tokens") or 0, context // 4
-        )  # room for the answer
+        # room for the answer
+        return context - min(self.config.get("max_tokens") or 0, context // 4)
 
     def prompted(self) -> list[dict]:
         """The system prompt and the conversation, as they would be sent now."""
@@ -552,9 +549,8 @@ class Agent:
     # -- compaction ---------------------------------------------------------------------------------
     def compact(self) -> int:
         """Replace everything before the latest turn with a shorter model-written summary; tokens freed."""
-        start = max(
-            (i for i, m in enumerate(self.messages) if m["role"] == "user"), default=0
-        )  # the latest turn
+        # the latest turn
+        start = max((i for i, m in enumerate(self.messages) if m["role"] == "user"), default=0)
         if start == 0:
             return ui.info("nothing before the latest turn to compact") or 0
         old = self.messages[:start]

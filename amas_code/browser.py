@@ -87,9 +87,8 @@ def search(query: str, num_results: int, config: dict) -> str:
     name = config.get("search_backend") or "google"
     try:
         results = BACKENDS[name](query, max(1, min(num_results, 20)), config)
-    except (
-        Exception
-    ) as e:  # blocked, rate-limited, offline, missing package: the model may try another way
+    # blocked, rate-limited, offline, missing package: the model may try another way
+    except Exception as e:
         status = getattr(getattr(e, "response", None), "status_code", None)
         why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         why += " (blocked or rate-limited)" if status in (403, 429) else ""

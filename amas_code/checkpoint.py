@@ -89,9 +89,8 @@ class Checkpoint:
         self, *args: str, data: bytes | None = None, borrow: bool = False
     ) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
-        excludes = (
-            ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []
-        )  # of your config, only that
+        # of your config, only that
+        excludes = ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []
         env = self.env(borrow)
         return subprocess.run(
             [*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root
@@ -137,9 +136,8 @@ class Checkpoint:
 
     def ready(self) -> None:
         """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
-        if not (
-            self.dir / "info" / "attributes"
-        ).exists():  # written last: a half-made shadow is simply made again
+        # written last: a half-made shadow is simply made again
+        if not (self.dir / "info" / "attributes").exists():
             for folder in (
                 "objects",
                 "refs/heads",
@@ -205,12 +203,10 @@ class Checkpoint:
         """A fingerprint of the user's HEAD, refs and index: what git commands in a shell command may change."""
         if not self.gitdir:
             return ""
-        listed = (
-            self.user("show-ref", "--head").stdout + self.user("ls-files", "-sv").stdout
-        )  # -v: flags too
-        with contextlib.suppress(
-            OSError
-        ):  # a command moved .git away: its HEAD is gone, which counts as moved
+        # -v: flags too
+        listed = self.user("show-ref", "--head").stdout + self.user("ls-files", "-sv").stdout
+        # a command moved .git away: its HEAD is gone, which counts as moved
+        with contextlib.suppress(OSError):
             listed += Path(self.gitdir, "HEAD").read_bytes()
         return hashlib.sha1(listed).hexdigest()
 
@@ -222,9 +218,8 @@ class Checkpoint:
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.locked())
-                self.begin(
-                    label, paths
-                )  # paths None: anything in the project may change (a shell command)
+                # paths None: anything in the project may change (a shell command)
+                self.begin(label, paths)
             except TROUBLE as e:
                 rec.note = _failed(e)
             _pause("before")
@@ -313,9 +308,8 @@ class Checkpoint:
                 rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides)
             )
             changes = {rel: sides for rel, sides in changes.items() if rel not in unkept}
-            for rel, (mode, text) in pending.get(
-                "kept", {}
-            ).items():  # copied only when the command changed it
+            # copied only when the command changed it
+            for rel, (mode, text) in pending.get("kept", {}).items():
                 if (was := (mode, text.encode("latin-1"))) != (now := _side(self.root / rel)):
                     changes[rel] = [
                         [mode, self.store(was[1])],
@@ -381,17 +375,16 @@ class Checkpoint:
             (Path(self.gitdir, "index"), self.dir / "restored"),
         )
         stamp = [mark.stat().st_mtime_ns for mark in marks if self.gitdir and mark.exists()]
-        if self.gitdir and (
-            first or stamp != self.indexed
-        ):  # again whenever the user's index moved (a `git add
-            self.track()  # -f`) or an undo, here or in another amas, put back what it tracks
+        # again whenever the user's index moved (a `git add -f`) or an undo, here or in another
+        # amas, put back what it tracks
+        if self.gitdir and (first or stamp != self.indexed):
+            self.track()
             self.indexed = stamp
         found = self.add(first)
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
-        except (
-            CheckpointError
-        ):  # the index names content now nowhere (the user's gc took it): read all again
+        # the index names content now nowhere (the user's gc took it): read all again
+        except CheckpointError:
             if not retry:
                 raise
             (self.dir / "index").unlink()
@@ -412,9 +405,8 @@ class Checkpoint:
         add = ["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"]
         bulk = ["-c", "core.bigFileThreshold=1"] * first
         added = self.run_git(*bulk, *add, data=b"\0".join(spec) + b"\0", borrow=True)
-        if (
-            b"fatal:" in added.stderr
-        ):  # an error on one path (a nested repository with no commit) is no reason
+        # an error on one path (a nested repository with no commit) is no reason
+        if b"fatal:" in added.stderr:
             raise CheckpointError(
                 f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
             )
@@ -511,9 +503,8 @@ class Checkpoint:
             name, _, rest = path.partition("/")
             inner.setdefault(name, {})[rest] = side  # rest "": a file right here
         here = {name: sub.get("") or ["40000", self.tree(sub)] for name, sub in inner.items()}
-        order = sorted(
-            here, key=lambda n: os.fsencode(n) + b"/" * (here[n][0] == "40000")
-        )  # git's order
+        # git's order
+        order = sorted(here, key=lambda n: os.fsencode(n) + b"/" * (here[n][0] == "40000"))
         entries = [
             b"%s %s\0" % (here[n][0].encode(), os.fsencode(n)) + bytes.fromhex(here[n][1])
             for n in order
@@ -544,9 +535,8 @@ class Checkpoint:
             str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []
         ):
             sha, parents, body = entry.strip("\n").split("\x1f")
-            label, _, meta = body.rpartition(
-                "\n\n"
-            )  # the meta is one line, last (a label may hold blank lines)
+            # the meta is one line, last (a label may hold blank lines)
+            label, _, meta = body.rpartition("\n\n")
             out.append(
                 {
                     "id": sha,
@@ -622,9 +612,8 @@ class Checkpoint:
         gone = [(rel, False) for rel, side in files.items() if not side] + [
             (d, True) for d in dirs if not dirs[d]
         ]
-        with self.blobs(
-            [files[rel][1] for rel in written]
-        ) as pieces:  # all there, or nothing changes
+        # all there, or nothing changes
+        with self.blobs([files[rel][1] for rel in written]) as pieces:
             for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
                 _remove(paths[rel], folder)
             for rel in sorted(d for d, keep in dirs.items() if keep):
@@ -732,9 +721,8 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
                 between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
                 plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
         dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
-        between |= (
-            set(cp["files"]) if cp.get("interrupted") else set()
-        )  # what changed while no amas watched
+        # what changed while no amas watched
+        between |= set(cp["files"]) if cp.get("interrupted") else set()
     return plan, dirs, between
 
 
@@ -807,9 +795,8 @@ def _kept(path: str, kept: dict) -> bool:
 
 
 def _readable(path: Path) -> bool:
-    return path.is_file() and os.access(
-        path, os.R_OK
-    )  # one unreadable file would fail the whole update-index
+    # one unreadable file would fail the whole update-index
+    return path.is_file() and os.access(path, os.R_OK)
 
 
 def _linked(path: Path) -> bool:
@@ -852,9 +839,8 @@ def _remove(path: Path, folder: bool = False) -> None:
 def _write(path: Path, mode: str, pieces: Iterator[bytes]) -> None:
     """A file or link as it was, through a temporary name and a rename: never written through a link."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(
-        f".amas-undo-{os.urandom(4).hex()}.tmp"
-    )  # short, whatever the name's length
+    # short, whatever the name's length
+    tmp = path.with_name(f".amas-undo-{os.urandom(4).hex()}.tmp")
     try:
         if mode == LINK:
             os.symlink(os.fsdecode(b"".join(pieces)), tmp)

@@ -78,13 +78,11 @@ LOOSER = dict(  # what an untrusted project may not set: each loosens a guard or
     model=SET,
     api_key=SET,
 )
-LOOSER["sandbox"] = lambda v: (
-    v in ("off", False)
-)  # a clone may not take its commands out of the box
+# a clone may not take its commands out of the box
+LOOSER["sandbox"] = lambda v: v in ("off", False)
 LOOSER["sandbox_network"] = lambda v: v is True
-LOOSER["ignore"] = lambda v: (
-    not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
-)  # outside git: what /undo covers
+# outside git: what /undo covers
+LOOSER["ignore"] = lambda v: not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
 # a config line whose key names a secret (api_key:, token:): its value is never shown, whatever it looks like
 SECRET_LINE = re.compile(
     r"(?im)^(\s*-?\s*[\w.-]*(?:key|token|secret|pass|pwd|cred|auth)[\w.-]*\s*:\s*)\S.*$"

@@ -68,9 +68,8 @@ class NoNativeTools(ProviderError):
 def load():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-map fetch at import
     os.environ.setdefault("LITELLM_LOG", "ERROR")  # its WARNING lines are not for our users
-    os.environ.setdefault(
-        "LITELLM_MODE", "PRODUCTION"
-    )  # else it loads a .env found up from its folder (a clone's)
+    # else it loads a .env found up from its folder (a clone's)
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
     import litellm
 
     litellm.suppress_debug_info = True  # else "Provider List: ..." lands on stdout
@@ -248,9 +247,8 @@ class Model:
         status = int(found[1]) if found else getattr(e, "status_code", None)
         kind = next((k for k, words in SYMPTOMS.items() if re.search(words, text, re.I)), None)
         kind = kind or (500 if status and status >= 500 else status)
-        detail = MESSAGE.search(
-            text
-        )  # the provider's own words, not litellm's wrapping of its JSON body
+        # the provider's own words, not litellm's wrapping of its JSON body
+        detail = MESSAGE.search(text)
         detail = (re.sub(r"\\(.)", r"\1", detail[1]) if detail else text)[:300]
         cls = (
             NoNativeTools

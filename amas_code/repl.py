@@ -160,9 +160,8 @@ def shell(agent, line: str) -> None:
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
     env = safety.child_env(agent.config)
-    with ui.Tail(
-        ui.command_summary(line), agent.gate.secrets.redact
-    ) as tail:  # as the user: no box
+    # as the user: no box
+    with ui.Tail(ui.command_summary(line), agent.gate.secrets.redact) as tail:
         result = sandbox.run(safety.Command(line, USER_TIMEOUT), agent.cwd, env, watch=tail.feed)
     shown = agent.gate.secrets.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
@@ -202,9 +201,8 @@ def cmd_model(agent, arg):
     name = arg.strip()
     if name:
         providers.check(name)
-        same = (
-            name.split("/")[0] == agent.config["model"].split("/")[0]
-        )  # another provider than configured: its own
+        # another provider than configured: its own
+        same = name.split("/")[0] == agent.config["model"].split("/")[0]
         keep = {k: agent.config[k] for k in ("api_base", "api_key") if same}
         agent.model = providers.Model(
             {**agent.config, "api_base": None, "api_key": None, **keep, "model": name},

@@ -26,9 +26,8 @@ TOUCHED, MENTIONED = (
     1.5,
     10.0,
 )  # rank added to a file read or changed in the conversation, or named by path
-MTIME, SIZE, LANG, LOW, WORDS, SYMS = range(
-    6
-)  # a cache entry; a symbol is [depth, line, name, signature, refs]
+# a cache entry; a symbol is [depth, line, name, signature, refs]
+MTIME, SIZE, LANG, LOW, WORDS, SYMS = range(6)
 DEF, CLASS, WALK = "def", "class", "walk"  # list it; list it and its members; look inside it
 # fmt: off
 TOKEN = re.compile(r"[A-Z]?[a-z]{1,7}|[A-Z]+(?![a-z])|\d{1,3}|[^\sA-Za-z\d]|\n")  # ~1.0-1.3 per real token
@@ -64,9 +63,8 @@ def _holds(node):
     functions = dict.fromkeys(
         ["arrow_function", "function_expression", "function", "generator_function"], DEF
     )
-    return {"assignment_expression": WALK, **functions}.get(
-        getattr(value, "type", None)
-    )  # a = b = function ()
+    # a = b = function ()
+    return {"assignment_expression": WALK, **functions}.get(getattr(value, "type", None))
 
 
 def _nodes(listed: str, members: str = "", inside: str = "", holds: str = "") -> dict:
@@ -134,15 +132,12 @@ def symbols(source: bytes, language: str) -> list[list]:
 
 def _walk(node, table: dict, source: bytes, depth: int):
     for child in node.children:
-        kind = (
-            table.get(child.type) if child.is_named else None
-        )  # not the keyword in `declare module "x"`
-        kind = (
-            WALK if child.type == "ERROR" else kind(child) if callable(kind) else kind
-        )  # an error hides nothing
-        if kind is None or (
-            child.type in BODIED and not _body(child)
-        ):  # `typedef struct node node_t;`
+        # not the keyword in `declare module "x"`
+        kind = table.get(child.type) if child.is_named else None
+        # an error hides nothing
+        kind = WALK if child.type == "ERROR" else kind(child) if callable(kind) else kind
+        # `typedef struct node node_t;`
+        if kind is None or (child.type in BODIED and not _body(child)):
             continue
         if kind != WALK:
             name = child
@@ -187,9 +182,8 @@ def _signature(node, source: bytes) -> str:
     """The definition on one line without its body, comments or annotations: `def foo(a, b) -> int`."""
     text, at, body = b"", node.start_byte, _body(node)
     end = min(node.end_byte, at + 8 * SIGNATURE)
-    cut = (
-        body[0] if body else end
-    )  # most signatures hold no comment or annotation: skip walking them
+    # most signatures hold no comment or annotation: skip walking them
+    cut = body[0] if body else end
     noise = _noise(node, cut) if NOISY.search(source, at, cut) else ()
     for cut_start, cut_end in sorted([*noise, *([body] if body else [])]):
         text, at = text + source[at : max(at, cut_start)] + b" ", max(at, cut_end)
@@ -197,17 +191,15 @@ def _signature(node, source: bytes) -> str:
         at : max(at, end)
     ]  # C's `typedef struct {...} name;` keeps the name after the body
     line = SPACES.sub("", " ".join(text.decode("utf-8", errors="replace").split())).rstrip(" {:;=,")
-    around = (
-        node.parent.children if node.parent.type == "decorated_definition" else ()
-    )  # a node walked has one
+    # a node walked has one
+    around = node.parent.children if node.parent.type == "decorated_definition" else ()
     tags = [
         m[0].decode() + " "
         for d in around
         if d.type == "decorator" and (m := re.match(rb"@\s*[\w.]+", d.text))
     ]
-    line = (
-        "type " * (node.type in ("type_spec", "type_alias")) + "".join(tags) + line
-    )  # `@x.setter def x(self, v)`
+    # `@x.setter def x(self, v)`
+    line = "type " * (node.type in ("type_spec", "type_alias")) + "".join(tags) + line
     return line if len(line) <= SIGNATURE else line[: SIGNATURE - 1] + "…"
 
 
@@ -228,9 +220,8 @@ def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
     )
     try:
         found = [] if why else symbols(source, language)
-    except (
-        Exception
-    ):  # a grammar that fails to load or parse costs that file its symbols, never the map
+    # a grammar that fails to load or parse costs that file its symbols, never the map
+    except Exception:
         why = "unparsable"
     low = bool(LOW_RANK.search(rel) or GENERATED.search(source[:600]))
     words = " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1"))))
@@ -360,9 +351,8 @@ def _write_map(root: Path, cache: dict, stats: Counter, seconds: float) -> None:
     ui.info(f"{done}; languages: {languages}")
 
 
-def _words(
-    text: str,
-) -> set[str]:  # word roots: `resolveRedirects` -> {resolv, redirect}, at least 3 letters each
+def _words(text: str) -> set[str]:
+    """Word roots: `resolveRedirects` -> {resolv, redirect}, at least 3 letters each."""
     return {
         stem if len(stem := SUFFIX.sub("", w.lower())) >= 3 else w.lower()
         for w in WORD.findall(text)
@@ -388,9 +378,8 @@ def _index(path: str, mtime: int, size: int) -> tuple[dict, dict, dict, list]:
 def _query_scores(key: tuple, query: str) -> tuple[Counter, frozenset]:
     """Rank added to files by the words of the user's message and the files it names; the message's word roots."""
     (files, static, postings, vocab), scores, words = _index(*key), Counter(), query
-    for token in re.findall(
-        r"(?:\./)?([\w./-]+\.\w+)", query
-    ):  # a whole path, or a file name not in a longer name
+    # a whole path, or a file name not in a longer name
+    for token in re.findall(r"(?:\./)?([\w./-]+\.\w+)", query):
         if named := [rel for rel in files if rel == token or rel.endswith("/" + token)]:
             scores.update(dict.fromkeys(named, MENTIONED))
             words = words.replace(token, " ")  # `progress_bar.py` is not a word about bars
@@ -415,9 +404,8 @@ def _block(rel: str, found: list, roots: frozenset) -> str:
     for i in sorted(range(len(found)), key=lambda i: (named[i], found[i][4]), reverse=True):
         best.setdefault(found[i][2], i)
     keep = set(list(best.values())[:PER_FILE])
-    for i in list(
-        keep
-    ):  # the enclosing classes of each symbol shown: the last one before it at each depth
+    # the enclosing classes of each symbol shown: the last one before it at each depth
+    for i in list(keep):
         keep |= {max(j for j in range(i) if found[j][0] == depth) for depth in range(found[i][0])}
     lines = [rel] + [f"{'  ' * (found[i][0] + 1)}{found[i][3][:LINE]}" for i in sorted(keep)]
     more = len(found) - len(keep)
@@ -455,9 +443,8 @@ def _naming_all(key: tuple) -> float:
 
 @functools.lru_cache(maxsize=4096)  # file and folder names come back at every call
 def _tokens(text: str) -> float:  # cheap: words split at case and underscores, each mark, each line
-    return 0.85 * len(
-        TOKEN.findall(text)
-    )  # 0.92-1.02 of real counts in eight repositories (the agent counts exactly)
+    # 0.92-1.02 of real counts in eight repositories (the agent counts exactly)
+    return 0.85 * len(TOKEN.findall(text))
 
 
 def _more(rest: list[str], room: float) -> list[str]:

@@ -88,14 +88,12 @@ SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only whe
     ): r"\bglpat-[\w-]{20,}|\bxox[abposr]-[\w-]{10,}"
     r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bAIza[\w-]{35}|\bhf_[A-Za-z0-9]{30,}|\bnpm_[A-Za-z0-9]{36}",
     ("eyJ",): r"\beyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}",  # a JSON web token
-    (
-        "",
-    ): r"(?m)^[-+ ]?[A-Za-z0-9+/]{60,80}={0,2}(?:\n[-+ ]?[A-Za-z0-9+/]{8,80}={0,2}$){2,}",  # a key's body, alone
+    # a key's body, alone
+    ("",): r"(?m)^[-+ ]?[A-Za-z0-9+/]{60,80}={0,2}(?:\n[-+ ]?[A-Za-z0-9+/]{8,80}={0,2}$){2,}",
 }
 KEY_LINE = re.compile(r"-----(?:BEGIN|END)[A-Z ]*PRIVATE KEY-----")
-EXPORTED = re.compile(
-    r"\b([A-Z][A-Z0-9_]*=[\"']?)([^\s\"']+)"
-)  # NAME=value, hidden when the name is secret
+# NAME=value, hidden when the name is secret
+EXPORTED = re.compile(r"\b([A-Z][A-Z0-9_]*=[\"']?)([^\s\"']+)")
 ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`
     # (ini, .env, properties: a value with a digit or a symbol, so `key = other_name` in code stays); netrc; HTTP
     r"((?:api[_-]?key|secret|token|passw(?:or)?d|pwd|auth\b|(?<![a-z])pass\b)[\w.-]*[\"']?\s*[:=]\s*([\"']))"
@@ -126,18 +124,16 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
     toks = tokens(line)
     if toks is None:  # split at operators all the same, for deny rules (`:; rm -rf x #'`)
         return [p.split() for p in re.split(r"[;&|()\n]", line) if p.split()], [], False
-    bare = line.replace(
-        "\\", ""
-    )  # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
+    # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
+    bare = line.replace("\\", "")
     hidden = r"`|\$[(\[{'\"]|[<>]\(|\n|\w\["  # substitutions; $[ ${ $' $"; a subscript, evaluated as arithmetic
     commands, targets, words, plain = [], [], [], not re.search(hidden, bare)
     for i, tok in enumerate(toks):
         if i and set(toks[i - 1]) <= set("<>&|") and {"<", ">"} & set(toks[i - 1]):
             targets.append(tok)  # the word after a redirection
         elif set(tok) <= set("<>&|") and {"<", ">"} & set(tok):
-            words = (
-                words[:-1] if words and words[-1].isdigit() else words
-            )  # `2>`: the 2 is no argument
+            # `2>`: the 2 is no argument
+            words = words[:-1] if words and words[-1].isdigit() else words
         elif set(tok) <= set(";&|()<>\n"):
             plain &= not {"(", ")"} & set(tok)
             commands, words = commands + [words] if words else commands, []
@@ -150,9 +146,8 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
     """Every command a line may run, for deny rules: each simple command, what it wraps, substitutions, and the
     echo/printf text or here-string a shell of the line may read as commands."""
-    line = line.replace(
-        "\\\n", ""
-    )  # a line continuation joins the words around it, even inside a name
+    # a line continuation joins the words around it, even inside a name
+    line = line.replace("\\\n", "")
     commands, targets, _ = split(line)
     found = [v for c in commands for v in variants(c, depth)]
     reads = any(v[0].rsplit("/", 1)[-1] in READERS and not _dash_c(v) for v in found)
@@ -195,9 +190,8 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
     inner += [
         w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)
     ]
-    out += (
-        [["git", *_git_command(words[1:])]] if name == "git" else []
-    )  # `git -C . push` is `git push`
+    # `git -C . push` is `git push`
+    out += [["git", *_git_command(words[1:])]] if name == "git" else []
     return out + [v for text in inner for v in every_command(text, depth + 1)]
 
 
@@ -231,9 +225,8 @@ def denied(words: list[str], rule: str) -> bool:
     flags |= {f.lower() for f in flags} | {
         f"-{f[2].lower()}" for f in flags if f.startswith("--")
     }  # -R, --force
-    fits = any(
-        fnmatch.fnmatchcase(rest, a) for a in (args, f"{args} *", args.removesuffix(" *"))
-    )  # more or none
+    # more or none
+    fits = any(fnmatch.fnmatchcase(rest, a) for a in (args, f"{args} *", args.removesuffix(" *")))
     unknown = "$(" in words[0] or "`" in words[0] or "$" in name  # `$HOME/bin/tool` is tool
     named = unknown or fnmatch.fnmatchcase(name, want) or fnmatch.fnmatchcase(want, name)
     return named and need <= flags and fits

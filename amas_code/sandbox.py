@@ -318,9 +318,8 @@ def _collect(
                 continue
             if proc.poll() is None and not note:
                 note = f"\n[timed out after {timeout}s; the command and its children were killed]"
-            elif (
-                time.monotonic() > deadline + 1
-            ):  # out of reach: it left its session, and no subreaper took it
+            # out of reach: it left its session, and no subreaper took it
+            elif time.monotonic() > deadline + 1:
                 note += f"\n[still held open after {timeout}s by a process it started that amas cannot stop]"
                 break
             _kill(proc.pid, before)
@@ -353,9 +352,8 @@ def _kill(pid: int, keep: set[int]) -> None:
     import psutil
 
     strays = [p for p in psutil.Process().children() if p.pid not in keep and p.pid != pid]
-    with contextlib.suppress(
-        psutil.Error
-    ):  # its own tree too, waited for: a kill signal is only sent, not done
+    # its own tree too, waited for: a kill signal is only sent, not done
+    with contextlib.suppress(psutil.Error):
         strays += psutil.Process(pid).children(recursive=True)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)

@@ -22,9 +22,8 @@ def rules(root: Path, trusted: bool | None = None) -> str:
     """The project's rules, verbatim; none from a folder the user has not trusted (trusted: known already)."""
     if not (config_file.trusted(root) if trusted is None else trusted):
         return ""
-    agents = (
-        root / "AGENTS.md"
-    ).resolve()  # a link to CLAUDE.md in the repository is fine; one out of it is not
+    # a link to CLAUDE.md in the repository is fine; one out of it is not
+    agents = (root / "AGENTS.md").resolve()
     agents = agents if agents.is_relative_to(root.resolve()) else root / "AGENTS.md"
     return "\n\n".join(filter(None, (_read(root / ".amas" / "rules.md"), _read(agents))))
 

@@ -414,9 +414,8 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
         r"<\|python_end\|>",
         strong=False,
     ),  # Llama 3.2+/4, LFM2, OLMo
-    Row(
-        r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False
-    ),  # Llama 3.x, xLAM
+    # Llama 3.x, xLAM
+    Row(r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False),
 ]
 
 

@@ -244,9 +244,8 @@ class Tools:
         # the file as the model sees it, where [REDACTED] stands for the value at its place
         view = safety.Masked(self.gate.secrets, text)
         found = view.find(old_str)
-        if len(found) != 1 and self.gate.where(
-            p
-        ):  # outside: no line of it reaches the model unasked
+        # outside: no line of it reaches the model unasked
+        if len(found) != 1 and self.gate.where(p):
             return f"Error: old_str is not found exactly once in {path}"
         if len(found) > 1:
             return _ambiguous(view.shown, found, path)
@@ -610,9 +609,8 @@ def _common(a: list[str], b: list[str]) -> int:
 def write(path: Path, data: bytes) -> None:
     """Write whole, through a temporary file and a rename, keeping the file's mode."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(
-        f".amas-write-{os.urandom(4).hex()}.tmp"
-    )  # short, whatever the name's length
+    # short, whatever the name's length
+    tmp = path.with_name(f".amas-write-{os.urandom(4).hex()}.tmp")
     try:
         with os.fdopen(
             os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb"

@@ -100,9 +100,8 @@ def diff(old: str, new: str, path: str, hide=str) -> Text:
     `hide` redacts, keeping lines, so a line whose secret changed shows changed, as [REDACTED]."""
     lines = lambda t: t.removesuffix("\n").split("\n") if t else []  # noqa: E731
     real, shown = (lines(old), lines(new)), (lines(hide(old)), lines(hide(new)))
-    real = (
-        real if list(map(len, real)) == list(map(len, shown)) else shown
-    )  # lines kept, as redact does
+    # lines kept, as redact does
+    real = real if list(map(len, real)) == list(map(len, shown)) else shown
     text = Text()
     for line in _unified(real, shown, path):
         style = (
