@@ -1,6 +1,7 @@
 """The command line: `amas "prompt"`, `amas` (REPL), `amas init`, `amas -c`, `amas --trust`."""
 
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -173,7 +174,9 @@ def main() -> None:
     except Exception as e:  # never a traceback on the user's screen
         ui.error(f"unexpected {type(e).__name__}: {e}")
         code = 1
-    if "litellm" in sys.modules:  # tearing down its ~1,100 modules takes a second: skip it
+    # Tearing down litellm's ~1,100 modules takes a second: skip it. A preload thread still
+    # importing would fail in the interpreter's shutdown and print its traceback: leave it unfinished.
+    if "litellm" in sys.modules or threading.active_count() > 1:
         import atexit
         import os
 

@@ -74,9 +74,11 @@ def load():
 
     litellm.suppress_debug_info = True  # else "Provider List: ..." lands on stdout
     litellm.drop_params = True  # a provider that lacks an option drops it instead of failing
-    litellm.disable_token_counter = (
-        True  # else every streamed reply loads tiktoken (+37 MB) to price itself
-    )
+    # else every streamed reply loads tiktoken (+37 MB) to price itself
+    litellm.disable_token_counter = True
+    # else each streamed chunk is handed to a logging thread that starts an event loop for it: half
+    # a long reply's CPU, for callbacks amas never sets (it counts usage itself)
+    litellm.disable_streaming_logging = True
     return litellm
 
 

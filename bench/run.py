@@ -883,6 +883,35 @@ def bench_litellm(n):
     row("litellm alone: peak RSS after import", [r[2] for r in runs], "MB")
 
 
+STREAM = """
+import resource, sys, time
+from amas_code import providers
+model = providers.Model({"model": "openai/bench", "api_base": sys.argv[1], "api_key": "k"})
+model.context = 32768
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # noqa: E731 - threads included
+model.complete([{"role": "user", "content": "warm up"}])
+time.sleep(0.5)
+began, wall = cpu(), time.perf_counter()
+model.complete([{"role": "user", "content": "hi"}])
+wall = time.perf_counter() - wall
+time.sleep(0.5)  # what litellm left running in its threads after the reply is counted too
+print(cpu() - began, wall)
+"""
+
+
+def bench_stream(n, llm):
+    """A long streamed reply (2,000 chunks of 7 characters) through amas's model call, in a fresh
+    process: the CPU it costs amas (litellm's chunk handling, and its logging threads)."""
+    cpu, wall = [], []
+    for _ in range(n):
+        llm.reply("warm").reply("word " * 2800)
+        out = run([sys.executable, "-c", STREAM, llm.url], ROOT)[3].split()[-2:]
+        cpu.append(float(out[0]))
+        wall.append(float(out[1]))
+    row("a streamed reply of 2,000 chunks: amas's CPU time", cpu, "s")
+    row("a streamed reply of 2,000 chunks: wall time", wall, "s")
+
+
 # -- the report ---------------------------------------------------------------------------------------------------
 def machine() -> str:
     info = Path("/proc/cpuinfo").read_text()
@@ -1010,6 +1039,7 @@ def main():
             bench_init: (proj, n),
             bench_browser: (tmp / "www", n, not args.no_flags),
             bench_litellm: (n,),
+            bench_stream: (n, llm),
         }
         for step in STEPS:
             if not args.only or step.__name__[6:] in args.only:
@@ -1037,6 +1067,7 @@ STEPS = [
     bench_init,
     bench_browser,
     bench_litellm,
+    bench_stream,
 ]
 
 

@@ -22,13 +22,18 @@ HEAVY = (
     "markdown_it",
     "rich.live",
 )
-PROBE = (  # at exit, after the preload thread (a daemon) is done: a /quit can come before it is
-    "import atexit, json, sys, runpy, threading\nout = sys.argv[1]\n"
+# The modules amas imported, written at its exit once the preload thread is done. That thread is
+# made to start late, so that the /quit comes first: its imports then ran in the interpreter's
+# shutdown, where litellm's failed ("can't register atexit after shutdown", a traceback).
+PROBE = (
+    "import atexit, json, sys, runpy, threading, time\nout = sys.argv[1]\n"
     "def done():\n"
     "    for t in threading.enumerate():\n"
     "        t is threading.current_thread() or t.join(20)\n"
     "    open(out, 'w').write(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))\n"
     "atexit.register(done)\n"
+    "from amas_code import ui\nwarm = ui.warm\n"
+    "ui.warm = lambda: time.sleep(1) or warm()\n"
     "sys.argv = ['amas']\nrunpy.run_module('amas_code', run_name='__main__')\n"
 )
 
