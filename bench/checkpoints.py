@@ -1,6 +1,6 @@
 """Checkpoint benchmark (SPEC §8): `python bench/checkpoints.py [--runs N] [--project PATH]`.
 
-Prints the median (min, max) of N runs of: edit_file with its checkpoint (in-process, `Tools.execute`); a shell
+Prints the median (min, max) of N runs of: edit_file with its checkpoint (in-process, `Agent.execute`); a shell
 command's checkpoint in a project with 10,000 untracked files, the first (its baseline) and later ones; /undo of
 an edit and of a shell command; and the first baseline of a large project, with the shadow repository's disk,
 borrowing the user's objects (what amas does) and copying them (for comparison). Every run has its own temp HOME,

@@ -334,12 +334,12 @@ def patched():
         litellm.completion = wrapped
     return litellm
 providers.load = patched
-execute = tools.Tools.execute
+execute = amas_code.agent.Agent.execute
 def run_tool(self, name, raw):
     result = execute(self, name, raw)
     mark(f"tool {name} done")
     return result
-tools.Tools.execute = run_tool
+amas_code.agent.Agent.execute = run_tool
 def report():
     mark("exit")
     loaded = {"tiktoken (module)": "tiktoken",
@@ -504,7 +504,7 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
     git's PCRE rejects, `$`, which PCRE does not match before a CR as splitlines() does)."""
     from amas_code import tools
 
-    regex, base = re.compile(pattern), box.gate.path(path)
+    regex, base = re.compile(pattern), box.tools.path(path)
     if not base.is_dir() or "$" in pattern:
         return None
     globs = [
@@ -536,7 +536,7 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
                 except (OSError, UnicodeDecodeError):
                     continue
                 hits += [
-                    f"{box.show(f)}:{n}: {line.strip()[:200]}"
+                    f"{box.tools.show(f)}:{n}: {line.strip()[:200]}"
                     for n, line in enumerate(text.splitlines(), 1)
                     if regex.search(line)
                 ]
@@ -555,7 +555,7 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
 
 
 def finish(box, result: str) -> str:
-    """What Tools.execute does to every result: secrets redacted, then capped."""
+    """What Agent.execute does to every result: secrets redacted, then capped."""
     from amas_code import tools
 
     return tools.cap(
@@ -957,7 +957,7 @@ def table(n, load) -> str:
         f"Median of {n} runs; amas run as {how} with its bytecode cached (as after an install); "
         "peak RSS from wait4 (that process only), REPL RSS summed over its process tree via psutil, "
         "browser PSS over Playwright's driver and Chromium's processes; "
-        "file tools in-process via `Tools.execute` (first call not counted).",
+        "file tools in-process via `Agent.execute` (first call not counted).",
         "",
         "| metric | median | min | max | SPEC bar |",
         "|---|---|---|---|---|",

@@ -1,0 +1,27 @@
+"""The benchmark still measures amas as it is: its probes reach into amas (the agent's tool calls,
+the model call), and a rename there broke them without a sound (bench/run.py's one-shot probe
+patched a `Tools.execute` that no longer existed)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_the_benchmark_steps_that_reach_into_amas_run_and_report():
+    steps = ["oneshot", "tools", "search", "stream"]
+    done = subprocess.run(
+        [sys.executable, "bench/run.py", "--only", *steps, "--runs", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = dict(re.findall(r"^\| (.+?) \| ([\d.]+ (?:s|ms|MB)) \|", done.stdout, re.M))
+    assert float(rows["one-shot, 3 tool calls: peak RSS"].split()[0]) > 50
+    assert "tool edit_file with its checkpoint, in-process" in rows
+    assert "a streamed reply of 2,000 chunks: amas's CPU time" in rows
+    assert any("same output ✓" in metric for metric in rows)
