@@ -92,7 +92,8 @@ def blocked(result: str) -> str | None:
     path = found[1] or found[2] or found[3]
     home = str(Path.home())
     shown = "~" + path[len(home) :] if path.startswith(home + "/") else path
-    if ".git/" in f"/{path}":
+    # in the project (a relative path) the box keeps only git's hooks and config read-only
+    if ".git/" in f"/{path}" or not path.startswith(("/", "~", "..")):
         return f"it changes git's config or hooks, which the box keeps read-only ({shown})"
     return f"it writes outside the project ({shown})"
 
@@ -163,13 +164,47 @@ def _hidden() -> list[str]:
 
 
 def _git_read_only(root: Path) -> list[str]:
-    """The repository's hooks and config stay read-only: a command cannot plant code git runs later."""
+    """The hooks and config of the project's repository and of its submodules' repositories
+    (.git/modules) stay read-only: a command cannot plant code git runs later. Where there is no
+    hooks folder, an empty read-only one is mounted (bubblewrap leaves the folder, empty)."""
     args = []
-    for part in ("hooks", "config"):
-        path = root / ".git" / part
-        if (root / ".git").is_dir() and path.exists():
-            args += ["--ro-bind", str(path), str(path)]
+    for gitdir in _gitdirs(root / ".git"):
+        hooks, config = gitdir / "hooks", gitdir / "config"
+        if hooks.exists():
+            args += ["--ro-bind", str(hooks), str(hooks)]
+        elif not os.path.lexists(hooks):
+            args += ["--tmpfs", str(hooks), "--remount-ro", str(hooks)]
+        if config.exists():
+            args += ["--ro-bind", str(config), str(config)]
+    if (hooks := _hooks_path(root)) and hooks.is_dir():  # husky's .husky, a tracked .githooks
+        args += ["--ro-bind", str(hooks), str(hooks)]
     return args
+
+
+def _hooks_path(root: Path) -> Path | None:
+    """The folder git takes hooks from when core.hooksPath names one (relative: to the project)."""
+    if not (root / ".git").exists():
+        return None
+    found = subprocess.run(
+        ["git", "config", "--path", "--get", "core.hooksPath"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return root / found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else None
+
+
+def _gitdirs(top: Path) -> list[Path]:
+    """The repository folder top, and the submodules' ones under its modules/, at any depth."""
+    if not top.is_dir() or top.is_symlink():
+        return []
+    found = [top]
+    for folder, dirs, files in os.walk(top / "modules"):
+        if "HEAD" in files and "objects" in dirs:
+            found.append(Path(folder))
+            dirs[:] = [d for d in dirs if d == "modules"]  # its own submodules, not its objects
+    return found
 
 
 def _limits(box: Box) -> list[str]:

@@ -112,6 +112,35 @@ def test_a_write_outside_the_project_fails_and_says_why(user, place):
     assert sandbox.blocked(result).startswith("it changes git's config or hooks")
 
 
+def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
+    """Hooks and config stay read-only where the repository has no hooks folder (a clone made with
+    an empty template), in each submodule's repository under .git/modules, and in the project's
+    folder core.hooksPath names: git runs what is planted there at your next git command."""
+    sub = place / ".git" / "modules" / "lib"
+    shutil.copytree(place / ".git", sub)
+    shutil.rmtree(place / ".git" / "hooks")
+    shutil.rmtree(sub / "hooks")
+    (place / ".githooks").mkdir()
+    (place / ".githooks" / "pre-commit").write_text("#!/bin/sh\n")
+    with open(place / ".git" / "config", "a") as config:  # as husky sets it
+        config.write("[core]\n\thooksPath = .githooks\n")
+    if user == "nobody":
+        subprocess.run(["chown", "-R", "65534:65534", str(place)], check=True)
+    names = set(os.listdir(place / ".git"))
+    plant = "mkdir -p {0}/hooks; echo 'touch pwned' > {0}/hooks/post-checkout; echo x >> {0}/config"
+    for where in (".git", ".git/modules/lib"):
+        before = (place / where / "config").read_text()
+        result = boxed(user, place, plant.format(where), box={})
+        assert not (place / where / "hooks" / "post-checkout").exists(), result
+        assert (place / where / "config").read_text() == before
+    result = boxed(user, place, "echo 'touch pwned' >> .githooks/pre-commit", box={})
+    assert (place / ".githooks" / "pre-commit").read_text() == "#!/bin/sh\n", result
+    assert sandbox.blocked(result).startswith("it changes git's config or hooks")
+    # what the box leaves: an empty hooks folder, as `git init` makes it
+    assert set(os.listdir(place / ".git")) == names | {"hooks"}
+    assert os.listdir(place / ".git" / "hooks") == os.listdir(sub / "hooks") == []
+
+
 def test_credential_places_are_not_there(user, place):
     home = place.parent
     (home / ".ssh").mkdir()
