@@ -51,7 +51,7 @@ class Agent:
         chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
         self.session, self.messages = self.resume(chosen) if resume else (uuid.uuid4().hex[:12], [])
         self.logged, self.attachments, self.warned = len(self.messages), [], set()
-        self.preloading = None  # the REPL's thread importing litellm meanwhile
+        self.preloading = None  # set once the REPL's thread importing litellm meanwhile is done
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
         self.gate = safety.Gate(config, self.root, self.sandbox[0])
@@ -270,8 +270,9 @@ class Agent:
         """The spinner from the first Enter while a preloading litellm finishes (Ctrl+C here is clean;
         inside an import it is not)."""
         with ui.Stream(self.config["stream"]):
-            while self.preloading and self.preloading.is_alive():
-                self.preloading.join(0.1)
+            # polled: Thread.join, interrupted, may take a running thread for finished (3.11)
+            while self.preloading and not self.preloading.is_set():
+                time.sleep(0.05)
 
     # -- tools: the one place an action is asked about, recorded and performed ---------------------
     def tool_message(self, call: dict, repeats: int, go_on: bool = True) -> dict:

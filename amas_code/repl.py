@@ -314,10 +314,22 @@ def preload(agent, app) -> None:
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
-        agent.preloading = threading.Thread(target=load, daemon=True)
-        agent.preloading.start()
+        start_preload(agent)
 
     app.after_render.add_handler(start)
+
+
+def start_preload(agent) -> None:
+    """The preload thread started; agent.preloading is set once it is done."""
+    agent.preloading = threading.Event()
+
+    def run():
+        try:
+            load()
+        finally:
+            agent.preloading.set()
+
+    threading.Thread(target=run, daemon=True).start()
 
 
 def completer():
@@ -393,7 +405,10 @@ def interact(agent) -> None:
     last_exchange(agent)
     while True:
         try:
-            line = prompt.prompt("› ").strip()
+            # Ctrl+C at the prompt is a key; a SIGINT just after Enter, while the prompt closes, is
+            # Python's KeyboardInterrupt (prompt_toolkit's own handler would run after it closed and
+            # print a traceback)
+            line = prompt.prompt("› ", handle_sigint=False).strip()
         except KeyboardInterrupt:
             continue
         except EOFError:

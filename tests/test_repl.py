@@ -153,3 +153,31 @@ def test_other_commands_multiline_and_completion(repl, project, llm):
     assert (project / ".amas/project_map.md").is_file()
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+
+
+def test_a_ctrl_c_while_waiting_for_the_preload_leaves_the_next_wait_waiting(agent, monkeypatch):
+    """Python 3.11's Thread.join, interrupted by Ctrl+C while the thread runs, releases that thread's
+    lock and marks it finished: the next turn then imported litellm beside the preload thread still
+    importing it, and hung. The wait now holds until the preload is really done."""
+    import _thread
+    import signal
+    import threading
+    import time
+
+    from amas_code import repl
+
+    finished = threading.Event()
+    monkeypatch.setattr(repl, "load", lambda: time.sleep(1) or finished.set())
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as amas runs
+    try:
+        repl.start_preload(agent)
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        try:
+            agent.wait_for_preload()
+        except KeyboardInterrupt:
+            pass
+        assert not finished.is_set()  # the Ctrl+C came while it was still loading
+        agent.wait_for_preload()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert finished.is_set()
