@@ -1,5 +1,6 @@
 """Everything the user sees: answers on stdout; progress, tools and diffs on stderr; questions on the terminal."""
 
+import contextlib
 import difflib
 import functools
 import io
@@ -345,11 +346,14 @@ class Stream:
         began = time.monotonic()
         lines = _markdown_lines(self.screen, self.visible(self.text))
         settled = len(lines) if final else max(len(lines) - self.TAIL, self.shown)
-        if settled > self.shown:
-            self.screen.print(_segment_lines(lines[self.shown : settled]))
-            self.shown = settled
-        if self.live and lines:
-            self.live.update(_segment_lines(lines[settled:]))
+        with self.live._lock if self.live else contextlib.nullcontext():
+            # rich's refresh thread draws under this lock; a print takes it only to place the
+            # cursor, and a refresh between that and the print's text showed lines twice
+            if settled > self.shown:
+                self.screen.print(_segment_lines(lines[self.shown : settled]))
+                self.shown = settled
+            if self.live and lines:
+                self.live.update(_segment_lines(lines[settled:]))
         spent = time.monotonic() - began  # a long answer renders slower: draw it less often
         self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
 
