@@ -125,9 +125,8 @@ def fetch(url: str, reach) -> str:
     )
     if len(text) > MAX_CHARS:
         return f"{text[:MAX_CHARS]}\n\n[page capped at {MAX_CHARS:,} of {size}]"
-    return text + (
-        f"\n\n[download stopped at {MAX_BYTES:,} bytes]" if len(body) > MAX_BYTES else ""
-    )
+    stopped = f"\n\n[download stopped at {MAX_BYTES:,} bytes]"
+    return text + stopped * (len(body) > MAX_BYTES)
 
 
 def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:

@@ -138,11 +138,7 @@ class Checkpoint:
         """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
         # written last: a half-made shadow is simply made again
         if not (self.dir / "info" / "attributes").exists():
-            for folder in (
-                "objects",
-                "refs/heads",
-                "info",
-            ):  # all git needs of a repository (no hooks, no config)
+            for folder in ("objects", "refs/heads", "info"):  # all git needs (no hooks, no config)
                 (self.dir / folder).mkdir(parents=True, exist_ok=True)
             (self.dir / "HEAD").write_text(f"ref: {MAIN}\n")
             (self.dir / "info" / "attributes").write_text(ATTRIBUTES)
@@ -359,21 +355,14 @@ class Checkpoint:
             else []
         )
         if found := b"".join(line[:40] + b"\n" for line in there if not line.endswith(b" missing")):
-            self.git(
-                "pack-objects",
-                "-q",
-                str(self.dir / "objects" / "pack" / "pack"),
-                data=found,
-                borrow=True,
-            )
+            pack = str(self.dir / "objects" / "pack" / "pack")
+            self.git("pack-objects", "-q", pack, data=found, borrow=True)
         return {line[:40].decode() for line in there if line.endswith(b" missing")}
 
     def snapshot(self, retry: bool = True) -> dict:
         """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
-        first, marks = (
-            not (self.dir / "index").exists(),
-            (Path(self.gitdir, "index"), self.dir / "restored"),
-        )
+        first = not (self.dir / "index").exists()
+        marks = (Path(self.gitdir, "index"), self.dir / "restored")
         stamp = [mark.stat().st_mtime_ns for mark in marks if self.gitdir and mark.exists()]
         # again whenever the user's index moved (a `git add -f`) or an undo, here or in another
         # amas, put back what it tracks
@@ -416,9 +405,8 @@ class Checkpoint:
             if e.startswith(GITLINK.encode())
         ]
         if nested:
-            self.git(
-                "update-index", "--force-remove", "-z", "--stdin", data=b"\0".join(nested) + b"\0"
-            )
+            listed = b"\0".join(nested) + b"\0"
+            self.git("update-index", "--force-remove", "-z", "--stdin", data=listed)
         unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
         nested = [os.fsdecode(p) for p in nested]
         return {"unread": unread, "nested": nested, "huge": self.huge}
@@ -583,11 +571,8 @@ class Checkpoint:
             raise CheckpointError("cancelled; nothing changed")
         # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
         try:
-            self.put(
-                {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]},
-                dirs,
-                [*plan, *dirs],
-            )
+            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
+            self.put(wanted, dirs, [*plan, *dirs])
         except OSError as e:
             raise CheckpointError(
                 f"stopped part way ({e}); what was put back stays, running it again goes on"

@@ -274,17 +274,9 @@ class Model:
             calls = []
         elif not calls and self.names:  # text mode, or a native server that left a call in the text
             calls, content, unreadable = toolcalls.read(content, self.names)
-        reply = {
-            "role": "assistant",
-            "content": content,
-            **({"tool_calls": calls} if calls else {}),
-            **({"unreadable": unreadable} if unreadable else {}),
-        }
-        return (
-            reply
-            | ({"cut": True} if finish == "length" else {})
-            | ({"lost": partial} if partial else {})
-        )
+        reply = {"role": "assistant", "content": content, "tool_calls": calls}
+        reply |= {"unreadable": unreadable, "cut": finish == "length", "lost": partial}
+        return {k: v for k, v in reply.items() if v or k == "content"}  # only what is there
 
     def count(self, litellm, built) -> None:
         usage = getattr(built, "usage", None)
@@ -303,27 +295,20 @@ class Model:
 
     def server_context(self) -> int | None:
         """The context size a local server reports: llama.cpp's /props, Ollama's /api/show."""
-        import json
-        import urllib.request  # not httpx: a client builds an SSL context (~0.15 s) before the first request
-
         base = (self.config.get("api_base") or "").rstrip("/")
         if not base.startswith(("http://", "https://")):
             return None
         try:
             if self.name.startswith("ollama"):
                 ask = json.dumps({"name": self.name.split("/", 1)[1]}).encode()
-                with urllib.request.urlopen(f"{base}/api/show", ask, timeout=3) as answer:
-                    info = json.load(answer)
+                info = _get_json(f"{base}/api/show", ask)
                 return next(
                     v
                     for k, v in info.get("model_info", {}).items()
                     if k.endswith(".context_length")
                 )
             if self.name.startswith(("openai/", "hosted_vllm/")):
-                with urllib.request.urlopen(
-                    base.removesuffix("/v1") + "/props", timeout=3
-                ) as answer:
-                    props = json.load(answer)
+                props = _get_json(base.removesuffix("/v1") + "/props")
                 return props.get("default_generation_settings", props).get("n_ctx")
         except Exception:  # not a server that tells: the configured size stands
             return None
@@ -332,6 +317,14 @@ class Model:
     def tool_prompt(self, tools: list[dict]) -> str:
         """The tools described in the system prompt, when calls are written as text."""
         return toolcalls.describe(tools) if self.text_tools else ""
+
+
+def _get_json(url: str, data: bytes | None = None):
+    """A local server's JSON answer (urllib, not httpx: a client builds an SSL context, ~0.15 s, first)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, data, timeout=3) as answer:
+        return json.load(answer)
 
 
 def _close(streamed) -> None:
