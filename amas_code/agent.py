@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 from amas_code import config as config_file
-from amas_code import providers, repomap, safety, sandbox, skills, toolcalls, tools, ui
+from amas_code import project, providers, repomap, safety, sandbox, skills, toolcalls, tools, ui
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
@@ -339,7 +339,7 @@ class Agent:
         if isinstance(effect, safety.Command):
             return None
         name, old = self.tools.show(effect.path), effect.old or b""
-        if tools.looks_binary(effect.new) or tools.looks_binary(old):
+        if project.looks_binary(effect.new) or project.looks_binary(old):
             return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
         old_text, new_text = old.decode(errors="replace"), effect.new.decode(errors="replace")
         return ui.diff(old_text, new_text, name, self.gate.secrets.redact)
@@ -424,7 +424,7 @@ class Agent:
         return self.checkpoint.recording(label, [effect.path])
 
     def write(self, change: safety.Change) -> str:
-        tools.write(change.path, change.new)
+        project.write(change.path, change.new)
         name = self.tools.show(change.path)
         self.tools.touched.add(name)
         if change.verb == "screenshot":

@@ -17,15 +17,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from amas_code import config as config_file
-from amas_code import ui
+from amas_code import project, ui
+from amas_code.project import GIT, git_env
 
-GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by walking up, or transport (a lazy
-    # fetch runs the repository's sshCommand); no line-ending conversion, modes and links as they are; names only
-    # Windows refuses (git~1, `.git.`) are plain files here
-    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.bareRepository=explicit -c protocol.allow=never "
-    "-c core.autocrlf=false -c core.filemode=true -c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 "
-    "-c core.bigFileThreshold=10m -c core.compression=1 -c core.protectNTFS=false"
-).split()
 ATTRIBUTES = (
     "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
 )
@@ -91,10 +85,7 @@ class Checkpoint:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
         # of your config, only that
         excludes = ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []
-        env = self.env(borrow)
-        return subprocess.run(
-            [*GIT, *excludes, *args], input=data, capture_output=True, env=env, cwd=self.root
-        )
+        return project.git(self.root, *excludes, *args, env=self.env(borrow), data=data)
 
     def env(self, borrow: bool = False) -> dict:
         env = git_env(
@@ -160,7 +151,7 @@ class Checkpoint:
     def user(self, *args: str) -> subprocess.CompletedProcess:
         """git on the user's repository, reading only: none of its hooks or programs run."""
         env = git_env(GIT_OPTIONAL_LOCKS="0", LC_ALL="C")  # its messages in English, which are read
-        return subprocess.run([*GIT, *args], capture_output=True, env=env, cwd=self.root)
+        return project.git(self.root, *args, env=env)
 
     def find_git(self) -> None:
         """The user's repository, if any, and its object store, read through git's alternates (tracked files cost
@@ -709,13 +700,6 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
         # what changed while no amas watched
         between |= set(cp["files"]) if cp.get("interrupted") else set()
     return plan, dirs, between
-
-
-def git_env(**extra: str) -> dict:
-    """The environment for git: none of the user's GIT_ variables (the shadow never works on the user's repository),
-    and no fetching of missing objects, which would run the repository's programs (git 2.44+; older: protocol)."""
-    kept = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "LANGUAGE"}
-    return {**kept, "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1", **extra}
 
 
 def _lost(paths: list[str]) -> str:

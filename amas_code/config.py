@@ -7,7 +7,10 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 from pathlib import Path
+
+from amas_code import project
 
 DEFAULT_CONFIG = {
     "model": "gemini/gemini-2.5-flash",  # any litellm model string
@@ -269,8 +272,6 @@ def project_id(root: Path, history: bool = True) -> str:
 def _born(root: str, dev: int, ino: int, ctime: int) -> str:
     """When the folder was made (statx's birth time where Python cannot read it; empty where unknown);
     kept per folder as it is now (a folder made again at the same path has a new ctime)."""
-    import subprocess
-
     info = os.stat(root)
     if hasattr(info, "st_birthtime"):
         return str(info.st_birthtime)
@@ -301,15 +302,10 @@ def _git_marks(root: Path) -> tuple:
 def _first_commits(root: str, marks: tuple) -> str:
     """The repository's root commits (none outside git or before the first commit); no program of it
     runs. Kept while its marks stay the same: a start asks for the identity several times."""
-    import subprocess
-
-    from amas_code.checkpoint import GIT, git_env
-
     if marks[0] is None:
         return ""
-    args = [*GIT, "rev-list", "--max-parents=0", "HEAD", "--"]
     try:
-        found = subprocess.run(args, cwd=root, capture_output=True, env=git_env(), timeout=10)
+        found = project.git(Path(root), "rev-list", "--max-parents=0", "HEAD", "--")
     except (OSError, subprocess.SubprocessError):
         return ""
     return " ".join(sorted(found.stdout.decode(errors="replace").split()))
@@ -386,10 +382,6 @@ def state_file(root: Path, name: str) -> Path:
 
 def _own_state(root: Path, path: Path) -> bool:
     """A file amas wrote: regular (no link, no FIFO), yours, private (a checkout makes 0644), untracked."""
-    import subprocess
-
-    from amas_code.checkpoint import GIT, git_env
-
     try:
         info = path.lstat()
     except OSError:
@@ -397,9 +389,8 @@ def _own_state(root: Path, path: Path) -> bool:
     mine = stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid()
     if not mine or info.st_mode & 0o077:
         return False
-    args = [*GIT, "ls-files", "--error-unmatch", "--", str(path.relative_to(root))]
-    found = subprocess.run(args, cwd=root, capture_output=True, env=git_env(), timeout=10)
-    return found.returncode != 0
+    rel = str(path.relative_to(root))
+    return project.git(root, "ls-files", "--error-unmatch", "--", rel).returncode != 0
 
 
 def private_dir(folder: Path) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.text import Text
 
 from amas_code import config as config_file
-from amas_code import providers, safety, sandbox, tools, ui
+from amas_code import project, providers, safety, sandbox, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -103,7 +103,7 @@ def cmd_diff(agent, arg):
     for path, (old_mode, old), (new_mode, new) in changes:
         if old_mode and new_mode and old_mode != new_mode:
             ui.info(f"{path}: mode {old_mode} → {new_mode}")
-        if tools.looks_binary(old) or tools.looks_binary(new):
+        if project.looks_binary(old) or project.looks_binary(new):
             ui.info(f"{path}: binary file, {len(old):,} → {len(new):,} bytes")
         elif old != new or old_mode == new_mode:
             shown = ui.diff(
@@ -145,8 +145,8 @@ def _attach(agent, path: Path) -> None:
         raise ValueError("no such file")
     if path.is_dir():
         raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
-    data = tools.regular(path, path.name).read_bytes()
-    if tools.looks_binary(data):
+    data = project.regular(path, path.name).read_bytes()
+    if project.looks_binary(data):
         raise ValueError("it is a binary file")
     text = agent.gate.secrets.redact(data[: tools.MAX_READ].decode(errors="replace"))
     if len(data) > tools.MAX_READ:

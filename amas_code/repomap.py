@@ -10,7 +10,7 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from amas_code import tools, ui
+from amas_code import project, ui
 from amas_code.config import ConfigError, write_private
 
 CACHE, MAP = ".amas/map_cache.json", ".amas/project_map.md"
@@ -292,7 +292,7 @@ def init(root: Path, ignore: list[str]) -> int:
 
 def _sources(root: Path, ignore: list[str]) -> dict[Path, str]:
     """The project's files in a language the map reads, by their path relative to root."""
-    found = tools.project_files(root, [*ignore, ".amas"])
+    found = project.project_files(root, [*ignore, ".amas"])
 
     def inside(f: Path) -> bool:  # a link out of the project is never read
         return Path(os.path.realpath(f)).is_relative_to(root)

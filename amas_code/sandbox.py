@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amas_code import safety
+from amas_code import project, safety
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
 RC_FILES = (
@@ -185,14 +185,11 @@ def _hooks_path(root: Path) -> Path | None:
     """The folder git takes hooks from when core.hooksPath names one (relative: to the project)."""
     if not (root / ".git").exists():
         return None
-    found = subprocess.run(
-        ["git", "config", "--path", "--get", "core.hooksPath"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return root / found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else None
+    # amas's own -c core.hooksPath (scope "command") is not the repository's
+    found = project.git(root, "config", "--path", "--show-scope", "--get-all", "core.hooksPath")
+    lines = found.stdout.decode(errors="replace").splitlines()
+    named = [line.split("\t", 1)[1] for line in lines if not line.startswith("command\t")]
+    return root / named[-1] if named and named[-1] else None
 
 
 def _gitdirs(top: Path) -> list[Path]:

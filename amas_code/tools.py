@@ -1,19 +1,17 @@
 """The model's tools, bound to one project: each handler's signature and docstring are its schema."""
 
 import difflib
-import fnmatch
 import inspect
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from amas_code import browser, safety, ui
-from amas_code.checkpoint import GIT, git_env
+from amas_code.project import looks_binary, project_files, regular
 from amas_code.safety import Change, Command, Verdict
 
 MAX_READ = 50_000  # bytes of a file shown at once
@@ -53,71 +51,12 @@ NAMES = (
 NAMES += ("search_google", "fetch_url", *BROWSER)
 
 
-def looks_binary(data: bytes) -> bool:
-    return b"\0" in data[:8192]
-
-
-def regular(p: Path, name: str) -> Path:
-    """The path, if it is a file to read: a FIFO or a device is never opened (it blocks, or never ends)."""
-    if p.is_dir():
-        raise ValueError(f"{name} is a folder; list_files shows what it holds")
-    if p.exists() and not p.is_file():
-        raise ValueError(f"{name} is not a regular file")
-    return p
-
-
 def cap(text: str, limit: int) -> str:
     """Text cut to limit characters, keeping its head and its tail (where errors and exit codes are)."""
     if len(text) <= limit:
         return text
     cut = len(text) - limit
     return f"{text[: limit // 2]}\n[… {cut} characters cut; ask for less, e.g. a line range …]\n{text[-limit // 2 :]}"
-
-
-def project_files(base: Path, ignore: list[str], literal: str | None = None) -> list[Path]:
-    """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with a
-    literal, only those git grep finds it in (a fixed string: its time says nothing of what a file holds)."""
-    ask = ["ls-files", "-z", "-co", "--exclude-standard"]
-    if literal:
-        ask = ["grep", "-lzIF", "--untracked", "-e", literal, "--", "."]
-    git = subprocess.run(
-        [*GIT, *ask],
-        cwd=base,
-        env=git_env(),
-        capture_output=True,
-        text=True,
-        errors="surrogateescape",
-    )
-    if git.returncode not in (0, 1) or (git.returncode == 1 and ask[0] == "ls-files"):
-        return project_files(base, ignore) if literal else _walk(base, ignore)
-    skip = _globs(ignore)
-    return [
-        base / r
-        for r in git.stdout.split("\0")
-        if r and not any(skip.match(p) for p in r.split("/"))
-    ]
-
-
-def _globs(patterns: list[str]) -> re.Pattern:
-    return re.compile(
-        "|".join(fnmatch.translate(p.strip("/")) for p in patterns if p.strip("/")[:1] not in "#")
-        or "(?!)"
-    )
-
-
-def _walk(base: Path, ignore: list[str]) -> list[Path]:
-    """Files under a folder that is not in git: `ignore` and its .gitignore's names honoured."""
-    gitignore = base / ".gitignore"
-    skip, found = (
-        _globs(
-            ignore + (gitignore.read_text(errors="replace").split() if gitignore.is_file() else [])
-        ),
-        [],
-    )
-    for folder, dirs, names in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if not skip.match(d))
-        found += [Path(folder, n) for n in sorted(names) if not skip.match(n)]
-    return found
 
 
 class Tools:
@@ -604,23 +543,6 @@ def _common(a: list[str], b: list[str]) -> int:
             break
         n += 1
     return n
-
-
-def write(path: Path, data: bytes) -> None:
-    """Write whole, through a temporary file and a rename, keeping the file's mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # short, whatever the name's length
-    tmp = path.with_name(f".amas-write-{os.urandom(4).hex()}.tmp")
-    try:
-        with os.fdopen(
-            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb"
-        ) as f:
-            f.write(data)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)  # only if the rename did not happen
 
 
 def _ambiguous(shown: str, found: list[int], path: str) -> str:
