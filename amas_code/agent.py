@@ -9,7 +9,19 @@ import uuid
 from pathlib import Path
 
 from amas_code import config as config_file
-from amas_code import project, providers, repomap, safety, sandbox, skills, toolcalls, tools, ui
+from amas_code import (
+    effects,
+    project,
+    providers,
+    redact,
+    repomap,
+    safety,
+    sandbox,
+    skills,
+    toolcalls,
+    tools,
+    ui,
+)
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
@@ -194,7 +206,7 @@ class Agent:
     def many_calls(self, count: int) -> bool:
         """More calls in one reply than a person would expect: asked before any runs."""
         question = f"The model asks for {count} tool calls in one reply. Run them?"
-        verdict = self.gate.settled(safety.Verdict("ask", "many", question))
+        verdict = self.gate.settled(effects.Verdict("ask", "many", question))
         return verdict.decision == "allow" or self.answer(verdict)[0]
 
     def reply(self) -> dict:
@@ -302,11 +314,11 @@ class Agent:
         try:
             args = self.tools.check(name, raw)
             done = getattr(self.tools, name)(**args)
-            if isinstance(done, (safety.Change, safety.Command)):
+            if isinstance(done, (effects.Change, effects.Command)):
                 done = self.act(done)
             status = "failed" if str(done).startswith("Error:") else "ok"
             text, status = done if isinstance(done, tuple) else (str(done), status)
-        except safety.Declined as e:
+        except effects.Declined as e:
             text, status = f"Error: {e}", "declined"
         except (ValueError, PermissionError) as e:
             text, status = f"Error: {e}", "failed"
@@ -315,7 +327,7 @@ class Agent:
         text = text or "Tool executed successfully (no output)"
         return tools.cap(self.gate.secrets.redact(text), self.result_limit()), status
 
-    def act(self, effect: safety.Change | safety.Command) -> tuple[str, str]:
+    def act(self, effect: effects.Change | effects.Command) -> tuple[str, str]:
         """Ask once (with the diff or the command), record the checkpoint, perform; the result."""
         verdict = self.gate.judge(effect)
         if verdict.decision == "deny":
@@ -334,9 +346,9 @@ class Agent:
         said = f"{declined} They said: {feedback}" if feedback else declined
         return said, "declined"
 
-    def detail(self, effect: safety.Change | safety.Command):
+    def detail(self, effect: effects.Change | effects.Command):
         """What the person sees before deciding: a change's diff (a picture's size)."""
-        if isinstance(effect, safety.Command):
+        if isinstance(effect, effects.Command):
             return None
         name, old = self.tools.show(effect.path), effect.old or b""
         if project.looks_binary(effect.new) or project.looks_binary(old):
@@ -344,7 +356,7 @@ class Agent:
         old_text, new_text = old.decode(errors="replace"), effect.new.decode(errors="replace")
         return ui.diff(old_text, new_text, name, self.gate.secrets.redact)
 
-    def answer(self, verdict: safety.Verdict, detail=None) -> tuple[bool, str]:
+    def answer(self, verdict: effects.Verdict, detail=None) -> tuple[bool, str]:
         """The one question to the person: yes or no, and what they typed instead of an answer."""
         choices = "yna" if verdict.kind in safety.ALWAYS else "yn"
         question = verdict.question
@@ -364,11 +376,11 @@ class Agent:
         return choice in ("y", "a"), feedback
 
     def escape(
-        self, effect: safety.Change | safety.Command, done: tuple[str, bool]
+        self, effect: effects.Change | effects.Command, done: tuple[str, bool]
     ) -> tuple[str, str]:
         """A command the sandbox stopped is asked about once more, to run outside it."""
         text, boxed = done
-        why = sandbox.blocked(text) if boxed and isinstance(effect, safety.Command) else None
+        why = sandbox.blocked(text) if boxed and isinstance(effect, effects.Command) else None
         if not why:
             return text, "ok"
         verdict = self.gate.judge_escape(effect.line, why)
@@ -381,21 +393,21 @@ class Agent:
         return f"{text}\n[run again outside the sandbox, as the user allowed]\n{again}", "ok"
 
     def perform(
-        self, effect: safety.Change | safety.Command, boxed: bool = True
+        self, effect: effects.Change | effects.Command, boxed: bool = True
     ) -> tuple[str, bool]:
         """Do it inside its checkpoint; the result with the checkpoint's note, and whether a command
         ran in the sandbox."""
-        boxed = boxed and isinstance(effect, safety.Command) and bool(sandbox.box(self.config))
+        boxed = boxed and isinstance(effect, effects.Command) and bool(sandbox.box(self.config))
         before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect) as record:
-            if isinstance(effect, safety.Command):
+            if isinstance(effect, effects.Command):
                 done = self.run_command(effect, boxed)
             else:
                 done = self.write(effect)
         self.report_checkpoint(before)
         note = record.note if record else ""
         if note:
-            done += f"\n{note}" if isinstance(effect, safety.Command) else f" {note}"
+            done += f"\n{note}" if isinstance(effect, effects.Command) else f" {note}"
         return done, boxed
 
     def report_checkpoint(self, before: str | None) -> None:
@@ -405,25 +417,25 @@ class Agent:
             files = self.checkpoint.history(limit=1)[0].get("files", [])
             self.report.checkpoint(latest, files)
 
-    def run_command(self, command: safety.Command, boxed: bool) -> str:
+    def run_command(self, command: effects.Command, boxed: bool) -> str:
         """The command, its output shown live while it runs."""
         box = sandbox.box(self.config) if boxed else None
-        env = safety.child_env(self.config)
+        env = redact.child_env(self.config)
         hide = self.gate.secrets.redact
         with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
             return sandbox.run(command, self.root, env, box, watch=tail.feed)
 
-    def recording(self, effect: safety.Change | safety.Command):
+    def recording(self, effect: effects.Change | effects.Command):
         if self.checkpoint is None:
             return contextlib.nullcontext()
-        if isinstance(effect, safety.Command):
+        if isinstance(effect, effects.Command):
             return self.checkpoint.recording(f"[amas] shell: {effect.line[:200]}")
         if not effect.path.is_relative_to(self.root):
             return contextlib.nullcontext()
         label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"
         return self.checkpoint.recording(label, [effect.path])
 
-    def write(self, change: safety.Change) -> str:
+    def write(self, change: effects.Change) -> str:
         project.write(change.path, change.new)
         name = self.tools.show(change.path)
         self.tools.touched.add(name)
@@ -643,8 +655,8 @@ def _arguments(raw):
     return args if isinstance(args, dict) else str(raw)
 
 
-def _declined(effect: safety.Change | safety.Command) -> str:
-    if isinstance(effect, safety.Command):
+def _declined(effect: effects.Change | effects.Command) -> str:
+    if isinstance(effect, effects.Command):
         return "Command"
     return "Screenshot" if effect.verb == "screenshot" else "Edit"
 

@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from amas_code import safety
+from amas_code import redact
 
 MAX_BYTES = 2_000_000  # stop downloading a page past this
 MAX_CHARS = 20_000  # characters of a fetched page the model gets
@@ -287,7 +287,7 @@ class Browser:
                     executable_path=path,
                     headless=self.config.get("browser_headless", True),
                     args=chromium_args(),
-                    env=safety.child_env(self.config),
+                    env=redact.child_env(self.config),
                 )
                 self.page = self.browser.new_page()
                 if self.visit:  # popups open in the same context, so they are asked about too

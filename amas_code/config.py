@@ -350,7 +350,7 @@ def set_trust(root: Path, yes: bool) -> None:
 def shipped(root: Path) -> str:
     """What the folder brings that steers amas, for the trust question: its config (secrets masked) and the
     names of its rules and skills."""
-    from amas_code import safety
+    from amas_code import redact
 
     found = [name for name in ("AGENTS.md", ".amas/rules.md") if (root / name).is_file()]
     skills = root / ".amas" / "skills"
@@ -364,7 +364,7 @@ def shipped(root: Path) -> str:
         text = str(e)
     if text:
         masked = SECRET_LINE.sub(r"\1[REDACTED]", text[:4000])
-        masked = safety.Secrets({"permissions": {}, "secrets": []}).redact(masked)
+        masked = redact.Secrets({"permissions": {}, "secrets": []}).redact(masked)
         lines += [".amas/config.yaml:", masked.rstrip()]
     return "\n".join(lines)
 

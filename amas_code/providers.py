@@ -85,9 +85,9 @@ def load():
 def take_keys(config: dict) -> dict:
     """Move secret-named variables out of amas's environment into the config (called once, at start): no child
     (command, git, the browser's driver) inherits them, and each model call borrows them back (lent)."""
-    from amas_code import safety
+    from amas_code import redact
 
-    kept = safety.child_env(config)
+    kept = redact.child_env(config)
     taken = {name: value for name, value in os.environ.items() if name not in kept}
     for name in taken:
         del os.environ[name]

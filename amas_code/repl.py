@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.text import Text
 
 from amas_code import config as config_file
-from amas_code import project, providers, safety, sandbox, tools, ui
+from amas_code import effects, project, providers, redact, sandbox, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -159,10 +159,10 @@ def shell(agent, line: str) -> None:
     """`!command`: run as the user typed it (no question), shown, and put before the next message."""
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
-    env = safety.child_env(agent.config)
+    env = redact.child_env(agent.config)
     # as the user: no box
     with ui.Tail(ui.command_summary(line), agent.gate.secrets.redact) as tail:
-        result = sandbox.run(safety.Command(line, USER_TIMEOUT), agent.cwd, env, watch=tail.feed)
+        result = sandbox.run(effects.Command(line, USER_TIMEOUT), agent.cwd, env, watch=tail.feed)
     shown = agent.gate.secrets.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
     capped = tools.cap(shown, agent.result_limit())

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amas_code import project, safety
+from amas_code import effects, project, redact
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
 RC_FILES = (
@@ -106,7 +106,7 @@ def _read_only(result: str) -> re.Match | None:
     return next(filter(None, map(READ_ONLY.search, said)), None)
 
 
-def run(command: safety.Command, root: Path, env: dict, box: Box | None = None, watch=None) -> str:
+def run(command: effects.Command, root: Path, env: dict, box: Box | None = None, watch=None) -> str:
     """Run a shell line in root (boxed when box is given); stdout, stderr and exit code, each chunk
     also given to watch(text) as it comes. Whatever it started is gone when it returns."""
     import psutil
@@ -152,7 +152,7 @@ def _bwrap(root: Path, box: Box) -> list[str]:
 def _hidden() -> list[str]:
     """Mounts that hide each credential place that exists: an empty folder, or an empty file."""
     args = []
-    for place in [*safety.CREDENTIALS, *RC_FILES]:
+    for place in [*redact.CREDENTIALS, *RC_FILES]:
         if place in SKIP or place.startswith("/proc"):
             continue
         path = os.path.realpath(os.path.expanduser(place))

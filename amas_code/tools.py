@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import browser, safety, ui
+from amas_code import browser, effects, redact, safety, ui
+from amas_code.effects import Change, Command, Verdict
 from amas_code.project import looks_binary, project_files, regular
-from amas_code.safety import Change, Command, Verdict
 
 MAX_READ = 50_000  # bytes of a file shown at once
 LINE_CAP = 4 * MAX_READ + 4  # bytes of one line kept: more than MAX_READ characters, however wide
@@ -130,7 +130,7 @@ class Tools:
         if yes:
             return
         said = f"; they said: {feedback}" if feedback else ""
-        raise safety.Declined(f"{verdict.reason} was declined by the user{said}")
+        raise effects.Declined(f"{verdict.reason} was declined by the user{said}")
 
     # -- files --------------------------------------------------------------------------------------
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:
@@ -181,7 +181,7 @@ class Tools:
         if _crlf(data):
             old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
         # the file as the model sees it, where [REDACTED] stands for the value at its place
-        view = safety.Masked(self.gate.secrets, text)
+        view = redact.Masked(self.gate.secrets, text)
         found = view.find(old_str)
         # outside: no line of it reaches the model unasked
         if len(found) != 1 and self.gate.where(p):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
-from amas_code import safety, sandbox  # noqa: E402
+from amas_code import effects, sandbox  # noqa: E402
 
 COMMANDS = ("true", "git status --short", "python3 -c pass")
 
@@ -23,7 +23,7 @@ COMMANDS = ("true", "git status --short", "python3 -c pass")
 def timed(command: str, root: Path, box) -> float:
     """Seconds one command takes through sandbox.run."""
     start = time.perf_counter()
-    sandbox.run(safety.Command(command, 30), root, dict(os.environ), box)
+    sandbox.run(effects.Command(command, 30), root, dict(os.environ), box)
     return time.perf_counter() - start
 
 

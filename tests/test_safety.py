@@ -14,7 +14,7 @@ from conftest import API_KEY, history_file, make_config, toolbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amas_code import config, safety
+from amas_code import config, redact, safety
 
 
 def shell(box, command):
@@ -249,7 +249,7 @@ def test_an_edit_never_parts_a_secret_from_the_name_that_hides_it(bare, old, new
 
 
 def test_config_secrets_from_every_layer_are_known(bare):
-    secrets = safety.Secrets(make_config(secrets=["home-key-123456", "project-key-654321"]))
+    secrets = redact.Secrets(make_config(secrets=["home-key-123456", "project-key-654321"]))
     assert secrets.redact("home-key-123456 project-key-654321") == "[REDACTED] [REDACTED]"
 
 
@@ -293,7 +293,7 @@ def test_config_secrets_from_every_layer_are_known(bare):
     ],
 )
 def test_secret_assignments_in_common_formats_are_redacted(bare, line, shown):
-    assert safety.Secrets(make_config()).redact(line) == shown
+    assert redact.Secrets(make_config()).redact(line) == shown
 
 
 AS_NOBODY = """

@@ -15,14 +15,14 @@ import psutil
 import pytest
 from conftest import git, make_config, run_amas
 
-from amas_code import providers, safety, sandbox
+from amas_code import effects, providers, redact, sandbox
 
 REPO = str(Path(__file__).parents[1])
 NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
 RUN = (  # sandbox.run in a fresh interpreter, for another user or for a process to kill
-    "import json, sys, pathlib; from amas_code import safety, sandbox; a = json.loads(sys.argv[1]); "
+    "import json, sys, pathlib; from amas_code import effects, sandbox; a = json.loads(sys.argv[1]); "
     "box = None if a['box'] is None else sandbox.Box(**a['box']); "
-    "command = safety.Command(a['command'], a['timeout']); "
+    "command = effects.Command(a['command'], a['timeout']); "
     "print(sandbox.run(command, pathlib.Path(a['root']), a['env'], box), end='')"
 )
 KEY = "sk-proj-" + "Zq8" * 12  # the shape of an OpenAI key
@@ -64,10 +64,10 @@ def place(user, monkeypatch):
 
 def boxed(user: str, root: Path, command: str, timeout: float = 10, box: dict | None = None):
     """The result text of a command run by sandbox.run as the user (box None: unboxed)."""
-    env = safety.child_env(make_config())
+    env = redact.child_env(make_config())
     if user == "root":
         where = None if box is None else sandbox.Box(**box)
-        return sandbox.run(safety.Command(command, timeout), root, env, where)
+        return sandbox.run(effects.Command(command, timeout), root, env, where)
     args = dict(command=command, timeout=timeout, root=str(root), env=env, box=box)
     done = subprocess.run(
         [*NOBODY, sys.executable, "-c", RUN, json.dumps(args)],
@@ -191,7 +191,7 @@ def test_a_command_and_its_daemon_die_when_amas_is_killed(user, place):
     command = "setsid flock d.lock sh -c 'exec sleep 300' & "
     command += "flock c.lock sh -c 'touch held; exec sleep 300'"
     args = dict(command=command, timeout=120, root=str(place), box={})
-    args["env"] = safety.child_env(make_config())
+    args["env"] = redact.child_env(make_config())
     who = NOBODY if user == "nobody" else []
     amas = subprocess.Popen(
         [*who, sys.executable, "-c", RUN, json.dumps(args)],
@@ -210,7 +210,7 @@ def test_a_command_and_its_daemon_die_when_amas_is_killed(user, place):
 
 def test_an_unboxed_command_dies_when_amas_is_killed(place):
     args = dict(command="echo $$ > cmd.pid; exec sleep 300", timeout=120, root=str(place))
-    args.update(box=None, env=safety.child_env(make_config()))
+    args.update(box=None, env=redact.child_env(make_config()))
     amas = subprocess.Popen(
         [sys.executable, "-c", RUN, json.dumps(args)], env={**os.environ, "PYTHONPATH": REPO}
     )
@@ -251,7 +251,7 @@ def test_output_is_read_in_bounded_memory(place):
     script += RUN.replace("print(", "r = str(").replace(", end='')", ")")
     script += f"; print(len(r), {peak} - start, r[-300:])"
     args = dict(command="yes", timeout=3, root=str(place), box={})
-    args["env"] = safety.child_env(make_config())
+    args["env"] = redact.child_env(make_config())
     done = subprocess.run(
         [sys.executable, "-c", script, json.dumps(args)],
         env={**os.environ, "PYTHONPATH": REPO},
@@ -302,7 +302,7 @@ def test_amas_takes_the_keys_out_of_its_environment(monkeypatch):
     config = providers.take_keys(make_config())
     assert "OPENAI_API_KEY" not in os.environ
     assert KEY not in subprocess.run(["env"], capture_output=True, text=True).stdout
-    assert safety.Secrets(config).redact(f"key {KEY}") == "key [REDACTED]"
+    assert redact.Secrets(config).redact(f"key {KEY}") == "key [REDACTED]"
     with providers.lent(config["env_keys"]):
         assert os.environ["OPENAI_API_KEY"] == KEY
     assert "OPENAI_API_KEY" not in os.environ

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import git, make_config, toolbox
 
-from amas_code import safety
+from amas_code import redact
 
 CORPUS = Path(__file__).parent / "corpus"
 ENV = (
@@ -31,13 +31,13 @@ def edit(box, old: str, new: str, path: str = ".env") -> str:
 
 def test_ordinary_code_comes_through_unchanged(bare):
     """Placeholders, references and the test fixtures of flask and httpx are no secrets."""
-    secrets = safety.Secrets(make_config())
+    secrets = redact.Secrets(make_config())
     hidden = [line for line in corpus("ordinary.txt") if secrets.redact(line) != line]
     assert hidden == []
 
 
 def test_real_looking_secrets_stay_hidden(bare):
-    secrets = safety.Secrets(make_config())
+    secrets = redact.Secrets(make_config())
     rows = [line.split("\t") for line in corpus("secrets.txt")]
     shown = [line for line, value in rows if value in secrets.redact(line)]
     assert len(rows) > 25 and shown == []

@@ -344,9 +344,9 @@ def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeo
     """Where no subreaper brings a daemon back (macOS, or a parent that took the role), the command still returns
     at its timeout with what it printed, and says why; a fresh interpreter stands in for such a system."""
     script = (
-        "import os, pathlib; from amas_code import safety, sandbox; sandbox._harden = lambda: None; "
+        "import os, pathlib; from amas_code import effects, sandbox; sandbox._harden = lambda: None; "
         "line = \"setsid sh -c 'echo $$ > daemon.pid; exec sleep 303' & " + WAIT + 'echo started"; '
-        "print(sandbox.run(safety.Command(line, 2), pathlib.Path.cwd(), dict(os.environ)))"
+        "print(sandbox.run(effects.Command(line, 2), pathlib.Path.cwd(), dict(os.environ)))"
     )
     try:
         done = subprocess.run(
