@@ -8,9 +8,9 @@ import time
 import uuid
 from pathlib import Path
 
-from amas_code import config as config_file
 from amas_code import (
     effects,
+    home,
     project,
     providers,
     redact,
@@ -59,7 +59,7 @@ class Agent:
         self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
     ):
         self.config, self.root = config, Path(root).resolve()
-        self.log: Path | None = config_file.state_file(self.root, "history.jsonl")
+        self.log: Path | None = home.state_file(self.root, "history.jsonl")
         chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
         self.session, self.messages = self.resume(chosen) if resume else (uuid.uuid4().hex[:12], [])
         self.logged, self.attachments, self.warned = len(self.messages), [], set()
@@ -69,7 +69,7 @@ class Agent:
         self.gate = safety.Gate(config, self.root, self.sandbox[0])
         self.report = report or Report()
         self.cwd, self.notes = Path.cwd().resolve(), []  # where the user is; what they did since
-        self.trusted = config_file.trusted(self.root)  # its rules and skills may steer the model
+        self.trusted = home.trusted(self.root)  # its rules and skills may steer the model
         self.checkpoint = None
         if config["checkpoint_on_edit"]:
             self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
@@ -82,8 +82,8 @@ class Agent:
     def entries(self) -> list[dict]:
         """Every well-formed line of the history."""
         try:
-            lines = config_file.read_private(self.log).splitlines() if self.log.is_file() else []
-        except (OSError, config_file.ConfigError) as e:
+            lines = home.read_private(self.log).splitlines() if self.log.is_file() else []
+        except (OSError, home.ConfigError) as e:
             ui.warning(f"cannot read the history: {e}")
             lines = []
         return [e for e in map(_entry, lines) if e]
@@ -125,10 +125,10 @@ class Agent:
         stamp = {"session": self.session, "time": time.time()}
         try:
             if self.log and new:
-                config_file.append_private(
+                home.append_private(
                     self.log, "".join(json.dumps({**stamp, **m}) + "\n" for m in new)
                 )
-        except (OSError, config_file.ConfigError) as e:
+        except (OSError, home.ConfigError) as e:
             self.warn(f"the conversation is not saved (no --continue): {e}")
             self.log = None
 

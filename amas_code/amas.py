@@ -1,5 +1,6 @@
 """The command line: `amas "prompt"`, `amas` (REPL), `amas init`, `amas -c`, `amas --trust`."""
 
+import re
 import sys
 import threading
 from pathlib import Path
@@ -92,15 +93,16 @@ def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
     """The merged config; a folder used for the first time is asked about once (in a terminal), and until it is
     trusted its loosening settings are ignored with a warning."""
     from amas_code import config as config_file
+    from amas_code import home
 
     try:
         if trust:
-            config_file.set_trust(root, True)
+            home.set_trust(root, True)
             ui.success(f"trusted {root} (until its .amas/config.yaml changes)")
-        elif config_file.answered(root) is None and ui.can_ask():
+        elif home.answered(root) is None and ui.can_ask():
             ask_trust(root)
         config, warnings, ignored = config_file.load(root, flags)
-    except config_file.ConfigError as e:
+    except home.ConfigError as e:
         ui.error(str(e))
         report.error(str(e))
         sys.exit(report.finish("error", "", {}))
@@ -116,14 +118,42 @@ def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
 
 def ask_trust(root: Path) -> None:
     """Ask once whether to trust a folder, showing what it ships; the answer is kept in your home."""
-    from amas_code import config as config_file
+    from amas_code import home
 
-    detail = config_file.shipped(root)
+    detail = shipped(root)
     question = (
         f"Trust {root}? Its settings, rules and skills are then used, and your allow rules apply"
     )
     answer = ui.ask(question, "yn", detail or None)
-    config_file.set_trust(root, answer == "y")
+    home.set_trust(root, answer == "y")
+
+
+# a config line whose key names a secret (api_key:, token:): its value is never shown, whatever it looks like
+SECRET_LINE = re.compile(
+    r"(?im)^(\s*-?\s*[\w.-]*(?:key|token|secret|pass|pwd|cred|auth)[\w.-]*\s*:\s*)\S.*$"
+)
+
+
+def shipped(root: Path) -> str:
+    """What the folder brings that steers amas, for the trust question: its config (secrets masked) and the
+    names of its rules and skills."""
+    from amas_code import home, redact
+
+    found = [name for name in ("AGENTS.md", ".amas/rules.md") if (root / name).is_file()]
+    skills = root / ".amas" / "skills"
+    count = len(list(skills.glob("*.md"))) if skills.is_dir() else 0
+    found += [f".amas/skills/ ({count} skill{'s' * (count != 1)})"] * bool(count)
+    lines = [f"It ships {', '.join(found)}."] if found else []
+    config = root / ".amas" / "config.yaml"
+    try:
+        text = home.read_private(config) if config.is_file() else ""
+    except home.ConfigError as e:
+        text = str(e)
+    if text:
+        masked = SECRET_LINE.sub(r"\1[REDACTED]", text[:4000])
+        masked = redact.Secrets({"permissions": {}, "secrets": []}).redact(masked)
+        lines += [".amas/config.yaml:", masked.rstrip()]
+    return "\n".join(lines)
 
 
 def choose(root: Path, config: dict) -> str | bool:

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
-from amas_code import config as config_file
-from amas_code import project, ui
+from amas_code import home, project, ui
 from amas_code.project import GIT, git_env
 
 ATTRIBUTES = (
@@ -48,7 +47,7 @@ TROUBLE = (
     OSError,
     ValueError,
     CheckpointError,
-    config_file.ConfigError,
+    home.ConfigError,
 )  # a change then goes on without checkpoint
 
 
@@ -63,9 +62,7 @@ class Checkpoint:
             "",
         )
         # the project's identity, not its path: a clone where another was never inherits its checkpoints
-        self.dir = (
-            Path.home() / ".amas" / "checkpoints" / config_file.project_id(self.root, history=False)
-        )
+        self.dir = Path.home() / ".amas" / "checkpoints" / home.project_id(self.root, history=False)
         self.pending, self.borrowed, self.gitdir, self.indexed = (
             self.dir / "pending.json",
             None,
@@ -113,7 +110,7 @@ class Checkpoint:
     @contextlib.contextmanager
     def locked(self):
         """Hold the project's checkpoint lock (a second amas waits), with the shadow repository ready."""
-        fd = os.open(config_file.private_dir(self.dir) / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(home.private_dir(self.dir) / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -220,7 +217,7 @@ class Checkpoint:
     def begin(self, label: str, paths: list[Path] | None) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
         before = self.before_command() if paths is None else self.before_files(paths)
-        config_file.write_private(
+        home.write_private(
             self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
         )
 

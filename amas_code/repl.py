@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.text import Text
 
 from amas_code import config as config_file
-from amas_code import effects, project, providers, redact, sandbox, tools, ui
+from amas_code import effects, home, project, providers, redact, sandbox, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -82,7 +82,7 @@ def _checkpoints(agent, verb: str, action) -> None:
         return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
         files = action(agent.checkpoint)
-    except (CheckpointError, config_file.ConfigError, OSError) as e:
+    except (CheckpointError, home.ConfigError, OSError) as e:
         return ui.error(str(e))
     ui.success(f"{verb}: {', '.join(files) or 'nothing'}")
     if files:  # the model must not build on a change that is gone
@@ -359,15 +359,15 @@ def history(agent):
         def store_string(self, string: str) -> None:
             string = agent.gate.secrets.redact(string)  # as private as history.jsonl
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
-            config_file.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
+            home.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
 
-    path = config_file.state_file(agent.root, "input_history")
+    path = home.state_file(agent.root, "input_history")
     try:
-        config_file.private_dir(path.parent)
+        home.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
     except (
         OSError,
-        config_file.ConfigError,
+        home.ConfigError,
     ) as e:  # one warning: the agent will not try to log either
         ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
         agent.log = None

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from amas_code import project, ui
-from amas_code.config import ConfigError, write_private
+from amas_code.home import ConfigError, write_private
 
 CACHE, MAP = ".amas/map_cache.json", ".amas/project_map.md"
 CACHE_VERSION = (

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from amas_code import config as config_file
+from amas_code import home
 from amas_code.effects import ALLOW, Change, Command, Verdict
 from amas_code.redact import CREDENTIALS, Secrets
 
@@ -173,7 +173,7 @@ class Gate:
     def __init__(self, config: dict, root: Path, sandbox: str = "on"):
         self.config, self.root, self.always = config, Path(root).resolve(), set()
         self.secrets, self.last, self.sandbox = Secrets(config), None, sandbox
-        saved = config_file.remembered(self.root)
+        saved = home.remembered(self.root)
         self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
         self.outside = list(saved.get("outside", []))  # commands always run outside the sandbox
         self.scripts = dict(saved.get("scripts", {}))  # a remembered command -> the script it ran
@@ -262,13 +262,13 @@ class Gate:
             return self.remember_command(verdict.key)
         if verdict.kind == "outside":  # this exact command, from now on
             self.outside.append(verdict.key)
-            config_file.remember(self.root, "outside", self.outside)
+            home.remember(self.root, "outside", self.outside)
         if verdict.kind == "net" and _local(urlsplit(verdict.key).hostname or ""):
             self.always.discard((verdict.kind, verdict.key))  # asked again, every session
             return f"not remembered: {verdict.key} is on this machine or a private network"
         if verdict.kind == "net":
-            saved = config_file.remembered(self.root).get("hosts", [])
-            config_file.remember(self.root, "hosts", sorted({*saved, verdict.key}))
+            saved = home.remembered(self.root).get("hosts", [])
+            home.remember(self.root, "hosts", sorted({*saved, verdict.key}))
         return ""
 
     def unchanged(self, words: list[str]) -> list[str]:
@@ -285,8 +285,8 @@ class Gate:
             exact = glob.escape(" ".join(words))
             self.commands.append(exact)
             self.scripts[exact] = script_digest(words, self.root)
-        config_file.remember(self.root, "commands", self.commands)
-        config_file.remember(self.root, "scripts", self.scripts)
+        home.remember(self.root, "commands", self.commands)
+        home.remember(self.root, "scripts", self.scripts)
         return ""
 
     def inside(self, target: str) -> bool:

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from amas_code import config as config_file
-from amas_code import ui
+from amas_code import home, ui
 
 FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
 
@@ -12,15 +12,15 @@ FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
 def _read(path: Path) -> str:
     """One of amas's own files, never through a symlink (a clone could point one at ~/.ssh)."""
     try:
-        return config_file.read_private(path).strip() if path.is_file() or path.is_symlink() else ""
-    except (OSError, config_file.ConfigError) as e:
+        return home.read_private(path).strip() if path.is_file() or path.is_symlink() else ""
+    except (OSError, home.ConfigError) as e:
         ui.warning(f"skipped {path}: {e}")
         return ""
 
 
 def rules(root: Path, trusted: bool | None = None) -> str:
     """The project's rules, verbatim; none from a folder the user has not trusted (trusted: known already)."""
-    if not (config_file.trusted(root) if trusted is None else trusted):
+    if not (home.trusted(root) if trusted is None else trusted):
         return ""
     # a link to CLAUDE.md in the repository is fine; one out of it is not
     agents = (root / "AGENTS.md").resolve()
@@ -35,7 +35,7 @@ def parse(path: Path) -> dict:
     if match:
         try:
             meta = config_file.parse_yaml(match.group(1), str(path)) or {}
-        except config_file.ConfigError as e:
+        except home.ConfigError as e:
             ui.warning(f"{e}; its front matter is ignored")
             meta = {}
         text = text[match.end() :]
@@ -56,7 +56,7 @@ def load(root: Path, trusted: bool | None = None) -> list[dict]:
     """User-wide skills, then the project's; a project skill wins over a user skill of the same name only in a
     folder the user trusts (untrusted, its skills are not read at all)."""
     found, folders = {}, [Path.home() / ".amas" / "skills"]
-    if config_file.trusted(root) if trusted is None else trusted:
+    if home.trusted(root) if trusted is None else trusted:
         folders.append(root / ".amas" / "skills")
     for folder in folders:
         for path in (

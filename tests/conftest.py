@@ -9,6 +9,8 @@ import pexpect
 import pytest
 from click.testing import CliRunner
 
+from amas_code import home as amas_home
+
 sys.path.insert(0, str(Path(__file__).parent))
 from forkserver import Forkserver  # noqa: E402
 from llm_server import ScriptedLLM  # noqa: E402
@@ -59,9 +61,8 @@ def toolbox(root, checkpoint: bool = False, **overrides):
 
 def history_file(root, name: str = "history.jsonl") -> Path:
     """Where amas keeps a project's history or input history: in the user's home (its folder made)."""
-    from amas_code import config
 
-    path = config.state_file(root, name)
+    path = amas_home.state_file(root, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -179,10 +180,9 @@ def stop_fork_server():
 def agent(project, llm):
     """An in-process Agent on the user's own (trusted) project, talking to the scripted model, edits
     auto-accepted."""
-    from amas_code import config as config_file
     from amas_code.agent import Agent
 
-    config_file.set_trust(project, True)
+    amas_home.set_trust(project, True)
     config = make_config(
         model="openai/test-model",
         api_base=llm.url,
@@ -201,9 +201,7 @@ def repl(project, llm):
     def start(*args, wait=True, trusted=True):
         """trusted: the folder was trusted before (else amas asks first, as in a folder new to it)."""
         if trusted:
-            from amas_code import config
-
-            config.set_trust(project, True)
+            amas_home.set_trust(project, True)
         env = amas_env(
             llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40"
         )

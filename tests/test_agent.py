@@ -4,7 +4,8 @@ import json
 
 from conftest import count_tokens, history_file, make_config
 
-from amas_code import config, providers, repomap
+from amas_code import home as amas_home
+from amas_code import providers, repomap
 from amas_code.agent import PROMPT_BUDGET
 
 
@@ -13,7 +14,7 @@ def system(request) -> str:
 
 
 def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
-    config.set_trust(project, True)  # rules and skills come from a folder the user trusts
+    amas_home.set_trust(project, True)  # rules and skills come from a folder the user trusts
     (project / ".amas/skills").mkdir(parents=True)
     (project / ".amas/rules.md").write_text("Always use tabs in Makefiles.\n")
     (project / "AGENTS.md").write_text("Run pytest before you finish.\n")

@@ -7,7 +7,7 @@ import pexpect
 import pytest
 from conftest import amas_env
 
-from amas_code import config
+from amas_code import home as amas_home
 
 HEAVY = (
     "litellm",
@@ -46,7 +46,7 @@ WARMED = ["litellm", "markdown_it", "rich.live", "rich.markdown"]
 def test_idle_repl_imports(project, tmp_path, preload, expected):
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text(f"preload: {preload}\n")
-    config.set_trust(project, True)  # no first-use question before the prompt
+    amas_home.set_trust(project, True)  # no first-use question before the prompt
     out = tmp_path / "modules.json"
     child = pexpect.spawn(
         sys.executable,

@@ -17,6 +17,7 @@ import pytest
 from conftest import git, run_amas
 
 from amas_code import config, safety
+from amas_code import home as amas_home
 
 
 class Pages:
@@ -70,7 +71,7 @@ def system(llm) -> str:
 
 
 def state(project, name: str = "history.jsonl") -> Path:
-    return Path.home() / ".amas/projects" / config.project_id(project) / name
+    return Path.home() / ".amas/projects" / amas_home.project_id(project) / name
 
 
 def reclone(project) -> None:
@@ -90,8 +91,10 @@ def reclone(project) -> None:
 def test_an_always_answer_is_not_inherited_by_a_clone_at_the_same_path(project, llm, amas):
     (project / "run.sh").write_text("#!/bin/sh\ntouch ran\n")
     (project / "run.sh").chmod(0o755)
-    config.remember(project, "commands", ["./run.sh"])  # the user said "always" here before
-    config.remember(project, "scripts", {"./run.sh": safety.script_digest(["./run.sh"], project)})
+    amas_home.remember(project, "commands", ["./run.sh"])  # the user said "always" here before
+    amas_home.remember(
+        project, "scripts", {"./run.sh": safety.script_digest(["./run.sh"], project)}
+    )
     llm.reply(tool="shell_command", command="./run.sh").reply(text="done")
     assert amas("go").exit_code == 0 and (project / "ran").exists()  # the same project: unasked
     reclone(project)
@@ -119,33 +122,33 @@ def test_undo_in_a_clone_at_the_same_path_takes_back_nothing_of_it(repl, project
 
 
 def test_the_project_id_tells_apart_folders_and_first_commits(project, tmp_path):
-    first = config.project_id(project)
-    assert first == config.project_id(project) and first.startswith("proj-")
+    first = amas_home.project_id(project)
+    assert first == amas_home.project_id(project) and first.startswith("proj-")
     reclone(project)
-    assert config.project_id(project) != first
+    assert amas_home.project_id(project) != first
     other = tmp_path / "other"
     other.mkdir()
-    assert config.project_id(other) != config.project_id(project)
+    assert amas_home.project_id(other) != amas_home.project_id(project)
 
 
 def test_the_identity_is_worked_out_once_while_the_project_stays_the_same(bare, monkeypatch):
     """A start asks for it for trust, approvals and history: one `stat` and one `git`, not one each;
     and again when the folder or the repository changes."""
     git(bare, "init", "-q", "-b", "main")
-    before_commit = config.project_id(bare)
+    before_commit = amas_home.project_id(bare)
     spawned, real = [], subprocess.run
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: spawned.append(a[0][0]) or real(*a, **k))
     git(bare, "commit", "-q", "--allow-empty", "-m", "first")
     spawned.clear()
-    first = config.project_id(bare)
+    first = amas_home.project_id(bare)
     assert first != before_commit  # the first commit is part of it, and is seen
     for _ in range(3):
-        assert config.project_id(bare) == first
-        config.trusted(bare)
-        config.state_file(bare, "history.jsonl")
+        assert amas_home.project_id(bare) == first
+        amas_home.trusted(bare)
+        amas_home.state_file(bare, "history.jsonl")
     assert spawned == ["git"]  # the folder's birth time was known already
     (bare / "notes.txt").write_text("a new file in the folder\n")  # the folder's ctime moves
-    assert config.project_id(bare) == first
+    assert amas_home.project_id(bare) == first
     assert spawned == ["git", "stat"]
 
 
@@ -287,7 +290,7 @@ def test_a_host_is_approved_per_port_and_a_local_one_never_always(repl, project,
     child.sendline("n")
     child.expect("second")
     assert one.requests == ["/a"] and two.requests == []
-    assert "hosts" not in config.remembered(project)
+    assert "hosts" not in amas_home.remembered(project)
 
 
 # -- 5. bounds on what a page or a file can make amas hold --------------------------------------------------------
@@ -361,7 +364,7 @@ def test_a_remembered_script_command_is_tied_to_the_scripts_bytes(project, line,
 def test_a_remembered_script_is_asked_about_again_once_it_changed(project, llm, amas):
     (project / "run.sh").write_text("#!/bin/sh\ntouch ran\n")
     (project / "run.sh").chmod(0o755)
-    config.set_trust(project, True)
+    amas_home.set_trust(project, True)
     gate = safety.Gate({"permissions": {}, "shell_timeout": 30}, project)
     assert gate.remember_command("./run.sh") == ""  # the user answered "always"
     llm.reply(tool="shell_command", command="./run.sh").reply(text="done")

@@ -11,7 +11,7 @@ import pexpect
 import pytest
 from conftest import FRESH, amas_argv, amas_env, history_file, run_amas
 
-from amas_code import config as config_file
+from amas_code import home as amas_home
 
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[a-zA-Z]|[()][0-9A-Za-z]|[=>])")
 QUESTION = r"\[y\]es/\[n\]o"
@@ -29,7 +29,7 @@ def term(project, llm):
 
     def start(*args, dims=(40, 120), argv=None, wait=True):
         # a folder the person trusted before, as it is now: no first-use question
-        config_file.set_trust(project, True)
+        amas_home.set_trust(project, True)
         full = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1")
         full.pop("COLUMNS")
         argv = argv or amas_argv(*args)

@@ -14,7 +14,8 @@ from conftest import API_KEY, history_file, make_config, toolbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amas_code import config, redact, safety
+from amas_code import home as amas_home
+from amas_code import redact, safety
 
 
 def shell(box, command):
@@ -105,7 +106,7 @@ def test_always_remembers_the_exact_commands_in_your_home(repl, project, home, l
     child.sendline("a")
     child.expect("one")
     child.expect("›")
-    saved = json.loads((home / ".amas/projects.json").read_text())[config.project_id(project)]
+    saved = json.loads((home / ".amas/projects.json").read_text())[amas_home.project_id(project)]
     assert saved["commands"] == ["echo first", "echo second"]
     child.sendline("run it again")
     child.expect("two")  # no question this time

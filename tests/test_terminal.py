@@ -57,9 +57,11 @@ def term(project, llm):
     children = []
 
     def start(*args, wait=True, argv=None):
-        from amas_code import config
+        from amas_code import home as amas_home
 
-        config.set_trust(project, True)  # a folder the person trusted before: no first-use question
+        amas_home.set_trust(
+            project, True
+        )  # a folder the person trusted before: no first-use question
         env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm-256color", COLUMNS="120")
         env.pop("NO_COLOR", None)
         argv = argv or amas_argv(*args)
@@ -192,6 +194,7 @@ def test_a_question_without_a_terminal_declines(project, llm):
 
 TAIL = """
 import sys
+from amas_code import home as amas_home
 from amas_code import ui
 with ui.Tail("counting") as tail:
     tail.feed("first-line\\nsecond-")

@@ -18,7 +18,8 @@ import pexpect
 import pytest
 from conftest import API_KEY, git, run_amas
 
-from amas_code import browser, config
+from amas_code import browser
+from amas_code import home as amas_home
 
 SECRET = "sk-live-abcdefghijklmnopqrstuv0123456789"
 
@@ -75,7 +76,7 @@ def results(llm) -> list[str]:
 
 def history(project):
     """Where amas keeps a project's conversation: in your home, keyed by the project's identity."""
-    return Path.home() / ".amas/projects" / config.project_id(project) / "history.jsonl"
+    return Path.home() / ".amas/projects" / amas_home.project_id(project) / "history.jsonl"
 
 
 def project_config(project, text: str) -> None:
@@ -851,7 +852,7 @@ def test_a_shipped_amas_gitignore_cannot_unignore_local_state(project, home, llm
     (project / ".amas").mkdir()
     if shipped == "negated":  # amas's lines are all there, and undone after them
         lines = [
-            *config.GITIGNORE.splitlines(),
+            *amas_home.GITIGNORE.splitlines(),
             "config.yaml",
             "!history.jsonl",
             "!config.yaml",
@@ -941,7 +942,7 @@ def test_ctrl_c_at_the_trust_question_is_an_interruption_not_a_crash(repl, proje
     assert (
         "interrupted" in child.before and "Aborted" not in child.before and child.exitstatus == 130
     )
-    assert config.answered(project) is None  # asked again next time
+    assert amas_home.answered(project) is None  # asked again next time
 
 
 def test_trust_without_a_terminal(project, llm, amas):

@@ -10,6 +10,7 @@ from conftest import toolbox
 from pages import TEXT, Pages
 
 from amas_code import browser, config
+from amas_code import home as amas_home
 
 
 def ASK_NOTHING(url: str) -> None:  # noqa: N802 - --yes: every host accepted without a question
@@ -298,7 +299,7 @@ def test_unknown_backend_is_refused_when_the_config_is_read(bare):
     (bare / ".amas").mkdir()
     (bare / ".amas/config.yaml").write_text("search_backend: bing\n")
     with pytest.raises(
-        config.ConfigError,
+        amas_home.ConfigError,
         match="search_backend should be google, duckduckgo or searxng, not 'bing'",
     ):
         config.load(bare)
