@@ -11,11 +11,11 @@ from pathlib import Path
 from amas_code import (
     effects,
     home,
+    policy,
     project,
     providers,
     redact,
     repomap,
-    safety,
     sandbox,
     skills,
     toolcalls,
@@ -36,13 +36,6 @@ SUMMARIZE = (
     " names and numbers exact."
 )
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
-ALWAYS_MEANS = {  # what an 'always' answer covers, said in the question
-    "edit": "the rest of this session's edits",
-    "shell": "this exact command in this project, from now on; /permissions lists it",
-    "outside": "this exact command outside the sandbox, from now on",
-    "read": "reads outside the project, this session",
-    "net": "this site, from now on",
-}
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
 
@@ -66,7 +59,7 @@ class Agent:
         self.preloading = None  # set once the REPL's thread importing litellm meanwhile is done
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
-        self.gate = safety.Gate(config, self.root, self.sandbox[0])
+        self.gate = policy.Gate(config, self.root, self.sandbox[0])
         self.report = report or Report()
         self.cwd, self.notes = Path.cwd().resolve(), []  # where the user is; what they did since
         self.trusted = home.trusted(self.root)  # its rules and skills may steer the model
@@ -358,7 +351,8 @@ class Agent:
 
     def answer(self, verdict: effects.Verdict, detail=None) -> tuple[bool, str]:
         """The one question to the person: yes or no, and what they typed instead of an answer."""
-        choices = "yna" if verdict.kind in safety.ALWAYS else "yn"
+        always = policy.KINDS[verdict.kind][1]
+        choices = "yna" if always else "yn"
         question = verdict.question
         if verdict.kind in (
             "shell",
@@ -366,9 +360,7 @@ class Agent:
             "outside",
         ):  # a command cannot hide in blank characters
             question = question.replace(verdict.key, ui.command_summary(verdict.key))
-        choice, feedback = ui.question(
-            question, choices, detail, ALWAYS_MEANS.get(verdict.kind, "")
-        )
+        choice, feedback = ui.question(question, choices, detail, always)
         if choice in ("y", "a"):
             note = self.gate.granted(verdict, always=choice == "a")
             if note:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import browser, effects, redact, safety, ui
+from amas_code import browser, effects, policy, redact, ui
 from amas_code.effects import Change, Command, Verdict
 from amas_code.project import looks_binary, project_files, regular
 
@@ -64,7 +64,7 @@ class Tools:
     a Command) for the agent to ask about, checkpoint and perform; reads outside the project and new
     hosts are judged by the gate and asked through `permit`, the agent's one question."""
 
-    def __init__(self, root: Path, config: dict, gate: safety.Gate, permit=None):
+    def __init__(self, root: Path, config: dict, gate: policy.Gate, permit=None):
         self.root, self.config, self.gate = Path(root).resolve(), config, gate
         self.permit = permit or (lambda verdict: (False, ""))  # no one to ask: no
         self.browser, self.browser_used, self.touched = None, False, set()

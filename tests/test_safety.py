@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amas_code import home as amas_home
-from amas_code import redact, safety
+from amas_code import policy, redact
 
 
 def shell(box, command):
@@ -153,13 +153,13 @@ def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(
 
 
 def test_shell_lines_split_into_simple_commands():
-    assert safety.split("a -x 'b c' | d 2>/dev/null && e > out.txt") == (
+    assert policy.split("a -x 'b c' | d 2>/dev/null && e > out.txt") == (
         [["a", "-x", "b c"], ["d"], ["e"]],
         ["/dev/null", "out.txt"],
         True,
     )
-    assert safety.split("echo $(id)")[2] is False and safety.split("(cd x; ls)")[2] is False
-    assert safety.split("if true; then ls; fi")[2] is False and safety.split("a\nb")[2] is False
+    assert policy.split("echo $(id)")[2] is False and policy.split("(cd x; ls)")[2] is False
+    assert policy.split("if true; then ls; fi")[2] is False and policy.split("a\nb")[2] is False
 
 
 @settings(

@@ -1,5 +1,5 @@
-"""Policy: the effects tools want and the verdicts on them, shell rules, paths, hosts, secrets kept out of
-reach."""
+"""Policy: the gate that judges effects (allow, ask or deny), shell rules, paths and hosts; pure, it
+never talks to the person."""
 
 import fnmatch
 import glob
@@ -13,18 +13,17 @@ from amas_code import home
 from amas_code.effects import ALLOW, Change, Command, Verdict
 from amas_code.redact import CREDENTIALS, Secrets
 
-AUTO = {  # the questions --yes answers (yes), and those it never does
-    "edit": True,
-    "shell": True,
-    "read": True,
-    "net": True,
-    "many": True,  # many tool calls in one reply
-    "outside": False,  # a command again outside the sandbox
-    "unboxed": False,  # a command where no sandbox can run
-    "write": False,
-    "secret": False,
+KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'always' covers ("": none)
+    "edit": (True, "the rest of this session's edits"),
+    "shell": (True, "this exact command in this project, from now on; /permissions lists it"),
+    "read": (True, "reads outside the project, this session"),
+    "net": (True, "this site, from now on"),
+    "many": (True, ""),  # many tool calls in one reply
+    "outside": (False, "this exact command outside the sandbox, from now on"),
+    "unboxed": (False, ""),  # a command where no sandbox can run
+    "write": (False, ""),
+    "secret": (False, ""),
 }
-ALWAYS = {"edit", "shell", "read", "net", "outside"}  # the questions 'always' may answer
 WRAPPERS = set(  # run the words after them
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
@@ -182,7 +181,7 @@ class Gate:
         """An ask that --yes or an earlier 'always' answers is an allow."""
         if verdict.decision != "ask":
             return verdict
-        auto = AUTO[verdict.kind] and self.config.get("auto_accept")
+        auto = KINDS[verdict.kind][0] and self.config.get("auto_accept")
         if auto or (verdict.kind, verdict.key) in self.always:
             return Verdict("allow", boxed=verdict.boxed)
         return verdict
