@@ -5,11 +5,11 @@ import itertools
 import json
 import re
 import time
-import uuid
 from pathlib import Path
 
 from amas_code import (
     effects,
+    history,
     home,
     policy,
     project,
@@ -52,10 +52,12 @@ class Agent:
         self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
     ):
         self.config, self.root = config, Path(root).resolve()
-        self.log: Path | None = home.state_file(self.root, "history.jsonl")
+        self.history = history.Log(self.root)
         chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
-        self.session, self.messages = self.resume(chosen) if resume else (uuid.uuid4().hex[:12], [])
-        self.logged, self.attachments, self.warned = len(self.messages), [], set()
+        self.session, self.messages = (
+            self.history.resume(chosen) if resume else (history.new_session(), [])
+        )
+        self.attachments, self.warned = [], set()
         self.preloading = None  # set once the REPL's thread importing litellm meanwhile is done
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
@@ -72,66 +74,19 @@ class Agent:
         self.repair()
 
     # -- history ----------------------------------------------------------------------------------
-    def entries(self) -> list[dict]:
-        """Every well-formed line of the history."""
-        try:
-            lines = home.read_private(self.log).splitlines() if self.log.is_file() else []
-        except (OSError, home.ConfigError) as e:
-            ui.warning(f"cannot read the history: {e}")
-            lines = []
-        return [e for e in map(_entry, lines) if e]
-
-    def conversations(self) -> list[dict]:
-        """The conversations in the history, newest first: session, time, first message, count."""
-        found = {}
-        for e in self.entries():
-            if "content" not in e:
-                continue
-            seen = found.setdefault(
-                e["session"], {"session": e["session"], "first": "", "count": 0}
-            )
-            seen["time"], seen["count"] = e["time"], seen["count"] + 1
-            if e["role"] == "user" and not seen["first"]:
-                seen["first"] = " ".join(str(e["content"]).split())[:80]
-        return sorted(found.values(), key=lambda c: c["time"], reverse=True)
-
-    def resume(self, chosen: str | None = None) -> tuple[str, list[dict]]:
-        """A session's id and messages: the chosen one, or the latest (after /clear or /compact, the new
-        conversation)."""
-        entries = self.entries() or [{"session": uuid.uuid4().hex[:12], "time": 0}]
-        session = chosen or entries[-1]["session"]
-        keep = ("role", "content", "tool_calls", "tool_call_id")
-        mine = [e for e in entries if e["session"] == session]
-        found = [{k: e[k] for k in keep if k in e} for e in mine if "content" in e]
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime((mine or entries)[-1]["time"]))
-        ui.info(
-            f"resuming the conversation of {when} ({ui.plural(len(found), 'message')})"
-            if found
-            else "no earlier conversation"
-        )
-        return session, found
-
     def flush(self, marker: bool = False) -> None:
-        """Append what .amas/history.jsonl lacks (or a session marker); a folder that cannot hold it warns once."""
-        new = [{"role": "session"}] if marker else self.messages[self.logged :]
-        self.logged = len(self.messages)
-        stamp = {"session": self.session, "time": time.time()}
-        try:
-            if self.log and new:
-                home.append_private(
-                    self.log, "".join(json.dumps({**stamp, **m}) + "\n" for m in new)
-                )
-        except (OSError, home.ConfigError) as e:
-            self.warn(f"the conversation is not saved (no --continue): {e}")
-            self.log = None
+        """Append what the history lacks (or a session marker); a folder that cannot hold it warns once."""
+        problem = self.history.flush(self.session, self.messages, marker)
+        if problem:
+            self.warn(f"the conversation is not saved (no --continue): {problem}")
 
     def new_session(self) -> None:
         """A fresh session in the history (after /clear or /compact), so --continue resumes what comes next."""
-        self.session = uuid.uuid4().hex[:12]
+        self.session = history.new_session()
         if self.checkpoint:
             self.checkpoint.session = self.session
         self.flush(marker=True)
-        self.logged = 0
+        self.history.logged = 0
         self.flush()
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -603,32 +558,6 @@ class Agent:
                 f"cut {ui.plural(len(long), 'long tool result')} so the conversation fits the context"
             )
         return len(long)
-
-
-def _entry(line: str) -> dict | None:
-    """One line of the history, if it has the shape amas writes (a hand-edited or damaged one is skipped)."""
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        return None
-    shape = {
-        "session": str,
-        "time": (int, float),
-        "role": str,
-        "content": (str, type(None)),
-        "tool_calls": list,
-    }
-    if not isinstance(entry, dict) or not {"session", "time", "role"} <= entry.keys():
-        return None
-    if any(not isinstance(entry[k], t) for k, t in shape.items() if k in entry):
-        return None
-    return entry if all(map(_whole_call, entry.get("tool_calls", []))) else None
-
-
-def _whole_call(c) -> bool:
-    return (
-        isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)
-    )
 
 
 def _target(raw) -> str:

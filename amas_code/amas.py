@@ -64,7 +64,7 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
         )
         sys.exit(1)
     if pick and not text:
-        resume = choose(root, config)
+        resume = choose(root)
     from amas_code.agent import Agent
 
     sys.exit(converse(Agent(config, root, resume, report if text else None), text))
@@ -156,12 +156,11 @@ def shipped(root: Path) -> str:
     return "\n".join(lines)
 
 
-def choose(root: Path, config: dict) -> str | bool:
+def choose(root: Path) -> str | bool:
     """--resume: the recent conversations, numbered; the one the user picks (or a new one)."""
-    from amas_code import repl
-    from amas_code.agent import Agent
+    from amas_code import history, repl
 
-    return repl.choose(Agent(config, root).conversations()) or False
+    return repl.choose(history.Log(root).conversations()) or False
 
 
 def converse(agent, text: str) -> int:

@@ -370,7 +370,7 @@ def history(agent):
         home.ConfigError,
     ) as e:  # one warning: the agent will not try to log either
         ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
-        agent.log = None
+        agent.history.path = None
         return InMemoryHistory()
 
 

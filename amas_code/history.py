@@ -1,0 +1,102 @@
+"""The conversation log: every message of a project's conversations, one JSON line each, in the
+user's home (~/.amas/projects/<id>/history.jsonl); --continue and --resume read it."""
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+from amas_code import home, ui
+
+
+def new_session() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Log:
+    """One project's history file, appended as a conversation grows."""
+
+    def __init__(self, root: Path):
+        self.path: Path | None = home.state_file(root, "history.jsonl")
+        self.logged = 0  # messages of the conversation already in the file
+
+    def entries(self) -> list[dict]:
+        """Every well-formed line of the history."""
+        try:
+            lines = home.read_private(self.path).splitlines() if self.path.is_file() else []
+        except (OSError, home.ConfigError) as e:
+            ui.warning(f"cannot read the history: {e}")
+            lines = []
+        return [e for e in map(_entry, lines) if e]
+
+    def conversations(self) -> list[dict]:
+        """The conversations in the history, newest first: session, time, first message, count."""
+        found = {}
+        for e in self.entries():
+            if "content" not in e:
+                continue
+            seen = found.setdefault(
+                e["session"], {"session": e["session"], "first": "", "count": 0}
+            )
+            seen["time"], seen["count"] = e["time"], seen["count"] + 1
+            if e["role"] == "user" and not seen["first"]:
+                seen["first"] = " ".join(str(e["content"]).split())[:80]
+        return sorted(found.values(), key=lambda c: c["time"], reverse=True)
+
+    def resume(self, chosen: str | None = None) -> tuple[str, list[dict]]:
+        """A session's id and messages: the chosen one, or the latest (after /clear or /compact, the new
+        conversation)."""
+        entries = self.entries() or [{"session": new_session(), "time": 0}]
+        session = chosen or entries[-1]["session"]
+        keep = ("role", "content", "tool_calls", "tool_call_id")
+        mine = [e for e in entries if e["session"] == session]
+        found = [{k: e[k] for k in keep if k in e} for e in mine if "content" in e]
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime((mine or entries)[-1]["time"]))
+        ui.info(
+            f"resuming the conversation of {when} ({ui.plural(len(found), 'message')})"
+            if found
+            else "no earlier conversation"
+        )
+        self.logged = len(found)
+        return session, found
+
+    def flush(self, session: str, messages: list[dict], marker: bool = False) -> str:
+        """Append the messages the file lacks (or a session marker); what went wrong, if anything (then
+        nothing more is written)."""
+        new = [{"role": "session"}] if marker else messages[self.logged :]
+        self.logged = len(messages)
+        stamp = {"session": session, "time": time.time()}
+        try:
+            if self.path and new:
+                lines = "".join(json.dumps({**stamp, **m}) + "\n" for m in new)
+                home.append_private(self.path, lines)
+        except (OSError, home.ConfigError) as e:
+            self.path = None
+            return str(e)
+        return ""
+
+
+def _entry(line: str) -> dict | None:
+    """One line of the history, if it has the shape amas writes (a hand-edited or damaged one is skipped)."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return None
+    shape = {
+        "session": str,
+        "time": (int, float),
+        "role": str,
+        "content": (str, type(None)),
+        "tool_calls": list,
+    }
+    if not isinstance(entry, dict) or not {"session", "time", "role"} <= entry.keys():
+        return None
+    if any(not isinstance(entry[k], t) for k, t in shape.items() if k in entry):
+        return None
+    return entry if all(map(_whole_call, entry.get("tool_calls", []))) else None
+
+
+def _whole_call(c) -> bool:
+    return (
+        isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("function"), dict)
+    )
