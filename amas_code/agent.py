@@ -8,16 +8,14 @@ import time
 from pathlib import Path
 
 from amas_code import (
+    context,
     effects,
     history,
-    home,
     policy,
     project,
     providers,
     redact,
-    repomap,
     sandbox,
-    skills,
     toolcalls,
     tools,
     ui,
@@ -25,8 +23,6 @@ from amas_code import (
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
-PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
-RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
 SUMMARY_TOKENS = 1500  # cap on a compaction summary
@@ -37,12 +33,6 @@ SUMMARIZE = (
 )
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
-CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
-
-
-def estimate(text: str) -> int:
-    """Tokens, roughly and on the high side, without loading a tokenizer."""
-    return len(text) // CHARS_PER_TOKEN
 
 
 class Agent:
@@ -57,21 +47,24 @@ class Agent:
         self.session, self.messages = (
             self.history.resume(chosen) if resume else (history.new_session(), [])
         )
-        self.attachments, self.warned = [], set()
+        self.attachments = []
         self.preloading = None  # set once the REPL's thread importing litellm meanwhile is done
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
         self.gate = policy.Gate(config, self.root, self.sandbox[0])
         self.report = report or Report()
-        self.cwd, self.notes = Path.cwd().resolve(), []  # where the user is; what they did since
-        self.trusted = home.trusted(self.root)  # its rules and skills may steer the model
+        self.notes = []  # what the user did since the last turn (/undo, !command)
+        self.context = context.Context(self.root, config, self.model, self.warn)
         self.checkpoint = None
         if config["checkpoint_on_edit"]:
             self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
         self.tools = tools.Tools(self.root, config, self.gate, self.answer)
-        prompt = (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
-        self.prompt = re.split(r"<!-- \w+ -->\n", prompt)  # its core, browsing and rules parts
         self.repair()
+
+    def use_model(self, model: providers.Model) -> None:
+        """Talk to another model from the next request on (/model)."""
+        self.model = model
+        self.context.model = model
 
     # -- history ----------------------------------------------------------------------------------
     def flush(self, marker: bool = False) -> None:
@@ -94,7 +87,7 @@ class Agent:
         """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
         start = len(self.messages)
         text = self.gate.secrets.redact(text)  # piped in too: a log with a token in it
-        self.messages.append({"role": "user", "content": self.context() + text})
+        self.messages.append({"role": "user", "content": self.preamble() + text})
         self.attachments, self.notes = [], []
         if self.checkpoint:
             self.checkpoint.request = text[:300]
@@ -116,7 +109,7 @@ class Agent:
             self.tools.close(idle_only=True)
         return True
 
-    def context(self) -> str:
+    def preamble(self) -> str:
         """What goes before the user's words: notes of what they did (/undo, !command), attached files."""
         notes = "".join(f"{note}\n\n" for note in self.notes)
         files = "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments)
@@ -394,7 +387,7 @@ class Agent:
 
     def result_limit(self) -> int:
         """Characters one tool result may take: a share of the context, at most tools.MAX_RESULT."""
-        return min(tools.MAX_RESULT, max(4000, self.limit() * CHARS_PER_TOKEN // 2))
+        return min(tools.MAX_RESULT, max(4000, self.context.limit() * context.CHARS_PER_TOKEN // 2))
 
     def close(self) -> None:
         """Free what the tools hold (the browser)."""
@@ -415,96 +408,23 @@ class Agent:
                 )
 
     # -- the request --------------------------------------------------------------------------------
-    def tokens(self, messages: list[dict], near: int = 0) -> int:
-        """Tokens in messages: estimated, and counted exactly (litellm, tiktoken) only when the estimate is near."""
-        guess = estimate(json.dumps(messages))
-        if guess < near * 0.6:
-            return guess
-        counted = providers.token_count(self.model.name, messages)
-        return guess if counted is None else counted
-
-    def limit(self) -> int:
-        context = self.model.context_limit()
-        # room for the answer
-        return context - min(self.config.get("max_tokens") or 0, context // 4)
-
     def prompted(self) -> list[dict]:
         """The system prompt and the conversation, as they would be sent now."""
-        system = self.gate.secrets.redact(self.system_prompt())  # rules and map come from files
+        system = self.context.system_prompt(self.tools, self.last_user())
+        # rules and map come from files
+        system = self.gate.secrets.redact(system)
         return [{"role": "system", "content": system}, *self.messages]
 
     def request(self) -> list[dict]:
         """The system prompt and the conversation, compacted first when it passed the limit."""
         messages = self.prompted()
-        if self.tokens(messages, self.limit()) > self.limit() and (self.compact() or self.shrink()):
+        limit = self.context.limit()
+        if self.context.tokens(messages, limit) > limit and (self.compact() or self.shrink()):
             return self.prompted()
         return messages
 
     def last_user(self) -> str:
-        said = [
-            m["content"]
-            for m in self.messages
-            if m["role"] == "user" and isinstance(m.get("content"), str)
-        ]
-        return next(
-            (s for s in reversed(said) if not s.startswith(("<tool_response", "[Summary"))), ""
-        )
-
-    def system_prompt(self) -> str:
-        """The notes' template, text-tool instructions when needed, rules, skills, then the ranked project map."""
-        core, browsing, rules = self.prompt
-        head = core + ("\n" + browsing if "navigate" in self.tools.names else "") + "\n" + rules
-        head += self.model.tool_prompt(self.tools.schemas())
-        tail = f"\n## Context & Rules\nProject root: {self.root}\n{self.where()}"
-        tail += self.rules() + self.skills()
-        room = PROMPT_BUDGET - estimate(head + tail)
-        for _ in range(3):
-            found = (
-                repomap.prompt_map(self.root, self.last_user(), self.tools.touched, room)
-                if room > 50
-                else ""
-            )
-            prompt = head + tail + (f"\n### Project map\n{found}\n" if found else "")
-            over = (
-                self.tokens([{"role": "system", "content": prompt}], PROMPT_BUDGET) - PROMPT_BUDGET
-            )
-            if over <= 0:
-                return prompt
-            room -= over + 20
-        return head + tail
-
-    def where(self) -> str:
-        """The folder the user is in, when it is not the root: the paths they type start there."""
-        if self.cwd == self.root or not self.cwd.is_relative_to(self.root):
-            return ""
-        here = self.cwd.relative_to(self.root).as_posix()
-        return f"The user is in {here}/ (paths they mention are relative to it)\n"
-
-    def rules(self) -> str:
-        text = skills.rules(self.root, self.trusted)
-        if estimate(text) > RULES_BUDGET:
-            text = (
-                text[: RULES_BUDGET * 3] + "\n[cut here: the rest did not fit in the system prompt]"
-            )
-            self.warn_once(
-                f"AGENTS.md and .amas/rules.md are too long: the model sees the first ~{RULES_BUDGET} "
-                "tokens (keep them short, or move detail into skills)"
-            )
-        return f"\n### Project rules\n{text}\n" if text else ""
-
-    def skills(self) -> str:
-        found, latest = skills.load(self.root, self.trusted), self.last_user()
-        matched = [s for s in found if skills.matches(s, latest)]
-        others = "\n".join(f"- {s['name']}: {s['description']}" for s in found if s not in matched)
-        text = "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)
-        return text + (
-            f"\n### Other skills (mention one by name to load it)\n{others}\n" if others else ""
-        )
-
-    def warn_once(self, message: str) -> None:
-        if message not in self.warned:
-            self.warned.add(message)
-            self.warn(message)
+        return context.last_user(self.messages)
 
     # -- compaction ---------------------------------------------------------------------------------
     def compact(self) -> int:
@@ -515,7 +435,7 @@ class Agent:
             return ui.info("nothing before the latest turn to compact") or 0
         old = self.messages[:start]
         new = self.summary(old)
-        freed = self.tokens(old) - self.tokens(new)
+        freed = self.context.tokens(old) - self.context.tokens(new)
         if freed <= 0:
             self.warn("the summary was not shorter than what it would replace; nothing changed")
             return 0
@@ -547,7 +467,7 @@ class Agent:
     def shrink(self) -> int:
         """When the latest turn alone is too long: its longest tool results cut to a share of the context."""
         share, long = (
-            max(2000, self.limit() // 4) * 3,
+            max(2000, self.context.limit() // 4) * 3,
             [m for m in self.messages if m["role"] == "tool"],
         )
         long = [m for m in long if len(m["content"]) > share]

@@ -131,7 +131,7 @@ def cmd_attach(agent, arg):
     except ValueError:
         patterns = arg.split()
     for pattern in patterns:
-        full = str(agent.cwd / os.path.expanduser(pattern))  # from where the user is
+        full = str(agent.context.cwd / os.path.expanduser(pattern))  # from where the user is
         for path in sorted(glob.glob(full, recursive=True)) or [full]:
             try:
                 _attach(agent, Path(path))
@@ -162,7 +162,9 @@ def shell(agent, line: str) -> None:
     env = redact.child_env(agent.config)
     # as the user: no box
     with ui.Tail(ui.command_summary(line), agent.gate.secrets.redact) as tail:
-        result = sandbox.run(effects.Command(line, USER_TIMEOUT), agent.cwd, env, watch=tail.feed)
+        result = sandbox.run(
+            effects.Command(line, USER_TIMEOUT), agent.context.cwd, env, watch=tail.feed
+        )
     shown = agent.gate.secrets.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
     capped = tools.cap(shown, agent.result_limit())
@@ -177,7 +179,7 @@ def mentioned(agent, line: str) -> bool:
     missing, so the user can fix it."""
     for word in re.findall(r"(?<!\S)@(\S+)", line):
         name = word.rstrip(".,;:!?)")
-        path = agent.cwd / os.path.expanduser(name)
+        path = agent.context.cwd / os.path.expanduser(name)
         if not path.exists() and not ("/" in name or "." in name):
             continue  # @property, @someone: words, not files
         try:
@@ -204,10 +206,8 @@ def cmd_model(agent, arg):
         # another provider than configured: its own
         same = name.split("/")[0] == agent.config["model"].split("/")[0]
         keep = {k: agent.config[k] for k in ("api_base", "api_key") if same}
-        agent.model = providers.Model(
-            {**agent.config, "api_base": None, "api_key": None, **keep, "model": name},
-            agent.model.usage,
-        )
+        config = {**agent.config, "api_base": None, "api_key": None, **keep, "model": name}
+        agent.use_model(providers.Model(config, agent.model.usage))
     base = agent.model.config.get("api_base")
     ui.info(
         agent.gate.secrets.redact(f"model: {agent.model.name}" + (f" at {base}" if base else ""))
@@ -218,10 +218,10 @@ def cmd_tokens(agent, arg):
     """Tokens used and cost so far."""
     u = agent.model.usage
     cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
-    now = agent.tokens(agent.prompted(), 10**9)  # counted, never compacted
+    now = agent.context.tokens(agent.prompted(), 10**9)  # counted, never compacted
     ui.info(
         f"prompt {u['prompt_tokens']} + completion {u['completion_tokens']} tokens; cost {cost}; "
-        f"conversation now ~{now} tokens of {agent.limit()}"
+        f"conversation now ~{now} tokens of {agent.context.limit()}"
     )
 
 
@@ -241,7 +241,7 @@ def cmd_skills(agent, arg):
     """List skills; those matching your last message are active."""
     from amas_code import skills
 
-    found = skills.load(agent.root, agent.trusted)
+    found = skills.load(agent.root, agent.context.trusted)
     for s in found:
         mark = ("active ", "green") if skills.matches(s, agent.last_user()) else ("       ", "")
         ui.row("  ", mark, (s["name"], "bold"), f": {s['description']}")

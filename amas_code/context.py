@@ -1,0 +1,104 @@
+"""What the model sees besides the conversation: the system prompt (prompt.md, text-tool instructions,
+rules, skills, the ranked project map) kept in budget, and the token estimates that size it."""
+
+import json
+import re
+from pathlib import Path
+
+from amas_code import home, providers, repomap, skills
+
+PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
+RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
+CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
+
+
+def estimate(text: str) -> int:
+    """Tokens, roughly and on the high side, without loading a tokenizer."""
+    return len(text) // CHARS_PER_TOKEN
+
+
+def last_user(messages: list[dict]) -> str:
+    """The user's latest words (not a tool result sent as text, not a summary)."""
+    said = [
+        m["content"] for m in messages if m["role"] == "user" and isinstance(m.get("content"), str)
+    ]
+    return next((s for s in reversed(said) if not s.startswith(("<tool_response", "[Summary"))), "")
+
+
+class Context:
+    """The system prompt of one project's conversation, and its token budget."""
+
+    def __init__(self, root: Path, config: dict, model: providers.Model, warn):
+        self.root = root
+        self.config = config
+        self.model = model
+        self.warn = warn  # a warning on screen and in the report
+        self.cwd = Path.cwd().resolve()  # where the user is
+        self.trusted = home.trusted(root)  # its rules and skills may steer the model
+        self.warned = set()
+        prompt = (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
+        self.prompt = re.split(r"<!-- \w+ -->\n", prompt)  # its core, browsing and rules parts
+
+    def tokens(self, messages: list[dict], near: int = 0) -> int:
+        """Tokens in messages: estimated, and counted exactly (litellm, tiktoken) only when the estimate is near."""
+        guess = estimate(json.dumps(messages))
+        if guess < near * 0.6:
+            return guess
+        counted = providers.token_count(self.model.name, messages)
+        return guess if counted is None else counted
+
+    def limit(self) -> int:
+        """Tokens the conversation may take: the context, less room for the answer."""
+        context = self.model.context_limit()
+        return context - min(self.config.get("max_tokens") or 0, context // 4)
+
+    def system_prompt(self, tools, latest: str) -> str:
+        """The notes' template, text-tool instructions when needed, rules, skills, then the ranked project map."""
+        core, browsing, rules = self.prompt
+        head = core + ("\n" + browsing if "navigate" in tools.names else "") + "\n" + rules
+        head += self.model.tool_prompt(tools.schemas())
+        tail = f"\n## Context & Rules\nProject root: {self.root}\n{self.where()}"
+        tail += self.rules() + self.skills(latest)
+        room = PROMPT_BUDGET - estimate(head + tail)
+        for _ in range(3):
+            found = repomap.prompt_map(self.root, latest, tools.touched, room) if room > 50 else ""
+            prompt = head + tail + (f"\n### Project map\n{found}\n" if found else "")
+            system = [{"role": "system", "content": prompt}]
+            over = self.tokens(system, PROMPT_BUDGET) - PROMPT_BUDGET
+            if over <= 0:
+                return prompt
+            room -= over + 20
+        return head + tail
+
+    def where(self) -> str:
+        """The folder the user is in, when it is not the root: the paths they type start there."""
+        if self.cwd == self.root or not self.cwd.is_relative_to(self.root):
+            return ""
+        here = self.cwd.relative_to(self.root).as_posix()
+        return f"The user is in {here}/ (paths they mention are relative to it)\n"
+
+    def rules(self) -> str:
+        text = skills.rules(self.root, self.trusted)
+        if estimate(text) > RULES_BUDGET:
+            text = (
+                text[: RULES_BUDGET * 3] + "\n[cut here: the rest did not fit in the system prompt]"
+            )
+            self.warn_once(
+                f"AGENTS.md and .amas/rules.md are too long: the model sees the first ~{RULES_BUDGET} "
+                "tokens (keep them short, or move detail into skills)"
+            )
+        return f"\n### Project rules\n{text}\n" if text else ""
+
+    def skills(self, latest: str) -> str:
+        found = skills.load(self.root, self.trusted)
+        matched = [s for s in found if skills.matches(s, latest)]
+        others = "\n".join(f"- {s['name']}: {s['description']}" for s in found if s not in matched)
+        text = "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)
+        return text + (
+            f"\n### Other skills (mention one by name to load it)\n{others}\n" if others else ""
+        )
+
+    def warn_once(self, message: str) -> None:
+        if message not in self.warned:
+            self.warned.add(message)
+            self.warn(message)
