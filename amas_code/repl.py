@@ -167,7 +167,7 @@ def shell(agent, line: str) -> None:
         )
     shown = agent.gate.secrets.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
-    capped = tools.cap(shown, agent.result_limit())
+    capped = tools.cap(shown, agent.act.result_limit())
     agent.notes.append(f"The user ran a command themselves:\n```\n{capped}\n```")
 
 

@@ -116,9 +116,9 @@ def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys)
 
 def test_ctrl_c_during_a_tool_keeps_messages_valid(agent, llm, monkeypatch):
     llm.reply(calls=[("read_file", '{"path": "README.md"}'), ("list_files", "{}")])
-    real = agent.outcome
+    real = agent.act.outcome
     monkeypatch.setattr(
-        agent,
+        agent.act,
         "outcome",
         lambda name, raw: (
             (_ for _ in ()).throw(KeyboardInterrupt) if name == "list_files" else real(name, raw)

@@ -1,0 +1,207 @@
+"""The orchestrator: one tool call end to end. Bind the arguments, run the handler; for an effect,
+judge it (policy), ask once, record the checkpoint, perform it (a command in the box), offer the way
+out of the box; then redact, cap once and report what the model reads."""
+
+import contextlib
+import json
+from collections.abc import Callable
+
+from amas_code import effects, policy, project, redact, sandbox, toolcalls, tools, ui
+from amas_code.checkpoint import Checkpoint
+from amas_code.report import Report
+
+TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
+
+
+def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> tuple[bool, str]:
+    """The one question to the person: yes or no, and what they typed instead of an answer."""
+    always = policy.KINDS[verdict.kind][1]
+    choices = "yna" if always else "yn"
+    question = verdict.question
+    if verdict.kind in (
+        "shell",
+        "unboxed",
+        "outside",
+    ):  # a command cannot hide in blank characters
+        question = question.replace(verdict.key, ui.command_summary(verdict.key))
+    choice, feedback = ui.question(question, choices, detail, always)
+    if choice in ("y", "a"):
+        note = gate.granted(verdict, always=choice == "a")
+        if note:
+            ui.info(note)
+    return choice in ("y", "a"), feedback
+
+
+class Act:
+    """The tool calls of one conversation: its tools (and their gate), checkpoints and report; `limit`
+    says how many tokens the conversation may take, of which one result gets a share."""
+
+    def __init__(
+        self, toolbox: tools.Tools, checkpoint: Checkpoint | None, report: Report, limit: Callable
+    ):
+        self.tools = toolbox
+        self.gate = toolbox.gate
+        self.config = toolbox.config
+        self.root = toolbox.root
+        self.checkpoint = checkpoint
+        self.report = report
+        self.limit = limit
+
+    def call(self, call: dict, go_on: bool = True) -> dict:
+        """The tool message answering one call: shown, run, redacted, capped and reported."""
+        name, raw = call["function"]["name"], call["function"]["arguments"]
+        target = self.gate.secrets.redact(_target(raw))
+        ui.show_call(name, target)
+        shown = raw if isinstance(raw, str) else json.dumps(raw)
+        self.report.call(call["id"], name, _arguments(self.gate.secrets.redact(shown)))
+        outcome = (
+            self.outcome(name, raw) if go_on else ("Cancelled: too many calls at once.", "declined")
+        )
+        self.report.result(call["id"], name, target, outcome)
+        result, shell = outcome[0], name == "shell_command"
+        ui.show_result(result.split("\n", 1)[-1] if shell else result, 3 * shell)
+        return {"role": "tool", "tool_call_id": call["id"], "content": result}
+
+    def outcome(self, name: str, raw) -> tuple[str, str]:
+        """One call from the model: its result or error as text, secrets redacted, then capped once;
+        and how it went: ok, failed, declined or denied."""
+        try:
+            args = self.tools.check(name, raw)
+            done = getattr(self.tools, name)(**args)
+            if isinstance(done, (effects.Change, effects.Command)):
+                done = self.effect(done)
+            status = "failed" if str(done).startswith("Error:") else "ok"
+            text, status = done if isinstance(done, tuple) else (str(done), status)
+        except effects.Declined as e:
+            text, status = f"Error: {e}", "declined"
+        except (ValueError, PermissionError) as e:
+            text, status = f"Error: {e}", "failed"
+        except Exception as e:  # the model reads this and tries again
+            text, status = f"Error: {type(e).__name__}: {e}", "failed"
+        text = text or "Tool executed successfully (no output)"
+        return tools.cap(self.gate.secrets.redact(text), self.result_limit()), status
+
+    def effect(self, effect: effects.Change | effects.Command) -> tuple[str, str]:
+        """Ask once (with the diff or the command), record the checkpoint, perform; the result."""
+        verdict = self.gate.judge(effect)
+        if verdict.decision == "deny":
+            return f"Error: {verdict.reason}", "denied"
+        detail = self.detail(effect)
+        if verdict.decision == "allow":
+            if detail is not None:
+                ui.console.print(detail, overflow="fold")
+            return self.escape(effect, self.perform(effect, verdict.boxed))
+        yes, feedback = ask(self.gate, verdict, detail)
+        if yes:
+            return self.escape(effect, self.perform(effect, verdict.boxed))
+        declined = f"{_declined(effect)} declined by user."
+        if verdict.reason:  # a place outside the project
+            declined = f"Error: {verdict.reason} was declined by the user"
+        said = f"{declined} They said: {feedback}" if feedback else declined
+        return said, "declined"
+
+    def detail(self, effect: effects.Change | effects.Command):
+        """What the person sees before deciding: a change's diff (a picture's size)."""
+        if isinstance(effect, effects.Command):
+            return None
+        name, old = self.tools.show(effect.path), effect.old or b""
+        if project.looks_binary(effect.new) or project.looks_binary(old):
+            return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
+        old_text, new_text = old.decode(errors="replace"), effect.new.decode(errors="replace")
+        return ui.diff(old_text, new_text, name, self.gate.secrets.redact)
+
+    def escape(
+        self, effect: effects.Change | effects.Command, done: tuple[str, bool]
+    ) -> tuple[str, str]:
+        """A command the sandbox stopped is asked about once more, to run outside it."""
+        text, boxed = done
+        why = sandbox.blocked(text) if boxed and isinstance(effect, effects.Command) else None
+        if not why:
+            return text, "ok"
+        verdict = self.gate.judge_escape(effect.line, why)
+        if verdict.decision != "allow" and not ask(self.gate, verdict)[0]:
+            return (
+                f"{text}\n[the sandbox stopped it ({why}); the user declined to run it outside]",
+                "declined",
+            )
+        again, _ = self.perform(effect, boxed=False)
+        return f"{text}\n[run again outside the sandbox, as the user allowed]\n{again}", "ok"
+
+    def perform(
+        self, effect: effects.Change | effects.Command, boxed: bool = True
+    ) -> tuple[str, bool]:
+        """Do it inside its checkpoint; the result with the checkpoint's note, and whether a command
+        ran in the sandbox."""
+        boxed = boxed and isinstance(effect, effects.Command) and bool(sandbox.box(self.config))
+        before = self.checkpoint.latest() if self.checkpoint else None
+        with self.recording(effect) as record:
+            if isinstance(effect, effects.Command):
+                done = self.run_command(effect, boxed)
+            else:
+                done = self.write(effect)
+        self.report_checkpoint(before)
+        note = record.note if record else ""
+        if note:
+            done += f"\n{note}" if isinstance(effect, effects.Command) else f" {note}"
+        return done, boxed
+
+    def report_checkpoint(self, before: str | None) -> None:
+        """A checkpoint the last action made, for scripts."""
+        latest = self.checkpoint.latest() if self.checkpoint else None
+        if latest and latest != before:
+            files = self.checkpoint.history(limit=1)[0].get("files", [])
+            self.report.checkpoint(latest, files)
+
+    def run_command(self, command: effects.Command, boxed: bool) -> str:
+        """The command, its output shown live while it runs."""
+        box = sandbox.box(self.config) if boxed else None
+        env = redact.child_env(self.config)
+        hide = self.gate.secrets.redact
+        with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
+            return sandbox.run(command, self.root, env, box, watch=tail.feed)
+
+    def recording(self, effect: effects.Change | effects.Command):
+        if self.checkpoint is None:
+            return contextlib.nullcontext()
+        if isinstance(effect, effects.Command):
+            return self.checkpoint.recording(f"[amas] shell: {effect.line[:200]}")
+        if not effect.path.is_relative_to(self.root):
+            return contextlib.nullcontext()
+        label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"
+        return self.checkpoint.recording(label, [effect.path])
+
+    def write(self, change: effects.Change) -> str:
+        project.write(change.path, change.new)
+        name = self.tools.show(change.path)
+        self.tools.touched.add(name)
+        if change.verb == "screenshot":
+            return str(change.path)
+        new = change.new
+        lines = new.count(b"\n") + (not new.endswith(b"\n") and bool(new))
+        return f"{change.verb.capitalize()} {name}: {ui.plural(lines, 'line')}"
+
+    def result_limit(self) -> int:
+        """Characters one tool result may take: a share of the context, at most tools.MAX_RESULT."""
+        return min(tools.MAX_RESULT, max(4000, self.limit() * 3 // 2))
+
+
+def _target(raw) -> str:
+    """What a call is about (its path, command, url...), for the line that shows it."""
+    args = toolcalls.arguments(raw)
+    if isinstance(args, dict):
+        found = [str(args[k]) for k in TARGETS if k in args]
+        if found:
+            return found[0]
+    return str(raw)[:80]
+
+
+def _arguments(raw):
+    """A call's arguments for the scripting events: the object, or the text when it is not one."""
+    args = toolcalls.arguments(raw)
+    return args if isinstance(args, dict) else str(raw)
+
+
+def _declined(effect: effects.Change | effects.Command) -> str:
+    if isinstance(effect, effects.Command):
+        return "Command"
+    return "Screenshot" if effect.verb == "screenshot" else "Edit"
