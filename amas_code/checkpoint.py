@@ -51,8 +51,10 @@ TROUBLE = (
 )  # a change then goes on without checkpoint
 
 
-class Checkpoint:
-    """A chain of commits on the shadow's main, each the before (b/) and after (a/) of the files one change touched."""
+class Shadow:
+    """The shadow repository of one project: a git directory in the user's home whose work tree is the
+    project; it stores objects, commits and refs of its own, and reads the user's repository without
+    writing it."""
 
     def __init__(self, root: Path, ignore: list[str], session: str = ""):
         self.root, self.ignore, self.session, self.request = (
@@ -107,44 +109,6 @@ class Checkpoint:
             )
         return done.stdout
 
-    @contextlib.contextmanager
-    def locked(self):
-        """Hold the project's checkpoint lock (a second amas waits), with the shadow repository ready."""
-        fd = os.open(home.private_dir(self.dir) / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                ui.info("waiting for another amas working in this project…")
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            self.ready()
-            yield
-        finally:
-            os.close(fd)
-
-    def ready(self) -> None:
-        """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
-        # written last: a half-made shadow is simply made again
-        if not (self.dir / "info" / "attributes").exists():
-            for folder in ("objects", "refs/heads", "info"):  # all git needs (no hooks, no config)
-                (self.dir / folder).mkdir(parents=True, exist_ok=True)
-            (self.dir / "HEAD").write_text(f"ref: {MAIN}\n")
-            (self.dir / "info" / "attributes").write_text(ATTRIBUTES)
-        (self.dir / "index.lock").unlink(missing_ok=True)
-        if self.borrowed is None:
-            self.find_git()
-        patterns = (
-            "\n".join(["/.amas/", *(GENERATED + self.excluded() if self.gitdir else self.ignore)])
-            + "\n"
-        )
-        if (
-            not (exclude := self.dir / "info" / "exclude").exists()
-            or exclude.read_text() != patterns
-        ):
-            exclude.write_text(patterns)
-        if self.pending.exists():
-            self.finish(" (interrupted)")
-
     def user(self, *args: str) -> subprocess.CompletedProcess:
         """git on the user's repository, reading only: none of its hooks or programs run."""
         env = git_env(GIT_OPTIONAL_LOCKS="0", LC_ALL="C")  # its messages in English, which are read
@@ -193,123 +157,6 @@ class Checkpoint:
         with contextlib.suppress(OSError):
             listed += Path(self.gitdir, "HEAD").read_bytes()
         return hashlib.sha1(listed).hexdigest()
-
-    # -- recording ------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def recording(self, label: str, paths: list[Path] | None = None):
-        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note."""
-        rec = SimpleNamespace(note="")
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(self.locked())
-                # paths None: anything in the project may change (a shell command)
-                self.begin(label, paths)
-            except TROUBLE as e:
-                rec.note = _failed(e)
-            _pause("before")
-            try:
-                yield rec
-            finally:
-                if not rec.note:
-                    _pause("after")
-                    rec.note = self.finish()
-
-    def begin(self, label: str, paths: list[Path] | None) -> None:
-        """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
-        before = self.before_command() if paths is None else self.before_files(paths)
-        home.write_private(
-            self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
-        )
-
-    def before_command(self) -> dict:
-        """The project before a shell command: its snapshot, and what git ignores. That is not
-        snapshotted, but must not count as made by the command if it shows (`cp .env.example .env`):
-        it is listed, and its small files are kept here (not copied) until the command ends."""
-        before = self.snapshot()
-        ignored = self.untracked("-i")  # listed once the shadow tracks what git does
-        kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
-        before |= {"ignored": ignored, "git": self.user_git()}
-        before["kept"] = {
-            rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side
-        }
-        return before
-
-    def before_files(self, paths: list[Path]) -> dict:
-        """The named files before an edit, and the folders the edit would create."""
-        rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
-        dirs = {
-            str(d) for rel in rels for d in Path(rel).parents if not os.path.lexists(self.root / d)
-        }
-        return {"files": self.state(rels), "dirs": sorted(dirs)}
-
-    def finish(self, suffix: str = "") -> str:
-        """Commit what changed since the kept before state as one checkpoint; the note for the tool result."""
-        try:
-            pending = json.loads(self.pending.read_text())
-            if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
-                return ""
-            changes, made, gone, unkept = self.changed(pending)
-            moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-            lost = self.lost(pending) + unkept
-            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost) + self.left_out(pending)
-            if not (changes or made or gone):
-                return f"[{'; '.join(said)}]" if said else ""
-            meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
-            self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
-            what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
-            return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
-        except TROUBLE as e:
-            return _failed(e)
-        finally:
-            self.pending.unlink(missing_ok=True)
-
-    def lost(self, pending: dict) -> list[str]:
-        """What no checkpoint holds (ignored files, nested repositories) and is gone, unless it
-        was kept: a folder all of whose files were kept is not lost either."""
-        held = [*pending.get("ignored", []), *pending.get("nested", [])]
-        kept = pending.get("kept", {})
-        return [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)]
-
-    def left_out(self, pending: dict) -> list[str]:
-        """What a command made that no checkpoint holds, said: files too big to read, and files git
-        ignores (never copied: a new .env may hold a key); /undo leaves them."""
-        if "tree" not in pending:
-            return []
-        big = [p for p in self.huge if p not in pending.get("huge", [])]
-        was = set(pending.get("ignored", []))
-        ignored = [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
-        said = [f"{_names(big)}: sparse or over {HUGE >> 20} MB, not read; /undo leaves it"]
-        made = [f"{_names(ignored)}: made, which git ignores; /undo leaves it"]
-        return said * bool(big) + made * bool(ignored)
-
-    def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
-        """Files changed, folders made and folders gone since the kept before state, and the changed files whose
-        content is nowhere now (only the user's objects held it, and the command removed them)."""
-        if "tree" in pending:
-            changes, made, gone = self.compare(pending, self.snapshot())
-            nowhere = self.keep(changes)
-            unkept = sorted(
-                rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides)
-            )
-            changes = {rel: sides for rel, sides in changes.items() if rel not in unkept}
-            # copied only when the command changed it
-            for rel, (mode, text) in pending.get("kept", {}).items():
-                if (was := (mode, text.encode("latin-1"))) != (now := _side(self.root / rel)):
-                    changes[rel] = [
-                        [mode, self.store(was[1])],
-                        now and [now[0], self.store(now[1])],
-                    ]
-            return changes, made, gone, unkept
-        now = self.state(list(pending["files"]))
-        changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
-        return changes, [d for d in pending["dirs"] if os.path.isdir(self.root / d)], [], []
-
-    def state(self, rels: list[str]) -> dict:
-        """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
-        return {
-            rel: (side := _side(self.root / rel, BIG)) and [side[0], self.store(side[1])]
-            for rel in rels
-        }
 
     def store(self, data: bytes | Path, kind: str = "blob") -> str:
         """An object written loose into the shadow's own store, where the user's gc can never take it; its id. A big
@@ -487,7 +334,6 @@ class Checkpoint:
         ]
         return self.store(b"".join(entries), "tree")
 
-    # -- reading, undo, redo ------------------------------------------------------------------
     def latest(self) -> str | None:
         """The id of the newest checkpoint, or None."""
         return self.ref(MAIN)
@@ -544,6 +390,166 @@ class Checkpoint:
             ) as git:
                 yield lambda: _pieces(git.stdout)
 
+
+class Checkpoint(Shadow):
+    """A chain of commits on the shadow's main, each the before (b/) and after (a/) of the files one change touched."""
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the project's checkpoint lock (a second amas waits), with the shadow repository ready."""
+        fd = os.open(home.private_dir(self.dir) / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                ui.info("waiting for another amas working in this project…")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            self.ready()
+            yield
+        finally:
+            os.close(fd)
+
+    def ready(self) -> None:
+        """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
+        # written last: a half-made shadow is simply made again
+        if not (self.dir / "info" / "attributes").exists():
+            for folder in ("objects", "refs/heads", "info"):  # all git needs (no hooks, no config)
+                (self.dir / folder).mkdir(parents=True, exist_ok=True)
+            (self.dir / "HEAD").write_text(f"ref: {MAIN}\n")
+            (self.dir / "info" / "attributes").write_text(ATTRIBUTES)
+        (self.dir / "index.lock").unlink(missing_ok=True)
+        if self.borrowed is None:
+            self.find_git()
+        patterns = (
+            "\n".join(["/.amas/", *(GENERATED + self.excluded() if self.gitdir else self.ignore)])
+            + "\n"
+        )
+        if (
+            not (exclude := self.dir / "info" / "exclude").exists()
+            or exclude.read_text() != patterns
+        ):
+            exclude.write_text(patterns)
+        if self.pending.exists():
+            self.finish(" (interrupted)")
+
+    # -- recording ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def recording(self, label: str, paths: list[Path] | None = None):
+        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note."""
+        rec = SimpleNamespace(note="")
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self.locked())
+                # paths None: anything in the project may change (a shell command)
+                self.begin(label, paths)
+            except TROUBLE as e:
+                rec.note = _failed(e)
+            _pause("before")
+            try:
+                yield rec
+            finally:
+                if not rec.note:
+                    _pause("after")
+                    rec.note = self.finish()
+
+    def begin(self, label: str, paths: list[Path] | None) -> None:
+        """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
+        before = self.before_command() if paths is None else self.before_files(paths)
+        home.write_private(
+            self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
+        )
+
+    def before_command(self) -> dict:
+        """The project before a shell command: its snapshot, and what git ignores. That is not
+        snapshotted, but must not count as made by the command if it shows (`cp .env.example .env`):
+        it is listed, and its small files are kept here (not copied) until the command ends."""
+        before = self.snapshot()
+        ignored = self.untracked("-i")  # listed once the shadow tracks what git does
+        kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
+        before |= {"ignored": ignored, "git": self.user_git()}
+        before["kept"] = {
+            rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side
+        }
+        return before
+
+    def before_files(self, paths: list[Path]) -> dict:
+        """The named files before an edit, and the folders the edit would create."""
+        rels = [os.fsdecode(Path(p).relative_to(self.root)) for p in paths]
+        dirs = {
+            str(d) for rel in rels for d in Path(rel).parents if not os.path.lexists(self.root / d)
+        }
+        return {"files": self.state(rels), "dirs": sorted(dirs)}
+
+    def finish(self, suffix: str = "") -> str:
+        """Commit what changed since the kept before state as one checkpoint; the note for the tool result."""
+        try:
+            pending = json.loads(self.pending.read_text())
+            if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
+                return ""
+            changes, made, gone, unkept = self.changed(pending)
+            moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
+            lost = self.lost(pending) + unkept
+            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost) + self.left_out(pending)
+            if not (changes or made or gone):
+                return f"[{'; '.join(said)}]" if said else ""
+            meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
+            self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
+            what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
+            return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
+        except TROUBLE as e:
+            return _failed(e)
+        finally:
+            self.pending.unlink(missing_ok=True)
+
+    def lost(self, pending: dict) -> list[str]:
+        """What no checkpoint holds (ignored files, nested repositories) and is gone, unless it
+        was kept: a folder all of whose files were kept is not lost either."""
+        held = [*pending.get("ignored", []), *pending.get("nested", [])]
+        kept = pending.get("kept", {})
+        return [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)]
+
+    def left_out(self, pending: dict) -> list[str]:
+        """What a command made that no checkpoint holds, said: files too big to read, and files git
+        ignores (never copied: a new .env may hold a key); /undo leaves them."""
+        if "tree" not in pending:
+            return []
+        big = [p for p in self.huge if p not in pending.get("huge", [])]
+        was = set(pending.get("ignored", []))
+        ignored = [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
+        said = [f"{_names(big)}: sparse or over {HUGE >> 20} MB, not read; /undo leaves it"]
+        made = [f"{_names(ignored)}: made, which git ignores; /undo leaves it"]
+        return said * bool(big) + made * bool(ignored)
+
+    def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
+        """Files changed, folders made and folders gone since the kept before state, and the changed files whose
+        content is nowhere now (only the user's objects held it, and the command removed them)."""
+        if "tree" in pending:
+            changes, made, gone = self.compare(pending, self.snapshot())
+            nowhere = self.keep(changes)
+            unkept = sorted(
+                rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides)
+            )
+            changes = {rel: sides for rel, sides in changes.items() if rel not in unkept}
+            # copied only when the command changed it
+            for rel, (mode, text) in pending.get("kept", {}).items():
+                if (was := (mode, text.encode("latin-1"))) != (now := _side(self.root / rel)):
+                    changes[rel] = [
+                        [mode, self.store(was[1])],
+                        now and [now[0], self.store(now[1])],
+                    ]
+            return changes, made, gone, unkept
+        now = self.state(list(pending["files"]))
+        changes = {rel: [old, now[rel]] for rel, old in pending["files"].items() if old != now[rel]}
+        return changes, [d for d in pending["dirs"] if os.path.isdir(self.root / d)], [], []
+
+    def state(self, rels: list[str]) -> dict:
+        """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
+        return {
+            rel: (side := _side(self.root / rel, BIG)) and [side[0], self.store(side[1])]
+            for rel in rels
+        }
+
+    # -- undo, redo, restore ----------------------------------------------------------------
     def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
         """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
         plan, dirs, between = _plan(chain, forward)
