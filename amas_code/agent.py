@@ -156,7 +156,7 @@ class Agent:
         switched = (
             None  # said once text tool calls worked: an empty stream may be the server failing
         )
-        for attempt in range(3):
+        for attempt in itertools.count():
             try:
                 reply = self.stream_reply()
                 if switched:
@@ -171,7 +171,6 @@ class Agent:
                     # they did not help: native tools again next time
                     self.model.text_tools &= switched is None
                     raise
-        raise providers.ProviderError("the model call kept failing")
 
     def stream_reply(self) -> dict:
         """The model's next reply, streamed to the screen and added to the conversation."""

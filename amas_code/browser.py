@@ -343,12 +343,6 @@ class Browser:
         return f"Typed {len(text)} characters into {selector}"
 
     @_tool
-    def screenshot(self, page, path: str) -> str:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)  # the path passed the tools' gate
-        page.screenshot(path=path, timeout=LOAD)
-        return path
-
-    @_tool
     def png(self, page) -> bytes:
         """The page as PNG bytes (an error string if it fails): the agent writes it as a change."""
         return page.screenshot(timeout=LOAD)

@@ -8,7 +8,6 @@ import json
 import sys
 import time
 
-FORMATS = ("text", "json", "stream-json")
 EXIT = {"done": 0, "error": 1, "declined": 2, "interrupted": 130}
 
 

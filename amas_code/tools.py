@@ -64,10 +64,14 @@ class Tools:
     a Command) for the agent to ask about, checkpoint and perform; reads outside the project and new
     hosts are judged by the gate and asked through `permit`, the agent's one question."""
 
-    def __init__(self, root: Path, config: dict, gate: policy.Gate, permit=None):
-        self.root, self.config, self.gate = Path(root).resolve(), config, gate
-        self.permit = permit or (lambda verdict: (False, ""))  # no one to ask: no
-        self.browser, self.browser_used, self.touched = None, False, set()
+    def __init__(self, config: dict, gate: policy.Gate, permit):
+        self.root = gate.root
+        self.config = config
+        self.gate = gate
+        self.permit = permit  # the one question to the person: (yes, what they said instead)
+        self.browser = None
+        self.browser_used = False  # in this turn: a browser unused for a whole turn is closed
+        self.touched = set()  # files read or changed in this conversation, for the map's ranking
         self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
 
     # -- the registry -----------------------------------------------------------------------------

@@ -275,11 +275,6 @@ def show_answer(text: str) -> None:
         out.print(Text(clean(text.strip("\n"))), soft_wrap=True)
 
 
-def _before_call(text: str) -> str:
-    """The text before any tool-call markup (until the caller passes its own filter)."""
-    return text.split("<tool_call")[0]
-
-
 def warm() -> None:
     """Import what a reply's spinner and Markdown need. The REPL's preload does it before litellm's
     import (which imports rich.live and pygments too): a turn's own import of them waits for the
@@ -297,7 +292,7 @@ class Stream:
 
     def __init__(self, live: bool = True, visible=None):
         self.text, self.live, self.shown, self.due = "", None, 0, 0.0
-        self.visible, self.answered = visible or _before_call, False
+        self.visible, self.answered = visible or str, False
         self.markdown = out.is_terminal  # else plain text at the end, as a pipe wants it
         self.screen = out if self.markdown else console
         self.show_live = live and self.screen.is_terminal
