@@ -56,9 +56,7 @@ class Agent:
         self.checkpoint = None
         if config["checkpoint_on_edit"]:
             self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
-        self.tools = tools.Tools(
-            self.root, config, self.gate, functools.partial(act.ask, self.gate)
-        )
+        self.tools = tools.Tools(config, self.gate, functools.partial(act.ask, self.gate))
         self.act = act.Act(self.tools, self.checkpoint, self.report, self.context.limit)
         self.repair()
 
