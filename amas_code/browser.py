@@ -9,12 +9,14 @@ import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from amas_code import safety
 
 MAX_BYTES = 2_000_000  # stop downloading a page past this
 MAX_CHARS = 20_000  # characters of a fetched page the model gets
 MAX_TEXT = 4_000  # characters of browser page text in one answer
+MAX_HOPS = 5  # redirects fetch_url follows, each judged by the host gate
 TIMEOUT = 20  # seconds for a whole fetch; connecting gets at most 10
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) amas-code"
 TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml")  # content types read as text
@@ -134,22 +136,45 @@ def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
     import httpx
 
     deadline = time.monotonic() + TIMEOUT
-    hooks = {"request": [lambda request: reach(str(request.url))]}  # redirects to a new host too
     try:
-        with httpx.Client(
-            event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)
-        ) as c:
-            with c.stream("GET", url, headers=HEADERS) as r:
-                kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
-                if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
-                    return _refused(r, kind)
-                return _body(r, deadline), kind, r.encoding or "utf-8", str(r.url)
+        with httpx.Client(timeout=httpx.Timeout(TIMEOUT, connect=10)) as client:
+            return _follow(client, url, reach, deadline)
     except PermissionError as e:
         return f"Error: {e}"
     except httpx.TimeoutException as e:
         return f"Error: timed out fetching {url} after {TIMEOUT}s ({e})"
     except Exception as e:  # refused, reset, bad URL, TLS: the model reads why
         return f"Error: cannot fetch {url}: {type(e).__name__}: {e}"
+
+
+def _follow(client, url: str, reach, deadline: float) -> tuple[bytearray, str, str, str] | str:
+    """GET url, following redirects here, one hop at a time: each hop is a request of its own that
+    `reach` judges before it goes out (a new host is asked about), at most MAX_HOPS of them."""
+    came_from = ""
+    for _ in range(MAX_HOPS + 1):
+        if urlsplit(url).scheme.lower() not in ("http", "https"):
+            return f"Error: {came_from} redirected to {url}, which fetch_url does not open"
+        _reach(reach, url, came_from)
+        with client.stream("GET", url, headers=HEADERS) as r:
+            if r.is_redirect and r.headers.get("location"):
+                came_from = url
+                url = str(r.url.join(r.headers["location"]))
+                continue
+            kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
+            if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
+                return _refused(r, kind)
+            return _body(r, deadline), kind, r.encoding or "utf-8", str(r.url)
+    return f"Error: stopped after {MAX_HOPS} redirects, at {url}"
+
+
+def _reach(reach, url: str, came_from: str) -> None:
+    """The host gate on one hop; a refusal of a redirect's hop says where it came from."""
+    try:
+        reach(url)
+    except PermissionError as e:
+        if not came_from:
+            raise
+        raise PermissionError(f"{e} (the page {came_from} redirected there)") from None
 
 
 def _body(r, deadline: float) -> bytearray:
