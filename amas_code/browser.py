@@ -4,14 +4,13 @@ import contextlib
 import functools
 import glob
 import os
-import shutil
 import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from amas_code import safety
+from amas_code import safety, sandbox
 
 MAX_BYTES = 2_000_000  # stop downloading a page past this
 MAX_CHARS = 20_000  # characters of a fetched page the model gets
@@ -219,26 +218,41 @@ def _refused(r, kind: str) -> str:
 
 def find(config: dict) -> str | None:
     """The Chromium to launch: browser_path; when headless a headless shell (~175 MB lighter), then Playwright's
-    own Chromium, then the system's."""
+    own Chromium, then the system's. It runs outside the box, so only from outside the project: an absolute
+    path, or a name looked up in PATH's absolute folders outside it (sandbox.program)."""
     if config.get("browser_path"):
-        return shutil.which(config["browser_path"])
-    cache = Path(
-        os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright"
-    )
+        return _configured(os.path.expanduser(config["browser_path"]))
     shells = [
         "chromium-headless-shell",
-        *glob.glob(str(cache / "chromium_headless_shell-*/chrome-linux/headless_shell")),
+        *_installed("chromium_headless_shell-*/chrome-linux/headless_shell"),
     ]
     full = [
-        *glob.glob(str(cache / "chromium-*/chrome-linux/chrome")),
+        *_installed("chromium-*/chrome-linux/chrome"),
         "chromium",
         "chromium-browser",
         "google-chrome",
     ]
     for name in (shells if config.get("browser_headless", True) else []) + full:
-        if found := shutil.which(name):
+        if found := _configured(name):
             return found
     return None
+
+
+def _installed(pattern: str) -> list[str]:
+    """Playwright's own browsers matching pattern, where its folder is absolute and outside the project."""
+    cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or str(Path.home() / ".cache/ms-playwright")
+    if not os.path.isabs(cache) or sandbox.in_project(cache):
+        return []
+    return glob.glob(f"{cache}/{pattern}")
+
+
+def _configured(path: str) -> str | None:
+    """A program by name (from PATH's folders outside the project) or by absolute path outside it."""
+    if os.sep not in path:
+        return sandbox.program(path)
+    if not os.path.isabs(path) or sandbox.in_project(path):
+        return None
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 def available(config: dict) -> bool:

@@ -62,13 +62,46 @@ def status(config: dict) -> tuple[str, str]:
     return "on", SANDBOX_LINE.format(net=net)
 
 
+def program(name: str) -> str | None:
+    """The absolute path of a program amas starts outside the box, looked up only in PATH's absolute
+    folders outside the project: a relative entry (`node_modules/.bin`, which `npm run` puts first)
+    or one in the project is where a clone could plant a program of that name."""
+    return shutil.which(name, path=os.pathsep.join(outside_path()))
+
+
+def outside_path() -> list[str]:
+    """PATH's folders a program amas starts may come from: absolute, and not in the project."""
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return [e for e in entries if os.path.isabs(e) and not in_project(e)]
+
+
+def in_project(path: str) -> bool:
+    """Whether path (links followed) is in the project amas runs in: the nearest folder up from
+    here with .git or .amas/ (not the home's), else this folder."""
+    here = Path.cwd()
+    marked = (f for f in [here, *here.parents] if _marks_project(f))
+    project = os.path.realpath(next(marked, here))
+    real = os.path.realpath(path)
+    return project != "/" and (real == project or real.startswith(project + "/"))
+
+
+def _marks_project(folder: Path) -> bool:
+    return (folder / ".git").exists() or ((folder / ".amas").is_dir() and folder != Path.home())
+
+
+def bwrap() -> str | None:
+    """bubblewrap, which starts every box, itself outside one: never the project's."""
+    return program("bwrap")
+
+
 @functools.cache
 def probe() -> str:
     """Why the box cannot run here, or "" when it can (tried once per process: ~20 ms)."""
-    for tool in ("bwrap", "prlimit"):
-        if not shutil.which(tool):
-            return f"{tool} not found (install bubblewrap and util-linux)"
-    trial = ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net"]
+    if not bwrap():
+        return "bwrap not found (install bubblewrap and util-linux)"
+    if not shutil.which("prlimit"):  # run in the box, by bwrap
+        return "prlimit not found (install bubblewrap and util-linux)"
+    trial = [bwrap(), "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net"]
     trial += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=10)
@@ -141,7 +174,7 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
 
 def _bwrap(root: Path, box: Box) -> list[str]:
     """bubblewrap's arguments: / read-only, a private /tmp, the project writable, credentials hidden."""
-    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args = [bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--size", str(box.tmp), "--tmpfs", "/tmp", "--bind", str(root), str(root)]
     args += _hidden() + _git_read_only(root)
     args += ["--unshare-pid", "--unshare-ipc", "--new-session", "--die-with-parent"]
