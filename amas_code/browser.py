@@ -4,6 +4,7 @@ import contextlib
 import functools
 import glob
 import os
+import re
 import time
 import zlib
 from collections.abc import Iterator
@@ -331,6 +332,9 @@ class Browser:
                 self.page = self.browser.new_page()
                 if self.visit:  # popups open in the same context, so they are asked about too
                     self.page.context.route("**/*", self.guard)
+                    self.page.context.route_web_socket(re.compile(""), self.socket)
+                    self.hops(self.page)
+                    self.page.context.on("page", self.hops)  # a popup's redirects too
             except Exception:
                 self.close()
                 raise
@@ -348,8 +352,8 @@ class Browser:
 
     def guard(self, route) -> None:
         """Let a request through unless `visit` refuses it: a navigation, or anything a page loads or sends (an
-        image, a script, a fetch can carry data out as well). Redirect hops are not routed by Playwright, and
-        fetching a navigation here to see them would hold a whole download in memory."""
+        image, a script, a fetch can carry data out as well). Redirect hops, which Playwright does not route,
+        are judged in `hop`."""
         url, navigation = route.request.url, route.request.is_navigation_request()
         try:
             self.visit(url)
@@ -361,6 +365,39 @@ class Browser:
             # a page that says so: aborting would leave a page that navigated by script never loaded
             return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
         return route.continue_()
+
+    def hops(self, page) -> None:
+        """Pause the page's requests in its DevTools session (the Fetch domain), where a redirect hop shows as
+        a request of its own: `hop` judges it before it goes out."""
+        cdp = page.context.new_cdp_session(page)
+        cdp.on("Fetch.requestPaused", functools.partial(self.hop, cdp))
+        cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+
+    def hop(self, cdp, event: dict) -> None:
+        """A paused request: a redirect's next hop (a navigation's or a resource's) passes visit first, as any
+        request to a new host does; the rest go on to the routes."""
+        answer = {"requestId": event["requestId"]}
+        try:
+            if event.get("redirectedRequestId"):
+                self.visit(event["request"]["url"])
+        except Exception as e:  # refused, or the question failed: the hop does not go out
+            self.notes.append(f"a redirect of the page stopped: {e}")
+            answer["errorReason"] = "BlockedByClient"
+        with contextlib.suppress(Exception):  # the page closed meanwhile: nothing left to answer
+            cdp.send(
+                "Fetch.failRequest" if "errorReason" in answer else "Fetch.continueRequest", answer
+            )
+
+    def socket(self, ws) -> None:
+        """A WebSocket the page opens: its host judged as an http(s) request to it would be, before any
+        connection is made; refused, the page sees the socket close."""
+        url = "http" + ws.url[2:] if ws.url.startswith(("ws:", "wss:")) else ws.url
+        try:
+            self.visit(url)
+        except PermissionError as e:
+            self.notes.append(f"a WebSocket of the page stopped: {e}")
+            return ws.close(code=4003, reason="refused by amas")
+        ws.connect_to_server()  # messages flow both ways unchanged
 
     @_tool
     def navigate(self, page, url: str) -> str:

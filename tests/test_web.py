@@ -4,7 +4,6 @@ import json
 import socket
 import subprocess
 import sys
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import toolbox
@@ -320,20 +319,8 @@ def test_tools_dispatch_to_web(pages, tmp_path):
 # every hop is a request (issue 41, item 5)
 
 
-class Redirects(Pages):
-    """Pages that also answers /goto?to=URL with a 302 to that URL (another origin, for the tests)."""
-
-    def serve(self, h) -> None:
-        query = parse_qs(urlsplit(h.path).query)
-        if urlsplit(h.path).path == "/goto":
-            return self.send(h, 302, "text/plain", b"", {"Location": query["to"][0]})
-        if urlsplit(h.path).path == "/loop":  # a redirect to itself, for ever
-            return self.send(h, 307, "text/plain", b"", {"Location": "/loop"})
-        return super().serve(h)
-
-
 def test_a_redirect_to_a_new_host_is_asked_about_and_refused_without_a_terminal(tmp_path):
-    first, second = Redirects(), Pages()
+    first, second = Pages(), Pages()
     try:
         box = toolbox(tmp_path)  # no --yes, no terminal: a question is answered no
         box.gate.hosts.add(f"{first.url}")  # the user approved the first host
@@ -349,7 +336,7 @@ def test_a_redirect_to_a_new_host_is_asked_about_and_refused_without_a_terminal(
 
 
 def test_redirects_are_bounded_and_each_hop_is_judged():
-    server, asked = Redirects(), []
+    server, asked = Pages(), []
     try:
         said = browser.fetch(server.url + "/loop", asked.append)
     finally:
