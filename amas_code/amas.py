@@ -64,9 +64,22 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
         sys.exit(1)
     if pick and not text:
         resume = choose(root, config)
+    if text:
+        fail_fast(config, report)
     from amas_code.agent import Agent
 
     sys.exit(converse(Agent(config, root, resume, report if text else None), text))
+
+
+def fail_fast(config: dict, report: Report) -> None:
+    """A one-shot whose model cannot work (no key, unknown provider, malformed api_base) ends here,
+    before litellm loads (seconds; more on a Pi)."""
+    try:
+        providers.precheck(config)
+    except providers.ProviderError as e:
+        ui.error(str(e))
+        report.error(str(e))
+        sys.exit(report.finish("error", "", {}))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
