@@ -99,7 +99,7 @@ def probe() -> str:
     """Why the box cannot run here, or "" when it can (tried once per process: ~20 ms)."""
     if not bwrap():
         return "bwrap not found (install bubblewrap and util-linux)"
-    if not shutil.which("prlimit"):  # run in the box, by bwrap
+    if not program("prlimit"):
         return "prlimit not found (install bubblewrap and util-linux)"
     trial = [bwrap(), "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net"]
     trial += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"]
@@ -245,7 +245,8 @@ def _limits(box: Box) -> list[str]:
     processes do not count against it (as root the cgroup is what holds, see _cgroups)."""
     memory = box.memory or _memory() * 3 // 4
     limits = [f"--nproc={box.procs}", f"--data={memory}", f"--fsize={box.file_size}", "--core=0"]
-    return ["prlimit", *limits, "--"]
+    # by its path: a prlimit of the project's, first on PATH, would run the command without limits
+    return [program("prlimit") or "prlimit", *limits, "--"]
 
 
 def _memory() -> int:

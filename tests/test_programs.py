@@ -83,3 +83,20 @@ def test_the_box_is_never_started_by_the_projects_bwrap(planted_path, tmp_path):
         sandbox.probe.cache_clear()
     assert not marker.exists()
     assert sandbox.bwrap() is None or not sandbox.bwrap().startswith(str(planted_path))
+
+
+def test_the_boxs_limits_are_set_by_the_systems_prlimit(planted_path):
+    """prlimit runs inside the box; one of the project's would run the command without limits."""
+    marker = planted_path / "ran"  # in the project: the box may write there
+    plant(planted_path, marker, "prlimit")
+    sandbox.probe.cache_clear()
+    try:
+        if sandbox.probe():
+            pytest.skip(f"no box here: {sandbox.probe()}")
+        line = safety.Command("ulimit -f", 10)
+        out = sandbox.run(line, planted_path, {"PATH": os.environ["PATH"]}, sandbox.Box())
+    finally:
+        sandbox.probe.cache_clear()
+    assert not marker.exists()
+    blocks = sandbox.Box().file_size // 512  # sh counts the limit in 512-byte blocks
+    assert f"$ ulimit -f\n{blocks}\n[exit code 0]" in out
