@@ -110,3 +110,22 @@ def test_the_provider_table_read_from_litellms_files_agrees_with_litellm(model):
     assert not (unknown and placed)  # what fails fast, litellm would refuse too
     assert placed or model in ("x",) or unknown
     assert len(providers._providers()) > 50
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"model": "openai/gpt-4.1", "env_keys": {"OPENAI_API_KEY": "sk-x"}},  # taken at start
+        {"model": "gemini/gemini-2.5-flash", "env_keys": {"GEMINI_API_KEY": "k"}},
+        {"model": "anthropic/claude-sonnet-4-5", "api_key": "k"},
+        {"model": "openai/local", "api_base": "http://127.0.0.1:8080/v1"},  # llama.cpp: no key
+        {"model": "ollama_chat/qwen2.5-coder", "api_base": "http://localhost:11434"},
+        {"model": "ollama_chat/qwen2.5-coder"},  # a provider with no key at all
+        {"model": "gpt-4.1"},  # no prefix: litellm places it
+        {"model": "somewhere/model", "api_base": "https://api.example.com/v1"},  # litellm's call
+    ],
+)
+def test_a_model_that_can_work_passes_the_early_check(config, monkeypatch):
+    for name in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    providers.precheck(config)
