@@ -65,9 +65,23 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
         sys.exit(1)
     if pick and not text:
         resume = choose(root)
+    fail_fast(config, report, text)
     from amas_code.agent import Agent
 
     sys.exit(converse(Agent(config, root, resume, report if text else None), text))
+
+
+def fail_fast(config: dict, report: Report, text: str) -> None:
+    """A one-shot (text given) whose model cannot work (no key, unknown provider, malformed
+    api_base) ends here, before litellm loads (seconds; more on a Pi)."""
+    if not text:  # the REPL: /model can still pick another
+        return
+    try:
+        providers.precheck(config)
+    except providers.ProviderError as e:
+        ui.error(str(e))
+        report.error(str(e))
+        sys.exit(report.finish("error", "", {}))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:

@@ -4,17 +4,19 @@ import contextlib
 import functools
 import glob
 import os
-import shutil
+import re
 import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from amas_code import redact
+from amas_code import project, redact
 
 MAX_BYTES = 2_000_000  # stop downloading a page past this
 MAX_CHARS = 20_000  # characters of a fetched page the model gets
 MAX_TEXT = 4_000  # characters of browser page text in one answer
+MAX_HOPS = 5  # redirects fetch_url follows, each judged by the host gate
 TIMEOUT = 20  # seconds for a whole fetch; connecting gets at most 10
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) amas-code"
 TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml")  # content types read as text
@@ -134,22 +136,45 @@ def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
     import httpx
 
     deadline = time.monotonic() + TIMEOUT
-    hooks = {"request": [lambda request: reach(str(request.url))]}  # redirects to a new host too
     try:
-        with httpx.Client(
-            event_hooks=hooks, follow_redirects=True, timeout=httpx.Timeout(TIMEOUT, connect=10)
-        ) as c:
-            with c.stream("GET", url, headers=HEADERS) as r:
-                kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
-                if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
-                    return _refused(r, kind)
-                return _body(r, deadline), kind, r.encoding or "utf-8", str(r.url)
+        with httpx.Client(timeout=httpx.Timeout(TIMEOUT, connect=10)) as client:
+            return _follow(client, url, reach, deadline)
     except PermissionError as e:
         return f"Error: {e}"
     except httpx.TimeoutException as e:
         return f"Error: timed out fetching {url} after {TIMEOUT}s ({e})"
     except Exception as e:  # refused, reset, bad URL, TLS: the model reads why
         return f"Error: cannot fetch {url}: {type(e).__name__}: {e}"
+
+
+def _follow(client, url: str, reach, deadline: float) -> tuple[bytearray, str, str, str] | str:
+    """GET url, following redirects here, one hop at a time: each hop is a request of its own that
+    `reach` judges before it goes out (a new host is asked about), at most MAX_HOPS of them."""
+    came_from = ""
+    for _ in range(MAX_HOPS + 1):
+        if urlsplit(url).scheme.lower() not in ("http", "https"):
+            return f"Error: {came_from} redirected to {url}, which fetch_url does not open"
+        _reach(reach, url, came_from)
+        with client.stream("GET", url, headers=HEADERS) as r:
+            if r.is_redirect and r.headers.get("location"):
+                came_from = url
+                url = str(r.url.join(r.headers["location"]))
+                continue
+            kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
+            if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
+                return _refused(r, kind)
+            return _body(r, deadline), kind, r.encoding or "utf-8", str(r.url)
+    return f"Error: stopped after {MAX_HOPS} redirects, at {url}"
+
+
+def _reach(reach, url: str, came_from: str) -> None:
+    """The host gate on one hop; a refusal of a redirect's hop says where it came from."""
+    try:
+        reach(url)
+    except PermissionError as e:
+        if not came_from:
+            raise
+        raise PermissionError(f"{e} (the page {came_from} redirected there)") from None
 
 
 def _body(r, deadline: float) -> bytearray:
@@ -194,26 +219,41 @@ def _refused(r, kind: str) -> str:
 
 def find(config: dict) -> str | None:
     """The Chromium to launch: browser_path; when headless a headless shell (~175 MB lighter), then Playwright's
-    own Chromium, then the system's."""
+    own Chromium, then the system's. It runs outside the box, so only from outside the project: an absolute
+    path, or a name looked up in PATH's absolute folders outside it (project.program)."""
     if config.get("browser_path"):
-        return shutil.which(config["browser_path"])
-    cache = Path(
-        os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache" / "ms-playwright"
-    )
+        return _configured(os.path.expanduser(config["browser_path"]))
     shells = [
         "chromium-headless-shell",
-        *glob.glob(str(cache / "chromium_headless_shell-*/chrome-linux/headless_shell")),
+        *_installed("chromium_headless_shell-*/chrome-linux/headless_shell"),
     ]
     full = [
-        *glob.glob(str(cache / "chromium-*/chrome-linux/chrome")),
+        *_installed("chromium-*/chrome-linux/chrome"),
         "chromium",
         "chromium-browser",
         "google-chrome",
     ]
     for name in (shells if config.get("browser_headless", True) else []) + full:
-        if found := shutil.which(name):
+        if found := _configured(name):
             return found
     return None
+
+
+def _installed(pattern: str) -> list[str]:
+    """Playwright's own browsers matching pattern, where its folder is absolute and outside the project."""
+    cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or str(Path.home() / ".cache/ms-playwright")
+    if not os.path.isabs(cache) or project.in_project(cache):
+        return []
+    return glob.glob(f"{cache}/{pattern}")
+
+
+def _configured(path: str) -> str | None:
+    """A program by name (from PATH's folders outside the project) or by absolute path outside it."""
+    if os.sep not in path:
+        return project.program(path)
+    if not os.path.isabs(path) or project.in_project(path):
+        return None
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 def available(config: dict) -> bool:
@@ -292,6 +332,9 @@ class Browser:
                 self.page = self.browser.new_page()
                 if self.visit:  # popups open in the same context, so they are asked about too
                     self.page.context.route("**/*", self.guard)
+                    self.page.context.route_web_socket(re.compile(""), self.socket)
+                    self.hops(self.page)
+                    self.page.context.on("page", self.hops)  # a popup's redirects too
             except Exception:
                 self.close()
                 raise
@@ -309,8 +352,8 @@ class Browser:
 
     def guard(self, route) -> None:
         """Let a request through unless `visit` refuses it: a navigation, or anything a page loads or sends (an
-        image, a script, a fetch can carry data out as well). Redirect hops are not routed by Playwright, and
-        fetching a navigation here to see them would hold a whole download in memory."""
+        image, a script, a fetch can carry data out as well). Redirect hops, which Playwright does not route,
+        are judged in `hop`."""
         url, navigation = route.request.url, route.request.is_navigation_request()
         try:
             self.visit(url)
@@ -322,6 +365,39 @@ class Browser:
             # a page that says so: aborting would leave a page that navigated by script never loaded
             return route.fulfill(status=403, content_type="text/plain", body=f"amas: {e}")
         return route.continue_()
+
+    def hops(self, page) -> None:
+        """Pause the page's requests in its DevTools session (the Fetch domain), where a redirect hop shows as
+        a request of its own: `hop` judges it before it goes out."""
+        cdp = page.context.new_cdp_session(page)
+        cdp.on("Fetch.requestPaused", functools.partial(self.hop, cdp))
+        cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+
+    def hop(self, cdp, event: dict) -> None:
+        """A paused request: a redirect's next hop (a navigation's or a resource's) passes visit first, as any
+        request to a new host does; the rest go on to the routes."""
+        answer = {"requestId": event["requestId"]}
+        try:
+            if event.get("redirectedRequestId"):
+                self.visit(event["request"]["url"])
+        except Exception as e:  # refused, or the question failed: the hop does not go out
+            self.notes.append(f"a redirect of the page stopped: {e}")
+            answer["errorReason"] = "BlockedByClient"
+        with contextlib.suppress(Exception):  # the page closed meanwhile: nothing left to answer
+            cdp.send(
+                "Fetch.failRequest" if "errorReason" in answer else "Fetch.continueRequest", answer
+            )
+
+    def socket(self, ws) -> None:
+        """A WebSocket the page opens: its host judged as an http(s) request to it would be, before any
+        connection is made; refused, the page sees the socket close."""
+        url = "http" + ws.url[2:] if ws.url.startswith(("ws:", "wss:")) else ws.url
+        try:
+            self.visit(url)
+        except PermissionError as e:
+            self.notes.append(f"a WebSocket of the page stopped: {e}")
+            return ws.close(code=4003, reason="refused by amas")
+        ws.connect_to_server()  # messages flow both ways unchanged
 
     @_tool
     def navigate(self, page, url: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from amas_code import home, project, ui
-from amas_code.project import GIT, git_env
+from amas_code.project import git_env
 
 ATTRIBUTES = (
     "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
@@ -384,7 +384,7 @@ class Shadow:
             raise CheckpointError(f"the checkpoint's content {lost[0]} is missing; nothing changed")
         with tempfile.TemporaryFile() as ids:
             ids.write(asked), ids.seek(0)
-            cat = [*GIT, "cat-file", "--batch"]
+            cat = project.git_argv("cat-file", "--batch")
             with subprocess.Popen(
                 cat, stdin=ids, stdout=subprocess.PIPE, env=self.env(), cwd=self.root
             ) as git:

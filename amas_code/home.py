@@ -74,9 +74,12 @@ def _born(root: str, dev: int, ino: int, ctime: int) -> str:
     info = os.stat(root)
     if hasattr(info, "st_birthtime"):
         return str(info.st_birthtime)
+    program = project.program("stat")  # never one the project planted on PATH
+    if not program:
+        return ""
     try:
         found = subprocess.run(
-            ["stat", "-c", "%W", "--", str(root)], capture_output=True, timeout=5
+            [program, "-c", "%W", "--", str(root)], capture_output=True, timeout=5
         )
     except (OSError, subprocess.SubprocessError):
         return ""

@@ -3,6 +3,7 @@
 import fnmatch
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,10 +23,18 @@ def git_env(**extra: str) -> dict:
     return {**kept, "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1", **extra}
 
 
+def git_argv(*args: str) -> list[str]:
+    """git with GIT's options before args, git itself found outside the project (program)."""
+    found = program("git")
+    if not found:
+        raise FileNotFoundError("git not found in PATH's folders outside the project")
+    return [found, *GIT[1:], *args]
+
+
 def git(cwd: Path, *args: str, env: dict | None = None, data: bytes | None = None):
     """git as every git amas runs (GIT's options, git_env's environment unless given), its output
     captured as bytes."""
-    argv = [*GIT, *args]
+    argv = git_argv(*args)
     env = env or git_env()
     return subprocess.run(argv, cwd=cwd, env=env, input=data, capture_output=True, timeout=600)
 
@@ -96,3 +105,30 @@ def write(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)  # only if the rename did not happen
+
+
+def program(name: str) -> str | None:
+    """The absolute path of a program amas starts outside the box, looked up only in PATH's absolute
+    folders outside the project: a relative entry (`node_modules/.bin`, which `npm run` puts first)
+    or one in the project is where a clone could plant a program of that name."""
+    return shutil.which(name, path=os.pathsep.join(outside_path()))
+
+
+def outside_path() -> list[str]:
+    """PATH's folders a program amas starts may come from: absolute, and not in the project."""
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return [e for e in entries if os.path.isabs(e) and not in_project(e)]
+
+
+def in_project(path: str) -> bool:
+    """Whether path (links followed) is in the project amas runs in: the nearest folder up from
+    here with .git or .amas/ (not the home's), else this folder."""
+    here = Path.cwd()
+    marked = (f for f in [here, *here.parents] if _marks_project(f))
+    project = os.path.realpath(next(marked, here))
+    real = os.path.realpath(path)
+    return project != "/" and (real == project or real.startswith(project + "/"))
+
+
+def _marks_project(folder: Path) -> bool:
+    return (folder / ".git").exists() or ((folder / ".amas").is_dir() and folder != Path.home())

@@ -1,11 +1,14 @@
 """The only place litellm is called: a Model streams one reply, counts usage, speaks text tool calls when it must."""
 
 import contextlib
+import functools
 import itertools
 import json
 import os
 import re
 import time
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from . import toolcalls
 
@@ -41,6 +44,16 @@ SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's
     "provider": r"LLM Provider NOT provided",
     "no tools": r"does not support tools|tools? (are|is) not supported|tool use is not supported|--jinja"
     r"|auto.tool.choice|Cannot use tools with stream",
+}
+KEYS = {  # the key variables of the providers the README lists, and a few more, by prefix
+    "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "xai": ("XAI_API_KEY",),
 }
 TIMEOUT = (
     600  # seconds without an answer before a request counts as timed out (local models are slow)
@@ -104,6 +117,68 @@ def lent(keys: dict):
     finally:
         for name in keys:
             os.environ.pop(name, None)
+
+
+def precheck(config: dict) -> None:
+    """What can be known wrong without litellm (its import is ~3 s here, 3-4x that on a Pi), said
+    before it loads: a malformed api_base, an unknown provider prefix, no key for a provider whose
+    variables are known. Anything this cannot place is left to litellm's own check."""
+    model, base = config["model"], config.get("api_base")
+    if base:
+        _check_base(str(base))
+    prefix = model.split("/", 1)[0] if "/" in model else ""
+    providers = _providers()
+    if prefix and providers and prefix not in providers and not base:
+        raise ProviderError(HINTS["provider"].format(model=model), "provider")
+    names = KEYS.get(prefix) or providers.get(prefix) or ()
+    have = {**os.environ, **config.get("env_keys", {})}
+    if names and not (config.get("api_key") or base or any(have.get(n) for n in names)):
+        raise ProviderError(_no_key(model, names), 401)
+
+
+def _no_key(model: str, names) -> str:
+    where = "set api_key in ~/.amas/config.yaml (or pick another model with -m)"
+    return f"no API key for {model}: export {' or '.join(names)}, or {where}"
+
+
+def _check_base(base: str) -> None:
+    """An api_base that is an http(s) URL with a host (and a port, if any, that is a number)."""
+    parts = urlsplit(base)
+    try:  # a port that is not a number, or out of range, raises here
+        numbered = parts.port is None or parts.port > 0
+    except ValueError:
+        numbered = False
+    fine = numbered and parts.scheme in ("http", "https") and bool(parts.hostname)
+    if not fine:
+        shown = re.sub(r"[^/@\s]+@", "[REDACTED]@", base)  # credentials, whatever the shape
+        raise ProviderError(
+            f"api_base {shown!r} is not a URL: write it like http://localhost:11434 or "
+            "https://api.example.com/v1",
+            "config",
+        )
+
+
+@functools.cache
+def _providers() -> dict[str, tuple[str, ...]]:
+    """litellm's provider names, read from its source without importing it (~2 ms): the values of its
+    LlmProviders table, and its JSON-configured providers with their key variables. Empty if litellm's
+    files are not where they were (the check is then litellm's own)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("litellm")
+    if not spec or not spec.submodule_search_locations:
+        return {}
+    home = Path(spec.submodule_search_locations[0])
+    try:
+        source = (home / "types" / "utils.py").read_text(encoding="utf-8")
+        table = source.split("class LlmProviders(", 1)[1].split("\nclass ", 1)[0]
+        listed = json.loads((home / "llms" / "openai_like" / "providers.json").read_text())
+    except (OSError, IndexError, ValueError):
+        return {}
+    found = dict.fromkeys(re.findall(r'^\s+\w+ = "([^"]+)"', table, re.M), ())
+    for name, entry in listed.items():
+        found[name] = (entry["api_key_env"],) if entry.get("api_key_env") else ()
+    return found if "openai" in found else {}
 
 
 def check(model: str) -> None:
@@ -206,8 +281,7 @@ class Model:
     def check_key(self) -> None:
         keys = [] if self.config.get("api_key") or self.config.get("api_base") else self.env_keys()
         if keys:
-            where = f"export {' or '.join(keys)}, or set api_key in ~/.amas/config.yaml (or pick another model with -m)"
-            raise ProviderError(f"no API key for {self.name}: {where}", 401)
+            raise ProviderError(_no_key(self.name, keys), 401)
 
     def env_keys(self) -> list[str]:
         try:

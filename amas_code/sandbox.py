@@ -5,7 +5,6 @@ import functools
 import os
 import re
 import selectors
-import shutil
 import signal
 import subprocess
 import time
@@ -62,13 +61,19 @@ def status(config: dict) -> tuple[str, str]:
     return "on", SANDBOX_LINE.format(net=net)
 
 
+def bwrap() -> str | None:
+    """bubblewrap, which starts every box, itself outside one: never the project's."""
+    return project.program("bwrap")
+
+
 @functools.cache
 def probe() -> str:
     """Why the box cannot run here, or "" when it can (tried once per process: ~20 ms)."""
-    for tool in ("bwrap", "prlimit"):
-        if not shutil.which(tool):
-            return f"{tool} not found (install bubblewrap and util-linux)"
-    trial = ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net"]
+    if not bwrap():
+        return "bwrap not found (install bubblewrap and util-linux)"
+    if not project.program("prlimit"):
+        return "prlimit not found (install bubblewrap and util-linux)"
+    trial = [bwrap(), "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net"]
     trial += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=10)
@@ -141,7 +146,7 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
 
 def _bwrap(root: Path, box: Box) -> list[str]:
     """bubblewrap's arguments: / read-only, a private /tmp, the project writable, credentials hidden."""
-    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args = [bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--size", str(box.tmp), "--tmpfs", "/tmp", "--bind", str(root), str(root)]
     args += _hidden() + _git_read_only(root)
     args += ["--unshare-pid", "--unshare-ipc", "--new-session", "--die-with-parent"]
@@ -209,7 +214,8 @@ def _limits(box: Box) -> list[str]:
     processes do not count against it (as root the cgroup is what holds, see _cgroups)."""
     memory = box.memory or _memory() * 3 // 4
     limits = [f"--nproc={box.procs}", f"--data={memory}", f"--fsize={box.file_size}", "--core=0"]
-    return ["prlimit", *limits, "--"]
+    # by its path: a prlimit of the project's, first on PATH, would run the command without limits
+    return [project.program("prlimit") or "prlimit", *limits, "--"]
 
 
 def _memory() -> int:

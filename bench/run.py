@@ -98,8 +98,9 @@ def med(values) -> float:
     return statistics.median(values)
 
 
-def run(cmd, cwd, env=None):
-    """Run to the end; (start perf_counter, wall s, peak RSS MB of exactly this child from wait4, output)."""
+def run(cmd, cwd, env=None, code=0):
+    """Run to the end, expecting exit code `code`; (start perf_counter, wall s, peak RSS MB of exactly this
+    child from wait4, output)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -115,7 +116,7 @@ def run(cmd, cwd, env=None):
     wall = time.perf_counter() - t0
     proc.stdout.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
+    if proc.returncode != code:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-2000:]}")
     return t0, wall, usage.ru_maxrss / 1024, out
 
@@ -241,6 +242,19 @@ def bench_startup(proj, n):
         walls, rss = zip(*(run([*AMAS, flag], proj)[1:3] for _ in range(n)), strict=True)
         row(f"`amas {flag}` wall", walls, "s", "≤ 0.15 s", 0.15)
         row(f"`amas {flag}` peak RSS", rss, "MB", "≤ 30 MB", 30)
+    bench_fail_fast(proj, n)
+
+
+def bench_fail_fast(proj, n):
+    """A one-shot whose model cannot work (here: no key) ends with its error before litellm loads."""
+    keyless = {k: v for k, v in os.environ.items() if not k.startswith("AMAS_")}
+    cmd = [*AMAS, "-m", "openai/gpt-4.1", "hello"]
+    runs = [run(cmd, proj, keyless, code=1) for _ in range(n)]
+    if "no API key for openai/gpt-4.1" not in runs[0][3]:
+        raise RuntimeError(f"no fail-fast error:\n{runs[0][3][-2000:]}")
+    walls, rss = [r[1] for r in runs], [r[2] for r in runs]
+    row("one-shot with no key: error shown, wall", walls, "s", "report")
+    row("one-shot with no key: peak RSS (litellm not loaded)", rss, "MB", "report")
 
 
 def bench_repl(proj, n):

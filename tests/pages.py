@@ -1,5 +1,6 @@
 """A local web server for the web and browser tests: fixed pages on 127.0.0.1, never the internet."""
 
+import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +28,13 @@ SCRIPTED = """<html><head><title>Scripted</title><style>.secret { content: "STYL
 <script>var token = "SCRIPT_SECRET";</script></head>
 <body><p>Visible words with <b>bold</b> and an image <img src="/logo.png" alt="LOGO_ALT"></p>
 <script>document.write("WRITTEN_BY_SCRIPT")</script></body></html>"""
+SOCKET = """<title>Socket</title><p id="log">opening</p><script>
+const log = document.querySelector('#log'), ws = new WebSocket('ws://127.0.0.1:PORT/live');
+const done = (what) => { log.textContent += ' ' + what; log.insertAdjacentHTML('afterend', '<p id=done>done</p>'); };
+ws.onmessage = (e) => { log.textContent += ' got ' + e.data; ws.close(); };
+ws.onerror = () => { log.textContent += ' error'; };
+ws.onclose = (e) => done('closed ' + e.code);
+</script>"""
 TEXT = "Just plain text.\n  Indented   spacing stays.\n"
 ROUTES = {  # path -> (status, content type, body, extra headers)
     "/": (200, "text/html; charset=utf-8", FORM.encode(), {}),
@@ -76,12 +84,26 @@ class Pages:
         self.server.handle_error = lambda *args: (
             None
         )  # a client that hung up early is expected here
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.port = self.server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
         self.thread.start()
 
     def serve(self, h: BaseHTTPRequestHandler) -> None:
-        path = urlsplit(h.path).path
+        path, query = urlsplit(h.path).path, urlsplit(h.path).query
+        if path == "/goto":  # a redirect to the URL in ?to=, another origin for the gate's tests
+            return self.send(h, 302, "text/plain", b"", {"Location": parse_qs(query)["to"][0]})
+        if path == "/loop":  # a redirect to itself, for ever
+            return self.send(h, 307, "text/plain", b"", {"Location": "/loop"})
+        if (
+            path == "/socket"
+        ):  # a page that opens a WebSocket to the port in ?port= and says how it went
+            return self.send(
+                h, 200, "text/html", SOCKET.replace("PORT", parse_qs(query)["port"][0]).encode()
+            )
+        if path == "/picture":  # a page showing the image at ?src=
+            html = f"<title>Pic</title><img src='{parse_qs(query)['src'][0]}'>"
+            return self.send(h, 200, "text/html", html.encode())
         if path == "/search":
             return self.send(h, 200, "application/json", json.dumps(SEARX).encode())
         if path == "/slow":  # answers only when the tests are over
@@ -125,3 +147,60 @@ class Pages:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+
+
+class Sockets:
+    """A WebSocket service on 127.0.0.1 (Home Assistant, Jupyter, a dev server): it counts the
+    connections it accepts and greets each with one text message, "hello"."""
+
+    def __init__(self):
+        import socket
+
+        self.accepted, self.stop = 0, threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            self.accepted += 1
+            with conn:
+                self.greet(conn)
+
+    def greet(self, conn) -> None:
+        """The upgrade handshake (RFC 6455, section 4.2.2), then one unmasked text frame."""
+        import base64
+        import hashlib
+
+        conn.settimeout(5)
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 8192:
+            head += conn.recv(1024) or b"\r\n\r\n"
+        key = next(
+            (
+                line.split(b":", 1)[1].strip()
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"sec-websocket-key:")
+            ),
+            b"",
+        )
+        accept = base64.b64encode(
+            hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()
+        )
+        conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + b"\x81\x05hello"
+        )
+        with contextlib.suppress(OSError):
+            conn.recv(1024)  # the page's close frame
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.listener.close()

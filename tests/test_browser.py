@@ -5,11 +5,12 @@ import socket
 import subprocess
 import sys
 import time
+from urllib.parse import quote
 
 import psutil
 import pytest
 from conftest import make_config, toolbox
-from pages import TEXT, Pages
+from pages import TEXT, Pages, Sockets
 
 from amas_code import browser
 from amas_code.browser import Browser
@@ -293,3 +294,101 @@ def test_chromium_keeps_its_own_sandbox_unless_amas_is_root(monkeypatch):
     assert "--no-zygote" not in browser.chromium_args()  # Chromium refuses it with its sandbox on
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0)
     assert "--no-sandbox" in browser.chromium_args()
+
+
+def only(origin: str, asked: list):
+    """A host gate that lets the page's own origin through and declines the rest, as a session
+    without a terminal does once the user approved one host."""
+
+    def visit(url):
+        asked.append(url)
+        if not url.startswith(origin + "/") and not url.startswith(("about:", "data:")):
+            raise PermissionError(f"connecting to {url.split('/')[2]} was declined by the user")
+        return url
+
+    return visit
+
+
+@needs_chromium
+def test_a_pages_websocket_to_an_unapproved_port_never_connects(shared, pages):
+    """A page on an allowed origin opens a WebSocket to a local service on another port: the
+    service gets no connection, and the page sees the socket close."""
+    shared.close()  # one Playwright per thread
+    service, asked = Sockets(), []
+    guarded = Browser(make_config(), only(pages.url, asked))
+    try:
+        opened = guarded.navigate(f"{pages.url}/socket?port={service.port}")
+        said = opened + guarded.get_text("#done") + guarded.get_text("#log")
+    finally:
+        guarded.close()
+        service.close()
+    assert service.accepted == 0
+    assert "hello" not in said and "closed" in said
+    assert f"http://127.0.0.1:{service.port}/live" in asked
+    assert f"a WebSocket of the page stopped: connecting to 127.0.0.1:{service.port}" in said
+
+
+@needs_chromium
+def test_an_approved_websocket_connects(shared, pages):
+    shared.close()
+    service = Sockets()
+    allowed = Browser(make_config(), lambda url: url)
+    try:
+        allowed.navigate(f"{pages.url}/socket?port={service.port}")
+        said = allowed.get_text("#done") + allowed.get_text("#log")
+    finally:
+        allowed.close()
+        service.close()
+    assert service.accepted == 1
+    assert "got hello" in said
+
+
+@needs_chromium
+def test_a_navigations_redirect_to_a_new_host_is_gated(shared, pages):
+    """An allowed page redirects the browser to another local port: that hop is asked about like a
+    navigation, and without approval the other server never sees a request."""
+    shared.close()
+    other, asked = Pages(), []
+    guarded = Browser(make_config(), only(pages.url, asked))
+    try:
+        said = guarded.navigate(f"{pages.url}/goto?to={other.url}/text")
+    finally:
+        guarded.close()
+        other.close()
+    assert other.requests == []
+    assert f"{other.url}/text" in asked
+    assert said.startswith("Error: Page.goto: net::ERR_BLOCKED_BY_CLIENT")
+    assert (
+        f"(a redirect of the page stopped: connecting to 127.0.0.1:{other.port} was declined"
+        in said
+    )
+
+
+@needs_chromium
+def test_an_approved_redirect_chain_ends_on_the_last_page(shared, pages):
+    shared.close()
+    other, asked = Pages(), []
+    allowed = Browser(make_config(), asked.append)  # every host approved, each one seen
+    try:
+        said = allowed.navigate(f"{pages.url}/goto?to={other.url}/other")
+    finally:
+        allowed.close()
+        other.close()
+    assert said.startswith(f"Other page\n{other.url}/other\n\nYou arrived.")
+    assert asked[:2] == [f"{pages.url}/goto?to={other.url}/other", f"{other.url}/other"]
+
+
+@needs_chromium
+def test_a_resources_redirect_to_a_new_host_is_gated(shared, pages):
+    """An image on an allowed host that redirects to another local port is not fetched from it."""
+    shared.close()
+    other, asked = Pages(), []
+    hop = quote(f"{pages.url}/goto?to={other.url}/logo.png")
+    guarded = Browser(make_config(), only(pages.url, asked))
+    try:
+        said = guarded.navigate(f"{pages.url}/picture?src={hop}")
+    finally:
+        guarded.close()
+    assert other.requests == []
+    assert f"{other.url}/logo.png" in asked
+    assert "(a redirect of the page stopped: connecting to" in said

@@ -315,3 +315,33 @@ def test_tools_dispatch_to_web(pages, tmp_path):
         "1. Result one"
     )
     assert box.execute("fetch_url", "{}") == "Error: fetch_url is missing required argument(s): url"
+
+
+# every hop is a request (issue 41, item 5)
+
+
+def test_a_redirect_to_a_new_host_is_asked_about_and_refused_without_a_terminal(tmp_path):
+    first, second = Pages(), Pages()
+    try:
+        box = toolbox(tmp_path)  # no --yes, no terminal: a question is answered no
+        box.gate.hosts.add(f"{first.url}")  # the user approved the first host
+        hop = f"{first.url}/goto?to={second.url}/text"
+        said = box.execute("fetch_url", json.dumps({"url": hop}))
+    finally:
+        first.close()
+        second.close()
+    assert first.requests == [f"/goto?to={second.url}/text"]
+    assert second.requests == []  # the local service never saw the request
+    assert said.startswith(f"Error: connecting to {second.url} was declined")
+    assert "redirected" in said
+
+
+def test_redirects_are_bounded_and_each_hop_is_judged():
+    server, asked = Pages(), []
+    try:
+        said = browser.fetch(server.url + "/loop", asked.append)
+    finally:
+        server.close()
+    assert said == f"Error: stopped after {browser.MAX_HOPS} redirects, at {server.url}/loop"
+    assert asked == [f"{server.url}/loop"] * (browser.MAX_HOPS + 1)
+    assert len(server.requests) == browser.MAX_HOPS + 1
