@@ -5,9 +5,9 @@ entry such as the `node_modules/.bin` that `npm run` puts first."""
 import os
 
 import pytest
-from conftest import make_config
+from conftest import make_config, toolbox
 
-from amas_code import browser, safety, sandbox
+from amas_code import browser, effects, project, sandbox
 from amas_code.browser import Browser
 
 FAKE = "#!/bin/sh\necho ran > {marker}\nexit 1\n"
@@ -75,7 +75,7 @@ def test_the_box_is_never_started_by_the_projects_bwrap(planted_path, tmp_path):
     try:
         why = sandbox.probe()
         if not why:
-            line = safety.Command("echo boxed", 10)
+            line = effects.Command("echo boxed", 10)
             env = {"PATH": os.environ["PATH"]}
             out = sandbox.run(line, planted_path, env, sandbox.Box())
             assert "boxed\n[exit code 0]" in out
@@ -93,10 +93,24 @@ def test_the_boxs_limits_are_set_by_the_systems_prlimit(planted_path):
     try:
         if sandbox.probe():
             pytest.skip(f"no box here: {sandbox.probe()}")
-        line = safety.Command("ulimit -f", 10)
+        line = effects.Command("ulimit -f", 10)
         out = sandbox.run(line, planted_path, {"PATH": os.environ["PATH"]}, sandbox.Box())
     finally:
         sandbox.probe.cache_clear()
     assert not marker.exists()
     blocks = sandbox.Box().file_size // 512  # sh counts the limit in 512-byte blocks
     assert f"$ ulimit -f\n{blocks}\n[exit code 0]" in out
+
+
+def test_git_is_never_the_projects(planted_path, tmp_path):
+    """Listing files and recording a checkpoint run git outside the box: the system's, never one the
+    project put on PATH."""
+    marker = tmp_path / "ran"
+    plant(planted_path, marker, "git")
+    agent = toolbox(planted_path, checkpoint=True, auto_accept=True)
+    assert "README" not in agent.execute("list_files", "{}")
+    said = agent.execute("write_file", '{"path": "a.txt", "content": "hi\\n"}')
+    assert said.startswith("Write a.txt: 1 line") and "checkpoint: 1 file" in said
+    assert (planted_path / "a.txt").read_text() == "hi\n"
+    assert not marker.exists()
+    assert not project.git_argv()[0].startswith(str(planted_path))
