@@ -53,6 +53,7 @@ class Agent:
         self.logged, self.attachments, self.warned = len(self.messages), [], set()
         self.preloading = None  # set once the REPL's thread importing litellm meanwhile is done
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
+        self.box = sandbox.session(config)  # the box commands run in, with the session's /tmp
         self.model = providers.Model(config)
         self.gate = safety.Gate(config, self.root, self.sandbox[0])
         self.report = report or Report()
@@ -385,7 +386,7 @@ class Agent:
     ) -> tuple[str, bool]:
         """Do it inside its checkpoint; the result with the checkpoint's note, and whether a command
         ran in the sandbox."""
-        boxed = boxed and isinstance(effect, safety.Command) and bool(sandbox.box(self.config))
+        boxed = boxed and isinstance(effect, safety.Command) and bool(self.box)
         before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect) as record:
             if isinstance(effect, safety.Command):
@@ -407,7 +408,7 @@ class Agent:
 
     def run_command(self, command: safety.Command, boxed: bool) -> str:
         """The command, its output shown live while it runs."""
-        box = sandbox.box(self.config) if boxed else None
+        box = self.box if boxed else None
         env = safety.child_env(self.config)
         hide = self.gate.secrets.redact
         with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
@@ -438,8 +439,10 @@ class Agent:
         return min(tools.MAX_RESULT, max(4000, self.limit() * CHARS_PER_TOKEN // 2))
 
     def close(self) -> None:
-        """Free what the tools hold (the browser)."""
+        """Free what the tools hold (the browser) and the session's /tmp."""
         self.tools.close()
+        if self.box:
+            self.box.close()
 
     def repair(self) -> None:
         """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid."""

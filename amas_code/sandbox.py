@@ -288,7 +288,7 @@ def _network(kept: tuple[int, int] | None) -> None:
     info, block = kept
     try:
         pid = _child_pid(info)
-        if pid:
+        if pid and _loopback_up(pid):
             _slirp(pid)
     finally:  # bwrap runs the command once --block-fd has data or is closed
         os.close(info)
@@ -308,30 +308,54 @@ def _child_pid(info: int) -> int:
     return int(json.loads(said).get("child-pid", 0))
 
 
+def _loopback_up(pid: int) -> bool:
+    """Whether bwrap has set up the box's loopback (2 s at most): the stack's own netlink requests,
+    made meanwhile, make bwrap's fail ("loopback: Failed RTM_NEWADDR")."""
+    for _ in range(2000):
+        try:
+            if "127.0.0.1" in Path(f"/proc/{pid}/net/fib_trie").read_text():
+                return True
+        except OSError:
+            return False  # the box is gone
+        time.sleep(0.001)
+    return False
+
+
 def _slirp(pid: int) -> None:
-    """slirp4netns on the box's namespaces, waited for until it says it is ready (10 s at most).
-    It is a child of amas: killed with the command's strays, and when amas dies."""
-    ready, told = os.pipe()
-    options = ["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp"]
+    """slirp4netns in the box's network namespace, waited for until it is ready (10 s at most). It
+    is a child of amas: killed with the command's strays, and when amas dies."""
+    import fcntl
+
+    held = []
     try:
+        held.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY))
+        # the user namespace that owns the network (bwrap nests the box's own inside it)
+        held.append(fcntl.ioctl(held[0], 0xB701))  # NS_GET_USERNS
+        ready, told = os.pipe()
+        held += [ready, told]
         subprocess.Popen(
-            [NETWORK_STACK, *options, "--ready-fd", str(told), str(pid), "tap0"],
+            _stack_argv(pid, held[1], told),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            pass_fds=(told,),
+            pass_fds=(held[1], told),
             preexec_fn=functools.partial(_child, []),
         )
-        os.close(told)
-        told = -1
+        os.close(held.pop())  # its own end only: EOF if it dies before it is ready
         if select.select([ready], [], [], 10)[0]:
             os.read(ready, 1)
     except OSError:
         pass  # no stack: the box has its own namespace, with no network
     finally:
-        os.close(ready)
-        if told >= 0:
-            os.close(told)
+        for fd in held:
+            os.close(fd)
+
+
+def _stack_argv(pid: int, owner: int, told: int) -> list[str]:
+    """slirp4netns's command line: the host's loopback out of reach, its own seccomp filter on."""
+    options = ["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp"]
+    options += [f"--userns-path=/proc/self/fd/{owner}", "--ready-fd", str(told)]
+    return [NETWORK_STACK, *options, str(pid), "tap0"]
 
 
 @functools.cache
