@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import make_config
+from conftest import make_config, run_amas
 from test_sandbox import NOBODY, boxed, place, user  # noqa: F401 (fixtures)
 
 from amas_code import sandbox
@@ -228,3 +228,28 @@ def test_the_hosts_abstract_sockets_are_not_in_the_network_box(user, place):  # 
         assert "\n0\n[exit code 1]" in result
     finally:
         held.close()
+
+
+@needs_box
+def test_one_tmp_for_the_session_removed_at_exit(project, home, llm):
+    llm.reply(tool="shell_command", command="echo kept > /tmp/x")
+    llm.reply(tool="shell_command", command="cat /tmp/x")
+    llm.reply(text="done")
+    done = run_amas("-y", "save it, then read it", llm=llm)
+    assert done.returncode == 0, done.stderr
+    assert llm.requests[2]["messages"][-1]["content"].startswith(
+        "$ cat /tmp/x\nkept\n[exit code 0]"
+    )
+    assert os.listdir(home / ".amas" / "tmp") == []  # the session's folder, gone with amas
+
+
+def test_a_session_tmp_past_its_size_is_emptied(tmp_path):
+    box = sandbox.Box(tmp=1 << 20, scratch=str(tmp_path / "s"))
+    assert sandbox._ready(box) == box and os.path.isdir(box.scratch)
+    (tmp_path / "s" / "small").write_bytes(b"x" * 1000)
+    assert sandbox._tidy(box) == ""
+    (tmp_path / "s" / "big").write_bytes(b"x" * (2 << 20))
+    assert sandbox._tidy(box) == "\n[/tmp held 2 MB, more than 1 MB: it was emptied]"
+    assert os.listdir(box.scratch) == []
+    box.close()
+    assert not os.path.exists(box.scratch)
