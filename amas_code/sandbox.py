@@ -177,10 +177,10 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
             pass_fds=tuple(given.values()),
             preexec_fn=functools.partial(_child, groups),
         )
-    finally:  # the box's ends are the box's alone
+    finally:  # the box's ends are the box's alone; amas's start the network (or see bwrap fail)
         for fd in given.values():
             os.close(fd)
-    _network(kept)
+        _network(kept)
     return proc
 
 
@@ -218,18 +218,24 @@ def _ready(box: Box | None) -> Box | None:
     where it cannot be made, the box has a fresh /tmp each command."""
     if not box or not box.scratch or os.path.isdir(box.scratch):
         return box
-    import psutil
-
     folder = Path(box.scratch)
     try:
         folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for stale in folder.parent.glob("*-*"):
-            if not psutil.pid_exists(int(stale.name.split("-")[0])):
-                shutil.rmtree(stale, ignore_errors=True)
+        _sweep_scratch(folder.parent)
         folder.mkdir(mode=0o700)
-    except (OSError, ValueError):
+    except OSError:
         return dataclasses.replace(box, scratch="")
     return box
+
+
+def _sweep_scratch(base: Path) -> None:
+    """The /tmp folders of sessions whose amas was killed with -9, removed."""
+    import psutil
+
+    for stale in base.glob("*-*"):
+        pid = stale.name.split("-")[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _tidy(box: Box | None) -> str:
@@ -253,8 +259,8 @@ def _tidy(box: Box | None) -> str:
 def _unix_sockets_hidden() -> list[str]:
     """Without a seccomp filter: the places of the sockets that run programs outside the box (the
     session bus, systemd's, docker's), hidden. The private /tmp already hides X11's."""
-    args = []
-    for place in UNIX_SOCKET_PLACES:
+    args, own = [], os.environ.get("XDG_RUNTIME_DIR")  # where it is not under /run/user
+    for place in [*UNIX_SOCKET_PLACES, *([own] if own else [])]:
         path = os.path.realpath(place)
         if os.path.isdir(path):
             args += ["--tmpfs", path]
@@ -333,14 +339,7 @@ def _slirp(pid: int) -> None:
         held.append(fcntl.ioctl(held[0], 0xB701))  # NS_GET_USERNS
         ready, told = os.pipe()
         held += [ready, told]
-        subprocess.Popen(
-            _stack_argv(pid, held[1], told),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(held[1], told),
-            preexec_fn=functools.partial(_child, []),
-        )
+        _start_stack(pid, held[1], told)
         os.close(held.pop())  # its own end only: EOF if it dies before it is ready
         if select.select([ready], [], [], 10)[0]:
             os.read(ready, 1)
@@ -351,11 +350,19 @@ def _slirp(pid: int) -> None:
             os.close(fd)
 
 
-def _stack_argv(pid: int, owner: int, told: int) -> list[str]:
-    """slirp4netns's command line: the host's loopback out of reach, its own seccomp filter on."""
+def _start_stack(pid: int, owner: int, told: int) -> None:
+    """slirp4netns started on the box's network, joined through its owner (the descriptor of a user
+    namespace), the host's loopback out of reach, its own seccomp filter on; ready when told is."""
     options = ["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp"]
     options += [f"--userns-path=/proc/self/fd/{owner}", "--ready-fd", str(told)]
-    return [NETWORK_STACK, *options, str(pid), "tap0"]
+    subprocess.Popen(
+        [NETWORK_STACK, *options, str(pid), "tap0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(owner, told),
+        preexec_fn=functools.partial(_child, []),
+    )
 
 
 @functools.cache

@@ -34,34 +34,33 @@ def run_bpf(program: bytes, nr: int, arch: int, args=(0,) * 6) -> int:
     seccomp_data is nr, arch, instruction pointer, six 64-bit arguments)."""
     data = struct.pack("<iIQ6Q", nr, arch, 0, *(list(args) + [0] * 6)[:6])
     code = [struct.unpack_from("<HBBI", program, i) for i in range(0, len(program), 8)]
-    a, x, memory, pc = 0, 0, [0] * 16, 0
+    state, pc = {"a": 0, "x": 0, "memory": [0] * 16}, 0
     for _ in range(10_000):
         op, jt, jf, k = code[pc]
         pc += 1
         if op == 0x20:  # ld [k]
-            a = struct.unpack_from("<I", data, k)[0]
+            state["a"] = struct.unpack_from("<I", data, k)[0]
         elif op in (0x00, 0x01, 0x60, 0x61, 0x02, 0x03, 0x07, 0x87, 0x54, 0x44):
-            a, x = bpf_move(op, k, a, x, memory)
+            bpf_move(op, k, state)
         elif op == 0x05:  # ja
             pc += k
         elif op & 0x07 == 0x05:  # jeq, jgt, jge, jset against k or x
-            pc += jt if bpf_test(op, a, k if op & 0x08 == 0 else x) else jf
-        elif op == 0x06:
-            return k
-        elif op == 0x16:
-            return a
+            pc += jt if bpf_test(op, state["a"], k if op & 0x08 == 0 else state["x"]) else jf
+        elif op in (0x06, 0x16):  # ret k, ret a
+            return k if op == 0x06 else state["a"]
         else:
             raise AssertionError(f"BPF opcode {op:#x} not simulated")
     raise AssertionError("the program did not return")
 
 
-def bpf_move(op: int, k: int, a: int, x: int, memory: list[int]) -> tuple[int, int]:
+def bpf_move(op: int, k: int, state: dict) -> None:
     """Loads, stores and the two ALU operations libseccomp uses."""
-    if op == 0x02 or op == 0x03:
+    a, x, memory = state["a"], state["x"], state["memory"]
+    if op in (0x02, 0x03):
         memory[k] = a if op == 0x02 else x
     moved = {0x00: (k, x), 0x01: (a, k), 0x60: (memory[k], x), 0x61: (a, memory[k])}
     moved |= {0x07: (a, a), 0x87: (x, x), 0x54: (a & k, x), 0x44: (a | k, x)}
-    return moved.get(op, (a, x))
+    state["a"], state["x"] = moved.get(op, (a, x))
 
 
 def bpf_test(op: int, a: int, value: int) -> bool:
