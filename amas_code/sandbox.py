@@ -40,6 +40,7 @@ WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix
 SECCOMP_ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))  # the ABIs one kernel runs
 UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
 NETWORK_STACK = "slirp4netns"  # the user-mode network stack of `sandbox_network: true`
+SLIRP_RESOLVER = "nameserver 10.0.2.3\n"  # slirp4netns's DNS forwarder, in the box's network
 UNBOXED_LINE = "no sandbox: {why}; every command will be asked, allow rules off"
 
 
@@ -203,6 +204,8 @@ def _process(box: Box, fds: dict[str, int]) -> list[str]:
     args += ["--new-session", "--die-with-parent", "--cap-drop", "ALL"]
     for name, fd in fds.items():
         args += [f"--{name}", str(fd)]
+        # the box's resolver: slirp4netns's, for a host that resolves on its own loopback
+        args += ["/etc/resolv.conf"] if name == "ro-bind-data" else []
     return args
 
 
@@ -274,15 +277,33 @@ def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | Non
     network stack: the read end of --info-fd and the write end of --block-fd."""
     given, kept = {}, None
     program = _seccomp_filter() if box else b""
-    if program:  # in a file of its own, at its start: bwrap reads it to the end
-        given["seccomp"] = os.memfd_create("amas-seccomp", 0)
-        os.write(given["seccomp"], program)
-        os.lseek(given["seccomp"], 0, os.SEEK_SET)
+    if program:
+        given["seccomp"] = _data(program)
     if box and box.network and shutil.which(NETWORK_STACK):
         info, block = os.pipe(), os.pipe()
         given.update({"info-fd": info[1], "block-fd": block[0]})
         kept = (info[0], block[1])
+        if _loopback_resolver(Path("/etc/resolv.conf")):  # systemd-resolved's 127.0.0.53
+            given["ro-bind-data"] = _data(SLIRP_RESOLVER.encode())
     return given, kept
+
+
+def _data(data: bytes) -> int:
+    """A file holding data, at its start, for bwrap to read to its end."""
+    fd = os.memfd_create("amas-box", 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _loopback_resolver(resolv: Path) -> bool:
+    """Whether the host resolves names through a server on its loopback, which is not the box's."""
+    try:
+        text = resolv.read_text(errors="replace")
+    except OSError:
+        return False
+    servers = re.findall(r"^\s*nameserver\s+(\S+)", text, re.MULTILINE)
+    return any(s.startswith("127.") or s == "::1" for s in servers)
 
 
 def _network(kept: tuple[int, int] | None) -> None:

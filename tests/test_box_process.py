@@ -12,7 +12,7 @@ import pytest
 from conftest import make_config, run_amas
 from test_sandbox import NOBODY, boxed, place, user  # noqa: F401 (fixtures)
 
-from amas_code import sandbox
+from amas_code import safety, sandbox
 
 EPERM = 0x00050001  # SECCOMP_RET_ERRNO | EPERM
 ALLOW = 0x7FFF0000
@@ -252,3 +252,22 @@ def test_a_session_tmp_past_its_size_is_emptied(tmp_path):
     assert os.listdir(box.scratch) == []
     box.close()
     assert not os.path.exists(box.scratch)
+
+
+def test_a_host_resolving_on_its_loopback_gives_the_network_box_slirps_resolver(
+    tmp_path, monkeypatch
+):
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("# systemd-resolved\nnameserver 127.0.0.53\noptions edns0\n")
+    assert sandbox._loopback_resolver(resolv)
+    resolv.write_text("nameserver 192.0.2.1\nsearch 127.example\n")
+    assert not sandbox._loopback_resolver(resolv)
+    assert not sandbox._loopback_resolver(tmp_path / "missing")
+    args = sandbox._process(sandbox.Box(network=True), {"ro-bind-data": 5})
+    assert args[-3:] == ["--ro-bind-data", "5", "/etc/resolv.conf"]
+    if sandbox.probe() or not shutil.which(sandbox.NETWORK_STACK):
+        pytest.skip("no box with a network here")
+    monkeypatch.setattr(sandbox, "_loopback_resolver", lambda path: True)
+    command = safety.Command("cat /etc/resolv.conf", 10)
+    result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box(network=True))
+    assert result == "$ cat /etc/resolv.conf\nnameserver 10.0.2.3\n[exit code 0]"
