@@ -34,10 +34,8 @@ READ_ONLY = re.compile(  # `touch: cannot touch '/x': Read-only…`, `[Errno 30]
 CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
 WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
-# what a box refuses through its seccomp filter, each with EPERM: a new Unix socket (a session bus,
-# ssh-agent, docker or systemd reached through a read-only mount), and io_uring, whose socket and
-# connect operations no seccomp filter sees
-SECCOMP_ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))  # the ABIs one kernel runs
+# the ABIs one kernel runs, by family: the box's seccomp filter covers the native ABI's family
+SECCOMP_ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))
 UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
 NETWORK_STACK = "slirp4netns"  # the user-mode network stack of `sandbox_network: true`
 SLIRP_RESOLVER = "nameserver 10.0.2.3\n"  # slirp4netns's DNS forwarder, in the box's network
@@ -444,8 +442,10 @@ def _arch_token(lib, name: str) -> int:
 
 
 def _seccomp_rules(lib, context: int) -> bool:
-    """socket(AF_UNIX, …) and io_uring_setup refused with EPERM. The family is compared on its low
-    32 bits, as the kernel reads it: 0x1_0000_0001 is AF_UNIX too."""
+    """socket(AF_UNIX, …) refused with EPERM (a session bus, ssh-agent, docker or systemd reached
+    through a socket file, read-only or not), and io_uring_setup (its socket and connect operations
+    pass no seccomp filter). The family is compared on its low 32 bits, as the kernel reads it:
+    0x1_0000_0001 is AF_UNIX too."""
     import ctypes
 
     class Compare(ctypes.Structure):  # struct scmp_arg_cmp
