@@ -5,6 +5,7 @@ import os
 import shutil
 import socket
 import struct
+import tempfile
 import threading
 from pathlib import Path
 
@@ -271,3 +272,22 @@ def test_a_host_resolving_on_its_loopback_gives_the_network_box_slirps_resolver(
     command = safety.Command("cat /etc/resolv.conf", 10)
     result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box(network=True))
     assert result == "$ cat /etc/resolv.conf\nnameserver 10.0.2.3\n[exit code 0]"
+
+
+@needs_box
+def test_without_a_filter_a_session_bus_is_not_there(monkeypatch, tmp_path):
+    base = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="amas-run-"))  # outside the box's /tmp
+    (base / "user" / "1000").mkdir(parents=True)
+    server = UnixServer(str(base / "user" / "1000" / "bus"))
+    monkeypatch.setattr(sandbox, "_seccomp_filter", lambda *arches: b"")
+    monkeypatch.setattr(sandbox, "UNIX_SOCKET_PLACES", (str(base / "user"),))
+    dial = f"s = socket.socket(socket.AF_UNIX); s.connect('{base}/user/1000/bus'); s.sendall(b'hi')"
+    command = safety.Command(f'python3 -c "import socket; {dial}"', 10)
+    try:
+        result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box())
+        assert "FileNotFoundError" in result
+        assert "[exit code 0]" in sandbox.run(command, tmp_path, dict(os.environ))  # unboxed
+    finally:
+        server.close()
+        shutil.rmtree(base)
+    assert server.heard == [b"hi"]
