@@ -5,6 +5,7 @@ import os
 import shutil
 import socket
 import struct
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -192,6 +193,36 @@ def test_the_upper_half_of_the_family_and_io_uring_do_not_get_around(user, place
     calls += "print(c.syscall(425, 1, ctypes.c_void_p(0)), ctypes.get_errno())"
     script = f"import ctypes; c = ctypes.CDLL(None, use_errno=True); {calls}"
     assert "\n-1 1\n-1 1\n[exit code 0]" in boxed(user, place, f'python3 -c "{script}"', box={})
+
+
+def i386(code: bytes) -> bytes:
+    """A static 32-bit x86 program running code, then exit(-eax): 1 for EPERM, 253 for fd 3."""
+    base, body = 0x08048000, code + bytes.fromhex("f7d8 89c3 b801000000 cd80")
+    size = 52 + 32 + len(body)
+    header = b"\x7fELF\x01\x01\x01" + bytes(9)
+    header += struct.pack("<HHIIIIIHHHHHH", 2, 3, 1, base + 84, 52, 0, 0, 52, 32, 1, 0, 0, 0)
+    return header + struct.pack("<8I", 1, 0, base, base, size, size, 5, 0x1000) + body
+
+
+I386 = {  # int 0x80: socket(AF_UNIX, SOCK_STREAM, 0) directly, through socketcall, and socketpair
+    "direct": "b867010000 bb01000000 b901000000 31d2 cd80",
+    "socketcall": "6a00 6a01 6a01 89e1 bb01000000 b866000000 cd80",
+    "pair": "83ec08 89e0 50 6a00 6a01 6a01 89e1 bb08000000 b866000000 cd80",
+}
+
+
+def test_32_bit_x86_programs_are_refused_too(user, place):  # noqa: F811
+    for name, code in I386.items():
+        (place / name).write_bytes(i386(bytes.fromhex(code)))
+        (place / name).chmod(0o755)
+    if os.uname().machine != "x86_64" or subprocess.run([place / "pair"]).returncode:
+        pytest.skip("no 32-bit x86 programs run here")
+    if user == "nobody":
+        subprocess.run(["chown", "-R", "65534:65534", str(place)], check=True)
+    assert subprocess.run([place / "direct"]).returncode == 253  # unboxed: the socket is made
+    command = "for p in direct socketcall pair; do ./$p; echo $p $?; done"
+    result = boxed(user, place, command, box={})
+    assert "direct 1\nsocketcall 1\npair 0\n[exit code 0]" in result
 
 
 def test_root_cannot_write_proc_sys(user, place):  # noqa: F811
