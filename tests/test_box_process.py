@@ -261,6 +261,15 @@ def test_the_hosts_abstract_sockets_are_not_in_the_network_box(user, place):  # 
         held.close()
 
 
+def test_the_session_tmp_is_one_folder_for_its_commands(user, place):  # noqa: F811
+    scratch = place.parent / ".amas" / "tmp" / f"{os.getpid()}-test"  # made at the first command
+    box = {"scratch": str(scratch)}
+    assert "[exit code 0]" in boxed(user, place, "echo kept > /tmp/x; mkdir /tmp/d", box=box)
+    assert "\nkept\n[exit code 0]" in boxed(user, place, "cat /tmp/x", box=box)
+    assert (scratch / "x").read_text() == "kept\n" and oct(scratch.stat().st_mode)[-3:] == "700"
+    assert "\nkept\n" not in boxed(user, place, "cat /tmp/x", box={})  # a box of its own
+
+
 @needs_box
 def test_one_tmp_for_the_session_removed_at_exit(project, home, llm):
     llm.reply(tool="shell_command", command="echo kept > /tmp/x")
