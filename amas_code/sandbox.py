@@ -335,10 +335,11 @@ def _child_pid(info: int) -> int:
 
 def _loopback_up(pid: int) -> bool:
     """Whether bwrap has set up the box's loopback (2 s at most): the stack's own netlink requests,
-    made meanwhile, make bwrap's fail ("loopback: Failed RTM_NEWADDR")."""
+    made meanwhile, make bwrap's fail ("loopback: Failed RTM_NEWADDR"). Its broadcast route is
+    made last, once the loopback is up (127.0.0.1's comes with the address, before)."""
     for _ in range(2000):
         try:
-            if "127.0.0.1" in Path(f"/proc/{pid}/net/fib_trie").read_text():
+            if "127.255.255.255" in Path(f"/proc/{pid}/net/fib_trie").read_text():
                 return True
         except OSError:
             return False  # the box is gone
