@@ -330,7 +330,9 @@ def _child_pid(info: int) -> int:
         if not chunk:
             return 0
         said += chunk
-    return int(json.loads(said).get("child-pid", 0))
+    with contextlib.suppress(ValueError, AttributeError):
+        return int(json.loads(said).get("child-pid", 0))
+    return 0
 
 
 def _loopback_up(pid: int) -> bool:
