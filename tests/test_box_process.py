@@ -128,7 +128,7 @@ def test_without_a_filter_the_box_hides_the_sockets_and_says_it_is_weaker(monkey
     assert "--seccomp" not in args and str(run / "dbus") not in args
 
 
-def test_network_mode_without_its_stack_says_so(monkeypatch):
+def test_network_mode_without_its_stack_says_so(monkeypatch, tmp_path):
     if sandbox.probe():
         pytest.skip(f"no box here: {sandbox.probe()}")
     monkeypatch.setattr(sandbox, "NETWORK_STACK", "no-such-stack")
@@ -136,6 +136,11 @@ def test_network_mode_without_its_stack_says_so(monkeypatch):
     assert line.startswith(
         "commands run in a sandbox (bubblewrap): no network (no-such-stack missing)"
     )
+    command = safety.Command("cat /proc/net/route; grep -c lo /proc/net/dev", 10)
+    result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box(network=True))
+    # the route table's header alone, and one interface: the box's own loopback
+    lines = result.splitlines()
+    assert lines[1].startswith("Iface\t") and lines[2:] == ["1", "[exit code 0]"]
 
 
 class UnixServer:
