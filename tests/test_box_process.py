@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_config, run_amas
-from test_sandbox import NOBODY, boxed, place, user  # noqa: F401 (fixtures)
+from test_sandbox import boxed, place, user  # noqa: F401 (place, user: fixtures)
 
 from amas_code import safety, sandbox
 
