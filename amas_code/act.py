@@ -132,7 +132,7 @@ class Act:
     ) -> tuple[str, bool]:
         """Do it inside its checkpoint; the result with the checkpoint's note, and whether a command
         ran in the sandbox."""
-        boxed = boxed and isinstance(effect, effects.Command) and bool(sandbox.box(self.config))
+        boxed = boxed and isinstance(effect, effects.Command) and bool(self.tools.box)
         before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect) as record:
             if isinstance(effect, effects.Command):
@@ -154,7 +154,7 @@ class Act:
 
     def run_command(self, command: effects.Command, boxed: bool) -> str:
         """The command, its output shown live while it runs."""
-        box = sandbox.box(self.config) if boxed else None
+        box = self.tools.box if boxed else None
         env = redact.child_env(self.config)
         hide = self.gate.secrets.redact
         with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:

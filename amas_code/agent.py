@@ -239,7 +239,7 @@ class Agent:
         return self.act.outcome(name, raw)[0]
 
     def close(self) -> None:
-        """Free what the tools hold (the browser)."""
+        """Free what the tools hold (the browser) and the session's /tmp."""
         self.tools.close()
 
     def repair(self) -> None:

@@ -1,10 +1,14 @@
 """Running a shell command: in a bubblewrap box where it works, with limits, its output read in bounded memory."""
 
 import contextlib
+import dataclasses
 import functools
+import json
 import os
 import re
+import select
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -28,7 +32,13 @@ READ_ONLY = re.compile(  # `touch: cannot touch '/x': Read-only…`, `[Errno 30]
     r"|could not (?:write|lock) config file ([^\s:]+)"
 )
 CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
-SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project"
+SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
+WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
+# the ABIs one kernel runs, by family: the box's seccomp filter covers the native ABI's family
+SECCOMP_ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))
+UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
+NETWORK_STACK = "slirp4netns"  # the user-mode network stack of `sandbox_network: true`
+SLIRP_RESOLVER = "nameserver 10.0.2.3\n"  # slirp4netns's DNS forwarder, in the box's network
 UNBOXED_LINE = "no sandbox: {why}; every command will be asked, allow rules off"
 
 
@@ -40,7 +50,13 @@ class Box:
     procs: int = 512  # processes in the box: a fork bomb stops here
     memory: int = 0  # bytes a process may allocate (0: three quarters of the machine's memory)
     file_size: int = 2 << 30  # bytes one file may grow to: `yes > file` stops here
-    tmp: int = 256 << 20  # bytes of the private /tmp, which lives in memory
+    tmp: int = 256 << 20  # bytes of the private /tmp and of /dev/shm, which live in memory
+    scratch: str = ""  # the session's folder the box sees as /tmp ("": a fresh /tmp each command)
+
+    def close(self) -> None:
+        """The session's /tmp removed: amas is leaving."""
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def box(config: dict) -> Box | None:
@@ -50,6 +66,18 @@ def box(config: dict) -> Box | None:
     return Box(network=bool(config.get("sandbox_network")))
 
 
+def session(config: dict) -> Box | None:
+    """The box of one amas session: its commands share one /tmp, a folder in ~/.amas/tmp made at the
+    first command and removed by Box.close."""
+    import secrets
+
+    found = box(config)
+    if found is None:
+        return None
+    name = f"{os.getpid()}-{secrets.token_hex(4)}"
+    return dataclasses.replace(found, scratch=str(Path.home() / ".amas" / "tmp" / name))
+
+
 def status(config: dict) -> tuple[str, str]:
     """The mode in force (on, off, unavailable) and one line saying so to the user."""
     if config.get("sandbox") in ("off", False):  # YAML reads a bare `off` as false
@@ -57,8 +85,14 @@ def status(config: dict) -> tuple[str, str]:
     why = probe()
     if why:
         return "unavailable", UNBOXED_LINE.format(why=why)
-    net = "with the network" if config.get("sandbox_network") else "no network"
-    return "on", SANDBOX_LINE.format(net=net)
+    net = "no network"
+    if config.get("sandbox_network"):
+        net = (
+            "with the network"
+            if project.program(NETWORK_STACK)
+            else f"no network ({NETWORK_STACK} missing)"
+        )
+    return "on", SANDBOX_LINE.format(net=net, weaker="" if _seccomp_filter() else WEAKER)
 
 
 def bwrap() -> str | None:
@@ -73,7 +107,8 @@ def probe() -> str:
         return "bwrap not found (install bubblewrap and util-linux)"
     if not project.program("prlimit"):
         return "prlimit not found (install bubblewrap and util-linux)"
-    trial = [bwrap(), "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net"]
+    # its own user namespace, as root too: without one bwrap leaves /proc/sys writable to root
+    trial = [bwrap(), "--unshare-user", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net"]
     trial += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "true"]
     try:
         done = subprocess.run(trial, capture_output=True, timeout=10)
@@ -118,9 +153,11 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
 
     _harden()
     before = {p.pid for p in psutil.Process().children()}
+    box = _ready(box)
     proc = _start(command.line, Path(root), env, box)
     try:
         out, err, note = _collect(proc, command.timeout, before, watch)
+        note += _tidy(box)
     finally:  # also on Ctrl+C
         _kill(proc.pid, before)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -132,26 +169,316 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
     """The shell line started, boxed or not, in its own session: a timeout or Ctrl+C kills all it started."""
     argv, groups = ["/bin/sh", "-c", command], _cgroups(box) if box else []
-    return subprocess.Popen(
-        _bwrap(root, box) + _limits(box) + argv if box else argv,
-        cwd=root,
-        env=env,
+    given, kept = _descriptors(box)
+    try:
+        proc = subprocess.Popen(
+            _bwrap(root, box, given) + _limits(box) + argv if box else argv,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(given.values()),
+            preexec_fn=functools.partial(_child, groups),
+        )
+    finally:  # the box's ends are the box's alone; amas's start the network (or see bwrap fail)
+        for fd in given.values():
+            os.close(fd)
+        _network(kept)
+    return proc
+
+
+def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:
+    """bubblewrap's arguments: / read-only, a private /tmp, the project writable, credentials hidden."""
+    args = [bwrap() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args += _tmp(box) + ["--bind", str(root), str(root)]
+    args += _hidden() + _git_read_only(root)
+    args += [] if "seccomp" in fds else _unix_sockets_hidden()
+    return args + ["--chdir", str(root)] + _process(box, fds)
+
+
+def _process(box: Box, fds: dict[str, int]) -> list[str]:
+    """The box's process side, given after its mounts: its own namespaces (a user namespace also as
+    root, a network one always), /proc/sys read-only, a sized /dev/shm in a read-only /dev, and the
+    descriptors bwrap reads (the seccomp filter; the network stack's start: --info-fd, --block-fd)."""
+    args = ["--ro-bind", "/proc/sys", "/proc/sys"]
+    args += ["--size", str(box.tmp), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net"]
+    args += ["--new-session", "--die-with-parent", "--cap-drop", "ALL"]
+    for name, fd in fds.items():
+        args += [f"--{name}", str(fd)]
+        # the box's resolver: slirp4netns's, for a host that resolves on its own loopback
+        args += ["/etc/resolv.conf"] if name == "ro-bind-data" else []
+    return args
+
+
+def _tmp(box: Box) -> list[str]:
+    """The box's /tmp: the session's folder, or a fresh tmpfs of the box's size."""
+    if box.scratch:
+        return ["--bind", box.scratch, "/tmp"]
+    return ["--size", str(box.tmp), "--tmpfs", "/tmp"]
+
+
+def _ready(box: Box | None) -> Box | None:
+    """The box with its session folder made (the first time, with those of dead sessions swept);
+    where it cannot be made, the box has a fresh /tmp each command."""
+    if not box or not box.scratch or os.path.isdir(box.scratch):
+        return box
+    folder = Path(box.scratch)
+    try:
+        folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _sweep_scratch(folder.parent)
+        folder.mkdir(mode=0o700)
+    except OSError:
+        return dataclasses.replace(box, scratch="")
+    return box
+
+
+def _sweep_scratch(base: Path) -> None:
+    """The /tmp folders of sessions whose amas was killed with -9, removed."""
+    import psutil
+
+    for stale in base.glob("*-*"):
+        pid = stale.name.split("-")[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _tidy(box: Box | None) -> str:
+    """A note when the session's /tmp grew past the box's size: it is emptied (a folder on disk has no
+    size of its own; a command's files stay capped one by one)."""
+    if not box or not box.scratch:
+        return ""
+    size = 0
+    for folder, _, files in os.walk(box.scratch):
+        for name in files:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    if size <= box.tmp:
+        return ""
+    shutil.rmtree(box.scratch, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.mkdir(box.scratch, 0o700)
+    return f"\n[/tmp held {size >> 20} MB, more than {box.tmp >> 20} MB: it was emptied]"
+
+
+def _unix_sockets_hidden() -> list[str]:
+    """Without a seccomp filter: the places of the sockets that run programs outside the box (the
+    session bus, systemd's, docker's), hidden. The private /tmp already hides X11's."""
+    args, own = [], os.environ.get("XDG_RUNTIME_DIR")  # where it is not under /run/user
+    for place in [*UNIX_SOCKET_PLACES, *([own] if own else [])]:
+        path = os.path.realpath(place)
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
+def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | None]:
+    """The descriptors the box is given, by bwrap's option, and those amas keeps to start the
+    network stack: the read end of --info-fd and the write end of --block-fd."""
+    given, kept = {}, None
+    program = _seccomp_filter() if box else b""
+    if program:
+        given["seccomp"] = _data(program)
+    if box and box.network and project.program(NETWORK_STACK):
+        info, block = os.pipe(), os.pipe()
+        given.update({"info-fd": info[1], "block-fd": block[0]})
+        kept = (info[0], block[1])
+        if _loopback_resolver(Path("/etc/resolv.conf")):  # systemd-resolved's 127.0.0.53
+            given["ro-bind-data"] = _data(SLIRP_RESOLVER.encode())
+    return given, kept
+
+
+def _data(data: bytes) -> int:
+    """A file holding data, at its start, for bwrap to read to its end."""
+    fd = os.memfd_create("amas-box", 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _loopback_resolver(resolv: Path) -> bool:
+    """Whether the host resolves names through a server on its loopback, which is not the box's."""
+    try:
+        text = resolv.read_text(errors="replace")
+    except OSError:
+        return False
+    servers = re.findall(r"^\s*nameserver\s+(\S+)", text, re.MULTILINE)
+    return any(s.startswith("127.") or s == "::1" for s in servers)
+
+
+def _network(kept: tuple[int, int] | None) -> None:
+    """The user-mode stack started on the box's network namespace before the command runs, the
+    host's loopback out of its reach (--disable-host-loopback). If it does not start, the command
+    runs with no network: never the host's."""
+    if not kept:
+        return
+    info, block = kept
+    try:
+        pid = _child_pid(info)
+        if pid and _loopback_up(pid):
+            _slirp(pid)
+    finally:  # bwrap runs the command once --block-fd has data or is closed
+        os.close(info)
+        os.close(block)
+
+
+def _child_pid(info: int) -> int:
+    """The box's first process, as bwrap's --info-fd tells it (0 when it says nothing in 10 s)."""
+    said = b""
+    while not said.rstrip().endswith(b"}"):
+        if not select.select([info], [], [], 10)[0]:
+            return 0
+        chunk = os.read(info, 4096)
+        if not chunk:
+            return 0
+        said += chunk
+    with contextlib.suppress(ValueError, AttributeError):
+        return int(json.loads(said).get("child-pid", 0))
+    return 0
+
+
+def _loopback_up(pid: int) -> bool:
+    """Whether bwrap has set up the box's loopback (2 s at most): the stack's own netlink requests,
+    made meanwhile, make bwrap's fail ("loopback: Failed RTM_NEWADDR"). Its broadcast route is
+    made last, once the loopback is up (127.0.0.1's comes with the address, before)."""
+    for _ in range(2000):
+        try:
+            if "127.255.255.255" in Path(f"/proc/{pid}/net/fib_trie").read_text():
+                return True
+        except OSError:
+            return False  # the box is gone
+        time.sleep(0.001)
+    return False
+
+
+def _slirp(pid: int) -> None:
+    """slirp4netns in the box's network namespace, waited for until it is ready (10 s at most). It
+    is a child of amas: killed with the command's strays, and when amas dies."""
+    import fcntl
+
+    held = []
+    try:
+        held.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY))
+        # the user namespace that owns the network (bwrap nests the box's own inside it)
+        held.append(fcntl.ioctl(held[0], 0xB701))  # NS_GET_USERNS
+        ready, told = os.pipe()
+        held += [ready, told]
+        _start_stack(pid, held[1], told)
+        os.close(held.pop())  # its own end only: EOF if it dies before it is ready
+        if select.select([ready], [], [], 10)[0]:
+            os.read(ready, 1)
+    except OSError:
+        pass  # no stack: the box has its own namespace, with no network
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _start_stack(pid: int, owner: int, told: int) -> None:
+    """slirp4netns started on the box's network, joined through its owner (the descriptor of a user
+    namespace), the host's loopback out of reach, its own seccomp filter on; ready when told is."""
+    options = ["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp"]
+    options += [f"--userns-path=/proc/self/fd/{owner}", "--ready-fd", str(told)]
+    subprocess.Popen(
+        [project.program(NETWORK_STACK) or NETWORK_STACK, *options, str(pid), "tap0"],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=functools.partial(_child, groups),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(owner, told),
+        preexec_fn=functools.partial(_child, []),
     )
 
 
-def _bwrap(root: Path, box: Box) -> list[str]:
-    """bubblewrap's arguments: / read-only, a private /tmp, the project writable, credentials hidden."""
-    args = [bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    args += ["--size", str(box.tmp), "--tmpfs", "/tmp", "--bind", str(root), str(root)]
-    args += _hidden() + _git_read_only(root)
-    args += ["--unshare-pid", "--unshare-ipc", "--new-session", "--die-with-parent"]
-    args += ["--cap-drop", "ALL", "--chdir", str(root)]
-    return args + ([] if box.network else ["--unshare-net"])
+@functools.cache
+def _seccomp_filter(arches: tuple[str, ...] = ()) -> bytes:
+    """The box's seccomp program, built and exported as BPF by libseccomp (libseccomp2, in Debian
+    and Raspberry Pi OS) for this machine's ABIs (or those named, for tests): b"" where libseccomp
+    is missing or fails. libseccomp also covers 32-bit x86's socketcall(SYS_SOCKET, …)."""
+    import ctypes
+
+    try:
+        lib = _libseccomp(ctypes.CDLL("libseccomp.so.2"))
+    except OSError:
+        return b""
+    context = lib.seccomp_init(0x7FFF0000)  # SCMP_ACT_ALLOW: all that is not refused below
+    if not context:
+        return b""
+    try:
+        built = _seccomp_arches(lib, context, arches) and _seccomp_rules(lib, context)
+        return _seccomp_export(lib, context) if built else b""
+    finally:
+        lib.seccomp_release(context)
+
+
+def _libseccomp(lib):
+    """libseccomp's functions amas calls, with their C types."""
+    import ctypes
+
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_arch_native.restype = ctypes.c_uint32
+    lib.seccomp_arch_resolve_name.restype = ctypes.c_uint32
+    lib.seccomp_arch_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_arch_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int]
+    lib.seccomp_rule_add_array.argtypes += [ctypes.c_uint, ctypes.c_void_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+def _seccomp_arches(lib, context: int, arches: tuple[str, ...]) -> bool:
+    """The filter made for the native ABI's family (x86_64 with 32-bit x86 and x32; arm64 with arm),
+    or the ABIs named. A process of an ABI left out is killed, never let through."""
+    native = lib.seccomp_arch_native()
+    family = [f for f in SECCOMP_ARCHES if native in [_arch_token(lib, n) for n in f]]
+    for name in arches or (family[0] if family else ()):
+        token = _arch_token(lib, name)
+        # -17 (EEXIST): the native ABI, there from the start
+        if not token or lib.seccomp_arch_add(context, token) not in (0, -17):
+            return False
+    return True
+
+
+def _arch_token(lib, name: str) -> int:
+    """libseccomp's token for an ABI's name (0 for a name it does not know)."""
+    return lib.seccomp_arch_resolve_name(name.encode())
+
+
+def _seccomp_rules(lib, context: int) -> bool:
+    """socket(AF_UNIX, …) refused with EPERM (a session bus, ssh-agent, docker or systemd reached
+    through a socket file, read-only or not), and io_uring_setup (its socket and connect operations
+    pass no seccomp filter). The family is compared on its low 32 bits, as the kernel reads it:
+    0x1_0000_0001 is AF_UNIX too."""
+    import ctypes
+
+    class Compare(ctypes.Structure):  # struct scmp_arg_cmp
+        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int)]
+        _fields_ += [("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+
+    eperm = 0x00050000 | 1  # SCMP_ACT_ERRNO(EPERM)
+    unix = Compare(0, 7, 0xFFFFFFFF, 1)  # argument 0, SCMP_CMP_MASKED_EQ, mask, AF_UNIX
+    socket = lib.seccomp_syscall_resolve_name(b"socket")
+    uring = lib.seccomp_syscall_resolve_name(b"io_uring_setup")
+    done = lib.seccomp_rule_add_array(context, eperm, socket, 1, ctypes.byref(unix))
+    return done == 0 and lib.seccomp_rule_add_array(context, eperm, uring, 0, None) == 0
+
+
+def _seccomp_export(lib, context: int) -> bytes:
+    """The filter as the BPF program bwrap's --seccomp reads."""
+    fd = os.memfd_create("amas-seccomp")
+    try:
+        if lib.seccomp_export_bpf(context, fd) != 0:
+            return b""
+        size = os.lseek(fd, 0, os.SEEK_CUR)
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
 
 
 def _hidden() -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import browser, effects, policy, redact, ui
+from amas_code import browser, effects, policy, redact, sandbox, ui
 from amas_code.effects import Change, Command, Verdict
 from amas_code.project import looks_binary, project_files, regular
 
@@ -69,6 +69,7 @@ class Tools:
         self.config = config
         self.gate = gate
         self.permit = permit  # the one question to the person: (yes, what they said instead)
+        self.box = sandbox.session(config)  # the box commands run in, with the session's /tmp
         self.browser = None
         self.browser_used = False  # in this turn: a browser unused for a whole turn is closed
         self.touched = set()  # files read or changed in this conversation, for the map's ranking
@@ -328,6 +329,8 @@ class Tools:
             self.browser.close()
             self.browser = None
         self.browser_used = False
+        if self.box and not idle_only:  # the session ends: its /tmp goes
+            self.box.close()
 
     def navigate(self, url: str) -> str:
         """Browser: open a URL; returns the title and visible text."""

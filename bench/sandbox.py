@@ -1,7 +1,8 @@
 """What the box costs per shell command (SPEC §8): `python bench/sandbox.py [--runs N]`.
 
-Runs each command N times through sandbox.run in a temp git project, boxed and unboxed, alternating so that
-load on a shared machine falls on both alike, and prints the median (min–max) wall time of each as markdown.
+Runs each command N times through sandbox.run in a temp git project, boxed and unboxed (and `true` boxed with
+`sandbox_network`, whose stack starts per command), alternating so that load on a shared machine falls on all
+alike, and prints the median (min–max) wall time of each as markdown.
 """
 
 import argparse
@@ -43,11 +44,14 @@ def main() -> None:
         subprocess.run(["git", "init", "-q"], cwd=root, check=True)
         lines = ["| command | median per command (min–max) |", "|---|---|"]
         for command in COMMANDS:
-            boxed, unboxed = [], []
+            boxed, unboxed, network = [], [], []
             for _ in range(runs):
                 boxed.append(timed(command, root, sandbox.Box()))
                 unboxed.append(timed(command, root, None))
+                if command == "true":  # what the user-mode network stack adds to a command
+                    network.append(timed(command, root, sandbox.Box(network=True)))
             lines += [row(f"`{command}` boxed", boxed), row(f"`{command}` unboxed", unboxed)]
+            lines += [row(f"`{command}` boxed, sandbox_network", network)] if network else []
     sys.stdout.write(
         "\n".join(lines)
         + f"\n\n{runs} runs each, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}\n"
