@@ -7,7 +7,6 @@ import re
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import time
@@ -50,6 +49,7 @@ TOOL_CREDENTIALS = (
 # git run by amas on the user's repository, reading only: nothing of the repository's runs
 GIT = "git -c core.fsmonitor=false -c safe.bareRepository=explicit -c protocol.allow=never".split()
 STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
+CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
 CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project"
 UNBOXED_LINE = "no sandbox: {why}; every command will be asked, allow rules off"
@@ -164,7 +164,7 @@ def run(command: safety.Command, root: Path, env: dict, box: Box | None = None, 
 
     _harden()
     before = {p.pid for p in psutil.Process().children()}
-    seen = _plantable(Path(root)) if box else {}
+    started = time.time_ns()
     proc = _start(command.line, Path(root), env, box)
     try:
         out, err, note = _collect(proc, command.timeout, before, watch)
@@ -173,7 +173,7 @@ def run(command: safety.Command, root: Path, env: dict, box: Box | None = None, 
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2)  # killed: its exit code is the signal's
         _tidy(proc.args)
-    note += _planted_note(planted(Path(root), seen)) if box else ""
+    note += _planted_note(planted(Path(root), started)) if box else ""
     parts = [f"$ {command.line}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
 
@@ -225,12 +225,14 @@ def files(root: Path, box: Box) -> list[str]:
     root = Path(root)
     writable = writable_root(root)
     hidden = _home() if writable else None  # else the project shows the home, read-only
-    args = _home_view(hidden, box.read)
+    shown = _shown(hidden, box.read) if hidden else []
+    args = _home_view(hidden, shown)
     if writable:
         args += ["--bind", str(root), str(root)]
     elif str(root) != "/":  # / is there, read-only; bound again, it would bring the host's /proc
         args += ["--ro-bind", str(root), str(root)]
-    args += _hidden() + ([] if hidden else _home_credentials())
+    args += _in_sight(_hidden(), hidden, [*shown, str(root)]) if hidden else _hidden()
+    args += [] if hidden else _home_credentials()
     if writable:
         args += _git_read_only(root) + _steering_read_only(root)
     return args + (["--remount-ro", hidden] if hidden else [])
@@ -250,15 +252,28 @@ def _home() -> str | None:
     return home if home != "/" and os.path.isdir(home) else None
 
 
-def _home_view(home: str | None, read: tuple[str, ...] = ()) -> list[str]:
+def _home_view(home: str | None, shown: list[str]) -> list[str]:
     """The home hidden: an empty folder (made read-only last, see files) in which only the
-    toolchains' places and the user's own `sandbox_read` ones are mounted, read-only."""
+    toolchains' places and the user's own `sandbox_read` ones (shown) are mounted, read-only."""
     if not home:
         return []
     args = ["--tmpfs", home]
-    for place in _shown(home, read):
+    for place in shown:
         args += ["--ro-bind", os.path.realpath(place), place]
     return args
+
+
+def _in_sight(hiding: list[str], home: str, shown: list[str]) -> list[str]:
+    """Of the mounts that hide credential places (see _hidden), those the box would show: outside
+    the hidden home, or in a place of it that is shown (~/.cargo/credentials.toml)."""
+    kept, at = [], 0
+    while at < len(hiding):
+        width = 2 if hiding[at] == "--tmpfs" else 3
+        place = Path(hiding[at + width - 1])
+        if not place.is_relative_to(home) or any(place.is_relative_to(p) for p in shown):
+            kept += hiding[at : at + width]
+        at += width
+    return kept
 
 
 def _shown(home: str, read: tuple[str, ...] = ()) -> list[str]:
@@ -309,9 +324,23 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def _git_places(root: Path) -> tuple[Path | None, Path | None, Path | None]:
-    """The repository's gitdir, its commondir and the folder it takes hooks from (hooksPath)."""
+    """The repository's gitdir, its commondir and the folder it takes hooks from (hooksPath),
+    asked again only when the .git or the user's git config changed (the box cannot change them;
+    a worktree's shared config, changed outside, is seen at amas's next start)."""
+    marks = [root / ".git", *map(Path, ("~/.gitconfig", "~/.config/git/config"))]
+    changed = []
+    for mark in marks:
+        with contextlib.suppress(OSError):
+            info = mark.expanduser().lstat()
+            changed += [str(mark), info.st_ino, info.st_mtime_ns]
+    return _asked_places(str(root), tuple(changed))
+
+
+@functools.lru_cache(maxsize=16)
+def _asked_places(root: str, changed: tuple) -> tuple[Path | None, Path | None, Path | None]:
+    """What git says of the repository at root (see _git_places)."""
     paths = "--git-dir", "--git-common-dir", "--git-path", "hooks"
-    said = _git(root, "rev-parse", "--path-format=absolute", *paths)
+    said = _git(Path(root), "rev-parse", "--path-format=absolute", *paths)
     lines = said.splitlines() if said else []
     if len(lines) != 3:
         return None, None, None
@@ -346,22 +375,24 @@ def _nested(root: Path) -> tuple[list[str], list[str]]:
     folders)."""
     listed = _git(root, "ls-files", "-z", "--others", "--exclude-standard") or ""
     others = [name.rstrip("/") for name in listed.split("\0") if name.endswith("/")]
-    index = _index(root)  # gitlinks read again only when it changed (a gitfile's: each time)
-    links = _gitlinks(str(root), index) if index else _gitlinks.__wrapped__(str(root), None)
-    return list(links), others
+    return list(_gitlinks(str(root), _index(root))), others
 
 
-def _index(root: Path) -> tuple | None:
-    """The identity of the index of the repository whose .git folder is at root."""
-    with contextlib.suppress(OSError):
-        info = (root / ".git" / "index").stat()
-        return info.st_ino, info.st_mtime_ns, info.st_size
-    return None
+def _index(root: Path) -> tuple:
+    """The identity of the index of the project's repository (None in it while there is none)."""
+    gitdir = root / ".git"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if gitdir.is_file():  # a gitfile: `gitdir: <path>`, relative to the project
+            gitdir = root / gitdir.read_text().removeprefix("gitdir:").strip()
+        info = (gitdir / "index").stat()
+        return str(gitdir), info.st_ino, info.st_mtime_ns, info.st_size
+    return str(gitdir), None
 
 
 @functools.lru_cache(maxsize=16)
-def _gitlinks(root: str, index: tuple | None) -> tuple[str, ...]:
-    """The paths of the gitlinks (mode 160000) in the index of the repository at root."""
+def _gitlinks(root: str, index: tuple) -> tuple[str, ...]:
+    """The paths of the gitlinks (mode 160000) in the index of the repository at root, read again
+    only when the index changed (the box keeps it read-only)."""
     listed = _git(Path(root), "ls-files", "-z", "--stage") or ""
     return tuple(e.split("\t", 1)[1] for e in listed.split("\0") if e.startswith("160000 "))
 
@@ -432,25 +463,19 @@ def _tidy(argv: list[str]) -> None:
                 os.rmdir(path)  # only if empty
 
 
-def planted(root: Path, before: dict) -> list[str]:
+def planted(root: Path, since: int) -> list[str]:
     """What a boxed command left that runs at the user's next ordinary action outside amas and
-    that the box cannot stop, relative to the project: a new or changed *.pth, sitecustomize.py or
-    usercustomize.py in a virtual environment of the project, a new nested .git."""
-    after = _plantable(Path(root))
-    changed = [path for path, seen in after.items() if before.get(path) != seen]
-    return sorted(os.path.relpath(path, root) for path in changed)
-
-
-def _plantable(root: Path) -> dict[str, tuple]:
-    """Each file python runs at its start in the project's virtual environments, and each .git of
-    the project and of its nested repositories, with its identity (a folder's: its inode)."""
-    found = {}
+    that the box cannot stop, relative to the project: *.pth, sitecustomize.py or usercustomize.py
+    made or changed in a virtual environment of the project, a new nested .git. since: when the
+    command started (time.time_ns()); what the box keeps read-only cannot have changed."""
+    found = []
     for path in [*_startup_files(root), *_git_folders(root)]:
+        # a repository's .git folder changes whenever git locks its index: its HEAD is as old as it
+        mark = os.path.join(path, "HEAD") if path.endswith(".git") and os.path.isdir(path) else path
         with contextlib.suppress(OSError):
-            info = os.lstat(path)
-            found[path] = (info.st_ino, info.st_ctime_ns, info.st_size)
-            found[path] = found[path][:1] if stat.S_ISDIR(info.st_mode) else found[path]
-    return found
+            if os.lstat(mark).st_ctime_ns >= since - CLOCK:
+                found.append(os.path.relpath(path, root))
+    return sorted(found)
 
 
 def _startup_files(root: Path) -> list[str]:
