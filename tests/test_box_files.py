@@ -14,7 +14,7 @@ def layout(tmp_path, monkeypatch):
     """A home with toolchains and credentials, and a project in it: a repository with a submodule
     not checked out, an untracked repository in it, husky's hooks, AGENTS.md and a project config."""
     home = tmp_path / "home"
-    folders = ".ssh .cargo/bin .codex .m2 proj/.amas proj/.husky/_ proj/lib".split()
+    folders = ".ssh .amas .cargo/bin .codex .m2 proj/.amas proj/.husky/_ proj/lib".split()
     for folder in folders:
         (home / folder).mkdir(parents=True)
     for name in (".ssh/id_ed25519", ".cargo/credentials.toml", ".codex/auth.json", ".gitconfig"):
@@ -66,7 +66,8 @@ def test_a_project_that_holds_the_home_is_read_only_and_shows_no_token(layout):
     home, _ = layout
     args = sandbox.files(home, sandbox.Box())
     assert args[:3] == ["--ro-bind", str(home), str(home)]
-    assert f"{home}/.codex" in args and f"{home}/.ssh" in args  # hidden in it
+    # hidden in it: credential places, amas's own state, other tools' tokens
+    assert f"{home}/.codex" in args and f"{home}/.ssh" in args and f"{home}/.amas" in args
     assert "--bind" not in args and "--remount-ro" not in args
     assert sandbox.files(Path("/"), sandbox.Box())[:1] != ["--ro-bind"]  # / is there already
 

@@ -183,15 +183,16 @@ def test_a_session_in_the_home_cannot_write_its_dotfiles(user, place):
     """Started in the home (no repository above), the box keeps it read-only."""
     home = place.parent
     write(home, {".bashrc": "# mine\n", ".codex/auth.json": "CODEX-TOKEN\n"})
+    write(home, {".amas/config.yaml": "api_key: sk-user-key-123456\n"})  # amas's own state
     own(user, home)
     command = "echo evil >> ~/.bashrc; mkdir -p ~/.local/bin; echo evil > ~/.local/bin/ls; "
     command += "mkdir -p ~/.config/autostart; echo x > ~/.config/autostart/x.desktop; "
-    command += "cat ~/.codex/auth.json; ls proj"
+    command += "cat ~/.codex/auth.json ~/.amas/config.yaml; ls proj"
     before = sorted(p.name for p in home.iterdir())
     result = boxed(user, home, command, box={})
     assert (home / ".bashrc").read_text() == "# mine\n"
     assert sorted(p.name for p in home.iterdir()) == before  # no .local, no .config
-    assert "CODEX-TOKEN" not in result and "\n[exit code" in result
+    assert "CODEX-TOKEN" not in result and "sk-user-key" not in result
 
 
 def test_what_steers_amas_cannot_be_changed_from_the_box(user, place):
