@@ -38,6 +38,7 @@ HOME_READ = (
 # what steers amas or the user's tools: read-only in the box; where missing, an empty read-only
 # folder stands in for it (git shows no empty folder; no file of that name can be made)
 STEERING = ("AGENTS.md", ".amas", ".vscode", ".idea", ".envrc")
+FILES = ("AGENTS.md", ".envrc")  # an empty folder of such a name is a stand-in left behind
 # what hook managers run at the user's next commit (husky v9's bodies, pre-commit's, lefthook's)
 HOOK_TOOLS = (".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml")
 # other tools' tokens and browser profiles: hidden too where the box shows the home (a read-only
@@ -418,13 +419,14 @@ def _steering_read_only(root: Path) -> list[str]:
     """What steers amas or the user's tools read-only (STEERING, HOOK_TOOLS), and the project
     config empty in the box (its key unreadable). A steering place that does not exist gets an
     empty read-only stand-in, so none can be made: bubblewrap leaves it on disk, and run()
-    removes it after (see _tidy)."""
+    removes it after (see _tidy; one an amas killed mid-command left is removed after the next)."""
     stand_ins = os.access(root, os.W_OK)  # bubblewrap makes them: it needs the folder writable
     args = []
     for path in [str(root / name) for name in STEERING]:
-        if os.path.exists(path):
+        left = path.endswith(FILES) and os.path.isdir(path) and not os.listdir(path)
+        if os.path.exists(path) and not left:
             args += ["--ro-bind", path, path]
-        elif stand_ins and not os.path.lexists(path):
+        elif stand_ins and (left or not os.path.lexists(path)):
             args += ["--ro-bind", _blank("folder"), path]
     for path in [str(root / name) for name in HOOK_TOOLS if (root / name).exists()]:
         args += ["--ro-bind", path, path]

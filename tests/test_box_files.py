@@ -120,7 +120,6 @@ def test_what_the_box_refused_is_named():
 
 def test_sandbox_read_is_the_users_own(layout):
     home, root = layout
-    (home / ".amas").mkdir()
     (home / ".amas" / "config.yaml").write_text("sandbox_read: [~/.m2]\n")
     (root / ".amas" / "config.yaml").write_text("sandbox_read: [~/.ssh]\n")
     merged, _, ignored = config.load(root)
@@ -130,3 +129,15 @@ def test_sandbox_read_is_the_users_own(layout):
     with pytest.raises(config.ConfigError, match="sandbox_read should be a list of paths"):
         config.load(root)
     assert os.path.isdir(home / ".ssh")
+
+
+def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
+    _, root = layout
+    (root / "AGENTS.md").unlink()
+    (root / "AGENTS.md").mkdir()
+    (root / ".vscode").mkdir()  # yours, empty: kept
+    args = sandbox.files(root, sandbox.Box())
+    at = args.index(f"{root}/AGENTS.md")
+    assert args[at - 2 : at + 1] == ["--ro-bind", sandbox._blank("folder"), f"{root}/AGENTS.md"]
+    sandbox._tidy(args)
+    assert not (root / "AGENTS.md").exists() and (root / ".vscode").is_dir()
