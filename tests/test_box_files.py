@@ -124,11 +124,11 @@ def test_sandbox_read_is_the_users_own(layout):
     (root / ".amas" / "config.yaml").write_text("sandbox_read: [~/.ssh]\n")
     merged, _, ignored = config.load(root)
     assert merged["sandbox_read"] == ["~/.m2"] and "sandbox_read" in ignored
-    assert sandbox.box(merged) is None or sandbox.box(merged).read == ("~/.m2",)
+    if not sandbox.probe():
+        assert sandbox.box(merged).read == ("~/.m2",)
     (home / ".amas" / "config.yaml").write_text("sandbox_read: ~/.m2\n")
     with pytest.raises(config.ConfigError, match="sandbox_read should be a list of paths"):
         config.load(root)
-    assert os.path.isdir(home / ".ssh")
 
 
 def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
