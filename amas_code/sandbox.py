@@ -204,10 +204,10 @@ def _bwrap(root: Path, box: Box) -> list[str]:
     return args + ([] if box.network else ["--unshare-net"])
 
 
-def _hidden() -> list[str]:
+def _hidden(places=(*safety.CREDENTIALS, *RC_FILES)) -> list[str]:
     """Mounts that hide each credential place that exists: an empty folder, or an empty file."""
     args = []
-    for place in [*safety.CREDENTIALS, *RC_FILES]:
+    for place in places:
         if place in SKIP or place.startswith("/proc"):
             continue
         path = os.path.realpath(os.path.expanduser(place))
@@ -232,8 +232,10 @@ def files(root: Path, box: Box) -> list[str]:
         args += ["--bind", str(root), str(root)]
     elif str(root) != "/":  # / is there, read-only; bound again, it would bring the host's /proc
         args += ["--ro-bind", str(root), str(root)]
-    args += _in_sight(_hidden(), hidden, [*shown, str(root)]) if hidden else _hidden()
-    args += [] if hidden else _home_credentials()
+    if hidden:  # of the credential places, only those the box shows need hiding
+        args += _in_sight(_hidden(), hidden, [*shown, str(root)])
+    else:  # the home is in sight: other tools' tokens and browser profiles hidden too
+        args += _hidden() + _hidden(TOOL_CREDENTIALS)
     if writable:
         args += _git_read_only(root) + _steering_read_only(root)
     return args + (["--remount-ro", hidden] if hidden else [])
@@ -285,19 +287,6 @@ def _shown(home: str, read: tuple[str, ...] = ()) -> list[str]:
         if path.startswith(home + "/") and os.path.exists(path):
             places.add(os.path.normpath(path))
     return sorted(places, key=lambda path: Path(path).parts)
-
-
-def _home_credentials() -> list[str]:
-    """Other tools' tokens and the browsers' profiles, hidden where the home is in the box (a
-    project that holds the home, read-only): elsewhere the home is hidden whole."""
-    args = []
-    for place in TOOL_CREDENTIALS:
-        path = os.path.realpath(os.path.expanduser(place))
-        if os.path.isdir(path):
-            args += ["--tmpfs", path]
-        elif os.path.exists(path):
-            args += ["--ro-bind", "/dev/null", path]
-    return args
 
 
 def _git_read_only(root: Path) -> list[str]:
@@ -365,7 +354,7 @@ def _nested_read_only(root: Path) -> list[str]:
     args = []
     for rel in sorted(marks, key=lambda rel: Path(rel).parts):  # what holds, before what it holds
         path = root / rel
-        if path.is_dir() and not path.is_symlink() or rel.endswith(".git") and path.exists():
+        if (path.is_dir() and not path.is_symlink()) or (rel.endswith(".git") and path.exists()):
             args += [marks[rel], str(path), str(path)]
     return args
 
@@ -488,9 +477,8 @@ def _startup_files(root: Path) -> list[str]:
     found = []
     with contextlib.suppress(OSError):
         venvs = [e.path for e in os.scandir(root) if os.path.isfile(Path(e.path, "pyvenv.cfg"))]
-        for site in [
-            s for v in venvs for s in glob.glob(f"{glob.escape(v)}/lib/python*/site-packages")
-        ]:
+        sites = [glob.glob(f"{glob.escape(venv)}/lib/python*/site-packages") for venv in venvs]
+        for site in [path for paths in sites for path in paths]:
             names = os.listdir(site)
             found += [os.path.join(site, n) for n in names if n.endswith(".pth") or n in STARTUP]
     return found
