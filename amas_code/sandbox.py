@@ -8,7 +8,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +172,7 @@ def run(command: safety.Command, root: Path, env: dict, box: Box | None = None, 
         _kill(proc.pid, before)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2)  # killed: its exit code is the signal's
-        _tidy(proc.args)
+        _tidy(proc.args, Path(root))
     note += _planted_note(planted(Path(root), started)) if box else ""
     parts = [f"$ {command.line}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
@@ -401,7 +400,7 @@ def _hooks_read_only(root: Path, hooks: Path | None, gitdirs: set[str]) -> list[
         return ["--ro-bind", str(hooks), str(hooks)]
     while not hooks.parent.exists():
         hooks = hooks.parent
-    return ["--ro-bind", _blank("folder"), str(hooks)] if os.access(root, os.W_OK) else []
+    return _stand_in(str(hooks)) if os.access(root, os.W_OK) else []
 
 
 def _steering_read_only(root: Path) -> list[str]:
@@ -416,40 +415,26 @@ def _steering_read_only(root: Path) -> list[str]:
         if os.path.exists(path) and not left:
             args += ["--ro-bind", path, path]
         elif stand_ins and (left or not os.path.lexists(path)):
-            args += ["--ro-bind", _blank("folder"), path]
+            args += _stand_in(path)
     for path in [str(root / name) for name in HOOK_TOOLS if (root / name).exists()]:
         args += ["--ro-bind", path, path]
     if (root / ".amas" / "config.yaml").is_file():
-        args += ["--ro-bind", _blank("empty"), str(root / ".amas" / "config.yaml")]
+        args += ["--ro-bind", "/dev/null", str(root / ".amas" / "config.yaml")]
     return args
 
 
-@functools.cache
-def _blanks() -> str:
-    """amas's own folder of the empty read-only file and folder the box mounts (gone at exit)."""
-    import atexit
-
-    folder = tempfile.mkdtemp(prefix="amas-blank-")
-    Path(folder, "empty").touch(mode=0o444)
-    Path(folder, "folder").mkdir(mode=0o555)
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
+def _stand_in(path: str) -> list[str]:
+    """An empty read-only folder where path is missing, so nothing of that name can be made:
+    bubblewrap makes the folder on disk to mount it, and run() removes it after (see _tidy)."""
+    return ["--tmpfs", path, "--remount-ro", path]
 
 
-def _blank(kind: str) -> str:
-    """An empty read-only folder (a stand-in for what is missing) or file (a mask) to mount."""
-    return os.path.join(_blanks(), kind)
-
-
-def _tidy(argv: list[str]) -> None:
-    """The stand-ins bubblewrap made on disk for the box's mounts (see _steering_read_only),
-    removed while still empty."""
-    if not _blanks.cache_info().currsize:
-        return  # no box made any
-    stand_in = _blank("folder")
-    for at, arg in enumerate(argv[:-2]):
-        path = argv[at + 2]
-        if arg == "--ro-bind" and argv[at + 1] == stand_in and not os.path.islink(path):
+def _tidy(argv: list[str], root: Path) -> None:
+    """The stand-ins bubblewrap made in the project for the box's mounts, removed while empty."""
+    for at, arg in enumerate(argv[:-3]):
+        path = argv[at + 1]
+        stand_in = arg == "--tmpfs" and argv[at + 2 : at + 4] == ["--remount-ro", path]
+        if stand_in and Path(path).is_relative_to(root) and Path(path) != root:
             with contextlib.suppress(OSError):
                 os.rmdir(path)  # only if empty
 

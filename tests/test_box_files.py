@@ -40,7 +40,6 @@ def hidden(place: str) -> list[str]:
 def test_the_mounts_are_one_value(layout):
     home, root = layout
     h, r = str(home), str(root)
-    blank, empty = sandbox._blank("folder"), sandbox._blank("empty")
 
     def bind(path: str, kind: str = "--ro-bind", source: str = "") -> list[str]:
         return [kind, source or path, path]
@@ -56,8 +55,8 @@ def test_the_mounts_are_one_value(layout):
     expected += [*bind(f"{r}/AGENTS.md"), *bind(f"{r}/.amas")]
     # stand-ins for what is missing: no file or folder of that name can be made
     for name in (".vscode", ".idea", ".envrc"):
-        expected += bind(f"{r}/{name}", source=blank)
-    expected += [*bind(f"{r}/.husky"), *bind(f"{r}/.amas/config.yaml", source=empty)]
+        expected += ["--tmpfs", f"{r}/{name}", "--remount-ro", f"{r}/{name}"]
+    expected += [*bind(f"{r}/.husky"), *bind(f"{r}/.amas/config.yaml", source="/dev/null")]
     assert sandbox.files(root, sandbox.Box(read=("~/.m2",))) == [*expected, "--remount-ro", h]
     assert f"{h}/.ssh" in sandbox._hidden() and f"{h}/.ssh" not in expected  # the home hides it
 
@@ -97,8 +96,9 @@ def test_a_missing_hooks_folder_gets_a_stand_in(layout):
     _, root = layout
     git(root, "config", "core.hooksPath", "tools/hooks/git")
     args = sandbox.files(root, sandbox.Box())
-    at = args.index(f"{root}/tools/hooks")
-    assert args[at - 2 : at + 1] == ["--ro-bind", sandbox._blank("folder"), f"{root}/tools/hooks"]
+    hooks = f"{root}/tools/hooks"  # the topmost folder missing of tools/hooks/git
+    at = args.index(hooks)
+    assert args[at - 1 : at + 3] == ["--tmpfs", hooks, "--remount-ro", hooks]
 
 
 def test_what_the_box_refused_is_named():
@@ -137,7 +137,8 @@ def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
     (root / "AGENTS.md").mkdir()
     (root / ".vscode").mkdir()  # yours, empty: kept
     args = sandbox.files(root, sandbox.Box())
-    at = args.index(f"{root}/AGENTS.md")
-    assert args[at - 2 : at + 1] == ["--ro-bind", sandbox._blank("folder"), f"{root}/AGENTS.md"]
-    sandbox._tidy(args)
+    agents = f"{root}/AGENTS.md"
+    at = args.index(agents)
+    assert args[at - 1 : at + 3] == ["--tmpfs", agents, "--remount-ro", agents]
+    sandbox._tidy(args, root)
     assert not (root / "AGENTS.md").exists() and (root / ".vscode").is_dir()
