@@ -64,9 +64,8 @@ class Box:
     memory: int = 0  # bytes a process may allocate (0: three quarters of the machine's memory)
     file_size: int = 2 << 30  # bytes one file may grow to: `yes > file` stops here
     tmp: int = 256 << 20  # bytes of the private /tmp, which lives in memory
-    read: tuple[
-        str, ...
-    ] = ()  # more places of the home shown read-only (the user's `sandbox_read`)
+    # more places of the home shown read-only (the user's `sandbox_read`)
+    read: tuple[str, ...] = ()
 
 
 def box(config: dict) -> Box | None:
