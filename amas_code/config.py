@@ -19,6 +19,7 @@ DEFAULT_CONFIG = {
     "shell_timeout": 30,  # seconds before a shell_command is killed
     "sandbox": "auto",  # run commands in bubblewrap: auto (where it works), on, off
     "sandbox_network": False,  # let boxed commands reach the network
+    "sandbox_read": [],  # more places of your home boxed commands may read (~/.m2, ~/go)
     "ignore": ["node_modules", "__pycache__", ".git", "*.pyc", "dist", "build", ".amas", ".venv"],
     "permissions": {
         "allow": [],
@@ -45,6 +46,7 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
         "a litellm model string, e.g. openai/gpt-4.1",
     ),
     "ignore": (STRINGS, "a list of glob patterns"),
+    "sandbox_read": (STRINGS, "a list of paths, e.g. [~/.m2, ~/go]"),
     "permissions": (
         lambda v: (
             isinstance(v, dict)
@@ -79,6 +81,7 @@ LOOSER = dict(  # what an untrusted project may not set: each loosens a guard or
 # a clone may not take its commands out of the box
 LOOSER["sandbox"] = lambda v: v in ("off", False)
 LOOSER["sandbox_network"] = lambda v: v is True
+LOOSER["sandbox_read"] = bool
 # outside git: what /undo covers
 LOOSER["ignore"] = lambda v: not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
 

@@ -292,9 +292,9 @@ def test_a_session_tmp_past_its_size_is_emptied(tmp_path):
     box = sandbox.Box(tmp=1 << 20, scratch=str(tmp_path / "s"))
     assert sandbox._ready(box) == box and os.path.isdir(box.scratch)
     (tmp_path / "s" / "small").write_bytes(b"x" * 1000)
-    assert sandbox._tidy(box) == ""
+    assert sandbox._tidy_tmp(box) == ""
     (tmp_path / "s" / "big").write_bytes(b"x" * (2 << 20))
-    assert sandbox._tidy(box) == "\n[/tmp held 2 MB, more than 1 MB: it was emptied]"
+    assert sandbox._tidy_tmp(box) == "\n[/tmp held 2 MB, more than 1 MB: it was emptied]"
     assert os.listdir(box.scratch) == []
     box.close()
     assert not os.path.exists(box.scratch)

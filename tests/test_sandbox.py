@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -109,7 +110,7 @@ def test_a_write_outside_the_project_fails_and_says_why(user, place):
     assert sandbox.blocked(result) == "it writes outside the project (~/outside.txt)"
     result = boxed(user, place, "git config user.name someone", box={})
     assert "someone" not in (place / ".git" / "config").read_text()
-    assert sandbox.blocked(result).startswith("it changes git's config or hooks")
+    assert sandbox.blocked(result).startswith("it writes to the git repository")
 
 
 def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
@@ -135,26 +136,147 @@ def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
         assert (place / where / "config").read_text() == before
     result = boxed(user, place, "echo 'touch pwned' >> .githooks/pre-commit", box={})
     assert (place / ".githooks" / "pre-commit").read_text() == "#!/bin/sh\n", result
-    assert sandbox.blocked(result).startswith("it changes git's config or hooks")
-    # what the box leaves: an empty hooks folder, as `git init` makes it
-    assert set(os.listdir(place / ".git")) == names | {"hooks"}
-    assert os.listdir(place / ".git" / "hooks") == os.listdir(sub / "hooks") == []
+    assert sandbox.blocked(result).startswith("it changes git's hooks or a nested repository")
+    # the box leaves nothing behind: the whole .git is read-only, no hooks folder is made
+    assert set(os.listdir(place / ".git")) == names
 
 
-def test_credential_places_are_not_there(user, place):
+def own(user: str, *paths: Path) -> None:
+    """Files a test made, given to the user the box runs as."""
+    if user == "nobody":
+        subprocess.run(["chown", "-R", "65534:65534", *map(str, paths)], check=True)
+
+
+def write(base: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
+        (base / name).write_text(text)
+
+
+def test_the_home_is_hidden_but_for_the_toolchains(user, place):
+    """Credentials are unreadable without a deny-list naming them; git's identity and pip's cache
+    are there, read-only."""
     home = place.parent
-    (home / ".ssh").mkdir()
-    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
-    (home / ".aws").mkdir()
-    (home / ".aws" / "credentials").write_text("aws_secret_access_key = AWSSECRET\n")
-    (home / ".bash_history").write_text("export TOKEN=HISTORY\n")
-    (home / "notes.txt").write_text("a note anyone may read\n")
-    command = "cat ~/notes.txt; cat ~/.ssh/* ~/.aws/* ~/.bash_history; ls -A ~/.ssh ~/.aws"
+    write(home, {".ssh/id_ed25519": "PRIVATE KEY\n", ".codex/auth.json": "CODEX-TOKEN\n"})
+    write(home, {".cache/huggingface/token": "HF-TOKEN\n", ".bash_history": "HISTORY\n"})
+    write(home, {"notes.txt": "NOTE\n", ".gitconfig": "[user]\n\tname = Box Tester\n"})
+    write(home, {".cache/pip/wheels/ab/cd/demo-1.0-py3-none-any.whl": ""})
+    own(user, home)
+    command = (
+        "cat ~/notes.txt ~/.ssh/* ~/.codex/auth.json ~/.cache/huggingface/token ~/.bash_history"
+    )
+    command += "; git config user.name"
+    # pip reads its cache (as an ordinary user, pip turns off a cache it cannot write)
+    pip = "python3 -m pip cache list" if user == "root" else "ls ~/.cache/pip/wheels/ab/cd"
+    command += f"; {pip}"
+    command += "; touch ~/.cache/pip/x"
     result = boxed(user, place, command, box={})
-    assert "a note anyone may read" in result  # the home is there: only the credentials are not
-    assert "PRIVATE" not in result and "AWSSECRET" not in result and "HISTORY" not in result
+    for secret in ("NOTE", "PRIVATE", "CODEX-TOKEN", "HF-TOKEN", "HISTORY"):
+        assert secret not in result
+    assert "\nBox Tester\n" in result and "demo-1.0-py3-none-any.whl" in result
+    assert sandbox.blocked(result) == "it writes outside the project (~/.cache/pip/x)"
     unboxed = boxed(user, place, command)
-    assert "PRIVATE" in unboxed and "HISTORY" in unboxed
+    assert "CODEX-TOKEN" in unboxed and "HF-TOKEN" in unboxed
+
+
+def test_a_session_in_the_home_cannot_write_its_dotfiles(user, place):
+    """Started in the home (no repository above), the box keeps it read-only."""
+    home = place.parent
+    write(home, {".bashrc": "# mine\n", ".codex/auth.json": "CODEX-TOKEN\n"})
+    write(home, {".amas/config.yaml": "api_key: sk-user-key-123456\n"})  # amas's own state
+    own(user, home)
+    command = "echo evil >> ~/.bashrc; mkdir -p ~/.local/bin; echo evil > ~/.local/bin/ls; "
+    command += "mkdir -p ~/.config/autostart; echo x > ~/.config/autostart/x.desktop; "
+    command += "cat ~/.codex/auth.json ~/.amas/config.yaml; ls proj"
+    before = sorted(p.name for p in home.iterdir())
+    result = boxed(user, home, command, box={})
+    assert (home / ".bashrc").read_text() == "# mine\n"
+    assert sorted(p.name for p in home.iterdir()) == before  # no .local, no .config
+    assert "CODEX-TOKEN" not in result and "sk-user-key" not in result
+
+
+def test_what_steers_amas_cannot_be_changed_from_the_box(user, place):
+    """Rules, skills and AGENTS.md, changed or made new, would be read as the user's instructions
+    by the next session; the project config's key is not readable."""
+    rules = {".amas/rules.md": "be careful\n", ".amas/skills/x.md": "a skill\n"}
+    write(place, {**rules, ".amas/config.yaml": "api_key: sk-project-key-123456\n"})
+    own(user, place)
+    before = set(os.listdir(place))
+    command = "echo evil > AGENTS.md; echo evil >> .amas/rules.md; echo evil > .amas/skills/x.md; "
+    command += "cat .amas/config.yaml; echo x > .envrc; mkdir -p .vscode; echo made > ok.txt"
+    result = boxed(user, place, command, box={})
+    assert "sk-project-key" not in result
+    assert all((place / name).read_text() == text for name, text in rules.items())
+    # the stand-ins that kept AGENTS.md, .envrc, .vscode from being made are gone too
+    assert set(os.listdir(place)) == before | {"ok.txt"}
+    write(place, {"AGENTS.md": "# ours\n"})
+    own(user, place)
+    boxed(user, place, "echo evil > AGENTS.md; mv AGENTS.md x.md; rm -f AGENTS.md", box={})
+    assert (place / "AGENTS.md").read_text() == "# ours\n"
+
+
+PLANTS = {  # each a way a boxed command could have git, outside amas, run a program of its choice
+    "commondir": "mkdir -p evil; printf '[core]\\n\\tfsmonitor = {run}\\n' > evil/config; "
+    "mkdir -p evil/refs evil/objects; echo HEAD > evil/HEAD; echo $PWD/evil > .git/commondir",
+    "config": "git config core.fsmonitor '{run}'",
+    "rename": "mv .git old; git init -q; git config core.fsmonitor '{run}'",
+    "gitlink": "git init -q lib; git -C lib config core.fsmonitor '{run}'",
+    "gitlink moved": "mv lib lib2; git init -q lib; git -C lib config core.fsmonitor '{run}'",
+    "staged": "git init -q sub; git -C sub config core.fsmonitor '{run}'; "
+    "git -C sub commit -q --allow-empty -m x; git add sub",
+    "husky": "echo '{run}' >> .husky/pre-commit; echo '{run}' > .husky/_/pre-commit",
+}
+
+
+def test_no_git_plant_runs_at_the_next_git_status(user, place):
+    """After each plant, the user's own `git status` and `git commit` (as the same user, outside
+    the box) run nothing planted."""
+    pwned = place.parent / "pwned"
+    shim = '#!/bin/sh\n. "$(dirname "$0")/../pre-commit"\n'  # as husky v9's shims run its bodies
+    write(place, {".husky/pre-commit": "true\n", ".husky/_/pre-commit": shim})
+    (place / ".husky" / "_" / "pre-commit").chmod(0o755)
+    setup = ["-c", "safe.directory=*"]  # the fixture gave the repository to the user already
+    git(place, *setup, "config", "core.hooksPath", ".husky/_")
+    git(place, *setup, "add", ".husky/pre-commit")
+    git(place, *setup, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},lib")
+    (place / "lib").mkdir()
+    who = NOBODY if user == "nobody" else []
+    commit = [*who, "git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "x"]
+    own(user, place)
+    said = {}
+    for name, plant in PLANTS.items():
+        said[name] = boxed(user, place, plant.format(run=f"touch {pwned}"), box={})
+        subprocess.run([*who, "git", "status"], cwd=place, capture_output=True, check=True)
+        subprocess.run([*commit, "--allow-empty"], cwd=place, capture_output=True, check=True)
+        assert not pwned.exists(), f"{name}: {said[name]}"
+    assert "Device or resource busy" in said["rename"] and "resource busy" in said["gitlink moved"]
+    assert "sub/.git" in said["staged"]  # what the box cannot stop is named
+    assert sandbox.read_only_repository(said["staged"]).endswith(".git/index.lock")
+
+
+def test_a_boxed_commit_fails_as_the_repository_being_read_only(user, place):
+    write(place, {"a.txt": "a\n"})
+    own(user, place)
+    result = boxed(user, place, "git add a.txt && git commit -qm x", box={})
+    assert sandbox.read_only_repository(result) == f"{place}/.git/index.lock"
+    assert sandbox.blocked(result).startswith("it writes to the git repository")
+    assert git(place, "-c", "safe.directory=*", "status", "--short") == "?? a.txt\n"
+
+
+def test_python_from_the_home_and_a_venv_in_the_project_run_in_the_box(user, place, monkeypatch):
+    """This machine's python lives in root's home (pyenv): the box keeps it, the home hidden."""
+    if user == "nobody":
+        pytest.skip("the home that holds python here is root's")
+    monkeypatch.setenv("HOME", os.path.expanduser("~root"))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", ".venv"], cwd=place, check=True)
+    site = next(place.glob(".venv/lib/python*/site-packages"))
+    (site / "deps.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n"
+    )  # pytest, from amas's venv
+    write(place, {"test_it.py": "def test_it():\n    assert True\n"})
+    command = ".venv/bin/python -m pytest -q -p no:cacheprovider test_it.py; python3 -c 'print(7)'"
+    result = boxed(user, place, command, timeout=60, box={})
+    assert "1 passed" in result and "\n7\n[exit code 0]" in result
 
 
 def test_no_process_environ_holds_a_key(user, place):

@@ -82,3 +82,20 @@ def test_a_long_line_of_output_is_judged_at_once():
     assert sandbox.blocked(f"$ cmd\n{line}\n[exit code 3]") is None
     said = f"{line}\ntouch: cannot touch '/etc/x': Read-only file system\n[exit code 1]"
     assert sandbox.blocked(said) == "it writes outside the project (/etc/x)"
+
+
+@needs_box
+def test_what_a_command_leaves_that_runs_outside_amas_is_named(project, llm):
+    """A .pth in the project's virtual environment runs at its next python; a new nested .git's
+    config at the next git there: the box cannot stop either, so the result names them."""
+    site = ".venv/lib/python3.11/site-packages"
+    plant = f"mkdir -p {site}; touch .venv/pyvenv.cfg; echo 'import os' > {site}/evil.pth; "
+    plant += "git init -q vendor/x"
+    llm.reply(tool="shell_command", command="echo hi").reply(tool="shell_command", command=plant)
+    llm.reply(text="ok")
+    done = run_amas("-y", "set it up", llm=llm)
+    assert done.returncode == 0, done.stderr
+    assert "left in the project" not in llm.requests[1]["messages"][-1]["content"]
+    result = llm.requests[2]["messages"][-1]["content"]
+    assert "left in the project, and run by python or git outside amas" in result
+    assert f"{site}/evil.pth, vendor/x/.git;" in result

@@ -1,0 +1,144 @@
+"""The box's view of the files as one value: the mounts bubblewrap is given, without running it."""
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+from amas_code import config, sandbox
+
+
+@pytest.fixture
+def layout(tmp_path, monkeypatch):
+    """A home with toolchains and credentials, and a project in it: a repository with a submodule
+    not checked out, an untracked repository in it, husky's hooks, AGENTS.md and a project config."""
+    home = tmp_path / "home"
+    folders = ".ssh .amas .cargo/bin .codex .m2 proj/.amas proj/.husky/_ proj/lib".split()
+    for folder in folders:
+        (home / folder).mkdir(parents=True)
+    for name in (".ssh/id_ed25519", ".cargo/credentials.toml", ".codex/auth.json", ".gitconfig"):
+        (home / name).write_text("secret\n")
+    monkeypatch.setenv("HOME", str(home))
+    root = home / "proj"
+    (root / "AGENTS.md").write_text("# rules\n")
+    (root / ".amas" / "config.yaml").write_text("api_key: sk-project\n")
+    git(root, "init", "-q")
+    git(root, "config", "core.hooksPath", ".husky/_")
+    git(root, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},lib")
+    git(root, "init", "-q", "tools/x")
+    return home, root
+
+
+def hidden(place: str) -> list[str]:
+    """How the box hides a credential place of the system, where this machine has it."""
+    if os.path.isdir(place):
+        return ["--tmpfs", place]
+    return ["--ro-bind", "/dev/null", place] if os.path.exists(place) else []
+
+
+def test_the_mounts_are_one_value(layout):
+    home, root = layout
+    h, r = str(home), str(root)
+
+    def bind(path: str, kind: str = "--ro-bind", source: str = "") -> list[str]:
+        return [kind, source or path, path]
+
+    expected = ["--tmpfs", h, *bind(f"{h}/.cargo"), *bind(f"{h}/.gitconfig"), *bind(f"{h}/.m2")]
+    # of the credential places, only those the box would show: the system's, and one in a toolchain
+    expected += bind(r, "--bind")
+    for place in ("/etc/shadow", "/etc/sudoers", "/etc/ssh"):
+        expected += hidden(place)
+    expected += [*bind(f"{h}/.cargo/credentials.toml", source="/dev/null"), *bind(f"{r}/.git")]
+    # the submodule's folder, not checked out, read-only whole; the untracked repository's .git
+    expected += [*bind(f"{r}/lib"), *bind(f"{r}/tools/x", "--bind"), *bind(f"{r}/tools/x/.git")]
+    expected += [*bind(f"{r}/AGENTS.md"), *bind(f"{r}/.amas")]
+    # stand-ins for what is missing: no file or folder of that name can be made
+    for name in (".vscode", ".idea", ".envrc"):
+        expected += ["--tmpfs", f"{r}/{name}", "--remount-ro", f"{r}/{name}"]
+    expected += [*bind(f"{r}/.husky"), *bind(f"{r}/.amas/config.yaml", source="/dev/null")]
+    assert sandbox.files(root, sandbox.Box(read=("~/.m2",))) == [*expected, "--remount-ro", h]
+    assert f"{h}/.ssh" in sandbox._hidden() and f"{h}/.ssh" not in expected  # the home hides it
+
+
+def test_a_project_that_holds_the_home_is_read_only_and_shows_no_token(layout):
+    home, _ = layout
+    args = sandbox.files(home, sandbox.Box())
+    assert args[:3] == ["--ro-bind", str(home), str(home)]
+    # hidden in it: credential places, amas's own state, other tools' tokens
+    assert f"{home}/.codex" in args and f"{home}/.ssh" in args and f"{home}/.amas" in args
+    assert "--bind" not in args and "--remount-ro" not in args
+    assert sandbox.files(Path("/"), sandbox.Box())[:1] != ["--ro-bind"]  # / is there already
+
+
+def test_the_home_and_what_holds_it_are_never_writable(layout):
+    home, root = layout
+    assert not sandbox.writable_root(home)
+    assert not sandbox.writable_root(home.parent)
+    assert not sandbox.writable_root(Path("/"))
+    assert sandbox.writable_root(root)
+    assert sandbox.writable_root(home.parent / "elsewhere")
+    (home.parent / "link").symlink_to(home)
+    assert not sandbox.writable_root(home.parent / "link")
+
+
+def test_a_gitfile_and_the_folders_it_names_are_read_only(layout, tmp_path):
+    _, root = layout
+    work = tmp_path / "work"
+    git(root, "-c", "user.name=a", "-c", "user.email=b", "commit", "-qm", "x", "--allow-empty")
+    git(root, "worktree", "add", "-q", str(work))
+    args = sandbox.files(work, sandbox.Box())
+    for place in (work / ".git", root / ".git", root / ".git" / "worktrees" / "work"):
+        assert ["--ro-bind", str(place), str(place)] == args[args.index(str(place)) - 1 :][:3]
+
+
+def test_a_missing_hooks_folder_gets_a_stand_in(layout):
+    _, root = layout
+    git(root, "config", "core.hooksPath", "tools/hooks/git")
+    args = sandbox.files(root, sandbox.Box())
+    hooks = f"{root}/tools/hooks"  # the topmost folder missing of tools/hooks/git
+    at = args.index(hooks)
+    assert args[at - 1 : at + 3] == ["--tmpfs", hooks, "--remount-ro", hooks]
+
+
+def test_what_the_box_refused_is_named():
+    said = "fatal: Unable to create '/p/.git/index.lock': Read-only file system.\n[exit code 128]"
+    assert sandbox.read_only_repository(f"$ git commit\n[stderr]\n{said}") == "/p/.git/index.lock"
+    assert sandbox.blocked(said).startswith("it writes to the git repository")
+    said = "error: could not lock config file .git/config: Read-only file system\n[exit code 255]"
+    assert sandbox.read_only_repository(said) == ".git/config"
+    assert (
+        sandbox.read_only_repository(
+            "touch: cannot touch 'x': Read-only file system\n[exit code 1]"
+        )
+        is None
+    )
+    assert sandbox.read_only_repository("/p/.git/x: Read-only file system\n[exit code 0]") is None
+    said = "sh: 1: cannot create .amas/rules.md: Read-only file system\n[exit code 2]"
+    assert sandbox.blocked(said).startswith("it changes what steers amas or your tools")
+
+
+def test_sandbox_read_is_the_users_own(layout):
+    home, root = layout
+    (home / ".amas" / "config.yaml").write_text("sandbox_read: [~/.m2]\n")
+    (root / ".amas" / "config.yaml").write_text("sandbox_read: [~/.ssh]\n")
+    merged, _, ignored = config.load(root)
+    assert merged["sandbox_read"] == ["~/.m2"] and "sandbox_read" in ignored
+    if not sandbox.probe():
+        assert sandbox.box(merged).read == ("~/.m2",)
+    (home / ".amas" / "config.yaml").write_text("sandbox_read: ~/.m2\n")
+    with pytest.raises(config.ConfigError, match="sandbox_read should be a list of paths"):
+        config.load(root)
+
+
+def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
+    _, root = layout
+    (root / "AGENTS.md").unlink()
+    (root / "AGENTS.md").mkdir()
+    (root / ".vscode").mkdir()  # yours, empty: kept
+    args = sandbox.files(root, sandbox.Box())
+    agents = f"{root}/AGENTS.md"
+    at = args.index(agents)
+    assert args[at - 1 : at + 3] == ["--tmpfs", agents, "--remount-ro", agents]
+    sandbox._remove_stand_ins(args, root)
+    assert not (root / "AGENTS.md").exists() and (root / ".vscode").is_dir()
