@@ -3,6 +3,7 @@ judge it (policy), ask once, record the checkpoint, perform it (a command in the
 out of the box; then redact, cap once and report what the model reads."""
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable
 
@@ -10,6 +11,10 @@ from amas_code import effects, policy, project, redact, sandbox, toolcalls, tool
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
+HELP = (  # what a person can do when no run with more was granted
+    "The user can run it themselves, or allow the network for every boxed command in their own "
+    "~/.amas/config.yaml (sandbox_network: true)"
+)
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 
 
@@ -21,7 +26,7 @@ def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> tuple[bool,
     if verdict.kind in (
         "shell",
         "unboxed",
-        "outside",
+        "grant",
     ):  # a command cannot hide in blank characters
         question = question.replace(verdict.key, ui.command_summary(verdict.key))
     choice, feedback = ui.question(question, choices, detail, always)
@@ -90,10 +95,10 @@ class Act:
         if verdict.decision == "allow":
             if detail is not None:
                 ui.console.print(detail, overflow="fold")
-            return self.escape(effect, self.perform(effect, verdict.boxed))
+            return self.escape(effect, self.perform(effect))
         yes, feedback = ask(self.gate, verdict, detail)
         if yes:
-            return self.escape(effect, self.perform(effect, verdict.boxed))
+            return self.escape(effect, self.perform(effect))
         declined = f"{_declined(effect)} declined by user."
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user"
@@ -113,30 +118,49 @@ class Act:
     def escape(
         self, effect: effects.Change | effects.Command, done: tuple[str, bool]
     ) -> tuple[str, str]:
-        """A command the sandbox stopped is asked about once more, to run outside it."""
+        """A command the box may have stopped is offered once more with one capability more (the
+        network, the repository writable, a folder writable), asked in amas's words; the answer
+        is never remembered, and without a terminal it is no."""
         text, boxed = done
-        why = sandbox.blocked(text) if boxed and isinstance(effect, effects.Command) else None
-        if not why:
+        offers = sandbox.refused(text) if boxed and isinstance(effect, effects.Command) else []
+        if not offers:
             return text, "ok"
-        verdict = self.gate.judge_escape(effect.line, why)
-        if verdict.decision != "allow" and not ask(self.gate, verdict)[0]:
-            return (
-                f"{text}\n[the sandbox stopped it ({why}); the user declined to run it outside]",
-                "declined",
-            )
-        again, _ = self.perform(effect, boxed=False)
-        return f"{text}\n[run again outside the sandbox, as the user allowed]\n{again}", "ok"
+        grant = self.grant(effect.line, offers, _printed(text))
+        if not grant:
+            what = ", ".join(policy.GRANTS[o].split(":")[0].split(" (")[0] for o in offers)
+            note = f"the box may have stopped it (it may need {what}); no run with more was granted"
+            return f"{text}\n[{note}. {HELP}]", "declined"
+        again, _ = self.perform(effect, grant)
+        said = "a writable " + grant if grant.startswith("/") else policy.GRANTS[grant]
+        return f"{text}\n[run again once with {said}, as the user allowed]\n{again}", "ok"
+
+    def grant(self, line: str, offers: list[str], printed: str) -> str:
+        """The capability the person grants for one more run ("" for none): each offer asked in
+        turn; a folder is the one they type, checked (sandbox.grantable)."""
+        for offer in offers:
+            verdict = self.gate.judge_grant(line, offer)
+            yes, words = ask(self.gate, verdict, printed)
+            if offer != "folder" and yes:
+                return offer
+            folder = sandbox.grantable(words, self.root) if offer == "folder" and words else ""
+            if words and offer == "folder" and not folder:
+                ui.warning(
+                    f"{words}: not a folder a grant may open (missing, the home, a key's place)"
+                )
+            if folder:
+                return folder
+        return ""
 
     def perform(
-        self, effect: effects.Change | effects.Command, boxed: bool = True
+        self, effect: effects.Change | effects.Command, grant: str = ""
     ) -> tuple[str, bool]:
-        """Do it inside its checkpoint; the result with the checkpoint's note, and whether a command
-        ran in the sandbox."""
-        boxed = boxed and isinstance(effect, effects.Command) and bool(self.tools.box)
+        """Do it inside its checkpoint (a command in the box, with the one capability granted, if
+        any); the result with the checkpoint's note, and whether a command ran in the box."""
+        boxed = isinstance(effect, effects.Command) and bool(self.tools.box)
         before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect) as record:
             if isinstance(effect, effects.Command):
-                done = self.run_command(effect, boxed)
+                done = self.run_command(effect, grant)
             else:
                 done = self.write(effect)
         self.report_checkpoint(before)
@@ -152,9 +176,9 @@ class Act:
             files = self.checkpoint.history(limit=1)[0].get("files", [])
             self.report.checkpoint(latest, files)
 
-    def run_command(self, command: effects.Command, boxed: bool) -> str:
+    def run_command(self, command: effects.Command, grant: str = "") -> str:
         """The command, its output shown live while it runs."""
-        box = self.tools.box if boxed else None
+        box = self.tools.box and dataclasses.replace(self.tools.box, grant=grant)
         env = redact.child_env(self.config)
         hide = self.gate.secrets.redact
         with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
@@ -183,6 +207,13 @@ class Act:
     def result_limit(self) -> int:
         """Characters one tool result may take: a share of the context, at most tools.MAX_RESULT."""
         return min(tools.MAX_RESULT, max(4000, self.limit() * 3 // 2))
+
+
+def _printed(text: str) -> str:
+    """What the command printed last, quoted as its own words (never amas's reason)."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("[")]
+    last = ui.one_line(lines[-1])[:200] if len(lines) > 1 else ""
+    return f"The command printed: {last}" if last else ""
 
 
 def _target(raw) -> str:

@@ -33,7 +33,6 @@ class Verdict:
     question: str = ""
     key: str = ""
     reason: str = ""
-    boxed: bool = True  # a command runs in the sandbox (where there is one)
 
 
 ALLOW = Verdict("allow")

@@ -13,13 +13,18 @@ from amas_code import home
 from amas_code.effects import ALLOW, Change, Command, Verdict
 from amas_code.redact import CREDENTIALS, Secrets
 
+GRANTS = {  # what a grant lets a command do, in amas's words, for one run
+    "network": "the network (still in the box)",
+    "repository": "the repository (.git) writable (its hooks and config stay read-only)",
+    "folder": "one folder outside the project writable: type that folder (e.g. ~/.cache/pip), or n",
+}
 KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'always' covers ("": none)
     "edit": (True, "the rest of this session's edits"),
     "shell": (True, "this exact command in this project, from now on; /permissions lists it"),
     "read": (True, "reads outside the project, this session"),
     "net": (True, "this site, from now on"),
     "many": (True, ""),  # many tool calls in one reply
-    "outside": (False, "this exact command outside the sandbox, from now on"),
+    "grant": (False, ""),  # one more run with one capability beyond the box: never remembered
     "unboxed": (False, ""),  # a command where no sandbox can run
     "write": (False, ""),
     "secret": (False, ""),
@@ -174,7 +179,6 @@ class Gate:
         self.secrets, self.last, self.sandbox = Secrets(config), None, sandbox
         saved = home.remembered(self.root)
         self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
-        self.outside = list(saved.get("outside", []))  # commands always run outside the sandbox
         self.scripts = dict(saved.get("scripts", {}))  # a remembered command -> the script it ran
 
     def settled(self, verdict: Verdict) -> Verdict:
@@ -183,7 +187,7 @@ class Gate:
             return verdict
         auto = KINDS[verdict.kind][0] and self.config.get("auto_accept")
         if auto or (verdict.kind, verdict.key) in self.always:
-            return Verdict("allow", boxed=verdict.boxed)
+            return ALLOW
         return verdict
 
     def judge(self, effect: Change | Command) -> Verdict:
@@ -215,23 +219,23 @@ class Gate:
                 return Verdict("deny", reason=reason)
         if self.sandbox == "unavailable":  # no box: every command asked, allow rules and --yes off
             self.last = (line, "ask", "no sandbox")
-            return Verdict("ask", "unboxed", f"Run `{line}` (no sandbox)?", key=line, boxed=False)
-        boxed = line not in self.outside
+            return Verdict("ask", "unboxed", f"Run `{line}` (no sandbox)?", key=line)
         rule = self.allowed_by(line)
         over = command.timeout > self.config["shell_timeout"]
         if rule and not over:
             self.last = (line, "allow", rule)
-            return Verdict("allow", boxed=boxed)
+            return ALLOW
         self.last = (line, "ask", None)
         question = f"Run `{line}`?"
         if over:
             question = f"Run `{line}` with a timeout of {command.timeout:g}s?"
-        return Verdict("ask", "shell", question, key=line, boxed=boxed)
+        return Verdict("ask", "shell", question, key=line)
 
-    def judge_escape(self, line: str, why: str) -> Verdict:
-        """A command the sandbox stopped: running it again outside is asked (even under --yes)."""
-        question = f"In the sandbox `{line}` failed: {why}. Run it again outside the sandbox?"
-        return self.settled(Verdict("ask", "outside", question, key=line, boxed=False))
+    def judge_grant(self, line: str, capability: str) -> Verdict:
+        """One more run of a command with one capability beyond the box: always asked, in amas's
+        words (never settled by --yes, allow rules or an earlier answer)."""
+        question = f"Run `{line}` again once with {GRANTS[capability]}?"
+        return Verdict("ask", "grant", question, key=line)
 
     def deny_rules(self) -> list[str]:
         return self.config["permissions"].get("deny", [])
@@ -254,14 +258,11 @@ class Gate:
         user's home too). Returns a note for the user when 'always' could not be kept."""
         if verdict.kind == "net":
             self.hosts.add(verdict.key)  # asked once a session
-        if not always:
+        if not always or not KINDS[verdict.kind][1]:  # a kind without 'always' keeps no answer
             return ""
         self.always.add((verdict.kind, verdict.key))
         if verdict.kind == "shell":
             return self.remember_command(verdict.key)
-        if verdict.kind == "outside":  # this exact command, from now on
-            self.outside.append(verdict.key)
-            home.remember(self.root, "outside", self.outside)
         if verdict.kind == "net" and _local(urlsplit(verdict.key).hostname or ""):
             self.always.discard((verdict.kind, verdict.key))  # asked again, every session
             return f"not remembered: {verdict.key} is on this machine or a private network"

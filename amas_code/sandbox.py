@@ -75,6 +75,9 @@ class Box:
     scratch: str = ""  # the session's folder the box sees as /tmp ("": a fresh /tmp each command)
     # more places of the home shown read-only (the user's `sandbox_read`)
     read: tuple[str, ...] = ()
+    # one run's capability beyond the box, granted by the person: "network", "repository" (.git
+    # writable, its hooks and config not) or a folder's absolute path (writable)
+    grant: str = ""
 
     def close(self) -> None:
         """The session's /tmp removed: amas is leaving."""
@@ -144,29 +147,36 @@ def probe() -> str:
     return ""
 
 
-def blocked(result: str) -> str | None:
-    """Why a boxed command failed, when the box was the cause: the network, or a write outside the
-    project or to what the box keeps read-only in it."""
+def refused(result: str) -> list[str]:
+    """What the box may have refused a failed command, as the grants that could let it run once
+    more: "network", "repository", "folder". The output only decides what is offered: which folder
+    becomes writable is the person's to say (see grantable), never the command's."""
     if _succeeded(result):
-        return None
-    if NETWORK.search(result):
-        return "it needs the network"
-    found = _read_only(result)
-    if not found:
-        return None
-    path = found[1] or found[2] or found[3]
-    home = str(Path.home())
-    shown = "~" + path[len(home) :] if path.startswith(home + "/") else path
-    if ".git" in Path(path).parts:
-        return f"it writes to the git repository, which the box keeps read-only ({shown})"
-    if set(Path(path).parts) & {*STEERING, *HOOK_TOOLS}:
-        what = "what steers amas or your tools"
-        return f"it changes {what}, which the box keeps read-only ({shown})"
-    # a relative path: in the project, where the box keeps the rest of git's places read-only
-    if not path.startswith(("/", "~", "..")):
-        what = "git's hooks or a nested repository"
-        return f"it changes {what}, which the box keeps read-only ({shown})"
-    return f"it writes outside the project ({shown})"
+        return []
+    # what it printed, not the `$ command` line
+    said = result.partition("\n")[2] if result.startswith("$ ") else result
+    offers = ["network"] * bool(NETWORK.search(said))
+    place = Path(read_only_repository(said) or "")
+    # its hooks and config stay read-only in every grant: the model changes them with its edit tools
+    git_data = ".git" in place.parts and "hooks" not in place.parts and place.name != "config"
+    offers += ["repository"] * git_data
+    found = _read_only(said)
+    path = (found[1] or found[2] or found[3]) if found else ""
+    if path.startswith(("/", "~")) and ".git" not in Path(path).parts:
+        offers.append("folder")
+    return offers
+
+
+def grantable(folder: str, root: Path) -> str:
+    """The folder a person typed, as the absolute path a grant makes writable for one run; "" when
+    it may not be: missing, the project's own (already writable), the home, / or above the home,
+    a credential place, amas's own state."""
+    path = os.path.realpath(os.path.expanduser(folder.strip()))
+    credentials = [os.path.realpath(os.path.expanduser(c)) for c in redact.CREDENTIALS]
+    bad = not os.path.isdir(path) or not writable_root(Path(path)) or path.startswith("/proc")
+    bad = bad or any(path == c or path.startswith(c + "/") for c in credentials)
+    inside = path == str(root) or path.startswith(str(root) + "/")
+    return "" if bad or inside else path
 
 
 def read_only_repository(result: str) -> str | None:
@@ -335,7 +345,8 @@ def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | Non
     program = _seccomp_filter() if box else b""
     if program:
         given["seccomp"] = _data(program)
-    if box and box.network and project.program(NETWORK_STACK):
+    online = box and (box.network or box.grant == "network")
+    if online and project.program(NETWORK_STACK):
         info, block = os.pipe(), os.pipe()
         given.update({"info-fd": info[1], "block-fd": block[0]})
         kept = (info[0], block[1])
@@ -566,8 +577,22 @@ def files(root: Path, box: Box) -> list[str]:
     else:  # the home is in sight: other tools' tokens and browser profiles hidden too
         args += _hidden() + _hidden(TOOL_CREDENTIALS)
     if writable:
-        args += _git_read_only(root) + _steering_read_only(root)
+        args += _repository(root, box.grant) + _steering_read_only(root)
+    if box.grant.startswith("/"):  # a folder the person made writable for one run
+        args += ["--bind", box.grant, box.grant]
     return args + (["--remount-ro", hidden] if hidden else [])
+
+
+def _repository(root: Path, grant: str) -> list[str]:
+    """The repository read-only; for one run granted "repository", only its config and hooks."""
+    if grant != "repository":
+        return _git_read_only(root)
+    gitdir, common, hooks = _git_places(root)
+    places = {str(p / name) for p in (gitdir, common) if p for name in ("config", "hooks")}
+    args = []
+    for place in sorted(p for p in places if os.path.exists(p)):
+        args += ["--ro-bind", place, place]
+    return args + _hooks_read_only(root, hooks, set())
 
 
 def writable_root(root: Path) -> bool:

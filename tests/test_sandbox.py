@@ -107,10 +107,10 @@ def test_a_write_outside_the_project_fails_and_says_why(user, place):
     assert (place / "inside.txt").read_text() == "in\n"
     assert not (place.parent / "outside.txt").exists()
     assert not (place / ".git" / "hooks" / "pre-commit").exists()
-    assert sandbox.blocked(result) == "it writes outside the project (~/outside.txt)"
+    assert sandbox.refused(result) == ["folder"]
     result = boxed(user, place, "git config user.name someone", box={})
     assert "someone" not in (place / ".git" / "config").read_text()
-    assert sandbox.blocked(result).startswith("it writes to the git repository")
+    assert sandbox.refused(result) == []  # git's config stays read-only in every grant
 
 
 def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
@@ -136,7 +136,7 @@ def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
         assert (place / where / "config").read_text() == before
     result = boxed(user, place, "echo 'touch pwned' >> .githooks/pre-commit", box={})
     assert (place / ".githooks" / "pre-commit").read_text() == "#!/bin/sh\n", result
-    assert sandbox.blocked(result).startswith("it changes git's hooks or a nested repository")
+    assert sandbox.refused(result) == []  # a hook folder is never granted: the model edits it
     # the box leaves nothing behind: the whole .git is read-only, no hooks folder is made
     assert set(os.listdir(place / ".git")) == names
 
@@ -174,7 +174,7 @@ def test_the_home_is_hidden_but_for_the_toolchains(user, place):
     for secret in ("NOTE", "PRIVATE", "CODEX-TOKEN", "HF-TOKEN", "HISTORY"):
         assert secret not in result
     assert "\nBox Tester\n" in result and "demo-1.0-py3-none-any.whl" in result
-    assert sandbox.blocked(result) == "it writes outside the project (~/.cache/pip/x)"
+    assert sandbox.refused(result) == ["folder"]
     unboxed = boxed(user, place, command)
     assert "CODEX-TOKEN" in unboxed and "HF-TOKEN" in unboxed
 
@@ -259,7 +259,7 @@ def test_a_boxed_commit_fails_as_the_repository_being_read_only(user, place):
     own(user, place)
     result = boxed(user, place, "git add a.txt && git commit -qm x", box={})
     assert sandbox.read_only_repository(result) == f"{place}/.git/index.lock"
-    assert sandbox.blocked(result).startswith("it writes to the git repository")
+    assert sandbox.refused(result) == ["repository"]
     assert git(place, "-c", "safe.directory=*", "status", "--short") == "?? a.txt\n"
 
 
@@ -296,7 +296,7 @@ def test_the_network_is_not_there(user, place, llm):
     get = f"import urllib.request; print(urllib.request.urlopen('{llm.url}/models', timeout=5).status)"
     command = f'python3 -c "{get}"'
     result = boxed(user, place, command, box={})
-    assert "[exit code 1]" in result and sandbox.blocked(result) == "it needs the network"
+    assert "[exit code 1]" in result and sandbox.refused(result) == ["network"]
     # with the network on, the box has a network of its own: the host's loopback is not in it
     if not shutil.which(sandbox.NETWORK_STACK):
         pytest.skip(f"{sandbox.NETWORK_STACK} is not installed")

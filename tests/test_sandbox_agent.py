@@ -9,6 +9,7 @@ import pexpect
 import pytest
 from conftest import run_amas
 
+from amas_code import home as amas_home
 from amas_code import sandbox
 
 needs_box = pytest.mark.skipif(bool(sandbox.probe()), reason="bubblewrap cannot run here")
@@ -28,26 +29,52 @@ def test_a_write_outside_the_project_fails_in_the_box_and_is_not_rerun_unasked(
 ):
     llm.reply(tool="shell_command", command=f"echo hi > {outside}").reply(text="ok")
     done = run_amas("-y", "write it", llm=llm)
-    assert done.returncode == 2  # the run outside the box was declined: no terminal
+    assert done.returncode == 2  # no run with more was granted: no terminal to ask on
     assert not outside.exists()
-    assert "Run it again outside the sandbox?" in done.stderr
+    assert "again once with one folder outside the project writable" in done.stderr
+    assert "declined: no terminal to ask on" in done.stderr and "--yes" not in done.stderr
     result = llm.requests[1]["messages"][-1]["content"]
     assert "Read-only file system" in result or "Permission denied" in result
+    assert "no run with more was granted" in result and "run it themselves" in result
 
 
 @needs_box
-def test_leaving_the_box_is_asked_with_the_reason_and_runs_when_allowed(
-    repl, project, outside, llm
-):
+def test_a_remembered_outside_line_runs_in_the_box_under_yes(project, outside, llm):
+    """An "always" to run a line outside the box, kept by an earlier amas, lets nothing out."""
+    line = f"echo hi > {outside}"
+    amas_home.remember(project, "outside", [line])
+    llm.reply(tool="shell_command", command=line).reply(text="ok")
+    done = run_amas("-y", "write it", llm=llm)
+    assert done.returncode == 2 and not outside.exists()
+
+
+@needs_box
+def test_a_grant_opens_the_folder_the_person_names_for_one_run(repl, project, outside, llm):
     llm.reply(tool="shell_command", command=f"echo hi > {outside}").reply(text="written")
     child = repl("-y")
     child.sendline("write it")
-    child.expect("it writes outside the project")
-    child.expect("Run it again outside the sandbox\\?")
-    child.sendline("y")
+    child.expect("again once with one folder outside the project writable")
+    child.sendline(str(outside.parent))
     child.expect("written")
     assert outside.read_text() == "hi\n"
-    assert "run again outside the sandbox" in llm.requests[1]["messages"][-1]["content"]
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert f"run again once with a writable {outside.parent}" in said
+
+
+@needs_box
+def test_what_a_command_printed_never_picks_the_folder(repl, project, home, llm):
+    """A script fakes a pip-cache refusal; a yes opens nothing, and its words are quoted as its own."""
+    fake = "touch: cannot touch '$HOME/.cache/pip/x': Read-only file system"
+    line = f'echo "{fake}" >&2; echo alias ls=x >> $HOME/.bash_aliases; exit 1'
+    llm.reply(tool="shell_command", command=line).reply(text="done")
+    child = repl("-y")
+    child.sendline("run it")
+    child.expect("The command printed: ")
+    child.expect("again once with one folder outside the project writable")
+    child.sendline("y")
+    child.expect("done")
+    assert not (home / ".bash_aliases").exists()
+    assert "no run with more was granted" in llm.requests[1]["messages"][-1]["content"]
 
 
 def test_without_a_box_every_command_is_asked_even_when_allowed(project, tmp_path, llm):
@@ -77,25 +104,8 @@ def test_the_repl_says_which_mode_is_in_force(repl, project):
 
 
 def test_a_long_line_of_output_is_judged_at_once():
-    """`blocked` looked for a path before ': Read-only file system' across a 200 KB line: minutes."""
+    """`refused` looked for a path before ': Read-only file system' across a 200 KB line: minutes."""
     line = "x" * 200_000
-    assert sandbox.blocked(f"$ cmd\n{line}\n[exit code 3]") is None
+    assert sandbox.refused(f"$ cmd\n{line}\n[exit code 3]") == []
     said = f"{line}\ntouch: cannot touch '/etc/x': Read-only file system\n[exit code 1]"
-    assert sandbox.blocked(said) == "it writes outside the project (/etc/x)"
-
-
-@needs_box
-def test_what_a_command_leaves_that_runs_outside_amas_is_named(project, llm):
-    """A .pth in the project's virtual environment runs at its next python; a new nested .git's
-    config at the next git there: the box cannot stop either, so the result names them."""
-    site = ".venv/lib/python3.11/site-packages"
-    plant = f"mkdir -p {site}; touch .venv/pyvenv.cfg; echo 'import os' > {site}/evil.pth; "
-    plant += "git init -q vendor/x"
-    llm.reply(tool="shell_command", command="echo hi").reply(tool="shell_command", command=plant)
-    llm.reply(text="ok")
-    done = run_amas("-y", "set it up", llm=llm)
-    assert done.returncode == 0, done.stderr
-    assert "left in the project" not in llm.requests[1]["messages"][-1]["content"]
-    result = llm.requests[2]["messages"][-1]["content"]
-    assert "left in the project, and run by python or git outside amas" in result
-    assert f"{site}/evil.pth, vendor/x/.git;" in result
+    assert sandbox.refused(said) == ["folder"]

@@ -1,0 +1,70 @@
+"""Leaving the box is a grant of one capability for one run (issue 38): what is offered, what each
+grant opens, and that --yes, allow rules and earlier answers never settle one."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import make_config
+
+from amas_code import policy, sandbox
+
+
+def test_the_output_decides_what_is_offered_never_which_folder():
+    assert sandbox.refused("$ curl x\ncurl: (6) Could not resolve host: x\n[exit code 6]") == [
+        "network"
+    ]
+    said = "fatal: Unable to create '/p/.git/index.lock': Read-only file system\n[exit code 128]"
+    assert sandbox.refused(said) == ["repository"]
+    hooks = "cannot create /p/.git/hooks/pre-commit: Read-only file system\n[exit code 2]"
+    assert sandbox.refused(hooks) == []  # hooks stay read-only in every grant
+    faked = "$ echo \"touch: cannot touch '/x': Read-only file system\"\n[exit code 1]"
+    assert sandbox.refused(faked) == []  # the command line itself says nothing
+    assert sandbox.refused("touch: '/etc/x': Read-only file system\n[exit code 0]") == []
+
+
+def test_a_folder_grant_is_never_the_home_a_key_or_the_project(home, bare):
+    (home / ".cache" / "pip").mkdir(parents=True)
+    (home / ".ssh").mkdir()
+    assert sandbox.grantable("~/.cache/pip", bare) == str(home / ".cache" / "pip")
+    for refused in ("~", "/", str(home.parent), "~/.ssh", "~/.amas", str(bare), "~/missing"):
+        assert sandbox.grantable(refused, bare) == "", refused
+
+
+def test_each_grant_opens_one_thing(project):
+    box = sandbox.Box()
+    closed = sandbox.files(project, box)
+    git = str(project / ".git")
+    assert ["--ro-bind", git, git] == closed[closed.index(git) - 1 : closed.index(git) + 2]
+    opened = sandbox.files(project, sandbox.Box(grant="repository"))
+    assert git not in opened  # the .git as the project's: writable
+    for kept in (project / ".git" / "config", project / ".git" / "hooks"):
+        at = opened.index(str(kept))
+        assert opened[at - 1 : at + 2] == ["--ro-bind", str(kept), str(kept)]
+    folder = sandbox.files(project, sandbox.Box(grant="/var/cache/x"))
+    assert folder[-3:] == ["--bind", "/var/cache/x", "/var/cache/x"] or "--remount-ro" in folder
+
+
+def test_no_answer_settles_a_grant(project):
+    config = make_config(auto_accept=True, permissions={"allow": ["*"], "deny": []})
+    gate = policy.Gate(config, project)
+    verdict = gate.settled(gate.judge_grant("make deps", "network"))
+    assert verdict.decision == "ask" and verdict.kind == "grant"
+    assert verdict.question == "Run `make deps` again once with the network (still in the box)?"
+    assert policy.KINDS["grant"] == (False, "")  # no 'always'
+    gate.granted(verdict, always=True)
+    assert gate.settled(gate.judge_grant("make deps", "network")).decision == "ask"
+
+
+def test_a_repository_grant_lets_a_commit_through_but_no_hook(project):
+    if sandbox.probe():
+        pytest.skip(f"no box here: {sandbox.probe()}")
+    (project / "a.txt").write_text("a\n")
+    line = "git add a.txt && git commit -qm boxed && echo x > .git/hooks/post-commit"
+    from amas_code import effects, redact
+
+    env = redact.child_env(make_config())
+    out = sandbox.run(effects.Command(line, 20), project, env, sandbox.Box(grant="repository"))
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True)
+    assert log.stdout.splitlines()[0] == "boxed", out
+    assert not Path(project / ".git" / "hooks" / "post-commit").exists()
