@@ -11,9 +11,10 @@ from amas_code import effects, policy, project, redact, sandbox, toolcalls, tool
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
-HELP = (  # what a person can do when no run with more was granted
-    "The user can run it themselves, or allow the network for every boxed command in their own "
-    "~/.amas/config.yaml (sandbox_network: true)"
+HELP = "The user can run it themselves"  # when no run with more was granted
+NETWORK_HELP = (
+    ", or allow the network for every boxed command in their own ~/.amas/config.yaml "
+    "(sandbox_network: true)"
 )
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 
@@ -129,7 +130,8 @@ class Act:
         if not grant:
             what = ", ".join(policy.GRANTS[o].split(":")[0].split(" (")[0] for o in offers)
             note = f"the box may have stopped it (it may need {what}); no run with more was granted"
-            return f"{text}\n[{note}. {HELP}]", "declined"
+            more = NETWORK_HELP if "network" in offers else ""
+            return f"{text}\n[{note}. {HELP}{more}]", "declined"
         again, _ = self.perform(effect, grant)
         said = "a writable " + grant if grant.startswith("/") else policy.GRANTS[grant]
         return f"{text}\n[run again once with {said}, as the user allowed]\n{again}", "ok"

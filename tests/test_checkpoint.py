@@ -130,7 +130,8 @@ def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
     """The invariant: the agent's calls make one checkpoint each without moving the user's repository; undoing
     them all gives back the user's state exactly; redoing gives back the agent's."""
     before = user_state(root, skip)
-    box = toolbox(root, checkpoint=True, auto_accept=True)
+    # unboxed: the box keeps the repository read-only, and these scenarios run git in it
+    box = toolbox(root, checkpoint=True, auto_accept=True, sandbox="off")
     for name, args in actions:
         result = box.execute(name, json.dumps(args))
         assert "Error" not in result and "checkpoint failed" not in result, result
@@ -724,7 +725,7 @@ def test_a_file_the_user_tracks_later_is_checkpointed_though_ignored(project):
 
 
 def test_git_commands_of_the_agent_are_named_as_what_undo_does_not_put_back(project, capsys):
-    box = toolbox(project, checkpoint=True, auto_accept=True)
+    box = toolbox(project, checkpoint=True, auto_accept=True, sandbox="off")  # git writes .git
     moved = "git's HEAD, branches or index changed too, which /undo does not put back"
     result = box.execute(
         "shell_command", json.dumps({"command": "git checkout -qb wip && echo x >> README.md"})
@@ -968,7 +969,8 @@ def test_removing_a_nested_repository_is_said_to_be_beyond_undo(project, capsys)
     files(lib, {"lib.c": "v1\n"})
     commit(lib)
     (lib / "lib.c").write_text("uncommitted work\n")
-    box = toolbox(project, checkpoint=True, auto_accept=True)
+    # unboxed: in the box a nested repository is read-only, and cannot be removed
+    box = toolbox(project, checkpoint=True, auto_accept=True, sandbox="off")
     result = " ".join(
         box.execute(
             "shell_command", json.dumps({"command": "rm -rf vendor && echo y >> a.txt"})

@@ -137,7 +137,12 @@ def test_the_identity_is_worked_out_once_while_the_project_stays_the_same(bare, 
     git(bare, "init", "-q", "-b", "main")
     before_commit = amas_home.project_id(bare)
     spawned, real = [], subprocess.run
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: spawned.append(a[0][0]) or real(*a, **k))
+
+    def spy(*a, **k):
+        spawned.append(os.path.basename(a[0][0]))
+        return real(*a, **k)
+
+    monkeypatch.setattr(subprocess, "run", spy)
     git(bare, "commit", "-q", "--allow-empty", "-m", "first")
     spawned.clear()
     first = amas_home.project_id(bare)

@@ -50,7 +50,7 @@ def test_git_author_is_no_secret_name(project, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/opt/tokenizers")
     monkeypatch.setenv("DEPLOY_TOKEN", "dpl-5e3cr3t-value")
     monkeypatch.setenv("PGPASSWORD", "pg-5e3cr3t-value")
-    box = toolbox(project, auto_accept=True)
+    box = toolbox(project, auto_accept=True, sandbox="off")  # a commit writes .git: not in the box
     command = "git commit -q --allow-empty -m x && git log -1 --format=%an; echo [$DEPLOY_TOKEN$PGPASSWORD]"
     said = box.execute("shell_command", json.dumps({"command": command + " $TIKTOKEN_CACHE_DIR"}))
     assert "Jane Maintainer\n[] /opt/tokenizers" in said
