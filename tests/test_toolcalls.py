@@ -9,7 +9,28 @@ from amas_code import toolcalls, tools
 
 CORPUS = json.loads((Path(__file__).parent / "toolcall_corpus.json").read_text())
 NAMES = set(tools.NAMES)
-MARKUP = ("<|", "<｜", "[TOOL_CALLS]", "<tool_call", "<function", "functools[", "[ARGS]")
+MARKUP = (
+    "<|",
+    "<｜",
+    "[TOOL_CALLS]",
+    "<tool_call",
+    "<function",
+    "functools[",
+    "[ARGS]",
+    "✿",
+    "<invoke",
+)
+MARKUP += (
+    "<minimax:",
+    "<steptml:",
+    "<atem:",
+    "<longcat",
+    "tool_call>",
+    "call:",
+    "```",
+    "role_sep",
+    "<code>",
+)
 MISSES = {  # real cases the reader does not read yet, and why; each must still run nothing
     "[tool]name[args]{...}[end]": "a made-up form of ollama's own test, written by no model family",
     "name({json})": "a bare call with positional JSON; reading it would run prose such as f({...})",
@@ -39,6 +60,12 @@ def test_corpus_case(case):
     calls, left, unreadable = toolcalls.read(case["raw"], names_for(case))
     if case["kind"] == "plain":  # shown whole, never run
         assert (calls, left, unreadable) == ([], case["raw"], None)
+    elif (
+        case["kind"] == "example"
+    ):  # shown whole, never run; it may have been meant: the model told
+        assert (calls, left, unreadable) == ([], case["raw"], toolcalls.EXAMPLE_LINE)
+    elif case["kind"] == "broken":  # never run as written, the model asked again
+        assert calls == [] and unreadable == toolcalls.BROKEN_LINE
     elif case["kind"] == "server":  # never run, never shown raw, the user told what to do
         assert calls == [] and unreadable == toolcalls.SERVER_LINE
         assert not any(mark in left for mark in MARKUP), left
@@ -60,6 +87,11 @@ def test_at_least_three_in_four_real_cases_are_read():
 
 CONTENT = 'print("héllo")\n'
 ARGS = json.dumps({"path": "out.py", "content": CONTENT}, ensure_ascii=False)
+GEMMA = f'path:<|"|>out.py<|"|>,content:<|"|>{CONTENT}<|"|>'
+GEMMA_ESC = f"path:<escape>out.py<escape>,content:<escape>{CONTENT}<escape>"
+INVOKE = (
+    f'<parameter name="path">out.py</parameter>\n<parameter name="content">{CONTENT}</parameter>\n'
+)
 WRITTEN = {  # one create_file call a family, as that family writes it
     "hermes": f'Creating it.\n<tool_call>{{"name": "create_file", "arguments": {ARGS}}}</tool_call>',
     "qwen3-coder-xml": (
@@ -77,6 +109,50 @@ WRITTEN = {  # one create_file call a family, as that family writes it
     "glm": (
         "<tool_call>create_file\n<arg_key>path</arg_key>\n<arg_value>out.py</arg_value>\n"
         f"<arg_key>content</arg_key>\n<arg_value>{CONTENT}</arg_value>\n</tool_call>"
+    ),
+    # the families of issue 39, each in the markup of its source in the corpus
+    "gemma4": f"<|channel>thought\nA file.<channel|><|tool_call>call:create_file{{{GEMMA}}}<tool_call|>",
+    "functiongemma": f"<start_function_call>call:create_file{{{GEMMA_ESC}}}<end_function_call>",
+    "kimi-k2": (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.create_file:0"
+        f"<|tool_call_argument_begin|>{ARGS}<|tool_call_end|><|tool_calls_section_end|>"
+    ),
+    "minimax-m2": f'<minimax:tool_call>\n<invoke name="create_file">\n{INVOKE}</invoke>\n</minimax:tool_call>',
+    "deepseek-r1": (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>create_file\n```json\n"
+        f"{ARGS}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+    ),
+    "deepseek-v3.1": (
+        f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>create_file<｜tool▁sep｜>{ARGS}"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    ),
+    "step3": (
+        "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>create_file\n"
+        f'<steptml:invoke name="create_file">{INVOKE.replace("<", "<steptml:").replace("<steptml:/", "</steptml:")}'
+        "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"
+    ),
+    "longcat": f'<longcat_tool_call>{{"name": "create_file", "arguments": {ARGS}}}</longcat_tool_call>',
+    "atem": (
+        f' to=create_file<|message|><atem:function_calls>\n<atem:invoke name="create_file">\n'
+        f"{INVOKE.replace('<', '<atem:').replace('<atem:/', '</atem:')}</atem:invoke>\n"
+        "</atem:function_calls><|eot|>"
+    ),
+    "functionary-v2": f"<|from|>assistant\n<|recipient|>create_file\n<|content|>{ARGS}<|stop|>",
+    "functionary-v2.5": f"Writing it.<|reserved_special_token_249|>create_file\n{ARGS}",
+    "qwen-agent": f"Writing it.\n✿FUNCTION✿: create_file\n✿ARGS✿: {ARGS}\n✿RESULT✿",
+    "qwen-agent-code": (
+        '<tool_call>\n{"name": "create_file", "arguments": {"path": "out.py", "content": ""}}\n'
+        f"<code>\n{CONTENT}\n</code>\n</tool_call>"
+    ),
+    "gigachat3": (
+        "Writing it.<|message_sep|>\n\nfunction call<|role_sep|>\n"
+        f'{{"name": "create_file", "arguments": {ARGS}}}</s>'
+    ),
+    "minicpm": f'<function name="create_file"><param name="path">out.py</param>'
+    f'<param name="content">{CONTENT}</param></function>',
+    "harmony": (
+        "<|channel|>analysis<|message|>A file.<|end|><|start|>assistant<|channel|>commentary "
+        f"to=functions.create_file <|constrain|>json<|message|>{ARGS}<|call|>"
     ),
 }
 
@@ -113,10 +189,10 @@ def test_a_plain_answer_showing_calls_is_printed_whole_and_runs_nothing(
     assert answer in result.stdout
 
 
-def test_a_server_only_format_is_not_shown_and_the_reply_says_so(project, llm, amas):
+def test_a_server_format_amas_cannot_read_is_not_shown_and_the_reply_says_so(project, llm, amas):
     config(project, True)
     raw = next(c["raw"] for c in CORPUS if c["family"] == "harmony")
-    llm.reply(text=f"Let me look.{raw}")
+    llm.reply(text=f"Let me look.{raw.replace('read_file', 'get_weather')}")
     reply = _complete(project, llm)
     assert reply["content"] == "Let me look." and reply["unreadable"] == toolcalls.SERVER_LINE
     assert "tool_calls" not in reply
