@@ -41,7 +41,7 @@ SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 # Words that present what follows as a sample, and (before a colon) as a form described
 SAMPLE = re.compile(
     r"(?i)\be\.g\.|\b(?:for (?:example|instance)|such as|looks? (?:something )?like|like (?:this|so)"
-    r"|as follows|example|sample|template|placeholder)\b"
+    r"|as follows|example|sample|template|placeholder)\b(?![./_-]\w)"  # not example.py
 )
 DESCRIBED = re.compile(
     r"(?i)\b(?:format|syntax|form|shape|schema|structure|pattern|outputs?|returns|produces|yields"
@@ -706,7 +706,8 @@ MARKS = [  # text that begins call markup, shown to nobody while it streams
 STARTS = re.compile(  # markup told from prose by what follows it, even when it is not all here yet
     r"(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\("
     r"|>>>[\w.-]*(?:\n|\Z)|Action:\s*(?:```|`{0,2}\Z)"
-    r"|(?m:^)[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n\s*[\[{<]|function call\s*<\|"
+    r"|(?m:^)[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n\s*[\[{<]"
+    r"|function call\s*<\||\bto=[\w.-]+[^<\n]*<\||\A[\w.-]+\s*<\|content"  # GigaChat, Atem, Functionary v2
 )
 
 

@@ -189,6 +189,57 @@ def test_a_plain_answer_showing_calls_is_printed_whole_and_runs_nothing(
     assert answer in result.stdout
 
 
+SHOWN = [c["raw"] for c in CORPUS if c["kind"] == "plain" and c.get("round") == 2]
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+@pytest.mark.parametrize("shown", SHOWN, ids=range(len(SHOWN)))
+def test_a_call_presented_as_an_example_is_shown_whole_and_not_run(
+    project, llm, amas, shown, text_tools
+):
+    config(project, text_tools)
+    answer = shown.replace("read_file", "create_file").replace('"a.py"', '"out.py"')
+    llm.reply(text=answer)
+    result = amas("--yes", "how does a model write a call?")
+    assert result.exit_code == 0, result.output
+    assert not (project / "out.py").exists() and len(llm.requests) == 1
+    assert answer in result.stdout and toolcalls.EXAMPLE_LINE not in result.output
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+def test_an_example_that_may_be_meant_is_not_run_and_the_model_is_told(
+    project, llm, amas, text_tools
+):
+    config(project, text_tools)
+    answer = (
+        'The format is:\n{"name": "create_file", "arguments": {"path": "out.py", "content": "x"}}'
+    )
+    llm.reply(text=answer).reply(text="That was only the format.")
+    result = amas("--yes", "how is a call written?")
+    assert result.exit_code == 0, result.output
+    assert not (project / "out.py").exists()
+    assert answer in result.stdout and toolcalls.EXAMPLE_LINE in result.output
+    told = llm.requests[1]["messages"][-1]["content"]
+    assert told.startswith(
+        "Error: your tool call could not be read, or it stood in prose as an example"
+    )
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+def test_a_call_whose_content_is_left_in_markup_does_not_empty_the_file(
+    project, llm, amas, text_tools
+):
+    config(project, text_tools)
+    (project / "keep.py").write_text("keep = 1\n")
+    call = {"name": "write_file", "arguments": {"path": "keep.py", "content": ""}}
+    llm.reply(text=f"<tool_call>\n{json.dumps(call)}\n<content>\nx = 2\n</content>\n</tool_call>")
+    llm.reply(text="Sorry.")
+    result = amas("--yes", "rewrite keep.py")
+    assert result.exit_code == 0, result.output
+    assert (project / "keep.py").read_text() == "keep = 1\n"
+    assert toolcalls.BROKEN_LINE in result.output and "<content>" not in result.stdout
+
+
 def test_a_server_format_amas_cannot_read_is_not_shown_and_the_reply_says_so(project, llm, amas):
     config(project, True)
     raw = next(c["raw"] for c in CORPUS if c["family"] == "harmony")
@@ -276,6 +327,17 @@ STREAMED = {  # what the stream may show of a reply so far
     "Then:\n```json\n{": "Then:\n",
     "Code:\n```python\nx = 1\n```": "Code:\n```python\nx = 1\n```",
     "Done.": "Done.",
+    "Writing it.<|message_sep|>\n\nfunction call<|role_sep|>\n{": "Writing it.",
+    "Writing it.\n✿FUNCTION✿: create_": "Writing it.\n",
+    "Writing it.\n✿FUNC": "Writing it.\n",
+    "Then <longcat_tool_call>{": "Then ",
+    "Then <minimax:tool_call>\n<invoke name=": "Then ",
+    'Then <invoke name="read_file">': "Then ",
+    " to=read_file<|message|><atem:function_calls>": " ",
+    "read_file\n<|content|>{": "",
+    "Let me see.<|tool_call>call:read_file{": "Let me see.",
+    "Let me see.<｜tool▁calls▁begin｜>": "Let me see.",
+    "See example.py for a sample of the format.": "See example.py for a sample of the format.",
 }
 
 
