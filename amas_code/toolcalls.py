@@ -575,7 +575,7 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(
         r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n", _functionary_body
     ),  # its v2.5, Llama 3
-    Row(r"✿FUNCTION✿:?[ \t]*([\w.-]+)[ \t]*(?:\n[ \t]*✿ARGS✿:?)?", _qwen_agent_body),  # Qwen-Agent
+    Row(r"✿FUNCTION✿:?[ \t]*([\w.-]+)\s*(?:✿ARGS✿:?)?", _qwen_agent_body),  # Qwen-Agent
     Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
     Row(r"<\|tool_call\|>", _json_body),  # Granite 3
     Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
