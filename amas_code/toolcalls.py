@@ -98,15 +98,11 @@ def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
             continue
         found = row.body(text, match.end(), match)
         end = _close(text, found[1], row.close) if found else 0
+        example = _presented(text, match.start())
         if found and _known(found[0], names) and not _starved(text, found[0], end):
-            run = not _presented(text, match.start())
-            spans.append((match.start(), end, found[0], run))
+            spans.append((match.start(), end, found[0], not example))
             continue
-        if (
-            row.strong
-            and CALL_START.match(text, match.end())
-            and not _presented(text, match.start())
-        ):
+        if row.strong and not example and CALL_START.match(text, match.end()):
             broken.append(match.start())
         misses += 1
         if misses > MISSES:  # a model repeating itself: each try costs a scan of the rest
@@ -169,7 +165,8 @@ def _lost(text: str, code: list, strong: list, shown: list) -> tuple[int, str] |
     """Where unreadable call markup begins outside code, and the line the user gets about it; a call
     shown as an example that ends the reply may have been meant: kept whole, the model told."""
     quiet = code + [(start, end) for start, end, *_ in shown]  # code, and calls shown as examples
-    server = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), quiet)]
+    marks = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), quiet)]
+    server = [at for at in marks if not _presented(text, at)]
     if len(server) > 1:
         return min(server), SERVER_LINE
     if strong:
@@ -400,9 +397,8 @@ def _gemma_body(text: str, at: int, match):
     calls, end = [], at
     while item := GEMMA_CALL.match(text, end):
         close = _balanced(masked, item.end())
-        value = (
-            _lenient(GEMMA_TOKEN.sub(_as_json_token, text[item.end() : close])) if close else None
-        )
+        body = text[item.end() : close] if close else ""
+        value = _lenient(GEMMA_TOKEN.sub(_as_json_token, body)) if body else None
         if not isinstance(value, dict):
             return None
         calls.append((item[1], value))
@@ -464,7 +460,7 @@ def _mistral_body(text: str, at: int, match=None):
 
 
 def _functionary_body(text: str, at: int, match):
-    """Functionary v3.2: >>>name then its JSON arguments."""
+    """A name then its JSON arguments: Functionary's >>>name, Kimi-K2, DeepSeek, harmony, …"""
     found = _json_at(text, at)
     args = arguments(found[0]) if found else None
     return None if args is None else ([(match[1], args)], found[1])
