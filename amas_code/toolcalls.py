@@ -32,11 +32,15 @@ LITTER = re.compile(
     r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|channel)\|?>"
     r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
     r"|\bto=[\w.-]+[^<\n]*(?=<\|)"
-    r"|<(?:start|end)_function_call>|</?[|｜]DSML[|｜]function_calls>|✿(?:RESULT|RETURN)✿:?",
+    r"|<(?:start|end)_function_call>|</?[|｜]DSML[|｜](?:function|tool)_calls>",
     re.S,
 )
 CONTENT_AFTER = re.compile(r"\s*(?:<(?:code|content)>|```)")  # what a call's empty value left out
 QUOTED = re.compile(r"[ \t]*>(?!>>)")  # a Markdown quote, not Functionary's >>>
+# Words right after a call that describe it: "… is what the parser returns", "(an example)"
+AFTER = re.compile(
+    r"(?i)[ \t]*\n?[ \t]*(?:(?:is|are|was|were|would be|becomes|means)\b|\((?:an? )?(?:example|sample))"
+)
 SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 # Words that present what follows as a sample, and (before a colon) as a form described
 SAMPLE = re.compile(
@@ -98,7 +102,7 @@ def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
             continue
         found = row.body(text, match.end(), match)
         end = _close(text, found[1], row.close) if found else 0
-        example = _presented(text, match.start())
+        example = _presented(text, match.start()) or bool(found and AFTER.match(text, end))
         if found and _known(found[0], names) and not _starved(text, found[0], end):
             spans.append((match.start(), end, found[0], not example))
             continue
@@ -210,6 +214,8 @@ def _presented(text: str, at: int) -> bool:
         return True
     lead = text[line:at].strip() or text[:line].rstrip().rsplit("\n", 1)[-1]
     lead = SENTENCES.split(lead)[-1]
+    if text[line:at].rstrip().endswith(('"', "“", "'", "«")):  # in quotation marks
+        return True
     return bool(SAMPLE.search(lead) or (lead.endswith(":") and DESCRIBED.search(lead)))
 
 
@@ -383,12 +389,18 @@ def _xml_value(raw: str) -> "Written":
 def _invoke_body(text: str, at: int, match):
     """MiniMax-M2's, Step-3's and DeepSeek's DSML <invoke name=…><parameter name=…>, any prefix."""
     ns = re.escape(match["ns"])
-    param = re.compile(rf'\s*<{ns}parameter name="([^"]*)"[^>]*>(.*?)</{ns}parameter>', re.S)
+    param = re.compile(rf'\s*<{ns}parameter name="([^"]*)"([^>]*)>(.*?)</{ns}parameter>', re.S)
     args, end = {}, at
     while item := param.match(text, end):
-        args[item[1]], end = _xml_value(item[2]), item.end()
+        args[item[1]], end = _dsml_value(item[3], item[2]), item.end()
     closing = re.compile(rf"\s*</{ns}invoke>").match(text, end)
     return ([(match["name"], args)], closing.end()) if closing else None
+
+
+def _dsml_value(raw: str, attributes: str):
+    """DeepSeek's DSML writes string="false" on a value written as JSON; other values are text."""
+    value = _lenient(raw) if 'string="false"' in attributes else None
+    return _xml_value(raw) if value is None else value
 
 
 def _gemma_body(text: str, at: int, match):
@@ -543,6 +555,9 @@ class JsonWords(ast.NodeTransformer):
 
 
 FUNCTION = re.compile(r"<function=([\w.-]+)>")
+# Qwen-Agent's call; a ✿RESULT✿ after it (a result the model made up) and all after is dropped, as
+# Qwen-Agent drops it
+QWEN_AGENT = r"✿FUNCTION✿:?[ \t]*([\w.-]+)\s*(?:✿ARGS✿:?)?"
 KIMI = (
     r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w.-]+?)(?::\d+)?\s*<\|tool_call_argument_begin\|>"
 )
@@ -571,7 +586,7 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(
         r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n", _functionary_body
     ),  # its v2.5, Llama 3
-    Row(r"✿FUNCTION✿:?[ \t]*([\w.-]+)\s*(?:✿ARGS✿:?)?", _qwen_agent_body),  # Qwen-Agent
+    Row(QWEN_AGENT, _qwen_agent_body, r"(?s:✿(?:RESULT|RETURN)✿.*)?"),  # Qwen-Agent
     Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
     Row(r"<\|tool_call\|>", _json_body),  # Granite 3
     Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
