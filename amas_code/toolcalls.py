@@ -29,7 +29,7 @@ CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
 LITTER = re.compile(
     r"<\|channel>.*?<channel\|>|<\|channel\|>analysis<\|message\|>.*?<\|end\|>"
     r"|<\|from\|>\s*assistant\s*|<\|recipient\|>\s*all\s*<\|content\|>|<\|start\|>assistant"
-    r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|channel)\|?>"
+    r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|tool_response|channel)\|?>"
     r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
     r"|\bto=[\w.-]+[^<\n]*(?=<\|)"
     r"|<(?:start|end)_function_call>|</?[|｜]DSML[|｜](?:function|tool)_calls>",
