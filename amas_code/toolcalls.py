@@ -337,12 +337,17 @@ def _json_calls(text: str, at: int):
 
 
 def _tagged_body(text: str, at: int, match=None):
-    """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, or GLM's name and <arg_key>s."""
+    """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, GLM's name and <arg_key>s (or a
+    name alone), or a Python call."""
     xml = FUNCTION.match(text, BLANKS.match(text, at).end())
     if xml:
         return _function_body(text, xml.end(), xml)
     glm = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>|</tool_call>)").match(text, at)
-    return _glm_body(text, glm) if glm else _with_code(text, _json_body(text, at))
+    if glm:
+        return _glm_body(text, glm)
+    if re.compile(r"\s*[A-Za-z_][\w.]*\(").match(text, at):  # name(a='v'), name()
+        return _pythonic_lines(text, at, closing="</tool_call>")
+    return _with_code(text, _json_body(text, at))
 
 
 def _with_code(text: str, found):
@@ -512,9 +517,9 @@ def _pythonic(text: str, at: int, match):
     return (calls, end) if calls else None
 
 
-def _pythonic_lines(text: str, at: int, match=None):
+def _pythonic_lines(text: str, at: int, match=None, closing: str = "</function_calls>"):
     """OLMo's <function_calls>: one name(a='v') a line, up to the closing tag."""
-    end = text.find("</function_calls>", at)
+    end = text.find(closing, at)
     end = len(text) if end < 0 else end
     try:
         lines = ast.parse(_keywords(text[at:end].strip())).body
