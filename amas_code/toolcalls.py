@@ -41,6 +41,7 @@ QUOTED = re.compile(r"[ \t]*>(?!>>)")  # a Markdown quote, not Functionary's >>>
 AFTER = re.compile(
     r"(?i)[ \t]*\n?[ \t]*(?:(?:is|are|was|were|would be|becomes|means)\b|\((?:an? )?(?:example|sample))"
 )
+WRAPPERS_AT_END = re.compile(r"(?:<[^<>\n]*>\s*)+$")
 SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 # Words that present what follows as a sample, and (before a colon) as a form described
 SAMPLE = re.compile(
@@ -102,7 +103,7 @@ def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
             continue
         found = row.body(text, match.end(), match)
         end = _close(text, found[1], row.close) if found else 0
-        example = _presented(text, match.start()) or bool(found and AFTER.match(text, end))
+        example = _example(text, match.start(), end, spans)
         if found and _known(found[0], names) and not _starved(text, found[0], end):
             spans.append((match.start(), end, found[0], not example))
             continue
@@ -205,6 +206,13 @@ def _starved(text: str, calls: list, end: int) -> bool:
     return empty and bool(CONTENT_AFTER.match(text, end))
 
 
+def _example(text: str, at: int, end: int, spans: list) -> bool:
+    """A call shown as an example: presented by the prose around it, or right after one that is."""
+    if spans and not text[spans[-1][1] : at].strip():  # the next of calls written together
+        return not spans[-1][3]
+    return _presented(text, at) or bool(end and AFTER.match(text, end))
+
+
 def _presented(text: str, at: int) -> bool:
     """A call the prose before it presents as an example: a quoted line, or a last sentence such as
     "for example", "it looks like" or "the format is:"."""
@@ -212,11 +220,15 @@ def _presented(text: str, at: int) -> bool:
     quote = QUOTED.match(text, line)
     if quote and quote.end() <= at:
         return True
-    lead = text[line:at].strip() or text[:line].rstrip().rsplit("\n", 1)[-1]
-    lead = SENTENCES.split(lead)[-1]
-    if text[line:at].rstrip().endswith(('"', "“", "'", "«")):  # in quotation marks
+    inline = WRAPPERS_AT_END.sub(
+        "", text[line:at]
+    ).strip()  # the prose before a call's wrapper tags
+    lead = SENTENCES.split(inline or text[:line].rstrip().rsplit("\n", 1)[-1])[-1]
+    if inline.endswith(('"', "“", "'", "«")):  # in quotation marks
         return True
-    return bool(SAMPLE.search(lead) or (lead.endswith(":") and DESCRIBED.search(lead)))
+    # described before a colon, or mid-sentence ("Qwen-Agent writes ✿FUNCTION✿: … and …")
+    described = lead.endswith(":") or (inline and not inline.endswith(tuple(".!?>)]}")))
+    return bool(SAMPLE.search(lead) or (described and DESCRIBED.search(lead)))
 
 
 def _native(name: str, args: dict) -> dict:
