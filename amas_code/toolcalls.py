@@ -575,6 +575,8 @@ FUNCTION = re.compile(r"<function=([\w.-]+)>")
 # Qwen-Agent's call; a ✿RESULT✿ after it (a result the model made up) and all after is dropped, as
 # Qwen-Agent drops it
 QWEN_AGENT = r"✿FUNCTION✿:?[ \t]*([\w.-]+)\s*(?:✿ARGS✿:?)?"
+GEMMA = r"<\|tool_call>|<start_function_call>"
+GIGACHAT = r"(?:<\|message_sep\|>\s*)?function call\s*<\|role_sep\|>|<\|function_call\|>"
 KIMI = (
     r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w.-]+?)(?::\d+)?\s*<\|tool_call_argument_begin\|>"
 )
@@ -593,16 +595,14 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
     Row(r"<longcat_tool_call>", _tagged_body, r"</longcat_tool_call>"),  # LongCat-Flash
     Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
-    Row(r"<\|tool_call>|<start_function_call>", _gemma_body, r"<tool_call\|>|<end_function_call>"),
+    Row(GEMMA, _gemma_body, r"<tool_call\|>|<end_function_call>"),  # Gemma 4, FunctionGemma
     Row(KIMI, _functionary_body, r"<\|tool_call_end\|>"),  # Kimi-K2
     Row(DEEPSEEK, _functionary_body, DEEPSEEK_END),  # DeepSeek R1, V3, V3.1
-    Row(INVOKE, _invoke_body),  # MiniMax-M2 <invoke>, Step-3 <steptml:invoke>, DeepSeek's DSML
+    Row(INVOKE, _invoke_body),  # MiniMax-M2, Step-3 <steptml:…>, Atem <atem:…>, DeepSeek DSML
     Row(HARMONY, _functionary_body, r"<\|call\|>"),  # gpt-oss
-    Row(r"(?:<\|message_sep\|>\s*)?function call\s*<\|role_sep\|>|<\|function_call\|>", _json_body),
+    Row(GIGACHAT, _json_body),  # GigaChat 3 and 3.1
     Row(r"(?:<\|recipient\|>|\A)\s*([\w.-]+)\s*<\|content\|>", _functionary_body),  # Functionary v2
-    Row(
-        r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n", _functionary_body
-    ),  # its v2.5, Llama 3
+    Row(r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n", _functionary_body),  # its v2.5
     Row(QWEN_AGENT, _qwen_agent_body, r"(?s:✿(?:RESULT|RETURN)✿.*)?"),  # Qwen-Agent
     Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
     Row(r"<\|tool_call\|>", _json_body),  # Granite 3
@@ -615,7 +615,7 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(r"<\|tool_call_start\|>\s*(?P<list>\[)", _pythonic, r"<\|tool_call_end\|>"),  # LFM2
     Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
     Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
-    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro
+    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro, MiniCPM
     Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False),  # Functionary v3.2
     Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False),  # its first call, without >>>
     Row(r"Action:\s*(?=```)", _json_body, strong=False),  # Command R
