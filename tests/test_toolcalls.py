@@ -376,3 +376,26 @@ def test_lenient_reading_never_changes_the_strings_inside():
     }
     raw = '{"code": "if x is None: return True", "n": None,}'
     assert toolcalls.arguments(raw) == {"code": "if x is None: return True", "n": None}
+
+
+# -- the figures docs/models.md and the README quote: `python tests/test_toolcalls.py` -------------
+
+
+def figures() -> list[str]:
+    """Per family: calls read right / cases, then false runs over the answers that only show calls.
+    The reader is the same in text mode and native mode (a native reply carrying the call as text)."""
+    read, total, false = {}, {}, [0, 0]
+    for case in CORPUS:
+        calls = calls_of(toolcalls.read(case["raw"], names_for(case))[0])
+        if case["kind"] in ("plain", "example"):
+            false = [false[0] + bool(calls), false[1] + 1]
+        elif case["kind"] == "call":
+            total[case["family"]] = total.get(case["family"], 0) + 1
+            read[case["family"]] = read.get(case["family"], 0) + (calls == case["calls"])
+    lines = [f"{family:20} {read[family]}/{total[family]}" for family in sorted(total)]
+    lines.append(f"{'calls read':20} {sum(read.values())}/{sum(total.values())}")
+    return lines + [f"{'false runs':20} {false[0]}/{false[1]}"]
+
+
+if __name__ == "__main__":
+    print("\n".join(figures()))
