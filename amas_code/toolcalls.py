@@ -28,6 +28,7 @@ CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
 # headers, section tokens, the tags of a call's wrapper; cut with the calls it came with
 LITTER = re.compile(
     r"<\|channel>.*?<channel\|>|<\|channel\|>analysis<\|message\|>.*?<\|end\|>"
+    r"|<\|thought_start\|>.*?<\|thought_end\|>"
     r"|<\|from\|>\s*assistant\s*|<\|recipient\|>\s*all\s*<\|content\|>|<\|start\|>assistant"
     r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|tool_response|channel)\|?>"
     r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
@@ -541,6 +542,11 @@ def _pythonic_lines(text: str, at: int, match=None, closing: str = "</function_c
     return (calls, end) if calls else None
 
 
+def _python_fenced(text: str, at: int, match=None):
+    """MiniCPM's ```python fence of name(a='v') lines."""
+    return _pythonic_lines(text, at, closing="```")
+
+
 def _py_call(node) -> tuple[str, dict]:
     """A call's name and keyword arguments; JSON's true/false/null read as Python's."""
     if not isinstance(node, ast.Call) or node.args:
@@ -613,6 +619,7 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(r"<\|START_ACTION\|>", _json_body, r"<\|END_ACTION\|>"),  # Command R7B
     Row(r"<function_calls>", _pythonic_lines, r"</function_calls>"),  # OLMo 3
     Row(r"<\|tool_call_start\|>\s*(?P<list>\[)", _pythonic, r"<\|tool_call_end\|>"),  # LFM2
+    Row(r"<\|tool_call_start\|>\s*```(?:python)?[ \t]*\n", _python_fenced, r"```"),  # MiniCPM 3, 4
     Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
     Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
     Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro, MiniCPM

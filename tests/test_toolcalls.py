@@ -150,6 +150,10 @@ WRITTEN = {  # one create_file call a family, as that family writes it
     ),
     "minicpm": f'<function name="create_file"><param name="path">out.py</param>'
     f'<param name="content">{CONTENT}</param></function>',
+    "minicpm-python": (
+        "<|thought_start|>\nA file.\n<|thought_end|>\n<|tool_call_start|>\n```python\n"
+        f"create_file(path='out.py', content={CONTENT!r})\n```\n<|tool_call_end|>"
+    ),
     "harmony": (
         "<|channel|>analysis<|message|>A file.<|end|><|start|>assistant<|channel|>commentary "
         f"to=functions.create_file <|constrain|>json<|message|>{ARGS}<|call|>"
