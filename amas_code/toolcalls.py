@@ -24,12 +24,12 @@ SERVER_ONLY = re.compile(
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 INLINE = re.compile(r"(`+)[^`\n]+?\1")
 CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
-# What a server's template writes around calls: a thought channel, harmony's analysis, role
-# headers, section tokens, the tags of a call's wrapper; cut with the calls it came with
+# What a server's template writes around calls: thinking (<think>, a thought channel, harmony's
+# analysis), role headers, section tokens, the tags of a call's wrapper; cut with the calls it came with
 LITTER = re.compile(
     r"<\|channel>.*?<channel\|>|<\|channel\|>analysis<\|message\|>.*?<\|end\|>"
-    r"|<\|thought_start\|>.*?<\|thought_end\|>"
-    r"|<\|from\|>\s*assistant\s*|<\|recipient\|>\s*all\s*<\|content\|>|<\|start\|>assistant"
+    r"|<\|thought_start\|>.*?<\|thought_end\|>|<think>.*?</think>|</?think>"
+    r"|<\|from\|>\s*assistant\s*|(?:<\|recipient\|>|\A)\s*all\s*<\|content\|>|<\|start\|>assistant"
     r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|tool_response|channel)\|?>"
     r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
     r"|\bto=[\w.-]+[^<\n]*(?=<\|)"
