@@ -221,9 +221,8 @@ def _presented(text: str, at: int) -> bool:
     quote = QUOTED.match(text, line)
     if quote and quote.end() <= at:
         return True
-    inline = WRAPPERS_AT_END.sub(
-        "", text[line:at]
-    ).strip()  # the prose before a call's wrapper tags
+    # the prose on the call's line, before the wrapper tags its markup may open with
+    inline = WRAPPERS_AT_END.sub("", text[line:at]).strip()
     lead = SENTENCES.split(inline or text[:line].rstrip().rsplit("\n", 1)[-1])[-1]
     if inline.endswith(('"', "“", "'", "«")):  # in quotation marks
         return True
@@ -578,9 +577,10 @@ class JsonWords(ast.NodeTransformer):
 
 
 FUNCTION = re.compile(r"<function=([\w.-]+)>")
-# Qwen-Agent's call; a ✿RESULT✿ after it (a result the model made up) and all after is dropped, as
-# Qwen-Agent drops it
 QWEN_AGENT = r"✿FUNCTION✿:?[ \t]*([\w.-]+)\s*(?:✿ARGS✿:?)?"
+# a ✿RESULT✿ after a Qwen-Agent call (a result the model made up) and all after it is dropped, as
+# Qwen-Agent drops it
+QWEN_AGENT_END = r"(?s:✿(?:RESULT|RETURN)✿.*)?"
 GEMMA = r"<\|tool_call>|<start_function_call>"
 GIGACHAT = r"(?:<\|message_sep\|>\s*)?function call\s*<\|role_sep\|>|<\|function_call\|>"
 KIMI = (
@@ -603,13 +603,13 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
     Row(GEMMA, _gemma_body, r"<tool_call\|>|<end_function_call>"),  # Gemma 4, FunctionGemma
     Row(KIMI, _functionary_body, r"<\|tool_call_end\|>"),  # Kimi-K2
-    Row(DEEPSEEK, _functionary_body, DEEPSEEK_END),  # DeepSeek R1, V3, V3.1
+    Row(DEEPSEEK, _functionary_body, DEEPSEEK_END),  # DeepSeek R1, V3, V3.1 (V3.2: INVOKE)
     Row(INVOKE, _invoke_body),  # MiniMax-M2, Step-3 <steptml:…>, Atem <atem:…>, DeepSeek DSML
     Row(HARMONY, _functionary_body, r"<\|call\|>"),  # gpt-oss
     Row(GIGACHAT, _json_body),  # GigaChat 3 and 3.1
     Row(r"(?:<\|recipient\|>|\A)\s*([\w.-]+)\s*<\|content\|>", _functionary_body),  # Functionary v2
     Row(r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n", _functionary_body),  # its v2.5
-    Row(QWEN_AGENT, _qwen_agent_body, r"(?s:✿(?:RESULT|RETURN)✿.*)?"),  # Qwen-Agent
+    Row(QWEN_AGENT, _qwen_agent_body, QWEN_AGENT_END),  # Qwen-Agent
     Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
     Row(r"<\|tool_call\|>", _json_body),  # Granite 3
     Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
