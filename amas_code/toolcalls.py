@@ -440,9 +440,13 @@ def _blanked(match) -> str:
 
 
 def _as_json_token(match) -> str:
-    """A Gemma string (<|"|>…<|"|> or <escape>…<escape>) or bare key as JSON; a JSON string as is."""
+    """A Gemma string (<|"|>…<|"|> or <escape>…<escape>), bare key or bare word as JSON; a JSON
+    string, number, true, false or null as it is."""
     if match["key"]:
         return json.dumps(match["key"].strip())
+    if match["bare"]:
+        word = match["bare"].strip()
+        return word if _lenient(word) is not None or word == "null" else json.dumps(word)
     string = match["string"]
     for mark in ('<|"|>', "<escape>"):
         if string.startswith(mark):
@@ -453,7 +457,9 @@ def _as_json_token(match) -> str:
 GEMMA_CALL = re.compile(r"\s*,?\s*call:([\w.-]+)\s*(?=\{)")
 GEMMA_STRING = re.compile(r'<\|"\|>.*?<\|"\|>|<escape>.*?<escape>|"(?:[^"\\]|\\.)*"', re.S)
 GEMMA_TOKEN = re.compile(
-    rf"(?P<string>{GEMMA_STRING.pattern})|(?<=[{{,])(?P<key>\s*[A-Za-z_][\w.-]*\s*)(?=:)", re.S
+    rf"(?P<string>{GEMMA_STRING.pattern})|(?<=[{{,])(?P<key>\s*[A-Za-z_][\w.-]*\s*)(?=:)"
+    r"|(?<=:)(?P<bare>[^{}\[\],\"<\s][^{}\[\],\"<]*?)(?=\s*[,}\]])",
+    re.S,
 )
 
 

@@ -193,7 +193,7 @@ def test_a_plain_answer_showing_calls_is_printed_whole_and_runs_nothing(
     assert answer in result.stdout
 
 
-EXAMPLES = [c["raw"] for c in CORPUS if c["kind"] == "plain" and c.get("round") == 2]
+EXAMPLES = [c["raw"] for c in CORPUS if c["kind"] == "plain" and c.get("issue") == 39]
 # the two false runs issue 39 names (a bare JSON line in prose, a fenced list as a parser's output),
 # a quoted one, and a server family's markup mid-sentence; the corpus holds the rest
 SHOWN = [raw for raw in EXAMPLES if raw.startswith(("The format", "The parser", "> ", "MiniMax"))]
