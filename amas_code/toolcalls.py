@@ -13,6 +13,7 @@ SERVER_LINE = (
     "(llama.cpp --jinja, vLLM --tool-call-parser, an Ollama model with a tools template)"
 )
 BROKEN_LINE = "the model wrote a tool call amas could not read; it is asked to write it again"
+EXAMPLE_LINE = "the reply shows a tool call as an example, so it was not run; the model is told"
 # Markup only a server's own parser can read (harmony, DeepSeek, Kimi-K2, Gemma 4, MiniMax, Step3);
 # a call in it has two of these at least, a sentence about them only one
 SERVER_ONLY = re.compile(
@@ -23,6 +24,36 @@ SERVER_ONLY = re.compile(
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 INLINE = re.compile(r"(`+)[^`\n]+?\1")
 CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
+# What a server's template writes around calls: thinking (<think>, a thought channel, harmony's
+# analysis), role headers, section tokens, the tags of a call's wrapper; cut with the calls it came with
+LITTER = re.compile(
+    r"<\|channel>.*?<channel\|>|<\|channel\|>analysis<\|message\|>.*?<\|end\|>"
+    r"|<\|thought_start\|>.*?<\|thought_end\|>|<think>.*?</think>|</?think>"
+    r"|<\|from\|>\s*assistant\s*|(?:<\|recipient\|>|\A)\s*all\s*<\|content\|>|<\|start\|>assistant"
+    r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|tool_response|channel)\|?>"
+    r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
+    r"|\bto=[\w.-]+[^<\n]*(?=<\|)"
+    r"|<(?:start|end)_function_call>|</?[|｜]DSML[|｜](?:function|tool)_calls>",
+    re.S,
+)
+CONTENT_AFTER = re.compile(r"\s*(?:<(?:code|content)>|```)")  # what a call's empty value left out
+QUOTED = re.compile(r"[ \t]*>(?!>>)")  # a Markdown quote, not Functionary's >>>
+# Words right after a call that describe it: "… is what the parser returns", "(an example)"
+AFTER = re.compile(
+    r"(?i)[ \t]*\n?[ \t]*(?:(?:is|are|was|were|would be|becomes|means)\b|\((?:an? )?(?:example|sample))"
+)
+WRAPPERS_AT_END = re.compile(r"(?:<[^<>\n]*>\s*)+$")
+SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+# Words that present what follows as a sample, and (before a colon) as a form described
+SAMPLE = re.compile(
+    r"(?i)\be\.g\.|\b(?:for (?:example|instance)|such as|looks? (?:something )?like|like (?:this|so)"
+    r"|as follows|example|sample|template|placeholder)\b(?![./_-]\w)"  # not example.py
+)
+DESCRIBED = re.compile(
+    r"(?i)\b(?:format|syntax|form|shape|schema|structure|pattern|outputs?|returns|produces|yields"
+    r"|emits|prints|parser|parsed|parses|would|typical(?:ly)?|usually|standard|convention|written"
+    r"|writes|signature|becomes|means)\b"
+)
 MISSES = 20  # starts of one format that read as nothing before it stops looking
 TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
 BLANKS = re.compile(r"\s*")
@@ -44,26 +75,40 @@ def read(text: str, names) -> tuple[list[dict], str, str | None]:
 
     `names` holds the tools' names; a dict of name -> schema also types the values written as text."""
     code = [m.span() for m in FENCES.finditer(text)] + [m.span() for m in INLINE.finditer(text)]
+    spans, broken = _spans(text, code, names)
+    free = [block for block in code if not any(s <= block[0] < e for s, e, *_ in spans)]
+    if free != code:  # a fence a call opened (DeepSeek R1's ```json) is no code block
+        code = free
+        spans, broken = _spans(text, code, names)
+    spans = _first_of_overlaps(spans + _litter(text, code))
+    calls = [_native(n, _typed(args, names, n)) for *_, got, run in spans if run for n, args in got]
+    shown = [span for span in spans if span[2] and not span[3]]
+    return _left(text, spans, calls, _lost(text, code, broken, shown))
+
+
+def _spans(text: str, code: list, names) -> tuple[list, list]:
+    """What every row finds: call spans, and where unreadable call markup starts."""
     spans, broken = [], []
     for row in FORMATS:
         found, lost = _row_spans(text, row, code, names)
         spans, broken = spans + found, broken + lost
-    spans = _first_of_overlaps(spans)
-    calls = [_native(name, _typed(args, names, name)) for _, _, got in spans for name, args in got]
-    return _left(text, spans, calls, _lost(text, code, broken))
+    return spans, broken
 
 
 def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
-    """The calls one format finds, and where its markup holds no readable call."""
+    """The calls one format finds (each marked run or shown as an example), and where its markup
+    holds no readable call."""
     spans, broken, misses = [], [], 0
     for match in row.start.finditer(text):
         if _in_code(match.start(), code, fenced=row.body is _fenced):
             continue
         found = row.body(text, match.end(), match)
-        if found is not None and _known(found[0], names):
-            spans.append((match.start(), _close(text, found[1], row.close), found[0]))
+        end = _close(text, found[1], row.close) if found else 0
+        example = _example(text, match.start(), end, spans)
+        if found and _known(found[0], names) and not _starved(text, found[0], end):
+            spans.append((match.start(), end, found[0], not example))
             continue
-        if row.strong and CALL_START.match(text, match.end()):
+        if row.strong and not example and CALL_START.match(text, match.end()):
             broken.append(match.start())
         misses += 1
         if misses > MISSES:  # a model repeating itself: each try costs a scan of the rest
@@ -122,23 +167,68 @@ def _first_of_overlaps(spans: list) -> list:
     return kept
 
 
-def _lost(text: str, code: list, strong: list) -> tuple[int, str] | None:
-    """Where unreadable call markup begins outside code, and the line the user gets about it."""
-    server = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), code)]
+def _lost(text: str, code: list, strong: list, shown: list) -> tuple[int, str] | None:
+    """Where unreadable call markup begins outside code, and the line the user gets about it; a call
+    shown as an example that ends the reply may have been meant: kept whole, the model told."""
+    quiet = code + [(start, end) for start, end, *_ in shown]  # code, and calls shown as examples
+    marks = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), quiet)]
+    server = [at for at in marks if not _presented(text, at)]
     if len(server) > 1:
         return min(server), SERVER_LINE
-    return (min(strong), BROKEN_LINE) if strong else None
+    if strong:
+        return min(strong), BROKEN_LINE
+    last = max((end for _, end, *_ in shown), default=0)
+    return (len(text), EXAMPLE_LINE) if shown and not text[last:].strip() else None
 
 
 def _left(text: str, spans: list, calls: list, lost) -> tuple[list[dict], str, str | None]:
-    """The reply's text with the calls cut out; unreadable markup cut from where it starts."""
+    """The reply's text with the calls and their wrappers cut out; unreadable markup cut from where
+    it starts."""
     if not calls and not lost:
         return [], text, None
     if lost and not calls:
-        return [], text[: lost[0]].strip(), lost[1]
-    for start, end, _ in reversed(spans):
-        text = text[:start].rstrip(" \t") + text[end:]
+        return [], text[: lost[0]].strip() if lost[0] < len(text) else text, lost[1]
+    for start, end, _, run in reversed(spans):
+        text = text[:start].rstrip(" \t") + text[end:] if run else text
     return calls, re.sub(r"\n{3,}", "\n\n", text).strip(), None
+
+
+def _litter(text: str, code: list) -> list:
+    """What a server's template leaves around calls (section tokens, a thought channel, role
+    headers) outside code: cut with the calls, never shown."""
+    found = [m.span() for m in LITTER.finditer(text) if not _in_code(m.start(), code)]
+    return [(start, end, [], True) for start, end in found]
+
+
+def _starved(text: str, calls: list, end: int) -> bool:
+    """A call with an empty value while content follows in markup (Qwen-Agent's <code> not joined):
+    run as it is, it would write nothing."""
+    empty = any(value == "" for _, args in calls for value in args.values())
+    return empty and bool(CONTENT_AFTER.match(text, end))
+
+
+def _example(text: str, at: int, end: int, spans: list) -> bool:
+    """A call shown as an example: presented by the prose around it, or right after one that is."""
+    if spans and not text[spans[-1][1] : at].strip():  # the next of calls written together
+        return not spans[-1][3]
+    return _presented(text, at) or bool(end and AFTER.match(text, end))
+
+
+def _presented(text: str, at: int) -> bool:
+    """A call the prose before it presents as an example: a quoted line, or a last sentence such as
+    "for example", "it looks like" or "the format is:"."""
+    line = text.rfind("\n", 0, at) + 1
+    quote = QUOTED.match(text, line)
+    if quote and quote.end() <= at:
+        return True
+    # the prose on the call's line, before the wrapper tags its markup may open with
+    inline = WRAPPERS_AT_END.sub("", text[line:at]).strip()
+    lead = SENTENCES.split(inline or text[:line].rstrip().rsplit("\n", 1)[-1])[-1]
+    if inline.endswith(('"', "“", "'", "«")):  # in quotation marks
+        return True
+    # described before a colon, or mid-sentence ("Qwen-Agent writes ✿FUNCTION✿: … and …")
+    described = lead.endswith(":") or (inline and not inline.endswith(tuple(".!?>)]}")))
+    return bool(SAMPLE.search(lead) or (described and DESCRIBED.search(lead)))
 
 
 def _native(name: str, args: dict) -> dict:
@@ -259,12 +349,32 @@ def _json_calls(text: str, at: int):
 
 
 def _tagged_body(text: str, at: int, match=None):
-    """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, or GLM's name and <arg_key>s."""
+    """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, GLM's name and <arg_key>s (or a
+    name alone), or a Python call."""
     xml = FUNCTION.match(text, BLANKS.match(text, at).end())
     if xml:
         return _function_body(text, xml.end(), xml)
-    glm = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>)").match(text, at)
-    return _glm_body(text, glm) if glm else _json_body(text, at)
+    glm = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>|</tool_call>)").match(text, at)
+    if glm:
+        return _glm_body(text, glm)
+    if re.compile(r"\s*[A-Za-z_][\w.]*\(").match(text, at):  # name(a='v'), name()
+        return _pythonic_lines(text, at, closing="</tool_call>")
+    return _with_code(text, _json_body(text, at))
+
+
+def _with_code(text: str, found):
+    """Qwen-Agent's code mode: the call's empty value ("code" first) takes the <code> body after it,
+    as Qwen-Agent joins it; a body no empty value can take leaves the call unread."""
+    code = CODE.match(text, found[1]) if found and len(found[0]) == 1 else None
+    if not code:
+        return found
+    name, args = found[0][0]
+    empty = [key for key, value in args.items() if value == ""]
+    key = "code" if "code" in empty else (empty[0] if len(empty) == 1 else None)
+    return ([(name, args | {key: code[1]})], code.end()) if key else None
+
+
+CODE = re.compile(r"\s*<code>\n?(.*?)\n?</code>", re.S)
 
 
 def _function_body(text: str, at: int, match):
@@ -273,24 +383,100 @@ def _function_body(text: str, at: int, match):
     args = arguments(found[0]) if found else None
     if args is not None:
         return [(match[1], args)], found[1]
-    params = re.compile(r"\s*<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
     args, end = {}, at
-    while item := params.match(text, end):
-        args[item[1].strip()], end = _xml_value(item[2]), item.end()
+    while item := PARAM.match(text, end):
+        key, value = (item[2], item[3]) if item[2] else (item[4], item[5])
+        args[key.strip()], end = _xml_value(value), item.end()
     closing = re.compile(r"\s*</function>").match(text, end)
     return ([(match[1], args)], closing.end()) if closing else None
 
 
+# Qwen3-Coder's <parameter=x> (its value on lines of its own), MiniCPM's <param name="x"> and
+# <parameter name="x"> (the value inline, every blank kept)
+PARAM = re.compile(
+    r'\s*<(param(?:eter)?)(?:=([^>\n]+)>\n?(.*?)\n?|\s+name="([^"]*)"[^>]*>(.*?))</\1>', re.S
+)
+
+
 def _xml_value(raw: str) -> "Written":
-    return Written(raw)
+    cdata = re.fullmatch(r"\s*<!\[CDATA\[(.*)\]\]>\s*", raw, re.S)
+    return Written(cdata[1] if cdata else raw)
+
+
+def _invoke_body(text: str, at: int, match):
+    """MiniMax-M2's, Step-3's and DeepSeek's DSML <invoke name=…><parameter name=…>, any prefix."""
+    ns = re.escape(match["ns"])
+    param = re.compile(rf'\s*<{ns}parameter name="([^"]*)"([^>]*)>(.*?)</{ns}parameter>', re.S)
+    args, end = {}, at
+    while item := param.match(text, end):
+        args[item[1]], end = _dsml_value(item[3], item[2]), item.end()
+    closing = re.compile(rf"\s*</{ns}invoke>").match(text, end)
+    return ([(match["name"], args)], closing.end()) if closing else None
+
+
+def _dsml_value(raw: str, attributes: str):
+    """DeepSeek's DSML writes string="false" on a value written as JSON; other values are text."""
+    value = _lenient(raw) if 'string="false"' in attributes else None
+    return _xml_value(raw) if value is None else value
+
+
+def _gemma_body(text: str, at: int, match):
+    """Gemma 4's and FunctionGemma's call:name{key:<|"|>text<|"|>,n:42}, one or more in a block."""
+    masked = GEMMA_STRING.sub(_blanked, text)  # strings hold any brace; blanked, lengths kept
+    calls, end = [], at
+    while item := GEMMA_CALL.match(text, end):
+        close = _balanced(masked, item.end())
+        body = text[item.end() : close] if close else ""
+        value = _lenient(GEMMA_TOKEN.sub(_as_json_token, body)) if body else None
+        if not isinstance(value, dict):
+            return None
+        calls.append((item[1], value))
+        end = close
+    return (calls, end) if calls else None
+
+
+def _blanked(match) -> str:
+    return '"' + "_" * (len(match[0]) - 2) + '"'
+
+
+def _as_json_token(match) -> str:
+    """A Gemma string (<|"|>…<|"|> or <escape>…<escape>), bare key or bare word as JSON; a JSON
+    string, number, true, false or null as it is."""
+    if match["key"]:
+        return json.dumps(match["key"].strip())
+    if match["bare"]:
+        word = match["bare"].strip()
+        return word if _lenient(word) is not None or word == "null" else json.dumps(word)
+    string = match["string"]
+    for mark in ('<|"|>', "<escape>"):
+        if string.startswith(mark):
+            return json.dumps(string[len(mark) : -len(mark)], ensure_ascii=False)
+    return string
+
+
+GEMMA_CALL = re.compile(r"\s*,?\s*call:([\w.-]+)\s*(?=\{)")
+GEMMA_STRING = re.compile(r'<\|"\|>.*?<\|"\|>|<escape>.*?<escape>|"(?:[^"\\]|\\.)*"', re.S)
+GEMMA_TOKEN = re.compile(
+    rf"(?P<string>{GEMMA_STRING.pattern})|(?<=[{{,])(?P<key>\s*[A-Za-z_][\w.-]*\s*)(?=:)"
+    r"|(?<=:)(?P<bare>[^{}\[\],\"<\s][^{}\[\],\"<]*?)(?=\s*[,}\]])",
+    re.S,
+)
 
 
 def _glm_body(text: str, match):
+    """GLM's name then <arg_key>/<arg_value> pairs; a value written as a JSON string is decoded, as
+    GLM-4.7's parser does; a name alone is a call without arguments."""
     pairs = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
     args, end = {}, match.end()
     while item := pairs.match(text, end):
-        args[item[1].strip()], end = _xml_value(item[2]), item.end()
+        args[item[1].strip()], end = _glm_value(item[2]), item.end()
     return [(match[1], args)], end
+
+
+def _glm_value(raw: str):
+    quoted = raw.strip()
+    decoded = _lenient(quoted) if quoted.startswith('"') and quoted.endswith('"') else None
+    return decoded if isinstance(decoded, str) else _xml_value(raw)
 
 
 def _mistral_body(text: str, at: int, match=None):
@@ -309,10 +495,17 @@ def _mistral_body(text: str, at: int, match=None):
 
 
 def _functionary_body(text: str, at: int, match):
-    """Functionary v3.2: >>>name then its JSON arguments."""
+    """A name then its JSON arguments: Functionary's >>>name, Kimi-K2, DeepSeek, harmony, …"""
     found = _json_at(text, at)
     args = arguments(found[0]) if found else None
     return None if args is None else ([(match[1], args)], found[1])
+
+
+def _qwen_agent_body(text: str, at: int, match):
+    """Qwen-Agent's ✿FUNCTION✿: name then ✿ARGS✿: {…}; a name with no ✿ARGS✿ takes none."""
+    if "✿ARGS✿" not in match[0]:
+        return [(match[1], {})], at
+    return _functionary_body(text, at, match)
 
 
 def _fenced(text: str, at: int, match=None):
@@ -342,9 +535,9 @@ def _pythonic(text: str, at: int, match):
     return (calls, end) if calls else None
 
 
-def _pythonic_lines(text: str, at: int, match=None):
+def _pythonic_lines(text: str, at: int, match=None, closing: str = "</function_calls>"):
     """OLMo's <function_calls>: one name(a='v') a line, up to the closing tag."""
-    end = text.find("</function_calls>", at)
+    end = text.find(closing, at)
     end = len(text) if end < 0 else end
     try:
         lines = ast.parse(_keywords(text[at:end].strip())).body
@@ -352,6 +545,11 @@ def _pythonic_lines(text: str, at: int, match=None):
     except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
         return None
     return (calls, end) if calls else None
+
+
+def _python_fenced(text: str, at: int, match=None):
+    """MiniCPM's ```python fence of name(a='v') lines."""
+    return _pythonic_lines(text, at, closing="```")
 
 
 def _py_call(node) -> tuple[str, dict]:
@@ -385,9 +583,39 @@ class JsonWords(ast.NodeTransformer):
 
 
 FUNCTION = re.compile(r"<function=([\w.-]+)>")
+QWEN_AGENT = r"✿FUNCTION✿:?[ \t]*([\w.-]+)\s*(?:✿ARGS✿:?)?"
+# a ✿RESULT✿ after a Qwen-Agent call (a result the model made up) and all after it is dropped, as
+# Qwen-Agent drops it
+QWEN_AGENT_END = r"(?s:✿(?:RESULT|RETURN)✿.*)?"
+GEMMA = r"<\|tool_call>|<start_function_call>"
+GIGACHAT = r"(?:<\|message_sep\|>\s*)?function call\s*<\|role_sep\|>|<\|function_call\|>"
+KIMI = (
+    r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w.-]+?)(?::\d+)?\s*<\|tool_call_argument_begin\|>"
+)
+# DeepSeek R1/V3: function<｜tool▁sep｜>name then a ```json fence; V3.1: name<｜tool▁sep｜>{…}
+DEEPSEEK = (
+    r"<[|｜]tool▁call▁begin[|｜]>\s*(?:function\s*<[|｜]tool▁sep[|｜]>\s*)?([\w.-]+)\s*"
+    r"(?:<[|｜]tool▁sep[|｜]>)?\s*(?:```(?:json)?)?"
+)
+DEEPSEEK_END = r"(?:```)?(?:\s*<[|｜]tool▁call▁end[|｜]>)?"
+INVOKE = r'<(?P<ns>(?:\w+:|[|｜]DSML[|｜])?)invoke name="(?P<name>[\w.-]+)"[^>]*>'
+HARMONY = (
+    r"(?:<\|start\|>assistant\s*)?(?:<\|channel\|>\s*commentary\s*)?to=(?:functions\.)?([\w.-]+)"
+    r"[^<\n]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>[^<]*)?<\|message\|>"
+)
 FORMATS = [  # one row a family; the first to start a span reads it (a tag's body, not its items)
     Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
+    Row(r"<longcat_tool_call>", _tagged_body, r"</longcat_tool_call>"),  # LongCat-Flash
     Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
+    Row(GEMMA, _gemma_body, r"<tool_call\|>|<end_function_call>"),  # Gemma 4, FunctionGemma
+    Row(KIMI, _functionary_body, r"<\|tool_call_end\|>"),  # Kimi-K2
+    Row(DEEPSEEK, _functionary_body, DEEPSEEK_END),  # DeepSeek R1, V3, V3.1 (V3.2: INVOKE)
+    Row(INVOKE, _invoke_body),  # MiniMax-M2, Step-3 <steptml:…>, Atem <atem:…>, DeepSeek DSML
+    Row(HARMONY, _functionary_body, r"<\|call\|>"),  # gpt-oss
+    Row(GIGACHAT, _json_body),  # GigaChat 3 and 3.1
+    Row(r"(?:<\|recipient\|>|\A)\s*([\w.-]+)\s*<\|content\|>", _functionary_body),  # Functionary v2
+    Row(r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n", _functionary_body),  # its v2.5
+    Row(QWEN_AGENT, _qwen_agent_body, QWEN_AGENT_END),  # Qwen-Agent
     Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
     Row(r"<\|tool_call\|>", _json_body),  # Granite 3
     Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
@@ -397,9 +625,10 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(r"<\|START_ACTION\|>", _json_body, r"<\|END_ACTION\|>"),  # Command R7B
     Row(r"<function_calls>", _pythonic_lines, r"</function_calls>"),  # OLMo 3
     Row(r"<\|tool_call_start\|>\s*(?P<list>\[)", _pythonic, r"<\|tool_call_end\|>"),  # LFM2
+    Row(r"<\|tool_call_start\|>\s*```(?:python)?[ \t]*\n", _python_fenced, r"```"),  # MiniCPM 3, 4
     Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
     Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
-    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro
+    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro, MiniCPM
     Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False),  # Functionary v3.2
     Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False),  # its first call, without >>>
     Row(r"Action:\s*(?=```)", _json_body, strong=False),  # Command R
@@ -449,8 +678,11 @@ def _type(spec: dict) -> str:
 
 
 def error(names) -> str:
-    """What the model reads when its call could not be read: how to write one."""
-    return f"Error: your tool call could not be read. Write it as {EXAMPLE} (tools: {', '.join(names)})"
+    """What the model reads when its call could not be read, or read as an example: how to write one."""
+    return (
+        "Error: your tool call could not be read, or it stood in prose as an example and was not run."
+        f" To run a tool, write just the call, as {EXAMPLE} (tools: {', '.join(names)})"
+    )
 
 
 def to_text(messages: list[dict]) -> list[dict]:
@@ -507,11 +739,16 @@ MARKS = [  # text that begins call markup, shown to nobody while it streams
     "<start_function_call>",
     "[TOOL_CALLS]",
     "functools[",
+    "<longcat_tool_call",
+    "<invoke",
+    "<steptml:",
+    "✿FUNCTION✿",
 ]
 STARTS = re.compile(  # markup told from prose by what follows it, even when it is not all here yet
     r"(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\("
     r"|>>>[\w.-]*(?:\n|\Z)|Action:\s*(?:```|`{0,2}\Z)"
     r"|(?m:^)[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n\s*[\[{<]"
+    r"|function call\s*<\||\bto=[\w.-]+[^<\n]*<\||\A[\w.-]+\s*<\|content"  # GigaChat, Atem, Functionary v2
 )
 
 

@@ -9,7 +9,28 @@ from amas_code import toolcalls, tools
 
 CORPUS = json.loads((Path(__file__).parent / "toolcall_corpus.json").read_text())
 NAMES = set(tools.NAMES)
-MARKUP = ("<|", "<｜", "[TOOL_CALLS]", "<tool_call", "<function", "functools[", "[ARGS]")
+MARKUP = (
+    "<|",
+    "<｜",
+    "[TOOL_CALLS]",
+    "<tool_call",
+    "<function",
+    "functools[",
+    "[ARGS]",
+    "✿",
+    "<invoke",
+)
+MARKUP += (
+    "<minimax:",
+    "<steptml:",
+    "<atem:",
+    "<longcat",
+    "tool_call>",
+    "call:",
+    "```",
+    "role_sep",
+    "<code>",
+)
 MISSES = {  # real cases the reader does not read yet, and why; each must still run nothing
     "[tool]name[args]{...}[end]": "a made-up form of ollama's own test, written by no model family",
     "name({json})": "a bare call with positional JSON; reading it would run prose such as f({...})",
@@ -39,6 +60,12 @@ def test_corpus_case(case):
     calls, left, unreadable = toolcalls.read(case["raw"], names_for(case))
     if case["kind"] == "plain":  # shown whole, never run
         assert (calls, left, unreadable) == ([], case["raw"], None)
+    elif (
+        case["kind"] == "example"
+    ):  # shown whole, never run; it may have been meant: the model told
+        assert (calls, left, unreadable) == ([], case["raw"], toolcalls.EXAMPLE_LINE)
+    elif case["kind"] == "broken":  # never run as written, the model asked again
+        assert calls == [] and unreadable == toolcalls.BROKEN_LINE
     elif case["kind"] == "server":  # never run, never shown raw, the user told what to do
         assert calls == [] and unreadable == toolcalls.SERVER_LINE
         assert not any(mark in left for mark in MARKUP), left
@@ -60,6 +87,11 @@ def test_at_least_three_in_four_real_cases_are_read():
 
 CONTENT = 'print("héllo")\n'
 ARGS = json.dumps({"path": "out.py", "content": CONTENT}, ensure_ascii=False)
+GEMMA = f'path:<|"|>out.py<|"|>,content:<|"|>{CONTENT}<|"|>'
+GEMMA_ESC = f"path:<escape>out.py<escape>,content:<escape>{CONTENT}<escape>"
+INVOKE = (
+    f'<parameter name="path">out.py</parameter>\n<parameter name="content">{CONTENT}</parameter>\n'
+)
 WRITTEN = {  # one create_file call a family, as that family writes it
     "hermes": f'Creating it.\n<tool_call>{{"name": "create_file", "arguments": {ARGS}}}</tool_call>',
     "qwen3-coder-xml": (
@@ -77,6 +109,54 @@ WRITTEN = {  # one create_file call a family, as that family writes it
     "glm": (
         "<tool_call>create_file\n<arg_key>path</arg_key>\n<arg_value>out.py</arg_value>\n"
         f"<arg_key>content</arg_key>\n<arg_value>{CONTENT}</arg_value>\n</tool_call>"
+    ),
+    # the families of issue 39, each in the markup of its source in the corpus
+    "gemma4": f"<|channel>thought\nA file.<channel|><|tool_call>call:create_file{{{GEMMA}}}<tool_call|>",
+    "functiongemma": f"<start_function_call>call:create_file{{{GEMMA_ESC}}}<end_function_call>",
+    "kimi-k2": (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.create_file:0"
+        f"<|tool_call_argument_begin|>{ARGS}<|tool_call_end|><|tool_calls_section_end|>"
+    ),
+    "minimax-m2": f'<minimax:tool_call>\n<invoke name="create_file">\n{INVOKE}</invoke>\n</minimax:tool_call>',
+    "deepseek-r1": (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>create_file\n```json\n"
+        f"{ARGS}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+    ),
+    "deepseek-v3.1": (
+        f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>create_file<｜tool▁sep｜>{ARGS}"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    ),
+    "step3": (
+        "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>create_file\n"
+        f'<steptml:invoke name="create_file">{INVOKE.replace("<", "<steptml:").replace("<steptml:/", "</steptml:")}'
+        "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"
+    ),
+    "longcat": f'<longcat_tool_call>{{"name": "create_file", "arguments": {ARGS}}}</longcat_tool_call>',
+    "atem": (
+        f' to=create_file<|message|><atem:function_calls>\n<atem:invoke name="create_file">\n'
+        f"{INVOKE.replace('<', '<atem:').replace('<atem:/', '</atem:')}</atem:invoke>\n"
+        "</atem:function_calls><|eot|>"
+    ),
+    "functionary-v2": f"<|from|>assistant\n<|recipient|>create_file\n<|content|>{ARGS}<|stop|>",
+    "functionary-v2.5": f"Writing it.<|reserved_special_token_249|>create_file\n{ARGS}",
+    "qwen-agent": f"Writing it.\n✿FUNCTION✿: create_file\n✿ARGS✿: {ARGS}\n✿RESULT✿",
+    "qwen-agent-code": (
+        '<tool_call>\n{"name": "create_file", "arguments": {"path": "out.py", "content": ""}}\n'
+        f"<code>\n{CONTENT}\n</code>\n</tool_call>"
+    ),
+    "gigachat3": (
+        "Writing it.<|message_sep|>\n\nfunction call<|role_sep|>\n"
+        f'{{"name": "create_file", "arguments": {ARGS}}}</s>'
+    ),
+    "minicpm": f'<function name="create_file"><param name="path">out.py</param>'
+    f'<param name="content">{CONTENT}</param></function>',
+    "minicpm-python": (
+        "<|thought_start|>\nA file.\n<|thought_end|>\n<|tool_call_start|>\n```python\n"
+        f"create_file(path='out.py', content={CONTENT!r})\n```\n<|tool_call_end|>"
+    ),
+    "harmony": (
+        "<|channel|>analysis<|message|>A file.<|end|><|start|>assistant<|channel|>commentary "
+        f"to=functions.create_file <|constrain|>json<|message|>{ARGS}<|call|>"
     ),
 }
 
@@ -113,10 +193,64 @@ def test_a_plain_answer_showing_calls_is_printed_whole_and_runs_nothing(
     assert answer in result.stdout
 
 
-def test_a_server_only_format_is_not_shown_and_the_reply_says_so(project, llm, amas):
+EXAMPLES = [c["raw"] for c in CORPUS if c["kind"] == "plain" and c.get("issue") == 39]
+# the two false runs issue 39 names (a bare JSON line in prose, a fenced list as a parser's output),
+# a quoted one, and a server family's markup mid-sentence; the corpus holds the rest
+SHOWN = [raw for raw in EXAMPLES if raw.startswith(("The format", "The parser", "> ", "MiniMax"))]
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+@pytest.mark.parametrize("shown", SHOWN, ids=range(len(SHOWN)))
+def test_a_call_presented_as_an_example_is_shown_whole_and_not_run(
+    project, llm, amas, shown, text_tools
+):
+    config(project, text_tools)
+    answer = shown.replace("read_file", "create_file").replace('"a.py"', '"out.py"')
+    llm.reply(text=answer)
+    result = amas("--yes", "how does a model write a call?")
+    assert result.exit_code == 0, result.output
+    assert not (project / "out.py").exists() and len(llm.requests) == 1
+    assert answer in result.stdout and toolcalls.EXAMPLE_LINE not in result.output
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+def test_an_example_that_may_be_meant_is_not_run_and_the_model_is_told(
+    project, llm, amas, text_tools
+):
+    config(project, text_tools)
+    answer = (
+        'The format is:\n{"name": "create_file", "arguments": {"path": "out.py", "content": "x"}}'
+    )
+    llm.reply(text=answer).reply(text="That was only the format.")
+    result = amas("--yes", "how is a call written?")
+    assert result.exit_code == 0, result.output
+    assert not (project / "out.py").exists()
+    assert answer in result.stdout and toolcalls.EXAMPLE_LINE in result.output
+    told = llm.requests[1]["messages"][-1]["content"]
+    assert told.startswith(
+        "Error: your tool call could not be read, or it stood in prose as an example"
+    )
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+def test_a_call_whose_content_is_left_in_markup_does_not_empty_the_file(
+    project, llm, amas, text_tools
+):
+    config(project, text_tools)
+    (project / "keep.py").write_text("keep = 1\n")
+    call = {"name": "write_file", "arguments": {"path": "keep.py", "content": ""}}
+    llm.reply(text=f"<tool_call>\n{json.dumps(call)}\n<content>\nx = 2\n</content>\n</tool_call>")
+    llm.reply(text="Sorry.")
+    result = amas("--yes", "rewrite keep.py")
+    assert result.exit_code == 0, result.output
+    assert (project / "keep.py").read_text() == "keep = 1\n"
+    assert toolcalls.BROKEN_LINE in result.output and "<content>" not in result.stdout
+
+
+def test_a_server_format_amas_cannot_read_is_not_shown_and_the_reply_says_so(project, llm, amas):
     config(project, True)
     raw = next(c["raw"] for c in CORPUS if c["family"] == "harmony")
-    llm.reply(text=f"Let me look.{raw}")
+    llm.reply(text=f"Let me look.{raw.replace('read_file', 'get_weather')}")
     reply = _complete(project, llm)
     assert reply["content"] == "Let me look." and reply["unreadable"] == toolcalls.SERVER_LINE
     assert "tool_calls" not in reply
@@ -200,6 +334,17 @@ STREAMED = {  # what the stream may show of a reply so far
     "Then:\n```json\n{": "Then:\n",
     "Code:\n```python\nx = 1\n```": "Code:\n```python\nx = 1\n```",
     "Done.": "Done.",
+    "Writing it.<|message_sep|>\n\nfunction call<|role_sep|>\n{": "Writing it.",
+    "Writing it.\n✿FUNCTION✿: create_": "Writing it.\n",
+    "Writing it.\n✿FUNC": "Writing it.\n",
+    "Then <longcat_tool_call>{": "Then ",
+    "Then <minimax:tool_call>\n<invoke name=": "Then ",
+    'Then <invoke name="read_file">': "Then ",
+    " to=read_file<|message|><atem:function_calls>": " ",
+    "read_file\n<|content|>{": "",
+    "Let me see.<|tool_call>call:read_file{": "Let me see.",
+    "Let me see.<｜tool▁calls▁begin｜>": "Let me see.",
+    "See example.py for a sample of the format.": "See example.py for a sample of the format.",
 }
 
 
@@ -238,3 +383,26 @@ def test_lenient_reading_never_changes_the_strings_inside():
     }
     raw = '{"code": "if x is None: return True", "n": None,}'
     assert toolcalls.arguments(raw) == {"code": "if x is None: return True", "n": None}
+
+
+# -- the figures docs/models.md and the README quote: `python tests/test_toolcalls.py` -------------
+
+
+def figures() -> list[str]:
+    """Per family: calls read right / cases, then false runs over the answers that only show calls.
+    The reader is the same in text mode and native mode (a native reply carrying the call as text)."""
+    read, total, false = {}, {}, [0, 0]
+    for case in CORPUS:
+        calls = calls_of(toolcalls.read(case["raw"], names_for(case))[0])
+        if case["kind"] in ("plain", "example"):
+            false = [false[0] + bool(calls), false[1] + 1]
+        elif case["kind"] == "call":
+            total[case["family"]] = total.get(case["family"], 0) + 1
+            read[case["family"]] = read.get(case["family"], 0) + (calls == case["calls"])
+    lines = [f"{family:20} {read[family]}/{total[family]}" for family in sorted(total)]
+    lines.append(f"{'calls read':20} {sum(read.values())}/{sum(total.values())}")
+    return lines + [f"{'false runs':20} {false[0]}/{false[1]}"]
+
+
+if __name__ == "__main__":
+    print("\n".join(figures()))
