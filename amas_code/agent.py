@@ -65,6 +65,10 @@ class Agent:
         self.model = model
         self.context.model = model
 
+    def forget(self, what: str) -> list[str]:
+        """Forget remembered answers (a command, a host, or all); what was forgotten."""
+        return self.gate.forget(what)
+
     # -- history ----------------------------------------------------------------------------------
     def flush(self, marker: bool = False) -> None:
         """Append what the history lacks (or a session marker); a folder that cannot hold it warns once."""

@@ -1,6 +1,6 @@
 """The command line: `amas "prompt"`, `amas` (REPL), `amas init`, `amas -c`, `amas --trust`."""
 
-import re
+import contextlib
 import sys
 import threading
 from pathlib import Path
@@ -22,9 +22,9 @@ from amas_code.report import Report
     "-c", "--continue", "resume", is_flag=True, help="Resume the latest conversation in the REPL"
 )
 @click.option(
-    "--trust",
-    is_flag=True,
-    help="Trust this folder's .amas/config.yaml (remembered until it changes)",
+    "--trust/--untrust",
+    default=None,
+    help="Trust this folder's config, rules, AGENTS.md and skills (until one changes), or stop",
 )
 @click.option(
     "--resume", "pick", is_flag=True, help="List recent conversations and open the one you choose"
@@ -50,7 +50,7 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     config = settings(root, flags, trust, report)
     config = providers.take_keys(config)  # before anything starts a child process
     text = " ".join(prompt).strip()
-    if trust and not text:
+    if trust is not None and not text:
         sys.exit(0)
     if text == "init":
         from amas_code import repomap
@@ -110,11 +110,12 @@ def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
     from amas_code import home
 
     try:
-        if trust:
-            home.set_trust(root, True)
-            ui.success(f"trusted {root} (until its .amas/config.yaml changes)")
-        elif home.answered(root) is None and ui.can_ask():
-            ask_trust(root)
+        if trust is not None:
+            home.set_trust(root, trust)
+            said = f"trusted {root} (until what steers amas there changes)"
+            ui.success(said if trust else f"{root} is no longer trusted")
+        elif home.answered(root) is None:
+            _changed(root)
         config, warnings, ignored = config_file.load(root, flags)
     except home.ConfigError as e:
         ui.error(str(e))
@@ -130,6 +131,18 @@ def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
     return config
 
 
+def _changed(root: Path) -> None:
+    """Say which steering file changed since the folder was trusted; ask again where there is a
+    terminal (without one the folder is untrusted until then)."""
+    from amas_code import home
+
+    changed = home.changed_since_trusted(root)
+    if changed:
+        ui.warning(f"{', '.join(changed)} changed since you trusted this folder: not trusted now")
+    if ui.can_ask():
+        ask_trust(root)
+
+
 def ask_trust(root: Path) -> None:
     """Ask once whether to trust a folder, showing what it ships; the answer is kept in your home."""
     from amas_code import home
@@ -138,36 +151,46 @@ def ask_trust(root: Path) -> None:
     question = (
         f"Trust {root}? Its settings, rules and skills are then used, and your allow rules apply"
     )
-    answer = ui.ask(question, "yn", detail or None)
+    answer = ui.ask(question, "yn", detail)
     home.set_trust(root, answer == "y")
 
 
-# a config line whose key names a secret (api_key:, token:): its value is never shown, whatever it looks like
-SECRET_LINE = re.compile(
-    r"(?im)^(\s*-?\s*[\w.-]*(?:key|token|secret|pass|pwd|cred|auth)[\w.-]*\s*:\s*)\S.*$"
-)
+def shipped(root: Path):
+    """What trusting the folder turns on, as amas computes it, for the trust question: each
+    loosening of its config on a line of its own (the dangerous first, marked), then the rules,
+    AGENTS.md and skills it would give the model. Nothing is cut."""
+    from rich.text import Text
 
+    from amas_code import config as config_file
+    from amas_code import home
 
-def shipped(root: Path) -> str:
-    """What the folder brings that steers amas, for the trust question: its config (secrets masked) and the
-    names of its rules and skills."""
-    from amas_code import home, redact
-
-    found = [name for name in ("AGENTS.md", ".amas/rules.md") if (root / name).is_file()]
-    skills = root / ".amas" / "skills"
-    count = len(list(skills.glob("*.md"))) if skills.is_dir() else 0
-    found += [f".amas/skills/ ({count} skill{'s' * (count != 1)})"] * bool(count)
-    lines = [f"It ships {', '.join(found)}."] if found else []
-    config = root / ".amas" / "config.yaml"
+    path = root / ".amas" / "config.yaml"
     try:
-        text = home.read_private(config) if config.is_file() else ""
+        project = config_file.read_yaml(path) if path.is_file() else {}
+        lines = config_file.loosenings(project)
     except home.ConfigError as e:
-        text = str(e)
-    if text:
-        masked = SECRET_LINE.sub(r"\1[REDACTED]", text[:4000])
-        masked = redact.Secrets({"permissions": {}, "secrets": []}).redact(masked)
-        lines += [".amas/config.yaml:", masked.rstrip()]
-    return "\n".join(lines)
+        lines = [(f".amas/config.yaml cannot be read ({e})", "its settings are ignored", False)]
+    lines += _instructions(root)
+    text = Text("Trusting this folder turns on:\n" if lines else "It sets nothing to trust.\n")
+    for setting, what, dangerous in lines:
+        mark = ("⚠ ", "bold red") if dangerous else ("  ", "")
+        text.append_text(Text.assemble(mark, (ui.clean(setting), mark[1]), f" — {what}\n"))
+    return text
+
+
+def _instructions(root: Path) -> list[tuple[str, str, bool]]:
+    """The rules, AGENTS.md and skills the folder would give the model, with their sizes."""
+    found = []
+    for name in (".amas/rules.md", "AGENTS.md"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            lines = (root / name).read_text().count("\n") + 1
+            found.append((f"{name} ({ui.plural(lines, 'line')})", "the model follows it", False))
+    skills = root / ".amas" / "skills"
+    names = sorted(p.stem for p in skills.glob("*.md")) if skills.is_dir() else []
+    if names:
+        listed = f".amas/skills: {ui.plural(len(names), 'skill')} ({', '.join(names)})"
+        found.append((listed, "the model follows them when they match", False))
+    return found
 
 
 def choose(root: Path) -> str | bool:

@@ -86,6 +86,45 @@ LOOSER["sandbox_read"] = bool
 LOOSER["ignore"] = lambda v: not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
 
 
+WHAT = {  # what a setting an untrusted project may not make does, once the folder is trusted
+    "sandbox": "commands run outside the box",
+    "sandbox_network": "boxed commands reach the network",
+    "auto_accept": "edits and commands run without asking",
+    "permissions.allow": "these commands run unasked",
+    "api_base": "your prompts and files go to this server",
+    "model": "your prompts and files go to this model",
+    "api_key": "this key is used for the model",
+    "browser_path": "this program is run as the browser",
+    "checkpoint_on_edit": "changes get no checkpoint (/undo cannot take them back)",
+    "searxng_url": "your searches go to this server",
+    "sandbox_read": "the box shows these places of your home",
+    "ignore": "these files are left out of checkpoints",
+    "permissions.env": "commands get these secret variables",
+}
+DANGEROUS = list(WHAT)[:8]  # shown first, marked: each takes work or data out of amas's guard
+
+
+def loosenings(project: dict) -> list[tuple[str, str, bool]]:
+    """What trusting a folder turns on, from its config: (setting: value, what it does, whether it
+    is dangerous), the dangerous first. Values are shown whole (a key never)."""
+    _, cut = untrusted(project)
+    found = []
+    for key in sorted(cut, key=lambda k: (k not in DANGEROUS, list(WHAT).index(k))):
+        value = project.get(key) if "." not in key else project["permissions"][key[12:]]
+        shown = "[REDACTED]" if key == "api_key" else _shown(value)
+        found.append((f"{key}: {shown}", WHAT[key], key in DANGEROUS))
+    return found
+
+
+def _shown(value) -> str:
+    """A setting's value as a person reads it: a list joined, true and false as on and off."""
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def parse_yaml(text: str, where: str):
     """YAML as plain data; aliases are refused (a few lines of them expand to gigabytes: "billion laughs")."""
     import yaml

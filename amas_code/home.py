@@ -1,6 +1,7 @@
 """amas's own state, in the user's home where no clone can ship it: the project's identity, trust and
 remembered answers, and the private files amas reads and writes (never through a link)."""
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -49,9 +50,23 @@ def _ignore_local(path: Path, extra: str = "") -> None:
             f.write("\n" * (text[-1:] not in ("", "\n")) + "\n".join(missing) + "\n")
 
 
+def steering(root: Path) -> dict[str, str]:
+    """A digest of each file that steers amas in the project, by its path: the config, the rules,
+    AGENTS.md and the skills (what amas applies as settings or puts in the system prompt)."""
+    found = [root / ".amas" / "config.yaml", root / ".amas" / "rules.md", root / "AGENTS.md"]
+    skills = root / ".amas" / "skills"
+    found += sorted(skills.glob("*.md")) if skills.is_dir() and not skills.is_symlink() else []
+    digests = {}
+    for path in found:
+        with contextlib.suppress(OSError):
+            digests[path.relative_to(root).as_posix()] = hashlib.sha256(
+                path.read_bytes()
+            ).hexdigest()
+    return digests
+
+
 def _digest(root: Path) -> str:
-    path = root / ".amas" / "config.yaml"
-    return hashlib.sha256(path.read_bytes() if path.is_file() else b"").hexdigest()
+    return hashlib.sha256(json.dumps(steering(root), sort_keys=True).encode()).hexdigest()
 
 
 def project_id(root: Path, history: bool = True) -> str:
@@ -146,7 +161,21 @@ def trusted(root: Path) -> bool:
 
 
 def set_trust(root: Path, yes: bool) -> None:
+    """Trust the folder as it is now (or not): any change to what steers asks again."""
+    remember(root, "trusted_files", steering(root) if yes else {})
     remember(root, "trust", f"{'yes' if yes else 'no'}:{_digest(root)}")
+
+
+def changed_since_trusted(root: Path) -> list[str]:
+    """The files that steer amas and changed (or came or went) since the user trusted the folder;
+    none when it was never trusted or nothing changed."""
+    saved = remembered(root)
+    if not str(saved.get("trust", "")).startswith("yes:") or answered(root):
+        return []
+    was = saved.get("trusted_files") if isinstance(saved.get("trusted_files"), dict) else {}
+    now = steering(root)
+    changed = sorted(name for name in {*was, *now} if was.get(name) != now.get(name))
+    return changed or [".amas/config.yaml"]  # a record from before trust covered every file
 
 
 def state_file(root: Path, name: str) -> Path:

@@ -289,6 +289,21 @@ class Gate:
         home.remember(self.root, "scripts", self.scripts)
         return ""
 
+    def forget(self, what: str) -> list[str]:
+        """Forget remembered commands and hosts: the one named (a command as /permissions lists it,
+        or a host), or all of them; what was forgotten."""
+        commands = [c for c in self.commands if what in ("all", c)]
+        hosts = sorted(h for h in self.hosts if what in ("all", h))
+        self.commands = [c for c in self.commands if c not in commands]
+        self.scripts = {c: d for c, d in self.scripts.items() if c in self.commands}
+        self.hosts -= set(hosts)
+        self.always = {(kind, key) for kind, key in self.always if key not in [*commands, *hosts]}
+        saved = home.remembered(self.root).get("hosts", [])
+        home.remember(self.root, "commands", self.commands)
+        home.remember(self.root, "scripts", self.scripts)
+        home.remember(self.root, "hosts", [h for h in saved if h not in hosts])
+        return [*commands, *hosts]
+
     def inside(self, target: str) -> bool:
         """A redirection target that stays in the project and out of .git (or a file descriptor, or
         /dev/null)."""

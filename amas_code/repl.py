@@ -250,12 +250,20 @@ def cmd_skills(agent, arg):
 
 
 def cmd_permissions(agent, arg):
-    """Show the shell rules, the commands you allowed, and which rule decided last."""
+    """Show the shell rules, what you allowed, and which rule decided last; `/permissions forget
+    <command|host|all>` forgets what you allowed."""
+    if arg.strip().startswith("forget"):
+        what = arg.strip()[len("forget") :].strip()
+        gone = agent.forget(what) if what else []
+        return ui.info(
+            f"forgotten: {', '.join(gone)}" if gone else f"nothing remembered as {what!r}"
+        )
     perms = agent.config["permissions"]
     for kind, rules in (
         ("deny", perms.get("deny")),
         ("allow", perms.get("allow")),
         ("allowed", agent.gate.commands),
+        ("hosts", sorted(agent.gate.hosts)),
     ):
         ui.row(f"  {kind}: {', '.join(rules or []) or '(none)'}")
     mode, line = agent.sandbox
