@@ -33,13 +33,29 @@ REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ 
     r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|\{[\w.]*\}|%\(\w+\)|^\$\w+$"
     r"|\b(?:os\.environ|getenv|process\.env|ENV\[|secrets\.|vars\.)"
     r"|^![a-z]+\b|^\*\w+$"  # YAML: a tag (`!vault |`), an alias
+    r"|%[sdr](?![A-Za-z0-9])|^<"  # a format's slot (`token=%s`), markup (`api_key=<span ...>`)
+    r"|^(?:~|\.\.?)/|^/(?:[\w.-]+/)*[\w-]+\.\w{1,5}$"  # a file's path: `~/.token`, `/a/creds.json`
+    r"|^/(?:etc|run|var|home|usr|opt|tmp|srv|mnt|root|Users|secrets)/"
+    r"|^[A-Z]+(?:_[A-Z]+)+$"  # another variable's name: `"env_key": "GEMINI_API_KEY"`
+    r"|^urn:|^[A-Za-z_][\w.]*(?:\[.*\])?(?:\s*\|\s*[A-Za-z_][\w.\[\], ]*)+$"  # a URN; `Auth | None`
+    r"|^\$[A-Za-z_]|^\$\d+(?:::\w+)?$|^[Xx]-[A-Za-z-]+$"  # `$HOME/x`, SQL's `$3::text`, `x-api-key`
+    r"|^[-+]?(?:\d+\.\d*|\.\d+|\d+(?:\.\d+)?e[-+]?\d+)$|^-\d+$"  # a float, `1e-05`, `-9850`
+    r"|^#[0-9a-fA-F]{3,8}$"  # a colour
 )
 
-# an unquoted value that is code: a call, an index or a bracket (`(cat f)` in fish), an
-# attribute, another variable (`user_password`)
+# an unquoted value that is code: a call, an index or a bracket (`(cat f)` in fish), a name
+# that an argument list goes on after (`token=token).create(`), an attribute, another variable
+# (`user_password`, `OAuthToken`)
 CODE = re.compile(
-    r"[\w$.]*[(\[{]|(?:[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]*_[A-Za-z_]*|[a-z]+[A-Z][A-Za-z]*)$"
+    r"[\w$.]*[(\[{]|[A-Za-z_][\w.]*[),\]|]|lambda\b"
+    r"|(?:[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]*_[A-Za-z_]*|[A-Za-z]*[a-z][A-Z][A-Za-z]*)$"
+    r"|(?=[A-Za-z]*[a-z])(?:[a-z]*[A-Z]){2}[A-Za-z]*$"
 )
+
+# a name alone, which in a list of arguments or types, or before an operator, is code
+# (`credentials: Credentials,`, `key = namespace + "_x"`)
+IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
+OPERATORS = set(",)]|+*/%&<>=?")
 
 # what a masked value is mostly made of: `sk-xxxxxxxx`, `****1234`, `sk-...`
 MASKS = "xX*#.\u2022\u2026"
@@ -47,7 +63,7 @@ MASKS = "xX*#.\u2022\u2026"
 # a phrase that names the secret it stands for (a label, a message: `Password must be 8
 # characters`), or asks to be replaced
 LABEL = re.compile(
-    r"\b(?:passw|passphrase|secret|token|(?:api[ -]?)?keys?\b|credential|cookie"
+    r"\b(?:passw|passphrase|secret|token|(?:api[ -]?)?keys?\b|credential|cookie|auth"
     r"|change ?me|replace|your|example|placeholder|dummy|fake|todo|insert)",
     re.I,
 )
@@ -57,7 +73,8 @@ PLACEHOLDERS = set(  # words that stand in for a value (gitleaks' allow-lists ho
     "secret secrets password passwd pass pwd changeme change example sample test testing dummy fake placeholder "
     "your my none null nil empty todo tbd redacted hidden masked insert here xxx foo bar baz qux demo default "
     "token key apikey value mypassword yourpassword please replace real me dev development local "
-    "insecure super string str required nullable confirmed min max".split()
+    "insecure super string str required nullable confirmed min max any api boolean bool int "
+    "integer number object array".split()
 )
 
 
@@ -131,6 +148,21 @@ PLAIN_KEYS = set(
     "entry item record parent node event metric".split()
 )
 
+# what a key that grants access is called; another key holding a snake_case, dotted or
+# camelCase name, or a URL, names an entry (`REPORT_KEY = "roi_report"`, `id_key = "toolUseId"`)
+ACCESS_KEYS = set(
+    "api access private secret signing master encryption client service license session auth "
+    "ssh deploy account admin app consumer subscription webhook hmac jwt shared storage crypto".split()
+)
+ENTRY = re.compile(r"_*[a-z0-9]+(?:[-_.:/][a-z0-9]+)+_*|[a-z]+[A-Z][A-Za-z]*|[a-z]+://\S+")
+
+# where a bare `name: value` stands: starting a line or an item (YAML, a docstring, a header), in
+# `{ ( ,` (code), or a curl header; not in prose (`JWT Auth: Resolving ...`)
+KEYED = re.compile(r"(?:^[ \t]*(?:#[ \t]*)?(?:-[ \t]+)?|[{(,][ \t]*|(?:-H|--header)[ \t]+[\"'])$")
+
+# a word before the secret word that says it is counted: `cost_per_token`, `MAX_TOKEN`
+COUNTED = {"per", "max", "min", "num", "total"}
+
 # a word after the secret word that says the value is about the secret, not the secret:
 # TOKEN_URL, SECRET_KEY_PATH, passwordField, password_min_length
 ABOUT = set(
@@ -141,38 +173,49 @@ ABOUT = set(
     "input rule rules validator validation strength helper command cmd manager index error "
     "errors message msg text title description help schema widget visible toggle usage budget "
     "parallelism cache scope scopes audience issuer algorithm alg method bits digits "
-    "generator backend model module request response callback handler".split()
+    "generator backend model module request response callback handler counter counts dict list "
+    "map array table pool registry interval retries attempts seconds secs ms minutes hours days "
+    "domain bytes str string cost costs price pricing rate counting action param params arg args "
+    "option options flag alias expr use setting settings override profile number".split()
 )
 
 # a value: quoted (the text between its quotes), or bare up to a space or a quote, less the
 # `,;)]}` that end it in code (`DB_PASSWORD=Tr0ub4dor&3x;x` is all hidden, `f(password=pw, x)`
 # reads `pw`)
 VALUE = (
-    r"""(?:[bfru]{0,2}(?P<q>["'])(?P<inner>(?:\\.|(?!(?P=q)).)*)(?P=q)"""
+    r"""(?:(?P<prefix>[bfru]{0,2})(?P<q>["'])(?P<inner>(?:\\.|(?!(?P=q)).)*)(?P=q)"""
     r"""|(?P<bare>[^\s"'`]+?)(?=[,;)\]}]*(?:[\s"'`]|$)))"""
 )
 
 # a name holding a secret word, bare or quoted (`"privateKey"`, `config["password"]`), not
 # begun inside another name
 NAME = (
-    r"""(?<![\w$.])(?P<nq>["'])?(?P<name>(?=[a-z_$])[\w$.-]*?(?:"""
+    r"""(?P<open>\[)?(?<![\w$.])(?P<nq>["'])?(?P<name>(?=[a-z_$])[\w$.-]*?(?:"""
     + STEM.pattern
-    + r""")[\w$.-]*)(?(nq)(?P=nq)\]?)"""
+    + r""")[\w$.-]*)(?(nq)(?P=nq))(?(open)\])"""
 )
 
 # between name and value: `=`, `=>`, `:=`, a colon (after a bare name only before a space or a
 # quote: not `$env:X`), or a type and `=` (`password: str = "..."`)
 BETWEEN = (
     r"""[ \t]*(?::[ \t]+[a-z_][\w.\[\]|, ]*?[ \t]=(?!=)|=>|:=|=(?![=~])"""
-    r"""|(?(nq):|:(?=[ \t"'])))[ \t]*"""
+    r"""|(?(nq):|(?P<colon>:)(?=[ \t"'])))[ \t]*"""
 )
+
+# after `name: ` (YAML, a docstring, a log line), words to the end of the line or a comment are
+# one value: `password: correct horse battery staple`; but three words or more begun with a
+# capital are prose (`token: Token object ready for JWT encoding`)
+PHRASE = r"""(?(colon)(?P<phrase>[^\s"'`#{}\[\];=|&<>]+(?:[ \t]+[^\s"'`#{}\[\];=|&<>]+)+)"""
+PHRASE += r"""(?=[ \t]*$|[ \t]+\#)|(?!))"""
+PROSE = re.compile(r"[A-Z]\S*(?: \S+){2}")
 
 FORMS = {  # the forms a (name, value) pair is written in, each read where its marker is
     # env, shell `export`, INI, TOML, YAML, JSON, properties, code, `--password=`
-    ("=", ":"): re.compile(NAME + BETWEEN + VALUE, re.I),
-    # fish `set -x NAME value`, `set -gx`, `set --export`; csh `setenv NAME value`
+    ("=", ":"): re.compile(NAME + BETWEEN + "(?:" + PHRASE + "|" + VALUE + ")", re.I),
+    # fish `set -x NAME value`, `set -gx`, `set --export` (not prose's `Set X ...`); csh
+    # `setenv NAME value`
     ("set",): re.compile(
-        r"\bset(?:env)?(?:[ \t]+--?[a-z]+)*[ \t]+(?P<name>[a-z_]\w*)[ \t]+" + VALUE, re.I
+        r"\b(?:set(?:[ \t]+--?[a-zA-Z]+)+|setenv)[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+" + VALUE
     ),
     # .netrc, and `password value` at a line's start
     ("pass",): re.compile(
@@ -181,7 +224,7 @@ FORMS = {  # the forms a (name, value) pair is written in, each read where its m
     # an HTTP header, its scheme left visible
     ("authorization",): re.compile(
         r"""\b(?P<name>authorization)["']?[ \t]*[:=][ \t]*["']?"""
-        r"""(?:(?:bearer|basic|token|digest)[ \t]+)?(?P<bare>[^\s"',;]+)""",
+        r"""(?:(?:bearer|basic|token|digest)[ \t]+)?(?P<bare>[^\s"',;)}\]]+)""",
         re.I,
     ),
     # XML: <password>value</password>
@@ -361,17 +404,14 @@ def _pieces(real: str, shown: str) -> list[tuple[str, str]]:
     return pieces
 
 
-def placeholder(value: str, code: bool = False) -> bool:
+def placeholder(value: str) -> bool:
     """A value that stands in for a secret instead of being one: a reference (a variable, a
-    command, a template; in code, also a call, an attribute or another variable), a mask,
-    placeholder words, a phrase naming what it stands for, or a few letters (after gitleaks'
-    allow-lists). Never entropy: where the name says secret, a value that reads like words is
-    still one."""
+    command, a template, a file), a mask, placeholder words, a phrase naming what it stands for,
+    or a few letters (after gitleaks' allow-lists). Never entropy: where the name says secret, a
+    value that reads like words is still one."""
     whole = unquote(value).strip("\"'")
     value = _basic(whole.rstrip(",;)]}"))  # the value without the code that follows it
     if REFERENCE.search(whole) or REFERENCE.search(value) or len(value) < 4:
-        return True
-    if code and CODE.match(whole):
         return True
     return _mask(value) or _fixture(value) or _placeholder_words(value) or _label(value)
 
@@ -441,6 +481,8 @@ def secret_name(name: str) -> bool:
 def _secret_word(words: list[str], i: int) -> bool:
     """Whether the i-th of a name's words says secret where it stands."""
     word = words[i]
+    if i > 0 and words[i - 1] in COUNTED:
+        return False
     if word in SECRET_WORDS:
         return True
     if word.endswith(SECRET_ENDINGS):
@@ -467,11 +509,49 @@ def _named_values(line: str) -> str:
 
 def _secret_value(m: re.Match) -> list[tuple[int, int]]:
     """Where the value of a (name, value) match is, if it must be hidden."""
-    quoted = m.groupdict().get("inner") is not None
-    which = "inner" if quoted else "bare"
-    if not secret_name(m["name"]) or placeholder(m[which], code=not quoted):
+    found = m.groupdict()
+    which = next(group for group in ("inner", "phrase", "bare") if found.get(group) is not None)
+    value = m[which]
+    if not secret_name(m["name"]) or placeholder(value) or _not_secret(m, value):
         return []
-    return [m.span(which)]
+    if which == "inner":
+        return [] if _template(found.get("prefix") or "", value) else [m.span(which)]
+    # a phrase is code when its first word is (`UserAPIKeyAuth object`); a sentence is prose
+    head, _, rest = value.partition(" ")
+    if which == "phrase" and PROSE.match(value):
+        return []
+    after = (rest or m.string[m.end(which) :]).lstrip()
+    return [] if _code(head, after) else [m.span(which)]
+
+
+def _template(prefix: str, value: str) -> bool:
+    """Whether a quoted value is code: an f-string with a field, a raw string with a pattern."""
+    if "f" in prefix.lower() and "{" in value:
+        return True
+    return "r" in prefix.lower() and re.search(r"[\\\[(]", value) is not None
+
+
+def _not_secret(m: re.Match, value: str) -> bool:
+    """Whether the name tells the value is no secret: it repeats the name (`self.token = token`),
+    names an entry under a key that grants no access, or a bare `name:` stands in prose."""
+    name = [w.lower() for w in WORD.findall(m["name"])]
+    said = [w.lower() for w in WORD.findall(value)]
+    shorter = min(len(name), len(said))
+    if shorter and name[-shorter:] == said[-shorter:]:
+        return True
+    if m.groupdict().get("colon") and not KEYED.search(m.string[: m.start()]):
+        return True
+    deciding = max(i for i in range(len(name)) if _secret_word(name, i))
+    plain = name[deciding] in ("key", "keys") and name[deciding - 1] not in ACCESS_KEYS
+    return plain and ENTRY.fullmatch(value) is not None
+
+
+def _code(value: str, after: str) -> bool:
+    """Whether a bare value reads as code: a call, an attribute, another variable, or a name in
+    a list of arguments or types, before `after` (`credentials: Credentials,`, `auth: Auth |`)."""
+    if after[:1] in OPERATORS and IDENTIFIER.fullmatch(value):
+        return True
+    return CODE.match(value) is not None
 
 
 def _hide(line: str, spans: list[tuple[int, int]]) -> str:
