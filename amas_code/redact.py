@@ -57,6 +57,11 @@ CODE = re.compile(
 IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
 OPERATORS = set(",)]|+*/%&<>=?")
 
+# an HTTP scheme before credentials; base64; what splits a fixture's words
+SCHEME = re.compile(r"^(?:basic|bearer|token)\s+", re.I)
+BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+SEPARATORS = re.compile(r"[-_. ]+")
+
 # what a masked value is mostly made of: `sk-xxxxxxxx`, `****1234`, `sk-...`
 MASKS = "xX*#.\u2022\u2026"
 
@@ -152,7 +157,8 @@ PLAIN_KEYS = set(
 # camelCase name, or a URL, names an entry (`REPORT_KEY = "roi_report"`, `id_key = "toolUseId"`)
 ACCESS_KEYS = set(
     "api access private secret signing master encryption client service license session auth "
-    "ssh deploy account admin app consumer subscription webhook hmac jwt shared storage crypto".split()
+    "ssh deploy account admin app consumer subscription webhook hmac jwt shared storage "
+    "crypto".split()
 )
 ENTRY = re.compile(r"_*[a-z0-9]+(?:[-_.:/][a-z0-9]+)+_*|[a-z]+[A-Z][A-Za-z]*|[a-z]+://\S+")
 
@@ -270,9 +276,7 @@ class Secrets:
                 text = pattern.sub(_shaped, text)
         if "://" in text:
             text = URL_CREDENTIALS.sub(_hidden, text)
-        lines = text.split("\n")
-        # only a line holding a secret word can name a secret
-        return "\n".join(_named_values(line) if STEM.search(line) else line for line in lines)
+        return _named_lines(text)
 
     def concealed(self, old: str, new: str) -> list[int]:
         """Lines the model writes (not in the old text) where hiding secrets would hide more than a secret: spaces or
@@ -424,15 +428,15 @@ def _mask(value: str) -> bool:
 
 def _fixture(value: str) -> bool:
     """`test`, `dev`, `test key`, `from-client`: a test fixture of a few letters."""
-    words = re.split(r"[-_. ]+", value.strip("-_. "))
+    words = SEPARATORS.split(value.strip("-_. "))
     return len(words) <= 2 and all(w.isalpha() and len(w) <= 8 for w in words)
 
 
 def _placeholder_words(value: str) -> bool:
     """`password123`, `your_api_key_here`, `example-password`: placeholder words, a few digits."""
-    letters = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)]
-    digits = re.sub(r"\D", "", value)
-    return bool(letters) and all(w in PLACEHOLDERS for w in letters) and len(digits) <= 4
+    letters = [w.lower() for w in WORD.findall(value) if not w.isdigit()]
+    digits = sum(c.isdigit() for c in value)
+    return bool(letters) and all(w in PLACEHOLDERS for w in letters) and digits <= 4
 
 
 def _label(value: str) -> bool:
@@ -444,7 +448,9 @@ def _label(value: str) -> bool:
 def _basic(value: str) -> str:
     """The password inside HTTP basic credentials (base64 of user:password, after its scheme),
     else the value itself."""
-    value = re.sub(r"^(?:basic|bearer|token)\s+", "", value, flags=re.I)
+    value = SCHEME.sub("", value)
+    if len(value) % 4 or not BASE64.fullmatch(value):
+        return value
     try:
         decoded = base64.b64decode(value, validate=True).decode("ascii")
     except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
@@ -494,16 +500,30 @@ def _secret_word(words: list[str], i: int) -> bool:
     return word in LAST_WORDS and last and (word != "pwd" or i > 0)
 
 
+def _named_lines(text: str) -> str:
+    """The text with secret-named values hidden, reading only the lines that hold a secret word
+    (one scan of the text finds them)."""
+    out = []
+    end = 0
+    for m in STEM.finditer(text):
+        if m.start() < end:
+            continue  # on a line already read
+        start = text.rfind("\n", 0, m.start()) + 1
+        stop = text.find("\n", m.end())
+        stop = len(text) if stop < 0 else stop
+        out += [text[end:start], _named_values(text[start:stop])]
+        end = stop
+    return "".join(out) + text[end:]
+
+
 def _named_values(line: str) -> str:
     """A line with the value of each (name, value) pair whose name says secret hidden, unless
     the value is a placeholder or a reference."""
     low = line.lower()
     spans = []
     for marks, form in FORMS.items():
-        if not any(mark in low for mark in marks):
-            continue
-        for m in form.finditer(line):
-            spans += _secret_value(m)
+        if any([mark in low for mark in marks]):
+            spans += [span for m in form.finditer(line) for span in _secret_value(m)]
     return _hide(line, spans) if spans else line
 
 
@@ -537,7 +557,7 @@ def _not_secret(m: re.Match, value: str) -> bool:
     name = [w.lower() for w in WORD.findall(m["name"])]
     said = [w.lower() for w in WORD.findall(value)]
     shorter = min(len(name), len(said))
-    if shorter and name[-shorter:] == said[-shorter:]:
+    if shorter and name[-shorter:] == said[-shorter:] and all(w.isalpha() for w in said):
         return True
     if m.groupdict().get("colon") and not KEYED.search(m.string[: m.start()]):
         return True
