@@ -43,13 +43,14 @@ REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ 
     r"|^#[0-9a-fA-F]{3,8}$"  # a colour
 )
 
-# an unquoted value that is code: a call, an index or a bracket (`(cat f)` in fish), a name
-# that an argument list goes on after (`token=token).create(`), an attribute, another variable
-# (`user_password`, `OAuthToken`)
+# an unquoted value that calls: a call, an index or a bracket (`(cat f)` in fish), a name that
+# an argument list goes on after (`token=token).create(`); or, in code, an attribute, another
+# variable (`user_password`, `OAuthToken`)
+CALL = re.compile(r"[\w$.]*[(\[{]|[A-Za-z_][\w.]*[),\]|]|lambda\b")
 CODE = re.compile(
-    r"[\w$.]*[(\[{]|[A-Za-z_][\w.]*[),\]|]|lambda\b"
-    r"|(?:[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]*_[A-Za-z_]*|[A-Za-z]*[a-z][A-Z][A-Za-z]*)$"
-    r"|(?=[A-Za-z]*[a-z])(?:[a-z]*[A-Z]){2}[A-Za-z]*$"
+    CALL.pattern
+    + r"|(?:[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]*_[A-Za-z_]*|[A-Za-z]*[a-z][A-Z][A-Za-z]*)$"
+    + r"|(?=[A-Za-z]*[a-z])(?:[a-z]*[A-Z]){2}[A-Za-z]*$"
 )
 
 # a name alone, which in a list of arguments or types, or before an operator, is code
@@ -204,16 +205,20 @@ NAME = (
 # between name and value: `=`, `=>`, `:=`, a colon (after a bare name only before a space or a
 # quote: not `$env:X`), or a type and `=` (`password: str = "..."`)
 BETWEEN = (
-    r"""[ \t]*(?::[ \t]+[a-z_][\w.\[\]|, ]*?[ \t]=(?!=)|=>|:=|=(?![=~])"""
+    r"""[ \t]*(?::[ \t]+[a-z_][\w.\[\]|, ]*?[ \t]=(?!=)|=>|:=|(?P<eq>=)(?![=~])"""
     r"""|(?(nq):|(?P<colon>:)(?=[ \t"'])))[ \t]*"""
 )
 
 # after `name: ` (YAML, a docstring, a log line), words to the end of the line or a comment are
 # one value: `password: correct horse battery staple`; but three words or more begun with a
-# capital are prose (`token: Token object ready for JWT encoding`)
-PHRASE = r"""(?(colon)(?P<phrase>[^\s"'`#{}\[\];=|&<>]+(?:[ \t]+[^\s"'`#{}\[\];=|&<>]+)+)"""
-PHRASE += r"""(?=[ \t]*$|[ \t]+\#)|(?!))"""
+# capital are prose (`token: Token object ready for JWT encoding`). After `NAME=` that starts a
+# line (.env, INI), words of letters are one value too: `db_password=correct horse battery`
+PHRASE = (
+    r"""(?(colon)(?P<phrase>[^\s"'`#{}\[\];=|&<>]+(?:[ \t]+[^\s"'`#{}\[\];=|&<>]+)+)"""
+    r"""|(?(eq)(?P<words>[a-z]+(?:[ \t]+[a-z]+)+)|(?!)))(?=[ \t]*$|[ \t]+\#)"""
+)
 PROSE = re.compile(r"[A-Z]\S*(?: \S+){2}")
+ENV_LINE = re.compile(r"[ \t]*(?:export[ \t]+)?")
 
 FORMS = {  # the forms a (name, value) pair is written in, each read where its marker is
     # env, shell `export`, INI, TOML, YAML, JSON, properties, code, `--password=`
@@ -530,17 +535,25 @@ def _named_values(line: str) -> str:
 def _secret_value(m: re.Match) -> list[tuple[int, int]]:
     """Where the value of a (name, value) match is, if it must be hidden."""
     found = m.groupdict()
-    which = next(group for group in ("inner", "phrase", "bare") if found.get(group) is not None)
+    groups = ("inner", "phrase", "words", "bare")
+    which = next(group for group in groups if found.get(group) is not None)
     value = m[which]
     if not secret_name(m["name"]) or placeholder(value) or _not_secret(m, value):
         return []
     if which == "inner":
         return [] if _template(found.get("prefix") or "", value) else [m.span(which)]
+    if which == "words":
+        return [m.span(which)] if ENV_LINE.fullmatch(m.string[: m.start()]) else []
     # a phrase is code when its first word is (`UserAPIKeyAuth object`); a sentence is prose
     head, _, rest = value.partition(" ")
     if which == "phrase" and PROSE.match(value):
         return []
     after = (rest or m.string[m.end(which) :]).lstrip()
+    # `NAME=value` (no spaces) ending its line, or fish's `set -x NAME value`: a shell's or a
+    # .env's word, code only when it calls
+    between = m.string[m.end("name") : m.start(which)]
+    if (between == "=" or not between.strip()) and after[:1] in ("", "#"):
+        return [] if CALL.match(head) else [m.span(which)]
     return [] if _code(head, after) else [m.span(which)]
 
 
