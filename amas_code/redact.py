@@ -49,7 +49,7 @@ REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ 
 CALL = re.compile(r"[\w$.]*[(\[{]|[A-Za-z_][\w.]*[),\]|]|lambda\b")
 CODE = re.compile(
     CALL.pattern
-    + r"|(?:[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]*_[A-Za-z_]*|[A-Za-z]*[a-z][A-Z][A-Za-z]*)$"
+    + r"|(?:[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]*_[A-Za-z_]*|(?=[A-Za-z]*[a-z][A-Z])[A-Za-z]+)$"
     + r"|(?=[A-Za-z]*[a-z])(?:[a-z]*[A-Z]){2}[A-Za-z]*$"
 )
 
@@ -85,9 +85,9 @@ PLACEHOLDERS = set(  # words that stand in for a value (gitleaks' allow-lists ho
 
 
 # user:password@ in a URL, the password of any characters (`Zx9/Qw7`), but not a port
-# before a path (`:443/@scope`)
+# before a path (`:443/@scope`); at most 256 of them, so a long line is read in linear time
 URL_CREDENTIALS = re.compile(
-    r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?!\d{1,5}/)([^\s@"']+)(?=@)""", re.I
+    r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?!\d{1,5}/)([^\s@"']{1,256})(?=@)""", re.I
 )
 
 
@@ -186,12 +186,12 @@ ABOUT = set(
     "option options flag alias expr use setting settings override profile number".split()
 )
 
-# a value: quoted (the text between its quotes), or bare up to a space or a quote, less the
-# `,;)]}` that end it in code (`DB_PASSWORD=Tr0ub4dor&3x;x` is all hidden, `f(password=pw, x)`
-# reads `pw`)
+# a value: quoted (the text between its quotes, each character read one way: a long line of
+# backslashes costs linear time), or bare up to a space or a quote, less the `,;)]}` that end
+# it in code (`DB_PASSWORD=Tr0ub4dor&3x;x` is all hidden, `f(password=pw, x)` reads `pw`)
 VALUE = (
-    r"""(?:(?P<prefix>[bfru]{0,2})(?P<q>["'])(?P<inner>(?:\\.|(?!(?P=q)).)*)(?P=q)"""
-    r"""|(?P<bare>[^\s"'`]+?)(?=[,;)\]}]*(?:[\s"'`]|$)))"""
+    r"""(?:(?P<prefix>[bfru]{0,2})(?P<q>["'])(?P<inner>(?:\\.|(?!(?P=q))[^\\])*)(?P=q)"""
+    r"""|(?P<bare>[^\s"'`]+))"""
 )
 
 # a name holding a secret word, bare or quoted (`"privateKey"`, `config["password"]`), not
@@ -537,24 +537,33 @@ def _secret_value(m: re.Match) -> list[tuple[int, int]]:
     found = m.groupdict()
     groups = ("inner", "phrase", "words", "bare")
     which = next(group for group in groups if found.get(group) is not None)
-    value = m[which]
-    if not secret_name(m["name"]) or placeholder(value) or _not_secret(m, value):
+    start = m.start(which)
+    # a bare value ends before the punctuation that ends it in code
+    value = m[which].rstrip(",;)]}") if which == "bare" else m[which]
+    if not value or not secret_name(m["name"]) or placeholder(value):
         return []
+    after = m.string[start + len(value) :].lstrip()
+    if _not_secret(m, value) or _written_as_code(m, which, value, after):
+        return []
+    return [(start, start + len(value))]
+
+
+def _written_as_code(m: re.Match, which: str, value: str, after: str) -> bool:
+    """Whether a value, as written, is code or prose rather than a secret: an f-string's field,
+    a docstring's sentence, a call; and, where code can stand, another name or a type. A
+    `NAME=value` (no spaces) ending its line, or fish's `set -x NAME value`, is a shell's or a
+    .env's word: code only when it calls."""
     if which == "inner":
-        return [] if _template(found.get("prefix") or "", value) else [m.span(which)]
+        return _template(m.groupdict().get("prefix") or "", value)
     if which == "words":
-        return [m.span(which)] if ENV_LINE.fullmatch(m.string[: m.start()]) else []
-    # a phrase is code when its first word is (`UserAPIKeyAuth object`); a sentence is prose
-    head, _, rest = value.partition(" ")
-    if which == "phrase" and PROSE.match(value):
-        return []
-    after = (rest or m.string[m.end(which) :]).lstrip()
-    # `NAME=value` (no spaces) ending its line, or fish's `set -x NAME value`: a shell's or a
-    # .env's word, code only when it calls
+        return not ENV_LINE.fullmatch(m.string[: m.start()])
+    if which == "phrase":
+        head, _, rest = value.partition(" ")
+        return PROSE.match(value) is not None or _code(head, rest.lstrip())
     between = m.string[m.end("name") : m.start(which)]
     if (between == "=" or not between.strip()) and after[:1] in ("", "#"):
-        return [] if CALL.match(head) else [m.span(which)]
-    return [] if _code(head, after) else [m.span(which)]
+        return CALL.match(value) is not None
+    return _code(value, after)
 
 
 def _template(prefix: str, value: str) -> bool:
