@@ -84,8 +84,8 @@ HIDDEN = {  # what of each must not reach the model
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=ATTACKS)
 def test_a_value_whose_name_says_secret_never_reaches_the_model(project, llm, amas, attack):
-    """Where the name says secret, only the placeholder and reference rules decide: not entropy, not
-    whether the value reads like words."""
+    """Where the name says secret, only the placeholder and reference rules decide: not
+    entropy, not whether the value reads like words."""
     path, text = ATTACKS[attack]
     (project / path).parent.mkdir(exist_ok=True)
     (project / path).write_text(text)
@@ -98,11 +98,12 @@ def test_a_value_whose_name_says_secret_never_reaches_the_model(project, llm, am
 
 
 NAMES = {  # a name in any case and style: secret, or not
-    True: "db_password privateKey access-key SECRET_KEY accessKey clientSecret PGPASSWORD _authToken "
-    "X-Api-Key apikey OAuth2Token MYSQL_PWD DB_PASS basic_auth spring.datasource.password "
-    "API_KEY_PROD $password --password",
-    False: "GIT_AUTHOR_NAME TIKTOKEN_CACHE_DIR KEYBOARD TOKENIZERS_PARALLELISM passwordField max_tokens "
-    "primary_key SECRET_KEY_PATH token_url PWD key author compass SECRET_NAME passenv public_key",
+    True: "db_password privateKey access-key SECRET_KEY accessKey clientSecret PGPASSWORD "
+    "_authToken X-Api-Key apikey OAuth2Token MYSQL_PWD DB_PASS basic_auth "
+    "spring.datasource.password API_KEY_PROD $password --password",
+    False: "GIT_AUTHOR_NAME TIKTOKEN_CACHE_DIR KEYBOARD TOKENIZERS_PARALLELISM passwordField "
+    "max_tokens primary_key SECRET_KEY_PATH token_url PWD key author compass SECRET_NAME passenv "
+    "public_key",
 }
 
 
