@@ -3,7 +3,6 @@ placeholders that are not secrets, and the environment children get without them
 
 import base64
 import bisect
-import math
 import os
 import re
 from itertools import accumulate
@@ -19,7 +18,9 @@ CREDENTIALS = (
 ).split()
 
 
-# a secret name, by word: GIT_AUTHOR_NAME, KEYBOARD, TOKENIZERS_PARALLELISM and PWD name no secret
+# a secret-named environment variable (withheld from commands, its value hidden): a wider net
+# than secret_name(), as a variable costs nothing to withhold; GIT_AUTHOR_NAME, KEYBOARD,
+# TOKENIZERS_PARALLELISM and PWD name no secret
 SECRET_NAME = re.compile(
     r"PASSWORD|PASSWD|PASSPHRASE|SECRET|(?<!TIK)TOKENS?(?:_|$)|(?<=_)PWD$"  # not TIKTOKEN_CACHE_DIR
     r"|(?:^|_)(?:KEYS?|PASS|CREDS?|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIES?|PRIVATE)(?:_|$)"
@@ -29,19 +30,65 @@ SECRET_NAME = re.compile(
 
 
 REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ x }} <token> os.environ[...] %(x)s
-    r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|^\{\w+\}$|%\(\w+\)|^\$\w+$"
+    r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|\{[\w.]*\}|%\(\w+\)|^\$\w+$"
     r"|\b(?:os\.environ|getenv|process\.env|ENV\[|secrets\.|vars\.)"
+    r"|^![a-z]+\b|^\*\w+$"  # YAML: a tag (`!vault |`), an alias
+    r"|%[sdr](?![A-Za-z0-9])|^<"  # a format's slot (`token=%s`), markup (`api_key=<span ...>`)
+    r"|^(?:~|\.\.?)/|^/(?:[\w.-]+/)*[\w-]+\.\w{1,5}$"  # a file's path: `~/.token`, `/a/creds.json`
+    r"|^/(?:etc|run|var|home|usr|opt|tmp|srv|mnt|root|Users|secrets)/"
+    r"|^[A-Z]+(?:_[A-Z]+)+$"  # another variable's name: `"env_key": "GEMINI_API_KEY"`
+    r"|^urn:|^[A-Za-z_][\w.]*(?:\[.*\])?(?:\s*\|\s*[A-Za-z_][\w.\[\], ]*)+$"  # a URN; `Auth | None`
+    r"|^\$[A-Za-z_]|^\$\d+(?:::\w+)?$|^[Xx]-[A-Za-z-]+$"  # `$HOME/x`, SQL's `$3::text`, `x-api-key`
+    r"|^[-+]?(?:\d+\.\d*|\.\d+|\d+(?:\.\d+)?e[-+]?\d+)$|^-\d+$"  # a float, `1e-05`, `-9850`
+    r"|^#[0-9a-fA-F]{3,8}$"  # a colour
+)
+
+# an unquoted value that calls: a call, an index or a bracket (`(cat f)` in fish), a name that
+# an argument list goes on after (`token=token).create(`); or, in code, an attribute, another
+# variable (`user_password`, `OAuthToken`)
+CALL = re.compile(r"[\w$.]*[(\[{]|[A-Za-z_][\w.]*[),\]|]|lambda\b")
+CODE = re.compile(
+    CALL.pattern
+    + r"|(?:[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]*_[A-Za-z_]*|(?=[A-Za-z]*[a-z][A-Z])[A-Za-z]+)$"
+    + r"|(?=[A-Za-z]*[a-z])(?:[a-z]*[A-Z]){2}[A-Za-z]*$"
+)
+
+# a name alone, which in a list of arguments or types, or before an operator, is code
+# (`credentials: Credentials,`, `key = namespace + "_x"`)
+IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
+OPERATORS = set(",)]|+*/%&<>=?")
+
+# an HTTP scheme before credentials; base64; what splits a fixture's words
+SCHEME = re.compile(r"^(?:basic|bearer|token)\s+", re.I)
+BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+SEPARATORS = re.compile(r"[-_. ]+")
+
+# what a masked value is mostly made of: `sk-xxxxxxxx`, `****1234`, `sk-...`
+MASKS = "xX*#.\u2022\u2026"
+
+# a phrase that names the secret it stands for (a label, a message: `Password must be 8
+# characters`), or asks to be replaced
+LABEL = re.compile(
+    r"\b(?:passw|passphrase|secret|token|(?:api[ -]?)?keys?\b|credential|cookie|auth"
+    r"|change ?me|replace|your|example|placeholder|dummy|fake|todo|insert)",
+    re.I,
 )
 
 
 PLACEHOLDERS = set(  # words that stand in for a value (gitleaks' allow-lists hold the like)
     "secret secrets password passwd pass pwd changeme change example sample test testing dummy fake placeholder "
     "your my none null nil empty todo tbd redacted hidden masked insert here xxx foo bar baz qux demo default "
-    "token key apikey value mypassword yourpassword".split()
+    "token key apikey value mypassword yourpassword please replace real me dev development local "
+    "insecure super string str required nullable confirmed min max any api boolean bool int "
+    "integer number object array".split()
 )
 
 
-URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(?=@)", re.I)
+# user:password@ in a URL, the password of any characters (`Zx9/Qw7`), but not a port
+# before a path (`:443/@scope`); at most 256 of them, so a long line is read in linear time
+URL_CREDENTIALS = re.compile(
+    r"""(\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?!\d{1,5}/)([^\s@"']{1,256})(?=@)""", re.I
+)
 
 
 SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only when one of its cheap markers appears
@@ -77,22 +124,123 @@ SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only whe
 KEY_LINE = re.compile(r"-----(?:BEGIN|END)[A-Z ]*PRIVATE KEY-----")
 
 
-# NAME=value, hidden when the name is secret
-EXPORTED = re.compile(r"\b([A-Z][A-Z0-9_]*=[\"']?)([^\s\"']+)")
+# -- one notion of a secret name, for every form a value is written in --------------------
 
+# what every secret name holds: a line without one is not read for names
+STEM = re.compile(r"pass|pwd|secret|token|key|auth|cred|cookie", re.I)
 
-ASSIGNED = re.compile(  # key: "value" (YAML, JSON, TOML, code); unquoted in YAML; a line `db_password = v4lue`
-    # (ini, .env, properties: a value with a digit or a symbol, so `key = other_name` in code stays); netrc; HTTP
-    r"((?:api[_-]?key|secret|token|passw(?:or)?d|pwd|auth\b|(?<![a-z])pass\b)[\w.-]*[\"']?\s*[:=]\s*([\"']))"
-    r"[^\"'\s]{4,}(?=\2)"
-    r"|((?:api[_-]?key|secret|token|password)[\w.-]*[ \t]*:[ \t]*)[^\s\"'#]{6,}$"
-    r"|(^[ \t]*(?:export[ \t]+)?[\w.:/-]*(?:key|secret|token|passw(?:or)?d|pwd|credential|auth\b)[\w.-]*[ \t]*=[ \t]*)"
-    r"(?=\S*[\d/+!@$%^&*])[^\s\"'#()\[\]{},;]{6,}[ \t]*$"
-    r"|((?:^|\blogin[ \t]+\S+)[ \t]*password[ \t]+)(?![=:])\S+"
-    r"|(\bauthorization[ \t]*:[ \t]*(?:bearer|basic|token)?[ \t]*)[^\s\"']{8,}"
-    r"|(<(?:\w+:)?(?:passw(?:or)?d|secret|token|api[_-]?key|auth)[\w.-]*>)[^<\s]{4,}(?=</)",  # XML
-    re.M | re.I,
+# a name's words: camelCase and CAPS runs split, `_-.$` between (OAuth2Token: o auth 2 token)
+WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+# words that say secret wherever they stand, and endings that do in one word (PGPASSWORD)
+SECRET_WORDS = set(
+    "password passwd passphrase secret secrets token apikey secretkey accesskey privatekey".split()
 )
+SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "privatekey")
+NOT_SECRET_WORDS = {"tiktoken"}  # TIKTOKEN_CACHE_DIR
+
+# words that say secret as a name's last word only: `basic_auth`, `DB_PASS`, `MYSQL_PWD`;
+# not SSH_AUTH_SOCK, AUTH_USER_MODEL or pass_through
+LAST_WORDS = set(
+    "auth authorization pass pwd credential credentials cred creds cookie cookies".split()
+)
+
+# a key is secret after a word that names no plain key: `api_key`, `STRIPE_KEY`; not
+# `sort_key`, `primary_key`, `public_key`, nor `key` alone
+PLAIN_KEYS = set(
+    "public primary foreign sort partition cache hash range row lookup map dict group object "
+    "unique idempotency composite natural surrogate hot shortcut index next prev last first "
+    "start end routing message translation label attr attribute field column param query "
+    "entry item record parent node event metric".split()
+)
+
+# what a key that grants access is called; another key holding a snake_case, dotted or
+# camelCase name, or a URL, names an entry (`REPORT_KEY = "roi_report"`, `id_key = "toolUseId"`)
+ACCESS_KEYS = set(
+    "api access private secret signing master encryption client service license session auth "
+    "ssh deploy account admin app consumer subscription webhook hmac jwt shared storage "
+    "crypto".split()
+)
+ENTRY = re.compile(r"_*[a-z0-9]+(?:[-_.:/][a-z0-9]+)+_*|[a-z]+[A-Z][A-Za-z]*|[a-z]+://\S+")
+
+# where a bare `name: value` stands: starting a line or an item (YAML, a docstring, a header), in
+# `{ ( ,` (code), or a curl header; not in prose (`JWT Auth: Resolving ...`)
+KEYED = re.compile(r"(?:^[ \t]*(?:#[ \t]*)?(?:-[ \t]+)?|[{(,][ \t]*|(?:-H|--header)[ \t]+[\"'])$")
+
+# a word before the secret word that says it is counted: `cost_per_token`, `MAX_TOKEN`
+COUNTED = {"per", "max", "min", "num", "total"}
+
+# a word after the secret word that says the value is about the secret, not the secret:
+# TOKEN_URL, SECRET_KEY_PATH, passwordField, password_min_length
+ABOUT = set(
+    "file files path paths dir folder url uri endpoint host port name names id ids type kind "
+    "length len size count min max limit ttl expiry expires expiration lifetime timeout age "
+    "header field column env var prefix format policy reset regex pattern label hint prompt "
+    "placeholder required enabled mode arn ref location store provider source version style "
+    "input rule rules validator validation strength helper command cmd manager index error "
+    "errors message msg text title description help schema widget visible toggle usage budget "
+    "parallelism cache scope scopes audience issuer algorithm alg method bits digits "
+    "generator backend model module request response callback handler counter counts dict list "
+    "map array table pool registry interval retries attempts seconds secs ms minutes hours days "
+    "domain bytes str string cost costs price pricing rate counting action param params arg args "
+    "option options flag alias expr use setting settings override profile number".split()
+)
+
+# a value: quoted (the text between its quotes, each character read one way: a long line of
+# backslashes costs linear time), or bare up to a space or a quote, less the `,;)]}` that end
+# it in code (`DB_PASSWORD=Tr0ub4dor&3x;x` is all hidden, `f(password=pw, x)` reads `pw`)
+VALUE = (
+    r"""(?:(?P<prefix>[bfru]{0,2})(?P<q>["'])(?P<inner>(?:\\.|(?!(?P=q))[^\\])*)(?P=q)"""
+    r"""|(?P<bare>[^\s"'`]+))"""
+)
+
+# a name holding a secret word, bare or quoted (`"privateKey"`, `config["password"]`), not
+# begun inside another name
+NAME = (
+    r"""(?P<open>\[)?(?<![\w$.])(?P<nq>["'])?(?P<name>(?=[a-z_$])[\w$.-]*?(?:"""
+    + STEM.pattern
+    + r""")[\w$.-]*)(?(nq)(?P=nq))(?(open)\])"""
+)
+
+# between name and value: `=`, `=>`, `:=`, a colon (after a bare name only before a space or a
+# quote: not `$env:X`), or a type and `=` (`password: str = "..."`)
+BETWEEN = (
+    r"""[ \t]*(?::[ \t]+[a-z_][\w.\[\]|, ]*?[ \t]=(?!=)|=>|:=|(?P<eq>=)(?![=~])"""
+    r"""|(?(nq):|(?P<colon>:)(?=[ \t"'])))[ \t]*"""
+)
+
+# after `name: ` (YAML, a docstring, a log line), words to the end of the line or a comment are
+# one value: `password: correct horse battery staple`; but three words or more begun with a
+# capital are prose (`token: Token object ready for JWT encoding`). After `NAME=` that starts a
+# line (.env, INI), words of letters are one value too: `db_password=correct horse battery`
+PHRASE = (
+    r"""(?(colon)(?P<phrase>[^\s"'`#{}\[\];=|&<>]+(?:[ \t]+[^\s"'`#{}\[\];=|&<>]+)+)"""
+    r"""|(?(eq)(?P<words>[a-z]+(?:[ \t]+[a-z]+)+)|(?!)))(?=[ \t]*$|[ \t]+\#)"""
+)
+PROSE = re.compile(r"[A-Z]\S*(?: \S+){2}")
+ENV_LINE = re.compile(r"[ \t]*(?:export[ \t]+)?")
+
+FORMS = {  # the forms a (name, value) pair is written in, each read where its marker is
+    # env, shell `export`, INI, TOML, YAML, JSON, properties, code, `--password=`
+    ("=", ":"): re.compile(NAME + BETWEEN + "(?:" + PHRASE + "|" + VALUE + ")", re.I),
+    # fish `set -x NAME value`, `set -gx`, `set --export` (not prose's `Set X ...`); csh
+    # `setenv NAME value`
+    ("set",): re.compile(
+        r"\b(?:set(?:[ \t]+--?[a-zA-Z]+)+|setenv)[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+" + VALUE
+    ),
+    # .netrc, and `password value` at a line's start
+    ("pass",): re.compile(
+        r"(?:^[ \t]*|\blogin[ \t]+\S+[ \t]+)(?P<name>passw(?:or)?d)[ \t]+(?![=:])" + VALUE, re.I
+    ),
+    # an HTTP header, its scheme left visible
+    ("authorization",): re.compile(
+        r"""\b(?P<name>authorization)["']?[ \t]*[:=][ \t]*["']?"""
+        r"""(?:(?:bearer|basic|token|digest)[ \t]+)?(?P<bare>[^\s"',;)}\]]+)""",
+        re.I,
+    ),
+    # XML: <password>value</password>
+    ("</",): re.compile(r"<(?P<name>[\w.:-]+)[^<>]*>(?P<inner>[^<>\n]+)</(?P=name)>"),
+}
 
 
 class Secrets:
@@ -126,16 +274,14 @@ class Secrets:
 
     def redact(self, text: str) -> str:
         """Text with every secret [REDACTED], its lines kept (line numbers stay true)."""
-        keep = lambda m: "[REDACTED]" + "\n" * m[0].count("\n")  # noqa: E731
         if self.known:
-            text = self.known.sub(keep, text)
+            text = self.known.sub(_whole, text)
         for marks, pattern in self.shapes.items():
-            text = pattern.sub(keep, text) if any(m in text for m in marks) else text
-        text = URL_CREDENTIALS.sub(_hidden, text) if "://" in text else text
-        words = ("key", "secret", "token", "pass", "pwd", "cred", "auth")
-        named = lambda line: any(w in line.lower() for w in words)  # noqa: E731 - a case-blind scan
-        lines = EXPORTED.sub(_exported, text).split("\n")  # only lines naming a secret get it
-        return "\n".join(ASSIGNED.sub(_assigned, line) if named(line) else line for line in lines)
+            if any(m in text for m in marks):
+                text = pattern.sub(_shaped, text)
+        if "://" in text:
+            text = URL_CREDENTIALS.sub(_hidden, text)
+        return _named_lines(text)
 
     def concealed(self, old: str, new: str) -> list[int]:
         """Lines the model writes (not in the old text) where hiding secrets would hide more than a secret: spaces or
@@ -268,23 +414,48 @@ def _pieces(real: str, shown: str) -> list[tuple[str, str]]:
 
 
 def placeholder(value: str) -> bool:
-    """A value that stands in for a secret instead of being one: a reference, a placeholder word, a few letters,
-    or too little entropy (after gitleaks' allow-lists and entropy floors)."""
+    """A value that stands in for a secret instead of being one: a reference (a variable, a
+    command, a template, a file), a mask, placeholder words, a phrase naming what it stands for,
+    or a few letters (after gitleaks' allow-lists). Never entropy: where the name says secret, a
+    value that reads like words is still one."""
     whole = unquote(value).strip("\"'")
     value = _basic(whole.rstrip(",;)]}"))  # the value without the code that follows it
     if REFERENCE.search(whole) or REFERENCE.search(value) or len(value) < 4:
         return True
-    words = re.split(r"[-_. ]+", value.strip("-_. "))
-    if len(words) <= 2 and all(w.isalpha() and len(w) <= 8 for w in words):
-        return True  # `test`, `dev`, `test key`, `from-client`: test fixtures of a few letters
-    letters = [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", value)]  # FooBarToken
-    if letters and all(w in PLACEHOLDERS for w in letters) and len(re.sub(r"\D", "", value)) <= 4:
-        return True  # `password123`, `your_api_key_here`, `example-password`
-    return _entropy(value) < 2.0  # `xxxxxxxx`, `aaaa1111`
+    return _mask(value) or _fixture(value) or _placeholder_words(value) or _label(value)
+
+
+def _mask(value: str) -> bool:
+    """`xxxxxxxx`, `sk-xxxxxxxxxxxx`, `sk-...`, `****1234`: half or more masking characters."""
+    masked = sum(value.count(c) for c in MASKS)
+    return masked * 2 >= len(value) and re.search(rf"([{MASKS}])\1\1", value) is not None
+
+
+def _fixture(value: str) -> bool:
+    """`test`, `dev`, `test key`, `from-client`: a test fixture of a few letters."""
+    words = SEPARATORS.split(value.strip("-_. "))
+    return len(words) <= 2 and all(w.isalpha() and len(w) <= 8 for w in words)
+
+
+def _placeholder_words(value: str) -> bool:
+    """`password123`, `your_api_key_here`, `example-password`: placeholder words, a few digits."""
+    letters = [w.lower() for w in WORD.findall(value) if not w.isdigit()]
+    digits = sum(c.isdigit() for c in value)
+    return bool(letters) and all(w in PLACEHOLDERS for w in letters) and digits <= 4
+
+
+def _label(value: str) -> bool:
+    """`Forgot your password?`, `Enter your API key`, `please change me in production`: a
+    phrase that names the secret it asks for, or asks to be replaced."""
+    return " " in value.strip() and LABEL.search(value) is not None
 
 
 def _basic(value: str) -> str:
-    """The password inside HTTP basic credentials (base64 of user:password), else the value itself."""
+    """The password inside HTTP basic credentials (base64 of user:password, after its scheme),
+    else the value itself."""
+    value = SCHEME.sub("", value)
+    if len(value) % 4 or not BASE64.fullmatch(value):
+        return value
     try:
         decoded = base64.b64decode(value, validate=True).decode("ascii")
     except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
@@ -292,27 +463,153 @@ def _basic(value: str) -> str:
     return decoded.partition(":")[2] if ":" in decoded and decoded.isprintable() else value
 
 
-def _entropy(value: str) -> float:
-    """Shannon entropy in bits per character."""
-    counts = [value.count(c) / len(value) for c in set(value)]
-    return -sum(p * math.log2(p) for p in counts)
-
-
 def _hidden(m: re.Match) -> str:
     """A URL's password hidden, unless it is a placeholder."""
     return m[0] if placeholder(m[2]) else m[1] + "[REDACTED]"
 
 
-def _exported(m: re.Match) -> str:
-    """NAME=value with the value hidden when the name is secret and the value no placeholder."""
-    secret = SECRET_NAME.search(m[1].rstrip("=\"'")) and not placeholder(m[2])
-    return m[1] + "[REDACTED]" if secret else m[0]
+def _whole(m: re.Match) -> str:
+    """A match hidden, its lines kept."""
+    return "[REDACTED]" + "\n" * m[0].count("\n")
 
 
-def _assigned(m: re.Match) -> str:
-    """key: value with the value hidden, unless it is a placeholder."""
-    name = m[1] or m[3] or m[4] or m[5] or m[6] or m[7]
-    return m[0] if placeholder(m[0][len(name) :]) else name + "[REDACTED]"
+def _shaped(m: re.Match) -> str:
+    """A token's shape hidden, unless it is masked (`sk-xxxxxxxxxxxxxxxxxxxxxxxx` in a README)."""
+    return m[0] if _mask(m[0]) else _whole(m)
+
+
+def secret_name(name: str) -> bool:
+    """Whether a name says its value is secret, in any case and style (`db_password`,
+    `privateKey`, `access-key`, `SECRET_KEY`, `PGPASSWORD`): its last secret word decides, unless
+    a word after it says the value is about the secret (`TOKEN_URL`, `passwordField`)."""
+    words = [w.lower() for w in WORD.findall(name)]
+    for i in reversed(range(len(words))):
+        if _secret_word(words, i):
+            return ABOUT.isdisjoint(words[i + 1 :])
+    return False
+
+
+def _secret_word(words: list[str], i: int) -> bool:
+    """Whether the i-th of a name's words says secret where it stands."""
+    word = words[i]
+    if i > 0 and words[i - 1] in COUNTED:
+        return False
+    if word in SECRET_WORDS:
+        return True
+    if word.endswith(SECRET_ENDINGS):
+        return word not in NOT_SECRET_WORDS
+    if word in ("key", "keys"):
+        return i > 0 and words[i - 1] not in PLAIN_KEYS
+    last = i == len(words) - 1
+    # `MYSQL_PWD`, but `PWD` alone is the working folder
+    return word in LAST_WORDS and last and (word != "pwd" or i > 0)
+
+
+def _named_lines(text: str) -> str:
+    """The text with secret-named values hidden, reading only the lines that hold a secret word
+    (one scan of the text finds them)."""
+    out = []
+    end = 0
+    for m in STEM.finditer(text):
+        if m.start() < end:
+            continue  # on a line already read
+        start = text.rfind("\n", 0, m.start()) + 1
+        stop = text.find("\n", m.end())
+        stop = len(text) if stop < 0 else stop
+        out += [text[end:start], _named_values(text[start:stop])]
+        end = stop
+    return "".join(out) + text[end:]
+
+
+def _named_values(line: str) -> str:
+    """A line with the value of each (name, value) pair whose name says secret hidden, unless
+    the value is a placeholder or a reference."""
+    low = line.lower()
+    spans = []
+    for marks, form in FORMS.items():
+        if any([mark in low for mark in marks]):
+            spans += [span for m in form.finditer(line) for span in _secret_value(m)]
+    return _hide(line, spans) if spans else line
+
+
+def _secret_value(m: re.Match) -> list[tuple[int, int]]:
+    """Where the value of a (name, value) match is, if it must be hidden."""
+    found = m.groupdict()
+    groups = ("inner", "phrase", "words", "bare")
+    which = next(group for group in groups if found.get(group) is not None)
+    start = m.start(which)
+    # a bare value ends before the punctuation that ends it in code
+    value = m[which].rstrip(",;)]}") if which == "bare" else m[which]
+    if not value or not secret_name(m["name"]) or placeholder(value):
+        return []
+    after = m.string[start + len(value) :].lstrip()
+    if _not_secret(m, value) or _written_as_code(m, which, value, after):
+        return []
+    return [(start, start + len(value))]
+
+
+def _written_as_code(m: re.Match, which: str, value: str, after: str) -> bool:
+    """Whether a value, as written, is code or prose rather than a secret: an f-string's field,
+    a docstring's sentence, a call; and, where code can stand, another name or a type. A
+    `NAME=value` (no spaces) ending its line, or fish's `set -x NAME value`, is a shell's or a
+    .env's word: code only when it calls."""
+    if which == "inner":
+        return _template(m.groupdict().get("prefix") or "", value)
+    if which == "words":
+        return not ENV_LINE.fullmatch(m.string[: m.start()])
+    if which == "phrase":
+        head, _, rest = value.partition(" ")
+        return PROSE.match(value) is not None or _code(head, rest.lstrip())
+    between = m.string[m.end("name") : m.start(which)]
+    if (between == "=" or not between.strip()) and after[:1] in ("", "#"):
+        return CALL.match(value) is not None
+    return _code(value, after)
+
+
+def _template(prefix: str, value: str) -> bool:
+    """Whether a quoted value is code: an f-string with a field, a raw string with a pattern."""
+    if "f" in prefix.lower() and "{" in value:
+        return True
+    return "r" in prefix.lower() and re.search(r"[\\\[(]", value) is not None
+
+
+def _not_secret(m: re.Match, value: str) -> bool:
+    """Whether the name tells the value is no secret: it repeats the name (`self.token = token`),
+    names an entry under a key that grants no access, or a bare `name:` stands in prose."""
+    name = [w.lower() for w in WORD.findall(m["name"])]
+    said = [w.lower() for w in WORD.findall(value)]
+    shorter = min(len(name), len(said))
+    if shorter and name[-shorter:] == said[-shorter:] and all(w.isalpha() for w in said):
+        return True
+    if m.groupdict().get("colon") and not KEYED.search(m.string[: m.start()]):
+        return True
+    deciding = max(i for i in range(len(name)) if _secret_word(name, i))
+    plain = name[deciding] in ("key", "keys") and name[deciding - 1] not in ACCESS_KEYS
+    return plain and ENTRY.fullmatch(value) is not None
+
+
+def _code(value: str, after: str) -> bool:
+    """Whether a bare value reads as code: a call, an attribute, another variable, or a name in
+    a list of arguments or types, before `after` (`credentials: Credentials,`, `auth: Auth |`)."""
+    if after[:1] in OPERATORS and IDENTIFIER.fullmatch(value):
+        return True
+    return CODE.match(value) is not None
+
+
+def _hide(line: str, spans: list[tuple[int, int]]) -> str:
+    """The line with each span shown as [REDACTED], overlapping spans as one."""
+    merged = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    out = []
+    end = 0
+    for start, stop in merged:
+        out += [line[end:start], "[REDACTED]"]
+        end = stop
+    return "".join(out) + line[end:]
 
 
 def child_env(config: dict) -> dict:

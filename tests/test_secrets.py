@@ -57,6 +57,64 @@ def test_git_author_is_no_secret_name(project, monkeypatch):
     assert git(project, "log", "-1", "--format=%an") == "Jane Maintainer\n"
 
 
+ATTACKS = {  # the review's attacks (issue 41): a value whose name says secret, read by the model
+    "words in quotes": ("settings.py", 'SECRET_KEY="correct horse battery staple"\n'),
+    "lowercase name": (".env", "db_password=correcthorsebatterystaple\n"),
+    "camelCase in JSON": (
+        "keys.json",
+        '{"privateKey": "purple monkey dishwasher", "accessKey": "Zx9Qw7eP4mK2"}\n',
+    ),
+    "slash in a URL password": (
+        ".env",
+        "DATABASE_URL=postgres://admin:Zx9/Qw7eP4@db.example:5432/app\n",
+    ),
+    "fish set -x": (
+        "fish/config.fish",
+        "set -x DEPLOY_TOKEN 9fK2mL5nP8qR1sT4\nset -gx EDITOR vim\n",
+    ),
+}
+HIDDEN = {  # what of each must not reach the model
+    "words in quotes": ["correct horse battery staple"],
+    "lowercase name": ["correcthorsebatterystaple"],
+    "camelCase in JSON": ["purple monkey dishwasher", "Zx9Qw7eP4mK2"],
+    "slash in a URL password": ["Zx9", "Qw7eP4"],
+    "fish set -x": ["9fK2mL5nP8qR1sT4"],
+}
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=ATTACKS)
+def test_a_value_whose_name_says_secret_never_reaches_the_model(project, llm, amas, attack):
+    """Where the name says secret, only the placeholder and reference rules decide: not
+    entropy, not whether the value reads like words."""
+    path, text = ATTACKS[attack]
+    (project / path).parent.mkdir(exist_ok=True)
+    (project / path).write_text(text)
+    llm.reply(tool="read_file", path=path).reply(text="done")
+    result = amas("-y", "read it")
+    assert result.exit_code == 0
+    assert "[REDACTED]" in llm.requests[1]["messages"][-1]["content"]
+    sent = json.dumps(llm.requests)
+    assert [value for value in HIDDEN[attack] if value in sent] == []
+
+
+NAMES = {  # a name in any case and style: secret, or not
+    True: "db_password privateKey access-key SECRET_KEY accessKey clientSecret PGPASSWORD "
+    "_authToken X-Api-Key apikey OAuth2Token MYSQL_PWD DB_PASS basic_auth "
+    "spring.datasource.password API_KEY_PROD $password --password",
+    False: "GIT_AUTHOR_NAME TIKTOKEN_CACHE_DIR KEYBOARD TOKENIZERS_PARALLELISM passwordField "
+    "max_tokens primary_key SECRET_KEY_PATH token_url PWD key author compass SECRET_NAME passenv "
+    "public_key",
+}
+
+
+@pytest.mark.parametrize("secret", [True, False])
+def test_a_secret_name_in_any_case_and_style(bare, secret):
+    secrets = redact.Secrets(make_config())
+    lines = [f"{name} = Zx9Qw7eP4mK2" for name in NAMES[secret].split()]
+    hidden = [line for line in lines if "Zx9Qw7eP4mK2" not in secrets.redact(line)]
+    assert hidden == (lines if secret else [])
+
+
 # -- edits on lines that hold hidden values --------------------------------------------------------
 
 
