@@ -2,10 +2,11 @@
 never talks to the person."""
 
 import fnmatch
+import functools
 import glob
 import os
 import re
-import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,77 +25,155 @@ KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'alw
     "write": (False, ""),
     "secret": (False, ""),
 }
-WRAPPERS = set(  # run the words after them
+WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
-    "ltrace firejail".split()
+    "ltrace firejail script pkexec trap".split()
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
 READERS = SHELLS | {".", "source"}  # without -c: run what they read
-RESERVED = set(
-    "if then elif else fi for while until do done case esac function select coproc { [[ !".split()
+PLAIN = set(  # the grammar's nodes a plain line holds: simple commands, pipes, lists, redirections
+    "program list pipeline command command_name word raw_string string string_content concatenation "
+    "number simple_expansion variable_name variable_assignment variable_assignments redirected_statement "
+    "file_redirect file_descriptor herestring_redirect declaration_command unset_command comment".split()
 )
+COMMANDS = {"command", "declaration_command", "unset_command", "variable_assignments"}
+# what bash may still expand in a word once its quotes are gone: substitutions; $[ ${ $' $"; a subscript,
+# evaluated as arithmetic (`printf -v a[…]`)
+HIDDEN = re.compile(r"`|\$[(\[{'\"]|[<>]\(|\w\[")
+ESCAPED = re.compile(r"\\(.)", re.S)  # a backslash and the character it keeps as it is
 
 
-def tokens(line: str) -> list[str] | None:
-    """Shell words and operators (quotes removed), or None when the line cannot be read (unbalanced quotes)."""
-    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|()<>\n")
-    lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
-    try:
-        return list(lex)
-    except ValueError:
-        return None
+@dataclass
+class Line:
+    """A shell line as the grammar reads it: every simple command in it (nested ones too), the targets
+    of its redirections, what it feeds commands (here-strings and documents), whether the parser read it
+    whole, and whether it is plain (no substitution, subshell, group, compound command or newline)."""
+
+    commands: list[list[str]] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    fed: list[str] = field(default_factory=list)
+    whole: bool = True
+    plain: bool = True
+
+
+@functools.cache
+def _parser():
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+@functools.lru_cache(maxsize=512)
+def parse(line: str) -> Line:
+    """The line's commands, redirections and shape, from bash's grammar (tree-sitter-bash). Cached:
+    treat the result as read-only."""
+    # a line continuation joins the words around it, even inside a name
+    root = _parser().parse(line.replace("\\\n", "").encode(errors="surrogateescape")).root_node
+    found = Line(whole=not root.has_error)
+    extra = {}  # a command's words the grammar put after a redirection's target (`cp >x a b`)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        _visit(node, found, extra)
+        stack.extend(reversed(node.children))
+    words = [w for c in found.commands for w in c] + found.targets
+    # the words as the command gets them, and the line as written: the grammar reads `$"x"` as `$` and "x"
+    hidden = any(HIDDEN.search(w) for w in [*words, line.replace("\\", "")])
+    found.plain = found.plain and found.whole and "\n" not in line and not hidden
+    return found
+
+
+def _visit(node, found: Line, extra: dict) -> None:
+    """What one node of the tree adds to the line's reading."""
+    if node.is_named and node.type not in PLAIN:
+        found.plain = False
+    if _bare_assignment(node):
+        found.commands.append([_value(node)])
+    elif node.type in COMMANDS:
+        found.commands.append([*_words(node), *extra.get(node.id, [])])
+    elif node.type == "redirected_statement":
+        _extra(node, found, extra)
+    elif node.type == "file_redirect":
+        target = node.child_by_field_name("destination")
+        found.targets += [_value(target)] if target is not None else []
+    elif node.type == "herestring_redirect" and node.named_children:
+        found.fed.append(_value(node.named_children[-1]))
+    elif node.type == "heredoc_body":
+        found.fed.append(_value(node))
+
+
+def _bare_assignment(node) -> bool:
+    """`PATH=.` alone is a command of its own (it changes what the next one runs)."""
+    if node.type != "variable_assignment":
+        return False
+    return node.parent is None or node.parent.type not in ("command", *COMMANDS)
+
+
+def _words(node) -> list[str]:
+    """A simple command's words, quotes removed (its assignments too, its redirections not)."""
+    children = [
+        c for i, c in enumerate(node.children) if node.field_name_for_child(i) != "redirect"
+    ]
+    # `export`, `local`, `unset`: the keyword is a word too
+    return [_value(c) for c in children if c.type != "comment" and (c.is_named or c.type.isalpha())]
+
+
+def _extra(node, found: Line, extra: dict) -> None:
+    """The grammar reads `cp >x a b` as a redirection to x, a and b: a and b are the command's words."""
+    body = node.child_by_field_name("body")
+    words = []
+    for redirect in node.children_by_field_name("redirect"):
+        words += [_value(d) for d in redirect.children_by_field_name("destination")[1:]]
+    if body is not None and body.type == "command":
+        extra[body.id] = words
+    elif words:
+        found.commands.append(words)
+
+
+def _value(node) -> str:
+    """A word as the command receives it, where the line says it: quotes and escapes removed; one holding
+    an expansion keeps its text (`$HOME/bin`)."""
+    text = node.text.decode(errors="surrogateescape")
+    if node.type == "raw_string":
+        return text[1:-1]
+    if node.type == "word":
+        return ESCAPED.sub(r"\1", text) if "\\" in text else text
+    literal = all(c.type in ('"', "string_content") for c in node.children)
+    if node.type == "string" and literal:
+        return re.sub(r'\\([$`"\\])', r"\1", text[1:-1])
+    if node.type in ("concatenation", "command_name"):
+        return "".join(_value(c) for c in node.children)
+    return text
 
 
 def split(line: str) -> tuple[list[list[str]], list[str], bool]:
-    """The simple commands of a line, its redirection targets, and whether it is plain: no substitution,
-    subshell, group, compound command or newline (only a plain line can match an allow rule)."""
-    toks = tokens(line)
-    if toks is None:  # split at operators all the same, for deny rules (`:; rm -rf x #'`)
-        return [p.split() for p in re.split(r"[;&|()\n]", line) if p.split()], [], False
-    # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
-    bare = line.replace("\\", "")
-    hidden = r"`|\$[(\[{'\"]|[<>]\(|\n|\w\["  # substitutions; $[ ${ $' $"; a subscript, evaluated as arithmetic
-    commands, targets, words, plain = [], [], [], not re.search(hidden, bare)
-    for i, tok in enumerate(toks):
-        if i and set(toks[i - 1]) <= set("<>&|") and {"<", ">"} & set(toks[i - 1]):
-            targets.append(tok)  # the word after a redirection
-        elif set(tok) <= set("<>&|") and {"<", ">"} & set(tok):
-            # `2>`: the 2 is no argument
-            words = words[:-1] if words and words[-1].isdigit() else words
-        elif set(tok) <= set(";&|()<>\n"):
-            plain &= not {"(", ")"} & set(tok)
-            commands, words = commands + [words] if words else commands, []
-        else:
-            words.append(tok)
-    commands += [words] if words else []
-    return commands, targets, plain and not any(c[0] in RESERVED for c in commands)
+    """The simple commands of a line, its redirection targets, and whether it is plain: read whole, with
+    no substitution, subshell, group, compound command or newline (only a plain line can match an allow
+    rule)."""
+    found = parse(line)
+    return [list(c) for c in found.commands], list(found.targets), found.plain
 
 
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
-    """Every command a line may run, for deny rules: each simple command, what it wraps, substitutions, and the
-    echo/printf text or here-string a shell of the line may read as commands."""
-    # a line continuation joins the words around it, even inside a name
-    line = line.replace("\\\n", "")
-    commands, targets, _ = split(line)
-    found = [v for c in commands for v in variants(c, depth)]
-    reads = any(v[0].rsplit("/", 1)[-1] in READERS and not _dash_c(v) for v in found)
-    echoed = [
-        c[1:] for c in commands if c[0] in ("echo", "printf")
-    ]  # all its words, and each (printf '%s' 'rm …')
-    fed = (
-        [" ".join(w) for w in echoed] + [w for words in echoed for w in words] + targets
-        if reads
-        else []
-    )
-    if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
-        for part in (
-            re.findall(r"`([^`]*)`", line)
-            + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)]
-            + fed
-        ):
-            found += every_command(part, depth + 1)
-    return found
+    """Every command a line may run, for deny rules: each simple command wherever the grammar finds it
+    (groups, subshells, substitutions, conditions, functions), what it wraps, and the echo/printf text,
+    here-string or redirected file a shell of the line may read as commands."""
+    found = parse(line)
+    commands = [list(c) for c in found.commands]
+    if not found.whole:  # what the parser could not place still counts, split at the operators
+        commands += [p.split() for p in re.split(r"[;&|(){}!`\n]", line) if p.split()]
+    every = [v for c in commands for v in variants(c, depth)]
+    reads = any(v[0].rsplit("/", 1)[-1] in READERS and not _dash_c(v) for v in every)
+    if not reads or depth >= 4:
+        return every
+    # a shell reading its input: what the line echoes (all its words, and each) may be its commands
+    echoed = [c[1:] for c in commands if c and c[0] in ("echo", "printf")]
+    fed = [" ".join(w) for w in echoed] + [w for words in echoed for w in words]
+    for text in fed + found.fed + found.targets:
+        every += every_command(text, depth + 1)
+    return every
 
 
 def variants(words: list[str], depth: int) -> list[list[str]]:
@@ -108,11 +187,9 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
     if name in WRAPPERS:
         out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
     inner = [" ".join(words[1:])] if name == "eval" else []
-    inner += [
-        w.removeprefix("-S").removeprefix("--split-string=")
-        for w in words
-        if name == "env" and " " in w
-    ]
+    # `flock x -c 'rm …'`, `watch 'rm …'`, `env -S 'rm …'`, `trap 'rm …' EXIT`: a string run as a line
+    spaced = [w for w in words[1:] if name in WRAPPERS and re.search(r"\s", w)]
+    inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in spaced]
     if name in SHELLS and _dash_c(words):  # `sh -c -- '…'` too
         inner += [w for w in words[1:] if not w.startswith("-")]
     inner += [
@@ -148,7 +225,7 @@ def _parts(words: list[str]) -> tuple[str, set, str]:
 def denied(words: list[str], rule: str) -> bool:
     """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the program; a program
     named by a glob (`/bin/r?`) matches what the glob finds, one named by a variable or substitution any rule."""
-    pattern = tokens(rule) or [rule]
+    pattern = next(iter(parse(rule).commands), None) or [rule]
     (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
     flags |= {f.lower() for f in flags} | {
         f"-{f[2].lower()}" for f in flags if f.startswith("--")

@@ -365,3 +365,25 @@ def test_search_files_is_no_oracle_on_a_hidden_secret(bare, git_repo):
     assert (
         shown == ".env:1: DEBUG=true\n.env:2: DB_PASSWORD=[REDACTED]"
     )  # a file matching elsewhere shows it redacted
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{ rm -rf victim; }",  # a group, a condition, a negation: bash runs the command inside
+        "if true; then rm -rf victim; fi",
+        "! rm -rf victim",
+        "flock .lk -c 'rm -rf victim'",  # a runner's string, run by a shell
+    ],
+)
+def test_deny_rules_see_commands_inside_the_shells_grammar(project, home, llm, amas, line):
+    """Under --yes, a deny rule refuses a command wherever the grammar of bash puts it."""
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text("permissions:\n  deny: ['rm -rf *']\n")
+    (project / "victim").mkdir()
+    (project / "victim/keep.txt").write_text("keep\n")
+    llm.reply(tool="shell_command", command=line).reply(text="done")
+    amas("-y", "tidy up")
+    assert (project / "victim/keep.txt").read_text() == "keep\n"
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert said == "Error: command refused by the deny rule 'rm -rf *' in permissions"
