@@ -18,11 +18,8 @@ def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> tuple[bool,
     always = policy.KINDS[verdict.kind][1]
     choices = "yna" if always else "yn"
     question = verdict.question
-    if verdict.kind in (
-        "shell",
-        "unboxed",
-        "outside",
-    ):  # a command cannot hide in blank characters
+    # a command cannot hide in blank characters
+    if verdict.kind in ("shell", "unboxed", "outside", "timeout"):
         question = question.replace(verdict.key, ui.command_summary(verdict.key))
     choice, feedback = ui.question(question, choices, detail, always)
     if choice in ("y", "a"):

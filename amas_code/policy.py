@@ -24,7 +24,16 @@ KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'alw
     "unboxed": (False, ""),  # a command where no sandbox can run
     "write": (False, ""),
     "secret": (False, ""),
+    "timeout": (
+        False,
+        "",
+    ),  # a command given longer than shell_timeout, the ceiling set in the config
 }
+TOOLCHAIN = (  # the dot-folders of the home a build reads, read unasked under --yes (others are asked)
+    "~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv ~/.nvm ~/.npm/_cacache ~/.m2/repository "
+    "~/.gradle/caches ~/.gradle/wrapper ~/.local/lib ~/.local/bin ~/.rbenv ~/.gem ~/.sdkman ~/.deno "
+    "~/.bun ~/.volta ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip ~/.cache/go-build ~/.dotnet"
+).split()
 WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
@@ -290,20 +299,28 @@ class Gate:
                 self.last = (line, "deny", rule)
                 reason = f"command refused by the deny rule {rule!r} in permissions"
                 return Verdict("deny", reason=reason)
+        boxed = line not in self.outside and self.sandbox != "unavailable"
+        if command.timeout > self.config["shell_timeout"]:
+            return self.judge_timeout(command, boxed)
         if self.sandbox == "unavailable":  # no box: every command asked, allow rules and --yes off
             self.last = (line, "ask", "no sandbox")
             return Verdict("ask", "unboxed", f"Run `{line}` (no sandbox)?", key=line, boxed=False)
-        boxed = line not in self.outside
         rule = self.allowed_by(line)
-        over = command.timeout > self.config["shell_timeout"]
-        if rule and not over:
+        if rule:
             self.last = (line, "allow", rule)
             return Verdict("allow", boxed=boxed)
         self.last = (line, "ask", None)
-        question = f"Run `{line}`?"
-        if over:
-            question = f"Run `{line}` with a timeout of {command.timeout:g}s?"
-        return Verdict("ask", "shell", question, key=line, boxed=boxed)
+        return Verdict("ask", "shell", f"Run `{line}`?", key=line, boxed=boxed)
+
+    def judge_timeout(self, command: Command, boxed: bool) -> Verdict:
+        """shell_timeout is the ceiling the model cannot lift: a longer time is the person's to give,
+        in a terminal (never --yes, never an allow rule); without one the command is refused."""
+        line = command.line
+        self.last = (line, "ask", "timeout")
+        ceiling = self.config["shell_timeout"]
+        question = f"Run `{line}` with a timeout of {command.timeout:g}s, above shell_timeout ({ceiling:g}s)?"
+        reason = f"a timeout of {command.timeout:g}s (the most a call may take unasked, shell_timeout, is {ceiling:g}s)"
+        return Verdict("ask", "timeout", question, key=line, reason=reason, boxed=boxed)
 
     def judge_escape(self, line: str, why: str) -> Verdict:
         """A command the sandbox stopped: running it again outside is asked (even under --yes)."""
@@ -425,7 +442,7 @@ class Gate:
         if secret:
             return f"{secret[0]}, which holds credentials"
         if not path.is_relative_to(self.root):
-            return "outside the project"
+            return _dotted(path) or "outside the project"
         # git runs what its hooks and config name at your next git command, outside every gate of amas
         if write and _in_git(path.relative_to(self.root)):
             return "inside .git"
@@ -448,6 +465,21 @@ class Gate:
             return ALLOW
         question, reason = f"Let the agent connect to {origin}?", f"connecting to {origin}"
         return self.settled(Verdict("ask", "net", question, key=origin, reason=reason))
+
+
+def _dotted(path: Path) -> str:
+    """A dot-file or dot-folder of the home, where shells and tools keep settings and tokens (but the
+    toolchain places), or a folder holding them all: the place to name in the question, or ''."""
+    home_dir = Path.home().resolve()
+    if path == home_dir or path in home_dir.parents:
+        return f"{path}, which holds your home's dot-files and may hold credentials"
+    if not path.is_relative_to(home_dir):
+        return ""
+    first = path.relative_to(home_dir).parts[0]
+    toolchain = any(path.is_relative_to(Path(t).expanduser().resolve()) for t in TOOLCHAIN)
+    if not first.startswith(".") or toolchain:
+        return ""
+    return f"~/{first} in your home, which may hold credentials"
 
 
 def _first_match(command: str, rules: list[str]) -> str | None:

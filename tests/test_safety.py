@@ -387,3 +387,38 @@ def test_deny_rules_see_commands_inside_the_shells_grammar(project, home, llm, a
     assert (project / "victim/keep.txt").read_text() == "keep\n"
     said = llm.requests[1]["messages"][-1]["content"]
     assert said == "Error: command refused by the deny rule 'rm -rf *' in permissions"
+
+
+def test_the_model_cannot_lift_shell_timeout_and_yes_does_not_either(project, home, llm, amas):
+    """A call's timeout above shell_timeout is the person's to give, in a terminal; under --yes with
+    none, the command is refused at once (it would have held amas for the call's 100000 s)."""
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text("shell_timeout: 5\n")
+    llm.reply(tool="shell_command", command="sleep 600", timeout=100000).reply(text="done")
+    amas("-y", "wait a while")
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert said == (
+        "Error: a timeout of 100000s (the most a call may take unasked, shell_timeout, is 5s) "
+        "was declined by the user"
+    )
+
+
+def test_yes_does_not_read_the_dot_files_of_your_home(project, home, llm, amas):
+    """A shell's or tool's settings in the home (fish's config, here) hold tokens: read only when the
+    person says so in a terminal, never under --yes alone; the toolchain's places stay readable."""
+    (home / ".config/fish").mkdir(parents=True)
+    (home / ".config/fish/config.fish").write_text("set -x DEPLOY_TOKEN 9fK2vQ7xLmZ4pR8t\n")
+    (home / ".rustup").mkdir()
+    (home / ".rustup/settings.toml").write_text('default_toolchain = "stable"\n')
+    fish = str(home / ".config/fish/config.fish")
+    llm.reply(tool="read_file", path=fish).reply(tool="read_file", path="~/.rustup/settings.toml")
+    llm.reply(text="done")
+    result = amas("-y", "look at my shell")
+    said = [r["messages"][-1]["content"] for r in llm.requests[1:]]
+    assert said[0] == (
+        f"Error: access to {fish} (~/.config in your home, which may hold credentials) "
+        "was declined by the user"
+    )
+    assert 'default_toolchain = "stable"' in said[1]
+    sent = json.dumps(llm.requests)
+    assert "9fK2vQ7xLmZ4pR8t" not in sent and "9fK2vQ7xLmZ4pR8t" not in result.output
