@@ -29,10 +29,12 @@ KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'alw
         "",
     ),  # a command given longer than shell_timeout, the ceiling set in the config
 }
-TOOLCHAIN = (  # the dot-folders of the home a build reads, read unasked under --yes (others are asked)
+# the dot-folders of the home a build reads, read unasked under --yes (other dot-files are asked)
+TOOLCHAIN = (
     "~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv ~/.nvm ~/.npm/_cacache ~/.m2/repository "
-    "~/.gradle/caches ~/.gradle/wrapper ~/.local/lib ~/.local/bin ~/.rbenv ~/.gem ~/.sdkman ~/.deno "
-    "~/.bun ~/.volta ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip ~/.cache/go-build ~/.dotnet"
+    "~/.gradle/caches ~/.gradle/wrapper ~/.local/lib ~/.local/bin ~/.rbenv ~/.gem ~/.sdkman "
+    "~/.deno ~/.bun ~/.volta ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip "
+    "~/.cache/go-build ~/.dotnet"
 ).split()
 WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
@@ -318,8 +320,9 @@ class Gate:
         line = command.line
         self.last = (line, "ask", "timeout")
         ceiling = self.config["shell_timeout"]
-        question = f"Run `{line}` with a timeout of {command.timeout:g}s, above shell_timeout ({ceiling:g}s)?"
-        reason = f"a timeout of {command.timeout:g}s (the most a call may take unasked, shell_timeout, is {ceiling:g}s)"
+        asked = f"a timeout of {command.timeout:g}s"
+        question = f"Run `{line}` with {asked}, above shell_timeout ({ceiling:g}s)?"
+        reason = f"{asked} (the most a call may take unasked, shell_timeout, is {ceiling:g}s)"
         return Verdict("ask", "timeout", question, key=line, reason=reason, boxed=boxed)
 
     def judge_escape(self, line: str, why: str) -> Verdict:
