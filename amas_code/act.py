@@ -5,6 +5,7 @@ out of the box; then redact, cap once and report what the model reads."""
 import contextlib
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from amas_code import effects, policy, project, redact, sandbox, toolcalls, tools, ui
 from amas_code.checkpoint import Checkpoint
@@ -168,7 +169,10 @@ class Act:
         return self.checkpoint.recording(label, [effect.path])
 
     def write(self, change: effects.Change) -> str:
-        project.write(change.path, change.new)
+        """The change written where it was approved: no folder on its way may have become a link
+        since (the project's, or the filesystem's root for a path outside)."""
+        inside = change.path.is_relative_to(self.root)
+        project.write(change.path, change.new, self.root if inside else Path("/"))
         name = self.tools.show(change.path)
         self.tools.touched.add(name)
         if change.verb == "screenshot":

@@ -422,3 +422,30 @@ def test_yes_does_not_read_the_dot_files_of_your_home(project, home, llm, amas):
     assert 'default_toolchain = "stable"' in said[1]
     sent = json.dumps(llm.requests)
     assert "9fK2vQ7xLmZ4pR8t" not in sent and "9fK2vQ7xLmZ4pR8t" not in result.output
+
+
+def test_a_write_lands_where_it_was_approved_or_nowhere(bare, tmp_path, monkeypatch):
+    """`sub` becomes a link out of the project while the person reads the question: the approved
+    write is refused, and says why, rather than following the link."""
+    from amas_code import act
+
+    (bare / "sub").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def swap_then_yes(gate, verdict, detail=None):
+        if not (bare / "sub").is_symlink():
+            (bare / "sub").rmdir()
+            (bare / "sub").symlink_to(outside)
+        return True, ""
+
+    monkeypatch.setattr(act, "ask", swap_then_yes)
+    box = toolbox(bare)
+    said = box.execute("write_file", json.dumps({"path": "sub/notes.md", "content": "hi\n"}))
+    assert said == (
+        f"Error: the path changed since it was approved: {bare.resolve()}/sub is no longer a folder "
+        "(a link now?); nothing was written"
+    )
+    assert list(outside.iterdir()) == []
+    box.execute("write_file", json.dumps({"path": "new/notes.md", "content": "made\n"}))
+    assert (bare / "new/notes.md").read_text() == "made\n"  # folders on the way are made
