@@ -15,52 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amas_code import home as amas_home
-from amas_code import policy, redact
+from amas_code import redact
 
 
 def shell(box, command):
     return box.execute("shell_command", json.dumps({"command": command}))
-
-
-def test_deny_refuses_even_under_yes_and_says_which_rule(bare):
-    (bare / "precious.txt").write_text("keep")
-    box = toolbox(
-        bare,
-        auto_accept=True,
-        permissions={"allow": ["rm *"], "deny": ["rm -rf *", "sudo *"], "env": []},
-    )
-    assert (
-        shell(box, "rm -rf precious.txt")
-        == "Error: command refused by the deny rule 'rm -rf *' in permissions"
-    )
-    assert (bare / "precious.txt").read_text() == "keep"
-    assert shell(box, "echo x && sudo reboot").startswith(
-        "Error: command refused by the deny rule 'sudo *'"
-    )
-    assert box.gate.last == ("echo x && sudo reboot", "deny", "sudo *")
-
-
-def test_a_program_named_by_a_variable_is_any_program_but_a_variable_folder_is_not(bare):
-    box = toolbox(bare, auto_accept=True, permissions={"allow": [], "deny": ["sudo *"], "env": []})
-    assert shell(box, "S=sudo; $S reboot").startswith(
-        "Error: command refused by the deny rule 'sudo *'"
-    )
-    assert shell(box, "D=/bin; $D/echo fine") == "$ D=/bin; $D/echo fine\nfine\n[exit code 0]"
-
-
-def test_deny_rules_see_the_git_command_past_gits_own_options(bare):
-    box = toolbox(
-        bare, auto_accept=True, permissions={"allow": [], "deny": ["git push *"], "env": []}
-    )
-    for line in (
-        "git -C . push origin main",
-        "git -c x.y=z push",
-        "git --git-dir=.git --no-pager push -f",
-    ):
-        assert (
-            shell(box, line)
-            == "Error: command refused by the deny rule 'git push *' in permissions"
-        ), line
 
 
 def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_terminal(bare):
@@ -77,24 +36,6 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
         "echo *",
     ):  # a glob that stays in the project still runs
         assert "[exit code 0]" in shell(box, line), line
-
-
-HIDDEN = [  # where /bin/sh is bash, each runs `id`: an array subscript is evaluated as arithmetic, which runs a
-    "printf -v x[\\$\\(id\\>../pwned\\)] %s hi",  # `$(...)` the backslashes, $'\x24' or a variable hid
-    "printf -v x[$\\(id\\)] %s hi",
-    "printf ${X:=$'a[\\x24(id>pwned)]'} $[X]",
-    "printf %s $'\\x24(id)' ${X}",
-    'printf $"x" a',
-    "printf -v 'b[X]' 1",
-]
-
-
-@pytest.mark.parametrize("line", HIDDEN)
-def test_an_escaped_substitution_never_matches_an_allow_rule(bare, line):
-    """A line whose words bash may still expand into a command (arithmetic, ANSI-C quotes, parameter expansion)
-    is not plain, so no allow rule runs it unasked."""
-    box = toolbox(bare, permissions={"allow": ["printf *"], "deny": [], "env": []})
-    assert shell(box, line) == "Command declined by user." and box.gate.last[1] != "allow"
 
 
 def test_always_remembers_the_exact_commands_in_your_home(repl, project, home, llm):
@@ -150,16 +91,6 @@ def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(
     history = history_file(project).read_text()
     for secret in ("tok-abcdef123456", API_KEY):
         assert secret not in fed_back and secret not in history and secret not in result.output
-
-
-def test_shell_lines_split_into_simple_commands():
-    assert policy.split("a -x 'b c' | d 2>/dev/null && e > out.txt") == (
-        [["a", "-x", "b c"], ["d"], ["e"]],
-        ["/dev/null", "out.txt"],
-        True,
-    )
-    assert policy.split("echo $(id)")[2] is False and policy.split("(cd x; ls)")[2] is False
-    assert policy.split("if true; then ls; fi")[2] is False and policy.split("a\nb")[2] is False
 
 
 @settings(
