@@ -190,15 +190,28 @@ def every_command(line: str, depth: int = 0) -> list[list[str]]:
 def variants(words: list[str], depth: int) -> list[list[str]]:
     """A command and those it runs: assignments dropped, wrappers (env, sudo, xargs, find -exec ...) peeled,
     `sh -c`, `eval` and `git -c alias.x=!…` strings parsed again."""
-    while words and re.match(r"^\w+=", words[0]):
-        words = words[1:]
+    words = _unassigned(words)
     if not words or depth > 4:
         return [words] if words else []
-    out, name = [words], words[0].rsplit("/", 1)[-1]
-    if name in WRAPPERS:
-        out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
+    name = words[0].rsplit("/", 1)[-1]
+    # what a wrapper runs starts at one of its words: each is tried once (not each of each: n², not n!)
+    tails = [_unassigned(words[i:]) for i in range(1, len(words))] if name in WRAPPERS else []
+    found = [tail for tail in [words, *tails] if tail]
+    return found + [v for tail in found for v in _strings(tail, depth)]
+
+
+def _unassigned(words: list[str]) -> list[str]:
+    """The words from the program on: `A=1 B=2 rm` is rm."""
+    start = next((i for i, w in enumerate(words) if not re.match(r"^\w+=", w)), len(words))
+    return words[start:]
+
+
+def _strings(words: list[str], depth: int) -> list[list[str]]:
+    """The commands in the strings a command runs as a line: `sh -c`, `eval`, a runner's (`flock x -c
+    'rm …'`, `watch 'rm …'`, `env -S 'rm …'`, `trap 'rm …' EXIT`), a git alias; and `git -C . push` as
+    `git push`."""
+    name = words[0].rsplit("/", 1)[-1]
     inner = [" ".join(words[1:])] if name == "eval" else []
-    # `flock x -c 'rm …'`, `watch 'rm …'`, `env -S 'rm …'`, `trap 'rm …' EXIT`: a string run as a line
     spaced = [w for w in words[1:] if name in WRAPPERS and re.search(r"\s", w)]
     inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in spaced]
     if name in SHELLS and _dash_c(words):  # `sh -c -- '…'` too
@@ -206,9 +219,8 @@ def variants(words: list[str], depth: int) -> list[list[str]]:
     inner += [
         w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)
     ]
-    # `git -C . push` is `git push`
-    out += [["git", *_git_command(words[1:])]] if name == "git" else []
-    return out + [v for text in inner for v in every_command(text, depth + 1)]
+    git = [["git", *_git_command(words[1:])]] if name == "git" else []
+    return git + [v for text in inner for v in every_command(text, depth + 1)]
 
 
 def _dash_c(words: list[str]) -> bool:

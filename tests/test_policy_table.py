@@ -128,6 +128,7 @@ DENIED = [
     "git -C . push origin main",  # git's own options before the command
     "git -c x.y=z push",
     "git --git-dir=.git --no-pager push -f",
+    "nice " * 300 + "rm -rf victim",  # each wrapper's words tried once: bounded work, not n!
 ]
 
 
