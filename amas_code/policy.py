@@ -487,14 +487,14 @@ def _dotted(path: Path) -> str:
     toolchain places), or a folder holding them all: the place to name in the question, or ''."""
     home_dir = Path.home().resolve()
     if path == home_dir or path in home_dir.parents:
-        return f"{path}, which holds your home's dot-files and may hold credentials"
+        return f"outside the project: {path}, which holds your home's dot-files and credentials"
     if not path.is_relative_to(home_dir):
         return ""
     first = path.relative_to(home_dir).parts[0]
     toolchain = any(path.is_relative_to(Path(t).expanduser().resolve()) for t in TOOLCHAIN)
     if not first.startswith(".") or toolchain:
         return ""
-    return f"~/{first} in your home, which may hold credentials"
+    return f"outside the project: ~/{first} in your home, which may hold credentials"
 
 
 def _first_match(command: str, rules: list[str]) -> str | None:

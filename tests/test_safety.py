@@ -347,8 +347,8 @@ def test_yes_does_not_read_the_dot_files_of_your_home(project, home, llm, amas):
     result = amas("-y", "look at my shell")
     said = [r["messages"][-1]["content"] for r in llm.requests[1:]]
     assert said[0] == (
-        f"Error: access to {fish} (~/.config in your home, which may hold credentials) "
-        "was declined by the user"
+        f"Error: access to {fish} (outside the project: ~/.config in your home, which may hold "
+        "credentials) was declined by the user"
     )
     assert 'default_toolchain = "stable"' in said[1]
     sent = json.dumps(llm.requests)
