@@ -39,7 +39,7 @@ TOOLCHAIN = (
 WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
-    "ltrace firejail script pkexec trap".split()
+    "ltrace firejail script pkexec trap coproc".split()
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
 READERS = SHELLS | {".", "source"}  # without -c: run what they read
@@ -49,6 +49,10 @@ PLAIN = set(  # the grammar's nodes a plain line holds: simple commands, pipes, 
     "file_redirect file_descriptor herestring_redirect declaration_command unset_command comment".split()
 )
 COMMANDS = {"command", "declaration_command", "unset_command", "variable_assignments"}
+# bash's reserved words: a command the grammar named after one (`coproc x { …; }`) is no plain command
+RESERVED = set(
+    "if then elif else fi for while until do done case esac function select coproc { } [[ ]] !".split()
+)
 # what bash may still expand in a word once its quotes are gone: substitutions; $[ ${ $' $"; a subscript,
 # evaluated as arithmetic (`printf -v a[…]`)
 HIDDEN = re.compile(r"`|\$[(\[{'\"]|[<>]\(|\w\[")
@@ -76,7 +80,7 @@ def _parser():
     return Parser(Language(tree_sitter_bash.language()))
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=64)
 def parse(line: str) -> Line:
     """The line's commands, redirections and shape, from bash's grammar (tree-sitter-bash). Cached:
     treat the result as read-only."""
@@ -92,7 +96,8 @@ def parse(line: str) -> Line:
     words = [w for c in found.commands for w in c] + found.targets
     # the words as the command gets them, and the line as written: the grammar reads `$"x"` as `$` and "x"
     hidden = any(HIDDEN.search(w) for w in [*words, line.replace("\\", "")])
-    found.plain = found.plain and found.whole and "\n" not in line and not hidden
+    reserved = any(c and c[0] in RESERVED for c in found.commands)
+    found.plain = found.plain and found.whole and "\n" not in line and not (hidden or reserved)
     return found
 
 

@@ -41,6 +41,7 @@ SHELL = [
     ("if true; then echo hi; fi", ASK),
     ("! echo hi", ASK),
     ("f() { echo hi; }; f", ASK),
+    ("coproc x { echo hi; }", ASK),  # a reserved word the grammar takes for a command name
     ("echo <(ls)", ASK),
     ("echo 'unclosed", ASK),  # a line the parser cannot read whole
     ("echo ok &&", ASK),
@@ -96,6 +97,11 @@ DENIED = [
     "case a in a) rm -rf victim;; esac",
     "! rm -rf victim",
     "f() { rm -rf victim; }; f",
+    "coproc rm -rf victim",
+    "bash <<EOF\nrm -rf victim\nEOF",
+    "sh < <(echo rm -rf victim)",
+    "export A=$(rm -rf victim)",
+    "for i in $(rm -rf victim); do :; done",
     "echo $(rm -rf victim)",
     "echo `rm -rf victim`",
     "cat <(rm -rf victim)",
