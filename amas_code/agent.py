@@ -347,9 +347,6 @@ class Agent:
 
 def _repeats(calls: list[dict]) -> int:
     """How many times in a row the last call was made, with the same arguments up to case, spaces and `./`."""
-    # the last few are enough, however long the turn
-    same = [
-        c["name"] + ":" + re.sub(r"\s+|\./", "", str(c["arguments"])).lower()
-        for c in calls[-REPEATS:]
-    ]
+    calls = calls[-REPEATS:]  # the last few are enough, however long the turn
+    same = [c["name"] + ":" + re.sub(r"\s+|\./", "", str(c["arguments"])).lower() for c in calls]
     return next((n for n in range(1, len(same)) if same[-1 - n] != same[-1]), len(same))
