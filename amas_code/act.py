@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from amas_code import effects, policy, project, redact, sandbox, toolcalls, tools, ui
 from amas_code.checkpoint import Checkpoint
@@ -24,11 +25,8 @@ def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> tuple[bool,
     always = policy.KINDS[verdict.kind][1]
     choices = "yna" if always else "yn"
     question = verdict.question
-    if verdict.kind in (
-        "shell",
-        "unboxed",
-        "grant",
-    ):  # a command cannot hide in blank characters
+    # a command cannot hide in blank characters
+    if verdict.kind in ("shell", "unboxed", "grant", "timeout"):
         question = question.replace(verdict.key, ui.command_summary(verdict.key))
     choice, feedback = ui.question(question, choices, detail, always)
     if choice in ("y", "a"):
@@ -197,7 +195,10 @@ class Act:
         return self.checkpoint.recording(label, [effect.path])
 
     def write(self, change: effects.Change) -> str:
-        project.write(change.path, change.new)
+        """The change written where it was approved: no folder on its way may have become a link
+        since (the project's, or the filesystem's root for a path outside)."""
+        inside = change.path.is_relative_to(self.root)
+        project.write(change.path, change.new, self.root if inside else Path("/"))
         name = self.tools.show(change.path)
         self.tools.touched.add(name)
         if change.verb == "screenshot":

@@ -31,6 +31,8 @@ SUMMARIZE = (
     " names and numbers exact."
 )
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
+# calls of one reply past this are not run nor answered: the model is told in one line
+MAX_CALLS = 200
 
 
 class Agent:
@@ -136,16 +138,30 @@ class Agent:
             if not wanted:
                 return
             unread = False
+            wanted, cut = self.bounded(reply)
             go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
             for call in wanted:
                 calls.append(call["function"])
                 self.messages.append(self.tool_message(call, _repeats(calls), go_on))
+            if cut:
+                self.messages.append({"role": "user", "content": cut})
             if _repeats(calls) >= REPEATS:
                 name = calls[-1]["name"]
                 self.warn(
                     f"the model made the same {name} call {REPEATS} times in a row; turn ended"
                 )
                 return
+
+    def bounded(self, reply: dict) -> tuple[list[dict], str]:
+        """The reply's calls, cut to MAX_CALLS (the reply keeps only those, each gets its answer), and
+        the line that tells the model so ("" when none was cut)."""
+        sent = len(reply["tool_calls"])
+        if sent <= MAX_CALLS:
+            return reply["tool_calls"], ""
+        self.warn(f"the model sent {sent} tool calls in one reply; at most {MAX_CALLS} are run")
+        reply["tool_calls"] = reply["tool_calls"][:MAX_CALLS]
+        said = f"your reply held {sent} tool calls: only the first {MAX_CALLS} were considered"
+        return reply["tool_calls"], f"[{said}; the rest were not run. Make fewer calls at a time.]"
 
     def many_calls(self, count: int) -> bool:
         """More calls in one reply than a person would expect: asked before any runs."""
@@ -335,5 +351,6 @@ class Agent:
 
 def _repeats(calls: list[dict]) -> int:
     """How many times in a row the last call was made, with the same arguments up to case, spaces and `./`."""
+    calls = calls[-REPEATS:]  # the last few are enough, however long the turn
     same = [c["name"] + ":" + re.sub(r"\s+|\./", "", str(c["arguments"])).lower() for c in calls]
     return next((n for n in range(1, len(same)) if same[-1 - n] != same[-1]), len(same))

@@ -2,10 +2,11 @@
 never talks to the person."""
 
 import fnmatch
+import functools
 import glob
 import os
 import re
-import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -28,104 +29,208 @@ KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'alw
     "unboxed": (False, ""),  # a command where no sandbox can run
     "write": (False, ""),
     "secret": (False, ""),
+    "timeout": (
+        False,
+        "",
+    ),  # a command given longer than shell_timeout, the ceiling set in the config
 }
-WRAPPERS = set(  # run the words after them
+# the dot-folders of the home a build reads, read unasked under --yes (other dot-files are asked)
+TOOLCHAIN = (
+    "~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv ~/.nvm ~/.npm/_cacache ~/.m2/repository "
+    "~/.gradle/caches ~/.gradle/wrapper ~/.local/lib ~/.local/bin ~/.rbenv ~/.gem ~/.sdkman "
+    "~/.deno ~/.bun ~/.volta ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip "
+    "~/.cache/go-build ~/.dotnet"
+).split()
+WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
-    "ltrace firejail".split()
+    "ltrace firejail script pkexec trap coproc".split()
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
 READERS = SHELLS | {".", "source"}  # without -c: run what they read
-RESERVED = set(
-    "if then elif else fi for while until do done case esac function select coproc { [[ !".split()
+PLAIN = set(  # the grammar's nodes a plain line holds: simple commands, pipes, lists, redirections
+    "program list pipeline command command_name word raw_string string string_content concatenation "
+    "number simple_expansion variable_name variable_assignment variable_assignments redirected_statement "
+    "file_redirect file_descriptor herestring_redirect declaration_command unset_command comment".split()
 )
+COMMANDS = {"command", "declaration_command", "unset_command", "variable_assignments"}
+# bash's reserved words: a command the grammar named after one (`coproc x { …; }`) is no plain command
+RESERVED = set(
+    "if then elif else fi for while until do done case esac function select coproc { } [[ ]] !".split()
+)
+# what bash may still expand in a word once its quotes are gone: substitutions; $[ ${ $' $"; a subscript,
+# evaluated as arithmetic (`printf -v a[…]`)
+HIDDEN = re.compile(r"`|\$[(\[{'\"]|[<>]\(|\w\[")
+ESCAPED = re.compile(r"\\(.)", re.S)  # a backslash and the character it keeps as it is
 
 
-def tokens(line: str) -> list[str] | None:
-    """Shell words and operators (quotes removed), or None when the line cannot be read (unbalanced quotes)."""
-    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|()<>\n")
-    lex.whitespace, lex.whitespace_split, lex.commenters = " \t\r", True, ""
-    try:
-        return list(lex)
-    except ValueError:
-        return None
+@dataclass
+class Line:
+    """A shell line as the grammar reads it: every simple command in it (nested ones too), the targets
+    of its redirections, what it feeds commands (here-strings and documents), whether the parser read it
+    whole, and whether it is plain (no substitution, subshell, group, compound command or newline)."""
+
+    commands: list[list[str]] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    fed: list[str] = field(default_factory=list)
+    whole: bool = True
+    plain: bool = True
+
+
+@functools.cache
+def _parser():
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+@functools.lru_cache(maxsize=64)
+def parse(line: str) -> Line:
+    """The line's commands, redirections and shape, from bash's grammar (tree-sitter-bash). Cached:
+    treat the result as read-only."""
+    # a line continuation joins the words around it, even inside a name
+    root = _parser().parse(line.replace("\\\n", "").encode(errors="surrogateescape")).root_node
+    found = Line(whole=not root.has_error)
+    extra = {}  # a command's words the grammar put after a redirection's target (`cp >x a b`)
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        _visit(node, found, extra)
+        stack.extend(reversed(node.children))
+    words = [w for c in found.commands for w in c] + found.targets
+    # the words as the command gets them, and the line as written: the grammar reads `$"x"` as `$` and "x"
+    hidden = any(HIDDEN.search(w) for w in [*words, line.replace("\\", "")])
+    reserved = any(c and c[0] in RESERVED for c in found.commands)
+    found.plain = found.plain and found.whole and "\n" not in line and not (hidden or reserved)
+    return found
+
+
+def _visit(node, found: Line, extra: dict) -> None:
+    """What one node of the tree adds to the line's reading."""
+    if node.is_named and node.type not in PLAIN:
+        found.plain = False
+    if _bare_assignment(node):
+        found.commands.append([_value(node)])
+    elif node.type in COMMANDS:
+        found.commands.append([*_words(node), *extra.get(node.id, [])])
+    elif node.type == "redirected_statement":
+        _extra(node, found, extra)
+    elif node.type == "file_redirect":
+        target = node.child_by_field_name("destination")
+        found.targets += [_value(target)] if target is not None else []
+    elif node.type == "herestring_redirect" and node.named_children:
+        found.fed.append(_value(node.named_children[-1]))
+    elif node.type == "heredoc_body":
+        found.fed.append(_value(node))
+
+
+def _bare_assignment(node) -> bool:
+    """`PATH=.` alone is a command of its own (it changes what the next one runs)."""
+    if node.type != "variable_assignment":
+        return False
+    return node.parent is None or node.parent.type not in ("command", *COMMANDS)
+
+
+def _words(node) -> list[str]:
+    """A simple command's words, quotes removed (its assignments too, its redirections not)."""
+    children = [
+        c for i, c in enumerate(node.children) if node.field_name_for_child(i) != "redirect"
+    ]
+    # `export`, `local`, `unset`: the keyword is a word too
+    return [_value(c) for c in children if c.type != "comment" and (c.is_named or c.type.isalpha())]
+
+
+def _extra(node, found: Line, extra: dict) -> None:
+    """The grammar reads `cp >x a b` as a redirection to x, a and b: a and b are the command's words."""
+    body = node.child_by_field_name("body")
+    words = []
+    for redirect in node.children_by_field_name("redirect"):
+        words += [_value(d) for d in redirect.children_by_field_name("destination")[1:]]
+    if body is not None and body.type == "command":
+        extra[body.id] = words
+    elif words:
+        found.commands.append(words)
+
+
+def _value(node) -> str:
+    """A word as the command receives it, where the line says it: quotes and escapes removed; one holding
+    an expansion keeps its text (`$HOME/bin`)."""
+    text = node.text.decode(errors="surrogateescape")
+    if node.type == "raw_string":
+        return text[1:-1]
+    if node.type == "word":
+        return ESCAPED.sub(r"\1", text) if "\\" in text else text
+    literal = all(c.type in ('"', "string_content") for c in node.children)
+    if node.type == "string" and literal:
+        return re.sub(r'\\([$`"\\])', r"\1", text[1:-1])
+    if node.type in ("concatenation", "command_name"):
+        return "".join(_value(c) for c in node.children)
+    return text
 
 
 def split(line: str) -> tuple[list[list[str]], list[str], bool]:
-    """The simple commands of a line, its redirection targets, and whether it is plain: no substitution,
-    subshell, group, compound command or newline (only a plain line can match an allow rule)."""
-    toks = tokens(line)
-    if toks is None:  # split at operators all the same, for deny rules (`:; rm -rf x #'`)
-        return [p.split() for p in re.split(r"[;&|()\n]", line) if p.split()], [], False
-    # `\$\(` is still a substitution where bash does arithmetic (`printf -v a[…]`)
-    bare = line.replace("\\", "")
-    hidden = r"`|\$[(\[{'\"]|[<>]\(|\n|\w\["  # substitutions; $[ ${ $' $"; a subscript, evaluated as arithmetic
-    commands, targets, words, plain = [], [], [], not re.search(hidden, bare)
-    for i, tok in enumerate(toks):
-        if i and set(toks[i - 1]) <= set("<>&|") and {"<", ">"} & set(toks[i - 1]):
-            targets.append(tok)  # the word after a redirection
-        elif set(tok) <= set("<>&|") and {"<", ">"} & set(tok):
-            # `2>`: the 2 is no argument
-            words = words[:-1] if words and words[-1].isdigit() else words
-        elif set(tok) <= set(";&|()<>\n"):
-            plain &= not {"(", ")"} & set(tok)
-            commands, words = commands + [words] if words else commands, []
-        else:
-            words.append(tok)
-    commands += [words] if words else []
-    return commands, targets, plain and not any(c[0] in RESERVED for c in commands)
+    """The simple commands of a line, its redirection targets, and whether it is plain: read whole, with
+    no substitution, subshell, group, compound command or newline (only a plain line can match an allow
+    rule)."""
+    found = parse(line)
+    return [list(c) for c in found.commands], list(found.targets), found.plain
 
 
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
-    """Every command a line may run, for deny rules: each simple command, what it wraps, substitutions, and the
-    echo/printf text or here-string a shell of the line may read as commands."""
-    # a line continuation joins the words around it, even inside a name
-    line = line.replace("\\\n", "")
-    commands, targets, _ = split(line)
-    found = [v for c in commands for v in variants(c, depth)]
-    reads = any(v[0].rsplit("/", 1)[-1] in READERS and not _dash_c(v) for v in found)
-    echoed = [
-        c[1:] for c in commands if c[0] in ("echo", "printf")
-    ]  # all its words, and each (printf '%s' 'rm …')
-    fed = (
-        [" ".join(w) for w in echoed] + [w for words in echoed for w in words] + targets
-        if reads
-        else []
-    )
-    if depth < 4:  # `...`, and whatever follows $( <( >( up to the end: the parser splits it at ")"
-        for part in (
-            re.findall(r"`([^`]*)`", line)
-            + [line[m.end() :] for m in re.finditer(r"[$<>]\(", line)]
-            + fed
-        ):
-            found += every_command(part, depth + 1)
-    return found
+    """Every command a line may run, for deny rules: each simple command wherever the grammar finds it
+    (groups, subshells, substitutions, conditions, functions), what it wraps, and the echo/printf text,
+    here-string or redirected file a shell of the line may read as commands."""
+    found = parse(line)
+    commands = [list(c) for c in found.commands]
+    if not found.whole:  # what the parser could not place still counts, split at the operators
+        commands += [p.split() for p in re.split(r"[;&|(){}!`\n]", line) if p.split()]
+    every = [v for c in commands for v in variants(c, depth)]
+    reads = any(v[0].rsplit("/", 1)[-1] in READERS and not _dash_c(v) for v in every)
+    if not reads or depth >= 4:
+        return every
+    # a shell reading its input: what the line echoes (all its words, and each) may be its commands
+    echoed = [c[1:] for c in commands if c and c[0] in ("echo", "printf")]
+    fed = [" ".join(w) for w in echoed] + [w for words in echoed for w in words]
+    for text in fed + found.fed + found.targets:
+        every += every_command(text, depth + 1)
+    return every
 
 
 def variants(words: list[str], depth: int) -> list[list[str]]:
     """A command and those it runs: assignments dropped, wrappers (env, sudo, xargs, find -exec ...) peeled,
     `sh -c`, `eval` and `git -c alias.x=!…` strings parsed again."""
-    while words and re.match(r"^\w+=", words[0]):
-        words = words[1:]
+    words = _unassigned(words)
     if not words or depth > 4:
         return [words] if words else []
-    out, name = [words], words[0].rsplit("/", 1)[-1]
-    if name in WRAPPERS:
-        out += [v for i in range(1, len(words)) for v in variants(words[i:], depth + 1)]
+    name = words[0].rsplit("/", 1)[-1]
+    # what a wrapper runs starts at one of its words: each is tried once (not each of each: n², not n!)
+    tails = [_unassigned(words[i:]) for i in range(1, len(words))] if name in WRAPPERS else []
+    found = [tail for tail in [words, *tails] if tail]
+    return found + [v for tail in found for v in _strings(tail, depth)]
+
+
+def _unassigned(words: list[str]) -> list[str]:
+    """The words from the program on: `A=1 B=2 rm` is rm."""
+    start = next((i for i, w in enumerate(words) if not re.match(r"^\w+=", w)), len(words))
+    return words[start:]
+
+
+def _strings(words: list[str], depth: int) -> list[list[str]]:
+    """The commands in the strings a command runs as a line: `sh -c`, `eval`, a runner's (`flock x -c
+    'rm …'`, `watch 'rm …'`, `env -S 'rm …'`, `trap 'rm …' EXIT`), a git alias; and `git -C . push` as
+    `git push`."""
+    name = words[0].rsplit("/", 1)[-1]
     inner = [" ".join(words[1:])] if name == "eval" else []
-    inner += [
-        w.removeprefix("-S").removeprefix("--split-string=")
-        for w in words
-        if name == "env" and " " in w
-    ]
+    spaced = [w for w in words[1:] if name in WRAPPERS and re.search(r"\s", w)]
+    inner += [w.removeprefix("-S").removeprefix("--split-string=") for w in spaced]
     if name in SHELLS and _dash_c(words):  # `sh -c -- '…'` too
         inner += [w for w in words[1:] if not w.startswith("-")]
     inner += [
         w.split("=!", 1)[1] for w in words if name == "git" and re.match(r"alias\.[^=]*=!", w)
     ]
-    # `git -C . push` is `git push`
-    out += [["git", *_git_command(words[1:])]] if name == "git" else []
-    return out + [v for text in inner for v in every_command(text, depth + 1)]
+    git = [["git", *_git_command(words[1:])]] if name == "git" else []
+    return git + [v for text in inner for v in every_command(text, depth + 1)]
 
 
 def _dash_c(words: list[str]) -> bool:
@@ -153,7 +258,7 @@ def _parts(words: list[str]) -> tuple[str, set, str]:
 def denied(words: list[str], rule: str) -> bool:
     """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the program; a program
     named by a glob (`/bin/r?`) matches what the glob finds, one named by a variable or substitution any rule."""
-    pattern = tokens(rule) or [rule]
+    pattern = next(iter(parse(rule).commands), None) or [rule]
     (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
     flags |= {f.lower() for f in flags} | {
         f"-{f[2].lower()}" for f in flags if f.startswith("--")
@@ -217,19 +322,28 @@ class Gate:
                 self.last = (line, "deny", rule)
                 reason = f"command refused by the deny rule {rule!r} in permissions"
                 return Verdict("deny", reason=reason)
+        if command.timeout > self.config["shell_timeout"]:
+            return self.judge_timeout(command)
         if self.sandbox == "unavailable":  # no box: every command asked, allow rules and --yes off
             self.last = (line, "ask", "no sandbox")
             return Verdict("ask", "unboxed", f"Run `{line}` (no sandbox)?", key=line)
         rule = self.allowed_by(line)
-        over = command.timeout > self.config["shell_timeout"]
-        if rule and not over:
+        if rule:
             self.last = (line, "allow", rule)
             return ALLOW
         self.last = (line, "ask", None)
-        question = f"Run `{line}`?"
-        if over:
-            question = f"Run `{line}` with a timeout of {command.timeout:g}s?"
-        return Verdict("ask", "shell", question, key=line)
+        return Verdict("ask", "shell", f"Run `{line}`?", key=line)
+
+    def judge_timeout(self, command: Command) -> Verdict:
+        """shell_timeout is the ceiling the model cannot lift: a longer time is the person's to give,
+        in a terminal (never --yes, never an allow rule); without one the command is refused."""
+        line = command.line
+        self.last = (line, "ask", "timeout")
+        ceiling = self.config["shell_timeout"]
+        asked = f"a timeout of {command.timeout:g}s"
+        question = f"Run `{line}` with {asked}, above shell_timeout ({ceiling:g}s)?"
+        reason = f"{asked} (the most a call may take unasked, shell_timeout, is {ceiling:g}s)"
+        return Verdict("ask", "timeout", question, key=line, reason=reason)
 
     def judge_grant(self, line: str, capability: str) -> Verdict:
         """One more run of a command with one capability beyond the box: always asked, in amas's
@@ -364,7 +478,7 @@ class Gate:
         if secret:
             return f"{secret[0]}, which holds credentials"
         if not path.is_relative_to(self.root):
-            return "outside the project"
+            return _dotted(path) or "outside the project"
         # git runs what its hooks and config name at your next git command, outside every gate of amas
         if write and _in_git(path.relative_to(self.root)):
             return "inside .git"
@@ -387,6 +501,21 @@ class Gate:
             return ALLOW
         question, reason = f"Let the agent connect to {origin}?", f"connecting to {origin}"
         return self.settled(Verdict("ask", "net", question, key=origin, reason=reason))
+
+
+def _dotted(path: Path) -> str:
+    """A dot-file or dot-folder of the home, where shells and tools keep settings and tokens (but the
+    toolchain places), or a folder holding them all: the place to name in the question, or ''."""
+    home_dir = Path.home().resolve()
+    if path == home_dir or path in home_dir.parents:
+        return f"outside the project: {path}, which holds your home's dot-files and credentials"
+    if not path.is_relative_to(home_dir):
+        return ""
+    first = path.relative_to(home_dir).parts[0]
+    toolchain = any(path.is_relative_to(Path(t).expanduser().resolve()) for t in TOOLCHAIN)
+    if not first.startswith(".") or toolchain:
+        return ""
+    return f"outside the project: ~/{first} in your home, which may hold credentials"
 
 
 def _first_match(command: str, rules: list[str]) -> str | None:

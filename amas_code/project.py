@@ -1,5 +1,7 @@
 """The user's tree and git: the one place a git argv is built, listing the project's files, atomic writes."""
 
+import contextlib
+import errno
 import fnmatch
 import os
 import re
@@ -90,21 +92,56 @@ def _walk(base: Path, ignore: list[str]) -> list[Path]:
     return found
 
 
-def write(path: Path, data: bytes) -> None:
-    """Write whole, through a temporary file and a rename, keeping the file's mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+class Moved(PermissionError):
+    """A folder on the way to a write is no longer one (a link put in its place since the question):
+    nothing is written."""
+
+
+def write(path: Path, data: bytes, beneath: Path | None = None) -> None:
+    """Write whole, through a temporary file and a rename, keeping the file's mode. With `beneath`
+    (an ancestor of path, both resolved), the folders from there down are opened one name at a time
+    and never through a link, so the file lands where its path was approved; Moved otherwise."""
+    folder = _opened(path.parent, beneath)
     # short, whatever the name's length
-    tmp = path.with_name(f".amas-write-{os.urandom(4).hex()}.tmp")
+    tmp = f".amas-write-{os.urandom(4).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     try:
-        with os.fdopen(
-            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb"
-        ) as f:
+        with os.fdopen(os.open(tmp, flags, 0o666, dir_fd=folder), "wb") as f:
             f.write(data)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(f.fileno(), os.stat(path.name, dir_fd=folder).st_mode & 0o7777)
+        os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
     finally:
-        tmp.unlink(missing_ok=True)  # only if the rename did not happen
+        with contextlib.suppress(FileNotFoundError):  # only if the rename did not happen
+            os.unlink(tmp, dir_fd=folder)
+        os.close(folder)
+
+
+def _opened(folder: Path, beneath: Path | None) -> int:
+    """A descriptor of the folder, made if missing: from `beneath` down, a name at a time, each
+    opened with O_NOFOLLOW|O_DIRECTORY from the one above (a link or a file there is Moved)."""
+    if beneath is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    held = os.open(beneath, os.O_RDONLY | os.O_DIRECTORY)
+    at = beneath
+    for name in folder.relative_to(beneath).parts:
+        at = at / name
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, dir_fd=held)
+            below = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=held)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            said = (
+                f"the path changed since it was approved: {at} is no longer a folder (a link now?)"
+            )
+            raise Moved(f"{said}; nothing was written") from e
+        finally:
+            os.close(held)
+        held = below
+    return held
 
 
 def program(name: str) -> str | None:

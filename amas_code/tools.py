@@ -220,8 +220,9 @@ class Tools:
 
     # -- commands and search ------------------------------------------------------------------------
     def shell_command(self, command: str, timeout: int = 0) -> Command:
-        """Run a shell command in the project root; returns stdout, stderr and exit code. Pass a longer
-        timeout (seconds) for test suites, builds and installs."""
+        """Run a shell command in the project root; returns stdout, stderr and exit code. A timeout
+        (seconds) above the user's shell_timeout is asked of the user, and refused when no one can
+        answer."""
         return Command(command, timeout if timeout > 0 else self.config["shell_timeout"])
 
     def search_files(self, pattern: str, path: str = ".") -> str:

@@ -15,52 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amas_code import home as amas_home
-from amas_code import policy, redact
+from amas_code import redact
 
 
 def shell(box, command):
     return box.execute("shell_command", json.dumps({"command": command}))
-
-
-def test_deny_refuses_even_under_yes_and_says_which_rule(bare):
-    (bare / "precious.txt").write_text("keep")
-    box = toolbox(
-        bare,
-        auto_accept=True,
-        permissions={"allow": ["rm *"], "deny": ["rm -rf *", "sudo *"], "env": []},
-    )
-    assert (
-        shell(box, "rm -rf precious.txt")
-        == "Error: command refused by the deny rule 'rm -rf *' in permissions"
-    )
-    assert (bare / "precious.txt").read_text() == "keep"
-    assert shell(box, "echo x && sudo reboot").startswith(
-        "Error: command refused by the deny rule 'sudo *'"
-    )
-    assert box.gate.last == ("echo x && sudo reboot", "deny", "sudo *")
-
-
-def test_a_program_named_by_a_variable_is_any_program_but_a_variable_folder_is_not(bare):
-    box = toolbox(bare, auto_accept=True, permissions={"allow": [], "deny": ["sudo *"], "env": []})
-    assert shell(box, "S=sudo; $S reboot").startswith(
-        "Error: command refused by the deny rule 'sudo *'"
-    )
-    assert shell(box, "D=/bin; $D/echo fine") == "$ D=/bin; $D/echo fine\nfine\n[exit code 0]"
-
-
-def test_deny_rules_see_the_git_command_past_gits_own_options(bare):
-    box = toolbox(
-        bare, auto_accept=True, permissions={"allow": [], "deny": ["git push *"], "env": []}
-    )
-    for line in (
-        "git -C . push origin main",
-        "git -c x.y=z push",
-        "git --git-dir=.git --no-pager push -f",
-    ):
-        assert (
-            shell(box, line)
-            == "Error: command refused by the deny rule 'git push *' in permissions"
-        ), line
 
 
 def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_terminal(bare):
@@ -77,24 +36,6 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
         "echo *",
     ):  # a glob that stays in the project still runs
         assert "[exit code 0]" in shell(box, line), line
-
-
-HIDDEN = [  # where /bin/sh is bash, each runs `id`: an array subscript is evaluated as arithmetic, which runs a
-    "printf -v x[\\$\\(id\\>../pwned\\)] %s hi",  # `$(...)` the backslashes, $'\x24' or a variable hid
-    "printf -v x[$\\(id\\)] %s hi",
-    "printf ${X:=$'a[\\x24(id>pwned)]'} $[X]",
-    "printf %s $'\\x24(id)' ${X}",
-    'printf $"x" a',
-    "printf -v 'b[X]' 1",
-]
-
-
-@pytest.mark.parametrize("line", HIDDEN)
-def test_an_escaped_substitution_never_matches_an_allow_rule(bare, line):
-    """A line whose words bash may still expand into a command (arithmetic, ANSI-C quotes, parameter expansion)
-    is not plain, so no allow rule runs it unasked."""
-    box = toolbox(bare, permissions={"allow": ["printf *"], "deny": [], "env": []})
-    assert shell(box, line) == "Command declined by user." and box.gate.last[1] != "allow"
 
 
 def test_always_remembers_the_exact_commands_in_your_home(repl, project, home, llm):
@@ -150,16 +91,6 @@ def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(
     history = history_file(project).read_text()
     for secret in ("tok-abcdef123456", API_KEY):
         assert secret not in fed_back and secret not in history and secret not in result.output
-
-
-def test_shell_lines_split_into_simple_commands():
-    assert policy.split("a -x 'b c' | d 2>/dev/null && e > out.txt") == (
-        [["a", "-x", "b c"], ["d"], ["e"]],
-        ["/dev/null", "out.txt"],
-        True,
-    )
-    assert policy.split("echo $(id)")[2] is False and policy.split("(cd x; ls)")[2] is False
-    assert policy.split("if true; then ls; fi")[2] is False and policy.split("a\nb")[2] is False
 
 
 @settings(
@@ -365,3 +296,87 @@ def test_search_files_is_no_oracle_on_a_hidden_secret(bare, git_repo):
     assert (
         shown == ".env:1: DEBUG=true\n.env:2: DB_PASSWORD=[REDACTED]"
     )  # a file matching elsewhere shows it redacted
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{ rm -rf victim; }",  # a group, a condition, a negation: bash runs the command inside
+        "if true; then rm -rf victim; fi",
+        "! rm -rf victim",
+        "flock .lk -c 'rm -rf victim'",  # a runner's string, run by a shell
+    ],
+)
+def test_deny_rules_see_commands_inside_the_shells_grammar(project, home, llm, amas, line):
+    """Under --yes, a deny rule refuses a command wherever the grammar of bash puts it."""
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text("permissions:\n  deny: ['rm -rf *']\n")
+    (project / "victim").mkdir()
+    (project / "victim/keep.txt").write_text("keep\n")
+    llm.reply(tool="shell_command", command=line).reply(text="done")
+    amas("-y", "tidy up")
+    assert (project / "victim/keep.txt").read_text() == "keep\n"
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert said == "Error: command refused by the deny rule 'rm -rf *' in permissions"
+
+
+def test_the_model_cannot_lift_shell_timeout_and_yes_does_not_either(project, home, llm, amas):
+    """A call's timeout above shell_timeout is the person's to give, in a terminal; under --yes with
+    none, the command is refused at once (it would have held amas for the call's 100000 s)."""
+    (home / ".amas").mkdir()
+    (home / ".amas/config.yaml").write_text("shell_timeout: 5\n")
+    llm.reply(tool="shell_command", command="sleep 600", timeout=100000).reply(text="done")
+    amas("-y", "wait a while")
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert said == (
+        "Error: a timeout of 100000s (the most a call may take unasked, shell_timeout, is 5s) "
+        "was declined by the user"
+    )
+
+
+def test_yes_does_not_read_the_dot_files_of_your_home(project, home, llm, amas):
+    """A shell's or tool's settings in the home (fish's config, here) hold tokens: read only when the
+    person says so in a terminal, never under --yes alone; the toolchain's places stay readable."""
+    (home / ".config/fish").mkdir(parents=True)
+    (home / ".config/fish/config.fish").write_text("set -x DEPLOY_TOKEN 9fK2vQ7xLmZ4pR8t\n")
+    (home / ".rustup").mkdir()
+    (home / ".rustup/settings.toml").write_text('default_toolchain = "stable"\n')
+    fish = str(home / ".config/fish/config.fish")
+    llm.reply(tool="read_file", path=fish).reply(tool="read_file", path="~/.rustup/settings.toml")
+    llm.reply(text="done")
+    result = amas("-y", "look at my shell")
+    said = [r["messages"][-1]["content"] for r in llm.requests[1:]]
+    assert said[0] == (
+        f"Error: access to {fish} (outside the project: ~/.config in your home, which may hold "
+        "credentials) was declined by the user"
+    )
+    assert 'default_toolchain = "stable"' in said[1]
+    sent = json.dumps(llm.requests)
+    assert "9fK2vQ7xLmZ4pR8t" not in sent and "9fK2vQ7xLmZ4pR8t" not in result.output
+
+
+def test_a_write_lands_where_it_was_approved_or_nowhere(bare, tmp_path, monkeypatch):
+    """`sub` becomes a link out of the project while the person reads the question: the approved
+    write is refused, and says why, rather than following the link."""
+    from amas_code import act
+
+    (bare / "sub").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def swap_then_yes(gate, verdict, detail=None):
+        if not (bare / "sub").is_symlink():
+            (bare / "sub").rmdir()
+            (bare / "sub").symlink_to(outside)
+        return True, ""
+
+    monkeypatch.setattr(act, "ask", swap_then_yes)
+    box = toolbox(bare)
+    said = box.execute("write_file", json.dumps({"path": "sub/notes.md", "content": "hi\n"}))
+    assert said == (
+        f"Error: the path changed since it was approved: {bare.resolve()}/sub is no longer a folder "
+        "(a link now?); nothing was written"
+    )
+    assert list(outside.iterdir()) == []
+    box.execute("write_file", json.dumps({"path": "new/notes.md", "content": "made\n"}))
+    assert (bare / "new/notes.md").read_text() == "made\n"  # folders on the way are made
