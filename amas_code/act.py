@@ -5,6 +5,7 @@ out of the box; then redact, cap once and report what the model reads."""
 import contextlib
 import dataclasses
 import json
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from amas_code import effects, policy, project, redact, sandbox, toolcalls, tool
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
+NOT_COPIED = (
+    "[no checkpoint: it would have copied more than checkpoint_max_mb; /undo cannot take it back]"
+)
 HELP = "The user can run it themselves"  # when no run with more was granted
 NETWORK_HELP = (
     ", or allow the network for every boxed command in their own ~/.amas/config.yaml "
@@ -187,12 +191,25 @@ class Act:
     def recording(self, effect: effects.Change | effects.Command):
         if self.checkpoint is None:
             return contextlib.nullcontext()
+        if isinstance(effect, effects.Command) and self.copies_too_much(effect.line):
+            return contextlib.nullcontext(types.SimpleNamespace(note=NOT_COPIED))
         if isinstance(effect, effects.Command):
             return self.checkpoint.recording(f"[amas] shell: {effect.line[:200]}")
         if not effect.path.is_relative_to(self.root):
             return contextlib.nullcontext()
         label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"
         return self.checkpoint.recording(label, [effect.path])
+
+    def copies_too_much(self, line: str) -> bool:
+        """Whether a command runs without a checkpoint because one would copy more than
+        checkpoint_max_mb: asked first (never settled by --yes; no terminal: no copy)."""
+        limit = self.config.get("checkpoint_max_mb") or 200
+        size = self.checkpoint.copy_size()
+        if size <= limit << 20:
+            return False
+        copied = f"would copy {size >> 20} MB into ~/.amas (checkpoint_max_mb: {limit})"
+        question = f"The checkpoint before `{line}` {copied}. Copy it?"
+        return not ask(self.gate, effects.Verdict("ask", "copy", question, key=line))[0]
 
     def write(self, change: effects.Change) -> str:
         """The change written where it was approved: no folder on its way may have become a link

@@ -56,7 +56,8 @@ class Agent:
         self.notes = []  # what the user did since the last turn (/undo, !command)
         self.context = context.Context(self.root, config, self.model, self.warn)
         self.checkpoint = None
-        if config["checkpoint_on_edit"]:
+        # never a checkpoint of the home (or / or above it): the box keeps it read-only
+        if config["checkpoint_on_edit"] and sandbox.writable_root(self.root):
             self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
         self.tools = tools.Tools(config, self.gate, functools.partial(act.ask, self.gate))
         self.act = act.Act(self.tools, self.checkpoint, self.report, self.context.limit)

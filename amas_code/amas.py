@@ -52,6 +52,7 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     text = " ".join(prompt).strip()
     if trust is not None and not text:
         sys.exit(0)
+    home_root(root)
     if text == "init":
         from amas_code import repomap
 
@@ -82,6 +83,21 @@ def fail_fast(config: dict, report: Report, text: str) -> None:
         ui.error(str(e))
         report.error(str(e))
         sys.exit(report.finish("error", "", {}))
+
+
+def home_root(root: Path) -> None:
+    """Started in the home, /, or a folder above the home (no project found): the box keeps it
+    read-only and no checkpoint copies it; in a terminal the person may rather start in a project."""
+    from amas_code import sandbox
+
+    if sandbox.writable_root(root):
+        return
+    ui.warning(
+        f"{root} is your home or above it, not a project folder: commands see it read-only in the "
+        "box and no checkpoints are kept; to work on a project, start amas in its folder"
+    )
+    if ui.can_ask() and ui.ask("Go on here, with the home read-only?", "yn") != "y":
+        sys.exit(0)
 
 
 def read_piped(stream, keep: int = 30_000) -> str:

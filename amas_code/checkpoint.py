@@ -246,6 +246,23 @@ class Shadow:
         nested = [os.fsdecode(p) for p in nested]
         return {"unread": unread, "nested": nested, "huge": self.huge}
 
+    def copy_size(self) -> int:
+        """Bytes a command's checkpoint would copy into the shadow now: the new files it has not
+        seen (what git ignores, and files too big to read, are never copied)."""
+        listing = ["ls-files", "-oz", "--exclude-standard"]
+        with self.locked():
+            # before the first snapshot the user's git knows what is new (the shadow: everything)
+            fresh = self.gitdir and not (self.dir / "index").exists()
+            listed = (self.user(*listing).stdout if fresh else self.git(*listing)).split(b"\0")
+        sizes = (_size(self.root / os.fsdecode(p)) for p in listed if p)
+        return sum(size for size in sizes if size <= HUGE)
+
+    def size(self) -> int:
+        """Bytes the shadow repository takes on disk."""
+        folders = os.walk(self.dir)
+        files = (os.path.join(folder, name) for folder, _, names in folders for name in names)
+        return sum(_size(Path(path)) for path in files)
+
     def too_big(self) -> list[str]:
         """New files never read: sparse (a `truncate -s 64G` would be hashed for minutes) or over HUGE."""
         listed = self.git("ls-files", "-oz", "--exclude-standard").split(b"\0")
@@ -759,6 +776,15 @@ def _huge(path: Path) -> bool:
         return False
     sparse = st.st_size > 1 << 20 and st.st_blocks * 512 < st.st_size // 2
     return stat.S_ISREG(st.st_mode) and (st.st_size > HUGE or sparse)
+
+
+def _size(path: Path) -> int:
+    """A regular file's size (0 for anything else, or gone)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0
 
 
 def _kept(path: str, kept: dict) -> bool:

@@ -17,6 +17,7 @@ DEFAULT_CONFIG = {
     "checkpoint_on_edit": True,  # checkpoint every change so /undo can take it back
     "stream": True,  # show the answer as it arrives
     "shell_timeout": 30,  # seconds before a shell_command is killed
+    "checkpoint_max_mb": 200,  # a command whose checkpoint would copy more is asked about first
     "sandbox": "auto",  # run commands in bubblewrap: auto (where it works), on, off
     "sandbox_network": False,  # let boxed commands reach the network
     "sandbox_read": [],  # more places of your home boxed commands may read (~/.m2, ~/go)
@@ -38,7 +39,7 @@ TRISTATE, NUMBER, NULLABLE = (
     (int, float),
     {"api_key", "api_base", "browser_path", "max_tokens"},
 )
-POSITIVE = {"max_context_tokens", "max_tokens", "shell_timeout"}
+POSITIVE = {"max_context_tokens", "max_tokens", "shell_timeout", "checkpoint_max_mb"}
 STRINGS = lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)  # noqa: E731
 CHECKS = {  # key -> (test, what it should be); None is allowed where the default is None
     "model": (

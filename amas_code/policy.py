@@ -29,6 +29,7 @@ KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'alw
     "unboxed": (False, ""),  # a command where no sandbox can run
     "write": (False, ""),
     "secret": (False, ""),
+    "copy": (False, ""),  # a checkpoint that would copy more than checkpoint_max_mb
     "timeout": (
         False,
         "",

@@ -71,6 +71,8 @@ def cmd_checkpoint(agent, arg):
     if ahead:
         files = ", ".join(ahead.get("files", [])) or "folders only"
         ui.info(f"/redo brings back {ui.clean(ahead['label'])} ({ui.clean(files)})")
+    if agent.checkpoint:
+        ui.info(f"checkpoints take {agent.checkpoint.size() / 2**20:.1f} MB in ~/.amas")
 
 
 def _ask(question: str) -> bool:

@@ -2,13 +2,14 @@
 grant opens, and that --yes, allow rules and earlier answers never settle one."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
 
 import pexpect
 import pytest
-from conftest import make_config
+from conftest import make_config, run_amas
 
 from amas_code import effects, policy, sandbox
 from amas_code import home as amas_home
@@ -141,3 +142,31 @@ def test_permissions_forgets_a_command_a_host_or_all(repl, project):
     child.expect(pexpect.EOF)
     kept = amas_home.remembered(project)
     assert kept["commands"] == [] and kept["hosts"] == []
+
+
+# -- checkpoints are bounded, and never of the home ------------------------------------------------
+
+
+def test_a_command_whose_checkpoint_would_copy_too_much_is_asked_first(project, home, llm):
+    (project / ".amas").mkdir()
+    (home / ".amas").mkdir(exist_ok=True)
+    (home / ".amas" / "config.yaml").write_text("checkpoint_max_mb: 1\n")
+    (project / "big.bin").write_bytes(os.urandom(3 << 20))  # new: the checkpoint would copy it
+    llm.reply(tool="shell_command", command="echo more >> README.md").reply(text="ok")
+    done = run_amas("-y", "go", llm=llm)
+    result = llm.requests[1]["messages"][-1]["content"]
+    assert "would copy 3 MB into ~/.amas (checkpoint_max_mb: 1). Copy it?" in done.stderr
+    assert "[no checkpoint: it would have copied more than checkpoint_max_mb" in result
+    assert (project / "README.md").read_text() == "# demo\nmore\n"
+    shadow = sum(f.stat().st_size for f in (home / ".amas").rglob("*") if f.is_file())
+    assert shadow < 1 << 20  # nothing was copied silently
+
+
+def test_started_in_the_home_nothing_there_is_written_or_copied(home, llm, monkeypatch):
+    monkeypatch.chdir(home)
+    (home / ".bashrc").write_text("# mine\n")
+    llm.reply(tool="shell_command", command="echo evil >> ~/.bashrc; touch made").reply(text="ok")
+    done = run_amas("-y", "go", llm=llm)
+    assert "is your home or above it, not a project folder" in done.stderr
+    assert (home / ".bashrc").read_text() == "# mine\n" and not (home / "made").exists()
+    assert not (home / ".amas" / "checkpoints").exists()
