@@ -88,7 +88,7 @@ SECRET_LINE = re.compile(
     r"(?im)^(\s*-?\s*[\w.-]*(?:key|token|secret|pass|pwd|cred|auth)[\w.-]*\s*:\s*)\S.*$"
 )
 GITIGNORE = "# local state of amas; rules.md and skills/ are meant to be shared\nhistory.jsonl\ninput_history\n"
-GITIGNORE += "map_cache.json\nproject_map.md\n*.tmp\n"
+GITIGNORE += "map_cache.json\nmap_index.db\nproject_map.md\n*.tmp\n"
 
 
 class ConfigError(Exception):
