@@ -621,7 +621,10 @@ def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, froze
     # the shortest name costs ~3.4 tokens: no more files can be named
     limit = int(budget / 3.4) + 31
     hit = sorted(scores, key=scores.get, reverse=True)[:limit]
-    keys = {*hit, *_keys(db, "SELECT id FROM files WHERE rel IN ({})", sorted(touched))}
+    keys = {
+        *hit,
+        *_keys(db, "SELECT id FROM files WHERE nsyms > 0 AND rel IN ({})", sorted(touched)),
+    }
     for tier in ("lead", "tail"):
         keys.update(key for (key,) in db.execute(BEST.format(tier=tier), (limit,)))
     rows = _rows(db, keys)

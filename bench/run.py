@@ -634,7 +634,7 @@ def bench_checkpoints(n):
 def bench_init(proj, n):
     first, again = [], []
     for k in range(n):
-        for f in ("map_cache.json", "project_map.md"):
+        for f in ("map_cache.json", "map_index.db", "project_map.md"):
             (proj / ".amas" / f).unlink(missing_ok=True)
         first.append(run([*AMAS, "init"], proj)[1])
         with open(proj / "src/pkg0/sub0/mod_0.py", "a") as touched:
@@ -645,6 +645,119 @@ def bench_init(proj, n):
         again.append(out[1])
     row("`amas init`, 1,000 files, first run (no cache)", first, "s", "≤ 1.5 s", 1.5)
     row("`amas init`, incremental (1 file touched)", again, "s", "≤ 1.5 s", 1.5)
+
+
+# -- scale: how init, the one-shot and the REPL grow with the project (issue 40) -----------------------------------
+SCALE = (1_000, 15_000, 60_000)
+SCALE_ROWS = []  # (project, files, {column: values})
+
+
+def scale_init(proj: Path, runs: int) -> tuple[list, list]:
+    """`amas init` from no index, then again after one file was touched (which alone is parsed again)."""
+    first, again = [], []
+    for k in range(runs):
+        for f in ("map_cache.json", "map_index.db", "project_map.md"):
+            (proj / ".amas" / f).unlink(missing_ok=True)
+        first.append(run([*AMAS, "init"], proj)[1])
+        touched = next(proj.glob("src/pkg0/sub0/mod_*.py"), None) or next(
+            p for p in proj.rglob("*.c") if ".git" not in p.parts
+        )
+        with open(touched, "a") as f:
+            f.write(f"\nint touched_{k};\n" if touched.suffix == ".c" else f"\nTOUCHED = {k}\n")
+        out = run([*AMAS, "init"], proj)
+        if "1 reparsed" not in out[3]:
+            raise RuntimeError(f"incremental init reparsed more than the touched file:\n{out[3]}")
+        again.append(out[1])
+    return first, again
+
+
+def repl_after_answer(proj: Path, llm) -> float:
+    """RSS of the REPL's process tree once it has answered one message (litellm loaded, the map built)."""
+    env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
+    llm.reply(text="Answered.")
+    child = pexpect.spawn(
+        AMAS[0],
+        AMAS[1:],
+        cwd=str(proj),
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 120),
+    )
+    child.expect("›")
+    child.sendline("where is the settings module?")
+    child.expect("Answered.")
+    child.expect("›")
+    time.sleep(1)
+    rss = tree_rss(psutil.Process(child.pid))
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    return rss
+
+
+def scale_project(proj: Path, label: str, runs: int, llm) -> None:
+    files = len(run(["git", "ls-files"], proj)[3].splitlines())
+    print(f"  {label}: {files:,} files", flush=True)
+    run([*AMAS, "--trust"], proj)  # no first-use question
+    first, again = scale_init(proj, runs)
+    figures = {"init": first, "incremental init": again}
+    if (proj / "src/app/settings.py").exists():  # the bench's one-shot needs its files
+        figures["one-shot peak"] = [oneshot(proj, llm, 3, AMAS)[2] for _ in range(runs)]
+        figures["REPL after one answer"] = [repl_after_answer(proj, llm) for _ in range(runs)]
+    SCALE_ROWS.append((label, files, figures))
+    for name, values in figures.items():
+        print(f"    {name}: {fmt(med(values), 'MB' if 'RSS' in name or 'peak' in name else 's')}")
+
+
+def bench_scale(tmp: Path, n: int, llm, sizes: tuple, repo: Path | None) -> None:
+    """Generated projects of each size (60,000 files: one run, minutes), and a real repository's work tree."""
+    for size in sizes:
+        proj = tmp / f"scale{size}"
+        proj.mkdir()
+        print(f"  generating {size:,} files", flush=True)
+        make_project(proj, size)
+        scale_project(proj, f"generated, {size:,} files", n if size <= 15_000 else 1, llm)
+        shutil.rmtree(proj, ignore_errors=True)
+    if repo:
+        tree = tmp / repo.name
+        scale_project(checkout(repo, tree), f"{repo.name} (real)", n, llm)
+    SECTIONS.append(
+        ("Scale: how init, the one-shot and the REPL grow with the project", scale_table())
+    )
+
+
+def checkout(repo: Path, tree: Path) -> Path:
+    """A work tree of a repository, or of a bare git directory (the `fetch` tool's mirrors have none)."""
+    tree.mkdir()
+    git_dir = repo / ".git" if (repo / ".git").exists() else repo
+    archive = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "archive", "HEAD"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "snapshot"]):
+        subprocess.run(["git", *cmd], cwd=tree, check=True, capture_output=True)
+    return tree
+
+
+def scale_table() -> list[str]:
+    base = next((figures for label, _, figures in SCALE_ROWS if "1,000 files" in label), None)
+    lines = [
+        "| project | files | `amas init` | × 1,000 files' | incremental init | one-shot peak RSS | "
+        "REPL RSS after one answer | checkpoint of a command |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, files, figures in SCALE_ROWS:
+        cells = [label, f"{files:,}"]
+        cells.append(fmt(med(figures["init"]), "s"))
+        cells.append(f"{med(figures['init']) / med(base['init']):.1f}×" if base else "–")
+        cells.append(fmt(med(figures["incremental init"]), "s"))
+        for name in ("one-shot peak", "REPL after one answer"):
+            cells.append(fmt(med(figures[name]), "MB") if name in figures else "–")
+        cells.append("– (the checkpoint issue's column)")
+        lines.append("| " + " | ".join(cells) + " |")
+    runs = {label: len(figures["init"]) for label, _, figures in SCALE_ROWS}
+    return lines + ["", "Runs per figure: " + ", ".join(f"{k} {v}" for k, v in runs.items()) + "."]
 
 
 # -- the browser --------------------------------------------------------------------------------------------------
@@ -989,6 +1102,19 @@ def main():
         "--repo", type=Path, help="a large git work tree to search as well (read only)"
     )
     parser.add_argument(
+        "--scale",
+        type=int,
+        nargs="+",
+        default=list(SCALE[:2]),
+        metavar="FILES",
+        help="project sizes for the scale step (default 1000 15000; 60000 takes minutes: one run)",
+    )
+    parser.add_argument(
+        "--scale-repo",
+        type=Path,
+        help="a git repository (or bare git dir) whose HEAD the scale step maps as well",
+    )
+    parser.add_argument(
         "--no-flags", action="store_true", help="skip the browser flag variants (a minute or two)"
     )
     parser.add_argument(
@@ -1040,6 +1166,13 @@ def main():
             bench_browser: (tmp / "www", n, not args.no_flags),
             bench_litellm: (n,),
             bench_stream: (n, llm),
+            bench_scale: (
+                tmp,
+                n,
+                llm,
+                tuple(args.scale),
+                args.scale_repo.resolve() if args.scale_repo else None,
+            ),
         }
         for step in STEPS:
             if not args.only or step.__name__[6:] in args.only:
@@ -1068,6 +1201,7 @@ STEPS = [
     bench_browser,
     bench_litellm,
     bench_stream,
+    bench_scale,
 ]
 
 

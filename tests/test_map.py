@@ -148,6 +148,8 @@ def test_files_read_or_changed_in_the_conversation_move_up(bare):
     write(bare, {"core.py": CORE, **USERS, "tools/misc.py": "def tidy():\n    pass\n"})
     assert files(mapped(bare))[0] == "core.py"
     assert files(mapped(bare, "", {"tools/misc.py"}))[0] == "tools/misc.py"
+    write(bare, {"settings.py": "DEBUG = False\n"})  # read, and without symbols: never listed
+    assert files(mapped(bare, "", {"settings.py", "core.py"}))[0] == "core.py"
 
 
 def test_a_file_too_big_for_the_room_is_skipped_and_smaller_ones_still_fill_it(bare):
