@@ -1,6 +1,7 @@
 """The project map: `amas init` stores symbols and cross-file references; `prompt_map` ranks them for the prompt."""
 
 import functools
+import hashlib
 import math
 import os
 import re
@@ -82,15 +83,16 @@ POSTING = "INSERT INTO postings VALUES (?, ?, ?)"
 MENTION = "INSERT INTO mentions VALUES (?, ?) ON CONFLICT (word) DO UPDATE SET n = n + excluded.n"
 SYMBOL_NAMES = "SELECT DISTINCT name FROM symbols WHERE file = ?"
 SYMBOLS = "SELECT depth, line, name, signature, score FROM symbols WHERE file = ? ORDER BY rowid"
-DEFINED = """INSERT INTO defined SELECT name, count(DISTINCT file) FROM symbols
-    WHERE name IN changed GROUP BY name"""
+# the names whose scores are worked out again: those whose counts changed, those of the files just parsed
+DEFINED = """INSERT INTO defined SELECT name, count(DISTINCT file) FROM symbols WHERE name IN
+    (SELECT name FROM changed UNION SELECT name FROM symbols WHERE file IN fresh) GROUP BY name"""
 SCORES = """UPDATE symbols SET score = (SELECT round(max(0, coalesce(m.n, 0) - d.n) * 1.0 / d.n, 2)
     FROM defined AS d LEFT JOIN mentions AS m ON m.word = d.name WHERE d.name = symbols.name)
-    WHERE name IN changed"""
+    WHERE name IN changed OR file IN fresh"""
 # a file many others refer to, by many names, ranks high; overloads and constructors count once
 STATIC = """UPDATE files SET static = (SELECT sum(sqrt(s)) FROM
     (SELECT max(score) AS s FROM symbols WHERE file = files.id GROUP BY name)) * (CASE WHEN low THEN ? ELSE 1 END)
-    WHERE id IN (SELECT file FROM symbols WHERE name IN changed)"""
+    WHERE id IN (SELECT file FROM symbols WHERE name IN changed) OR id IN fresh"""
 # the static rank of a group's first file (or a file of its own), and of the other look-alikes
 TIERS = """UPDATE files SET lead = CASE WHEN grp = id THEN static END, tail = CASE WHEN grp != id THEN static END
     WHERE nsyms > 0 AND (lead IS NOT (CASE WHEN grp = id THEN static END)
@@ -334,10 +336,10 @@ def _reader(path: Path):
     return None
 
 
-def _writable(root: Path) -> tuple[Path, object]:
+def _writable(root: Path, tmp: Path):
     """A private copy of the index to bring up to date (a new one when there is none this version reads), which
     replaces it at the end: a prompt never reads a half-written index, nothing is written through a link."""
-    tmp = private_dir(root / ".amas") / f".map_index.db.{os.getpid()}.tmp"
+    private_dir(tmp.parent)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     old = _reader(root / INDEX)
     with os.fdopen(fd, "wb") as copy:
@@ -352,16 +354,17 @@ def _writable(root: Path) -> tuple[Path, object]:
     db.create_function("sqrt", 1, math.sqrt, deterministic=True)
     if old is None:
         db.executescript(SCHEMA)
-    return tmp, db
+    return db
 
 
 def init(root: Path, ignore: list[str]) -> int:
     """Map the project into .amas/map_index.db and project_map.md, parsing only files changed since the last run."""
     began, root = time.perf_counter(), Path(root).resolve()
-    stats, tmp, sqlite3 = Counter(), None, _sqlite()
+    stats, sqlite3 = Counter(), _sqlite()
+    tmp = root / ".amas" / f".map_index.db.{os.getpid()}.tmp"
     try:
         found = _sources(root, ignore)
-        tmp, db = _writable(root)
+        db = _writable(root, tmp)
         with closing(db):
             _update(db, found, stats)
             db.commit()
@@ -369,13 +372,10 @@ def init(root: Path, ignore: list[str]) -> int:
         os.replace(tmp, root / INDEX)
         # the JSON cache of earlier versions: read whole at every prompt, now replaced by the index
         (root / OLD_CACHE).unlink(missing_ok=True)
-    except (
-        OSError,
-        ConfigError,
-        sqlite3.Error,
-    ) as e:  # a read-only folder, a file named .amas, a link
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+    # a read-only folder, a file named .amas, a link
+    except (OSError, ConfigError, sqlite3.Error) as e:
+        if tmp.exists() and not tmp.parent.is_symlink():
+            tmp.unlink()
         ui.error(f"cannot write the project map into .amas/: {getattr(e, 'strerror', None) or e}")
         return 1
     return 0
@@ -384,7 +384,7 @@ def init(root: Path, ignore: list[str]) -> int:
 def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
     """The project's files in a language the map reads, by path relative to root: (path, (mtime_ns, size)), the
     stamp None for a link that cannot be followed (then counted unreadable)."""
-    found, cut = {}, len(str(root)) + 1
+    found, cut = {}, len(str(root).rstrip("/")) + 1
     for path in tools.project_files(root, [*ignore, ".amas"]):
         if path.suffix.lower() not in EXTENSIONS:
             continue
@@ -409,51 +409,53 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 def _update(db, found: dict, stats: Counter) -> None:
     """The index brought to the files found: rows of changed and removed files dropped, changed and new files
-    parsed and added, then the scores of the names they define or mention, the groups and the totals worked out."""
+    parsed and added, then the scores of the names whose counts changed, the groups and the totals worked out."""
     old = {rel: (key, (mtime, size)) for key, rel, mtime, size in db.execute(ROWS)}
     kept = {rel for rel, (_, stamp) in old.items() if rel in found and found[rel][1] == stamp}
     stats["cached"] = len(kept)
-    names = _drop(db, [key for rel, (key, _) in old.items() if rel not in kept])
+    counts = _drop(db, [key for rel, (key, _) in old.items() if rel not in kept])
     jobs = [(path, rel) for rel, (path, _) in found.items() if rel not in kept]
-    names |= _add(db, _parse(jobs), stats)
+    fresh = _add(db, _parse(jobs), stats, counts)
     for statement in filter(str.strip, INDEXES.split(";")):
         db.execute(statement)
-    _rescore(db, names)
+    # a file saved again as it was changes no count: only its own rows are scored
+    _rescore(db, {name for (_, name), n in counts.items() if n}, fresh)
     _regroup(db)
     _totals(db)
 
 
-def _drop(db, keys: list[int]) -> set[str]:
-    """Forget these files; the names they defined or mentioned, whose scores change."""
-    names, gone = set(), Counter()
+def _drop(db, keys: list[int]) -> Counter:
+    """Forget these files; the files mentioning and defining each name they held, taken away: {("m" or "d",
+    name): -count}."""
+    counts = Counter()
     for key in keys:
-        gone.update(
-            db.execute("SELECT words FROM files WHERE id = ?", (key,)).fetchone()[0].split()
-        )
-        names.update(name for (name,) in db.execute(SYMBOL_NAMES, (key,)))
-    db.executemany(
-        "UPDATE mentions SET n = n - ? WHERE word = ?", [(n, w) for w, n in gone.items()]
-    )
+        words = db.execute("SELECT words FROM files WHERE id = ?", (key,)).fetchone()[0]
+        counts.subtract(("m", word) for word in words.split())
+        counts.subtract(("d", name) for (name,) in db.execute(SYMBOL_NAMES, (key,)))
+    gone = [(-n, name) for (kind, name), n in counts.items() if kind == "m"]
+    db.executemany("UPDATE mentions SET n = n - ? WHERE word = ?", gone)
     db.execute("DELETE FROM mentions WHERE n <= 0")
     for table, column in (("symbols", "file"), ("postings", "file"), ("files", "id")):
         db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(key,) for key in keys])
-    return names | gone.keys()
+    return counts
 
 
-def _add(db, scanned: list, stats: Counter) -> set[str]:
-    """Index the files parsed (rows, symbols, word postings, mentions); the names they define or mention."""
-    names, mentioned = set(), Counter()
+def _add(db, scanned, stats: Counter, counts: Counter) -> list[int]:
+    """Index the files parsed (rows, symbols, word postings, mentions), adding to the counts of the names they
+    mention and define; their ids."""
+    fresh, mentioned = [], Counter()
     for rel, entry, what in scanned:
         stats[what] += 1
         if entry:
             mentioned.update(entry[WORDS].split())
-            names.update(symbol[2] for symbol in entry[SYMS])
-            _insert(db, rel, entry)
+            counts.update(("d", name) for name in {symbol[2] for symbol in entry[SYMS]})
+            fresh.append(_insert(db, rel, entry))
     db.executemany(MENTION, mentioned.items())
-    return names | mentioned.keys()
+    counts.update({("m", word): n for word, n in mentioned.items()})
+    return fresh
 
 
-def _insert(db, rel: str, entry: list) -> None:
+def _insert(db, rel: str, entry: list) -> int:
     found = entry[SYMS]
     shape = " ".join(sorted({DIGITS.sub("#", symbol[2]) for symbol in found}))
     # what its lines take in project_map.md
@@ -465,18 +467,20 @@ def _insert(db, rel: str, entry: list) -> None:
     in_path = _words(rel.rsplit(".", 1)[0]) if found else set()
     words = _words(" ".join({s[2] for s in found})) | in_path
     db.executemany(POSTING, [(word, key, 3 if word in in_path else 1) for word in words])
+    return key
 
 
-def _rescore(db, names: set[str]) -> None:
+def _rescore(db, names: set[str], fresh: list[int]) -> None:
     """Each symbol's score: the other files that mention its name, per file defining it (`new`, `clone`, `len` in
-    300 files say little); each file's static rank from its names' scores. Only where a name's counts changed."""
-    db.execute("CREATE TEMP TABLE IF NOT EXISTS changed (name TEXT PRIMARY KEY) WITHOUT ROWID")
-    db.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS defined (name TEXT PRIMARY KEY, n INT) WITHOUT ROWID"
-    )
-    db.execute("DELETE FROM changed")
-    db.execute("DELETE FROM defined")
-    db.executemany("INSERT OR IGNORE INTO changed VALUES (?)", ((name,) for name in names))
+    300 files say little); each file's static rank from its names' scores. Only where a name's counts changed,
+    and in the files just parsed."""
+    for table in ("changed (name TEXT PRIMARY KEY)", "fresh (id INTEGER PRIMARY KEY)"):
+        db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table}")
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS defined (name TEXT PRIMARY KEY, n INT)")
+    for table in ("changed", "fresh", "defined"):
+        db.execute(f"DELETE FROM {table}")
+    db.executemany("INSERT INTO changed VALUES (?)", ((name,) for name in names))
+    db.executemany("INSERT INTO fresh VALUES (?)", ((key,) for key in fresh))
     db.execute(DEFINED)
     db.execute(SCORES)
     db.execute(STATIC, (DEMOTED,))
@@ -508,14 +512,14 @@ def _regroup(db) -> None:
 
 def _totals(db) -> None:
     """What every prompt needs whole, worked out once: the top static rank, the count of groups, what naming every
-    mapped file would cost."""
+    mapped file would cost (again only when the files named changed)."""
     top, groups = db.execute("SELECT max(lead), count(lead) FROM files").fetchone()
-    names = [
-        _shown(*row)
-        for row in db.execute("SELECT rel, alike FROM files WHERE nsyms > 0 ORDER BY rel")
-    ]
-    naming = 0.85 * sum(1 for _ in TOKEN.finditer("\n".join(_more(names, math.inf))))
-    meta = {"version": INDEX_VERSION, "top": top or 1, "groups": groups, "naming": naming}
+    names = [_shown(*row) for row in db.execute("SELECT rel, alike FROM files WHERE nsyms > 0")]
+    names.sort()
+    listing = hashlib.blake2b("\n".join(names).encode(errors="replace")).hexdigest()
+    meta = {"version": INDEX_VERSION, "top": top or 1, "groups": groups, "listing": listing}
+    if db.execute("SELECT value FROM meta WHERE key = 'listing'").fetchone() != (listing,):
+        meta["naming"] = 0.85 * sum(1 for _ in TOKEN.finditer("\n".join(_more(names, math.inf))))
     db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
 
 

@@ -707,7 +707,8 @@ def scale_project(proj: Path, label: str, runs: int, llm) -> None:
         figures["REPL after one answer"] = [repl_after_answer(proj, llm) for _ in range(runs)]
     SCALE_ROWS.append((label, files, figures))
     for name, values in figures.items():
-        print(f"    {name}: {fmt(med(values), 'MB' if 'RSS' in name or 'peak' in name else 's')}")
+        unit = "s" if "init" in name else "MB"
+        print(f"    {name}: {fmt(med(values), unit)}", flush=True)
 
 
 def bench_scale(tmp: Path, n: int, llm, sizes: tuple, repo: Path | None) -> None:
@@ -735,6 +736,9 @@ def checkout(repo: Path, tree: Path) -> Path:
         ["git", "--git-dir", str(git_dir), "archive", "HEAD"], capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    # what the bench's one-shot reads and edits
+    (tree / "src/app").mkdir(parents=True, exist_ok=True)
+    (tree / "src/app/settings.py").write_text("DEBUG = False\nVALUE = 0\n")
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "snapshot"]):
         subprocess.run(["git", *cmd], cwd=tree, check=True, capture_output=True)
     return tree

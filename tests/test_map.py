@@ -287,3 +287,19 @@ def test_the_index_is_bounded_in_project_map_md_and_the_rest_counted_by_folder(b
     counted = re.findall(r"^- (pkg\d/|app/) (\d+) files?, \d+ symbols?$", text, re.M)
     assert 1 < listed and sum(int(n) for _, n in counted) == 61 - listed
     assert text.startswith("# Project map\n61 files, 62 symbols")
+
+
+def test_an_incremental_init_ranks_as_a_full_one(bare):
+    lonely = "def alone(a, b):\n    pass\n"
+    write(bare, {"core.py": CORE, "lonely.py": lonely, **USERS})
+    assert files(mapped(bare))[0] == "core.py"
+    callers = {f"call{i}.py": "from lonely import alone\nalone(1, 2)\n" for i in range(6)}
+    write(bare, callers)  # new files that refer to lonely.py's name: only they are parsed
+    assert files(mapped(bare))[0] == "lonely.py"
+    os.utime(bare / "core.py")  # saved again as it was: the same ranks
+    incremental = mapped(bare, "where is alone?")
+    (bare / ".amas" / "map_index.db").unlink()
+    assert mapped(bare, "where is alone?") == incremental
+    for name in callers:
+        (bare / name).unlink()
+    assert files(mapped(bare))[0] == "core.py"
