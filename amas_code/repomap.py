@@ -323,6 +323,8 @@ def _reader(path: Path):
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
         db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        # a prompt reads a few hundred rows: a small page cache (the system caches the file)
+        db.execute("PRAGMA cache_size = -256")
     except (OSError, sqlite3.Error):
         return None
     try:
