@@ -385,28 +385,29 @@ def init(root: Path, ignore: list[str]) -> int:
 
 def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
     """The project's files in a language the map reads, by path relative to root: (path, (mtime_ns, size)), the
-    stamp None for a link that cannot be followed (then counted unreadable)."""
+    stamp None for a link that cannot be followed (then counted unreadable). One lstat a file."""
     found, cut = {}, len(str(root).rstrip("/")) + 1
     for path in tools.project_files(root, [*ignore, ".amas"]):
         if path.suffix.lower() not in EXTENSIONS:
             continue
-        link = os.path.islink(path)
-        # a link out of the project is never read (only a link can lead out: no walk follows one)
-        if link and not Path(os.path.realpath(path)).is_relative_to(root):
+        try:
+            info = os.lstat(path)
+        except OSError:  # a file git still lists after its deletion is gone
             continue
-        stamp = _stamp(path)
-        # a file git still lists after its deletion is gone
-        if stamp or link:
-            found[str(path)[cut:]] = (path, stamp)
+        if stat.S_ISLNK(info.st_mode):
+            # a link out of the project is never read (only a link can lead out: no walk follows one)
+            if not Path(os.path.realpath(path)).is_relative_to(root):
+                continue
+            info = _followed(path)
+        found[str(path)[cut:]] = (path, info and (info.st_mtime_ns, info.st_size))
     return dict(sorted(found.items()))
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def _followed(path: Path) -> os.stat_result | None:
     try:
-        info = os.stat(path)
+        return os.stat(path)
     except OSError:
         return None
-    return info.st_mtime_ns, info.st_size
 
 
 def _update(db, found: dict, stats: Counter) -> None:
