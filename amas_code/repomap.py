@@ -376,10 +376,11 @@ def init(root: Path, ignore: list[str]) -> int:
         (root / OLD_CACHE).unlink(missing_ok=True)
     # a read-only folder, a file named .amas, a link
     except (OSError, ConfigError, sqlite3.Error) as e:
-        if tmp.exists() and not tmp.parent.is_symlink():
-            tmp.unlink()
         ui.error(f"cannot write the project map into .amas/: {getattr(e, 'strerror', None) or e}")
         return 1
+    finally:  # failed or interrupted (Ctrl+C in a long parse): no half-written copy is left
+        if tmp.exists() and not tmp.parent.is_symlink():
+            tmp.unlink()
     return 0
 
 

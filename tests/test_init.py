@@ -632,3 +632,22 @@ def test_the_index_is_never_written_through_a_link_nor_read_when_foreign(bare, t
     init(bare)
     assert set(sections(bare)) == {"app.py", "more.py"}
     assert repomap.prompt_map(bare, "", set(), 500).startswith(("app.py", "more.py"))
+
+
+def test_an_interrupted_init_leaves_the_index_it_had_and_no_partial_copy(bare, monkeypatch):
+    write(bare, {"app.py": "def main():\n    pass\n"})
+    init(bare)
+    write(bare, {"more.py": "def other():\n    pass\n"})
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(repomap, "_write_map", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        repomap.init(bare, [])
+    assert sorted(p.name for p in (bare / ".amas").iterdir()) == [
+        ".gitignore",
+        "map_index.db",
+        "project_map.md",
+    ]
+    assert repomap.prompt_map(bare, "", set(), 500) == "app.py\n  def main()"
