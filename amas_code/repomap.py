@@ -103,6 +103,8 @@ NAMED = "SELECT id, rel FROM files WHERE name = ? AND nsyms > 0"
 # the files a word root starts, by group: a group's first file holds the best score of its look-alikes
 HITS = """SELECT f.grp, max(p.weight * CASE WHEN f.low THEN ? ELSE 1 END) FROM postings AS p
     JOIN files AS f ON f.id = p.file WHERE p.word >= ? AND p.word < ? GROUP BY f.grp"""
+META = "SELECT value FROM meta WHERE key = ?"
+TOUCHED_IDS = "SELECT id FROM files WHERE nsyms > 0 AND rel IN ({})"
 BEST = "SELECT id FROM files WHERE {tier} IS NOT NULL ORDER BY {tier} DESC LIMIT ?"
 ROW = "SELECT id, rel, static, grp, alike, nsyms FROM files WHERE id IN ({})"
 
@@ -621,17 +623,13 @@ def _query_scores(db, query: str, groups: int) -> tuple[Counter, frozenset]:
 def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, frozenset]:
     """The files in rank order, as many as a map of this budget could name: read from the index's best static
     ranks, the files the message's words hit and the files touched, never the whole index."""
-    top, groups = (
-        db.execute("SELECT value FROM meta WHERE key = ?", (k,)).fetchone()[0]
-        for k in ("top", "groups")
-    )
+    top, groups = (db.execute(META, (k,)).fetchone()[0] for k in ("top", "groups"))
     scores, roots = _query_scores(db, query, groups)
     # the shortest name costs ~3.4 tokens: no more files can be named
     limit = int(budget / 3.4) + 31
-    hit = sorted(scores, key=scores.get, reverse=True)[:limit]
     keys = {
-        *hit,
-        *_keys(db, "SELECT id FROM files WHERE nsyms > 0 AND rel IN ({})", sorted(touched)),
+        *sorted(scores, key=scores.get, reverse=True)[:limit],
+        *_keys(db, TOUCHED_IDS, sorted(touched)),
     }
     for tier in ("lead", "tail"):
         keys.update(key for (key,) in db.execute(BEST.format(tier=tier), (limit,)))
@@ -680,7 +678,7 @@ def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
 
 def _packed(db, query: str, touched: set[str], budget: int) -> str:
     ranked, roots = _ranked(db, query, touched, budget)
-    naming = db.execute("SELECT value FROM meta WHERE key = 'naming'").fetchone()[0]
+    naming = db.execute(META, ("naming",)).fetchone()[0]
     room = budget - min(budget * NAMES, naming)  # what naming files leaves the blocks
     # blocks are tried for at most 30 skipped files: each call stays cheap
     parts, rest, used = [], [], 0

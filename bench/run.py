@@ -721,20 +721,24 @@ def scale_project(proj: Path, label: str, runs: int, llm) -> None:
         print(f"    {name}: {fmt(med(values), unit)}", flush=True)
 
 
-def bench_scale(tmp: Path, n: int, llm, sizes: tuple, repo: Path | None) -> None:
+def bench_scale(n: int, llm, sizes: tuple, repo: Path | None) -> None:
     """Generated projects of each size (60,000 files: one run, minutes), and a real repository's work tree."""
-    for size in sizes:
-        proj = tmp / f"scale{size}"
-        proj.mkdir()
-        print(f"  generating {size:,} files", flush=True)
-        make_project(proj, size)
-        scale_project(proj, f"generated, {size:,} files", n if size <= 15_000 else 1, llm)
-        shutil.rmtree(proj, ignore_errors=True)
-    if repo:
-        # a `fetch` mirror is owner+name/repo
-        name = repo.parent.name.replace("+", "/") if repo.name == "repo" else repo.name
-        tree = tmp / name.replace("/", "+")
-        scale_project(checkout(repo, tree), f"{name} (a real repository)", n, llm)
+    tmp = Path(tempfile.mkdtemp(prefix="amas-scale-"))
+    try:
+        for size in sizes:
+            proj = tmp / f"scale{size}"
+            proj.mkdir()
+            print(f"  generating {size:,} files", flush=True)
+            make_project(proj, size)
+            scale_project(proj, f"generated, {size:,} files", n if size <= 15_000 else 1, llm)
+            shutil.rmtree(proj, ignore_errors=True)
+        if repo:
+            # a `fetch` mirror is owner+name/repo
+            name = repo.parent.name.replace("+", "/") if repo.name == "repo" else repo.name
+            tree = tmp / name.replace("/", "+")
+            scale_project(checkout(repo, tree), f"{name} (a real repository)", n, llm)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     SECTIONS.append(
         ("Scale: how init, the one-shot and the REPL grow with the project", scale_table())
     )
@@ -1185,7 +1189,6 @@ def main():
             bench_litellm: (n,),
             bench_stream: (n, llm),
             bench_scale: (
-                tmp,
                 n,
                 llm,
                 tuple(args.scale),

@@ -231,23 +231,27 @@ def test_a_small_project_gives_its_symbols_the_room_its_names_do_not_need(bare):
     assert "More files:" not in text and len(files(text)) == 8  # all eight shown with their symbols
 
 
-def test_a_prompt_reads_only_the_parts_of_the_index_it_needs(bare):
-    def module(i):  # each file its own, nothing alike: no group shortens the index
-        words = (
-            "alpha",
-            "bravo",
-            "charlie",
-            "delta",
-            "echo",
-            "foxtrot",
-            "golf",
-            "hotel",
-            "india",
-            "juliet",
-        )
-        name = "_".join(words[int(digit)] for digit in f"{i:04}")
-        return f"class {name.title()}:\n    def {name}_apply(self, {name}_value):\n        return {i}\n"
+WORDS = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+)
 
+
+def module(i: int) -> str:
+    """A module of its own, nothing alike in others (no group shortens the index): `class AlphaBravo…`."""
+    name = "_".join(WORDS[int(digit)] for digit in f"{i:04}")
+    return f"class {name.title()}:\n    def {name}_apply(self, {name}_value):\n        return {i}\n"
+
+
+def test_a_prompt_reads_only_the_parts_of_the_index_it_needs(bare):
     write(bare, {f"pkg{i % 40}/m{i}.py": module(i) for i in range(2000)})
     write(bare, {"billing/invoices.py": "def total_invoice(lines):\n    return sum(lines)\n"})
     assert repomap.init(bare, []) == 0
