@@ -15,7 +15,7 @@ from pathlib import Path
 from amas_code import project
 
 GITIGNORE = "# local state of amas; rules.md and skills/ are meant to be shared\nhistory.jsonl\ninput_history\n"
-GITIGNORE += "map_cache.json\nproject_map.md\n*.tmp\n"
+GITIGNORE += "map_cache.json\nmap_index.db\nproject_map.md\n*.tmp\n"
 
 
 class ConfigError(Exception):

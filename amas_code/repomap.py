@@ -1,22 +1,20 @@
 """The project map: `amas init` stores symbols and cross-file references; `prompt_map` ranks them for the prompt."""
 
 import functools
-import json
+import hashlib
 import math
 import os
 import re
+import shutil
+import stat
 import time
-from bisect import bisect_left
 from collections import Counter, defaultdict
+from contextlib import closing
 from pathlib import Path
 
 from amas_code import project, ui
-from amas_code.home import ConfigError, write_private
+from amas_code.home import ConfigError, private_dir, write_private
 
-CACHE, MAP = ".amas/map_cache.json", ".amas/project_map.md"
-CACHE_VERSION = (
-    5  # bump when extraction or the entry layout changes, so older caches are parsed again
-)
 MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
 SIGNATURE, LINE = 120, 90  # characters of a signature kept in the cache, and shown in the prompt
 PER_FILE = 4  # symbols shown per file in the prompt, then "(+N more)"
@@ -49,6 +47,66 @@ happen happens implemented defined code file files function project logic hello 
 EXTENSIONS = {f".{ext}": language for language, exts in dict(python="py", javascript="js mjs cjs jsx", typescript="ts",
     tsx="tsx", go="go", rust="rs", java="java", c="c h", cpp="cc cpp cxx hpp hh").items() for ext in exts.split()}
 # fmt: on
+INDEX, OLD_CACHE, MAP = ".amas/map_index.db", ".amas/map_cache.json", ".amas/project_map.md"
+INDEX_VERSION = (
+    6  # bump when extraction or the index's layout changes, so older indexes are built again
+)
+MAP_BYTES = (
+    300_000  # project_map.md lists the best-ranked files up to this size, the rest by folder
+)
+FOLDERS = 2_000  # folders counted at the end of project_map.md, at most
+CROWD = 100  # files in a folder from which look-alikes group by their symbols alone
+DIGITS = re.compile(r"\d+")
+# the index: files (a file's words: its identifiers, for mentions), symbols, word postings, mentions of each word
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value);
+CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT UNIQUE, name TEXT, mtime INT, size INT, lang TEXT, low INT,
+    words TEXT, nsyms INT, shape TEXT, mapsize INT, static REAL, grp INT, alike INT DEFAULT 0, lead REAL, tail REAL);
+CREATE TABLE symbols (file INT, depth INT, line INT, name TEXT, signature TEXT, score REAL);
+CREATE TABLE postings (word TEXT, file INT, weight INT);
+CREATE TABLE mentions (word TEXT PRIMARY KEY, n INT) WITHOUT ROWID;
+"""
+# made after the first files are in: faster than kept up to date row by row
+INDEXES = """
+CREATE INDEX IF NOT EXISTS files_name ON files (name);
+CREATE INDEX IF NOT EXISTS files_lead ON files (lead);
+CREATE INDEX IF NOT EXISTS files_tail ON files (tail);
+CREATE INDEX IF NOT EXISTS symbols_file ON symbols (file);
+CREATE INDEX IF NOT EXISTS symbols_name ON symbols (name);
+CREATE INDEX IF NOT EXISTS postings_word ON postings (word);
+CREATE INDEX IF NOT EXISTS postings_file ON postings (file);
+"""
+ROWS = "SELECT id, rel, mtime, size FROM files"
+INSERT = """INSERT INTO files (rel, name, mtime, size, lang, low, words, nsyms, shape, mapsize)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+POSTING = "INSERT INTO postings VALUES (?, ?, ?)"
+MENTION = "INSERT INTO mentions VALUES (?, ?) ON CONFLICT (word) DO UPDATE SET n = n + excluded.n"
+SYMBOL_NAMES = "SELECT DISTINCT name FROM symbols WHERE file = ?"
+SYMBOLS = "SELECT depth, line, name, signature, score FROM symbols WHERE file = ? ORDER BY rowid"
+# the names whose scores are worked out again: those whose counts changed, those of the files just parsed
+DEFINED = """INSERT INTO defined SELECT name, count(DISTINCT file) FROM symbols WHERE name IN
+    (SELECT name FROM changed UNION SELECT name FROM symbols WHERE file IN fresh) GROUP BY name"""
+SCORES = """UPDATE symbols SET score = (SELECT round(max(0, coalesce(m.n, 0) - d.n) * 1.0 / d.n, 2)
+    FROM defined AS d LEFT JOIN mentions AS m ON m.word = d.name WHERE d.name = symbols.name)
+    WHERE name IN changed OR file IN fresh"""
+# a file many others refer to, by many names, ranks high; overloads and constructors count once
+STATIC = """UPDATE files SET static = (SELECT sum(sqrt(s)) FROM
+    (SELECT max(score) AS s FROM symbols WHERE file = files.id GROUP BY name)) * (CASE WHEN low THEN ? ELSE 1 END)
+    WHERE id IN (SELECT file FROM symbols WHERE name IN changed) OR id IN fresh"""
+# the static rank of a group's first file (or a file of its own), and of the other look-alikes
+TIERS = """UPDATE files SET lead = CASE WHEN grp = id THEN static END, tail = CASE WHEN grp != id THEN static END
+    WHERE nsyms > 0 AND (lead IS NOT (CASE WHEN grp = id THEN static END)
+    OR tail IS NOT (CASE WHEN grp != id THEN static END))"""
+LANGUAGE_COUNTS = "SELECT lang, count(*) FROM files GROUP BY lang ORDER BY 2 DESC, min(rel)"
+BY_RANK = "SELECT id, mapsize FROM files WHERE nsyms > 0 ORDER BY grp != id, static DESC, rel"
+NAMED = "SELECT id, rel FROM files WHERE name = ? AND nsyms > 0"
+# the files a word root starts, by group: a group's first file holds the best score of its look-alikes
+HITS = """SELECT f.grp, max(p.weight * CASE WHEN f.low THEN ? ELSE 1 END) FROM postings AS p
+    JOIN files AS f ON f.id = p.file WHERE p.word >= ? AND p.word < ? GROUP BY f.grp"""
+META = "SELECT value FROM meta WHERE key = ?"
+TOUCHED_IDS = "SELECT id FROM files WHERE nsyms > 0 AND rel IN ({})"
+BEST = "SELECT id FROM files WHERE {tier} IS NOT NULL ORDER BY {tier} DESC LIMIT ?"
+ROW = "SELECT id, rel, static, grp, alike, nsyms FROM files WHERE id IN ({})"
 
 
 def _holds(node):
@@ -232,21 +290,16 @@ def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
     )
 
 
-def _unchanged(path: Path, cached: list | None) -> bool:
-    try:
-        return bool(cached) and cached[:2] == [path.stat().st_mtime_ns, path.stat().st_size]
-    except OSError:
-        return False
-
-
-def _parse(jobs: list) -> list:
-    """The files to parse, in several processes when there are many and the machine has the cores."""
+def _parse(jobs: list):
+    """The files parsed, each as it comes: in several processes when there are many and the machine has the
+    cores, while this one indexes those done."""
     from rich.progress import track  # a bar on a terminal, nothing elsewhere
 
     if len(jobs) < 200 or (os.cpu_count() or 1) < 2:
-        return list(
-            track(map(_scan, jobs), "mapping", total=len(jobs), console=ui.console, transient=True)
+        yield from track(
+            map(_scan, jobs), "mapping", total=len(jobs), console=ui.console, transient=True
         )
+        return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -255,146 +308,391 @@ def _parse(jobs: list) -> list:
         min(4, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")
     ) as pool:
         done = pool.map(_scan, jobs, chunksize=32)
-        return list(track(done, "mapping", total=len(jobs), console=ui.console, transient=True))
+        yield from track(done, "mapping", total=len(jobs), console=ui.console, transient=True)
 
 
-def _load_files(path: Path) -> dict:
+def _sqlite():
+    import sqlite3  # the index's reader and writer; loaded with the map, not at start
+
+    return sqlite3
+
+
+def _reader(path: Path):
+    """The index opened read-only, or None when there is none this version wrote (a link, a damaged or older file,
+    one holding anything but tables and indexes)."""
+    sqlite3 = _sqlite()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data["files"] if data.get("version") == CACHE_VERSION else {}
-    except (
-        OSError,
-        ValueError,
-        AttributeError,
-        KeyError,
-        TypeError,
-    ):  # no cache yet, or not one we wrote
-        return {}
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        # a prompt reads a few hundred rows: a small page cache (the system caches the file)
+        db.execute("PRAGMA cache_size = -256")
+    except (OSError, sqlite3.Error):
+        return None
+    try:
+        kinds = {kind for (kind,) in db.execute("SELECT type FROM sqlite_master")}
+        version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    except sqlite3.Error:
+        kinds, version = {"damaged"}, None
+    if kinds <= {"table", "index"} and version == (INDEX_VERSION,):
+        return db
+    db.close()
+    return None
+
+
+def _writable(root: Path, tmp: Path):
+    """A private copy of the index to bring up to date (a new one when there is none this version reads), which
+    replaces it at the end: a prompt never reads a half-written index, nothing is written through a link."""
+    private_dir(tmp.parent)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    old = _reader(root / INDEX)
+    with os.fdopen(fd, "wb") as copy:
+        if old is not None:
+            old.close()
+            with open(root / INDEX, "rb") as source:
+                shutil.copyfileobj(source, copy, 1 << 20)
+    db = _sqlite().connect(tmp)
+    # a copy: no journal to leave beside it, no wait for the disk
+    db.execute("PRAGMA journal_mode = OFF")
+    db.execute("PRAGMA synchronous = OFF")
+    db.create_function("sqrt", 1, math.sqrt, deterministic=True)
+    if old is None:
+        db.executescript(SCHEMA)
+    return db
 
 
 def init(root: Path, ignore: list[str]) -> int:
-    """Map the project into .amas/map_cache.json and project_map.md, parsing only files changed since the last run."""
+    """Map the project into .amas/map_index.db and project_map.md, parsing only files changed since the last run."""
     began, root = time.perf_counter(), Path(root).resolve()
-    stats = Counter()
-    cache = _refresh(_sources(root, ignore), _load_files(root / CACHE), stats)
-    _rank(cache)
+    stats, sqlite3 = Counter(), _sqlite()
+    tmp = root / ".amas" / f".map_index.db.{os.getpid()}.tmp"
     try:
-        write_private(
-            root / CACHE,
-            json.dumps({"version": CACHE_VERSION, "files": cache}, separators=(",", ":")),
-        )
-        _write_map(root, cache, stats, time.perf_counter() - began)
-    except (OSError, ConfigError) as e:  # a read-only folder, a file named .amas, a link
+        found = _sources(root, ignore)
+        db = _writable(root, tmp)
+        with closing(db):
+            _update(db, found, stats)
+            db.commit()
+            _write_map(root, db, stats, time.perf_counter() - began)
+        os.replace(tmp, root / INDEX)
+        # the JSON cache of earlier versions: read whole at every prompt, now replaced by the index
+        (root / OLD_CACHE).unlink(missing_ok=True)
+    # a read-only folder, a file named .amas, a link
+    except (OSError, ConfigError, sqlite3.Error) as e:
         ui.error(f"cannot write the project map into .amas/: {getattr(e, 'strerror', None) or e}")
         return 1
+    finally:  # failed or interrupted (Ctrl+C in a long parse): no half-written copy is left
+        if tmp.exists() and not tmp.parent.is_symlink():
+            tmp.unlink()
     return 0
 
 
-def _sources(root: Path, ignore: list[str]) -> dict[Path, str]:
-    """The project's files in a language the map reads, by their path relative to root."""
-    found = project.project_files(root, [*ignore, ".amas"])
+def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
+    """The project's files in a language the map reads, by path relative to root: (path, (mtime_ns, size)), the
+    stamp None for a link that cannot be followed (then counted unreadable). One lstat a file."""
+    found, cut = {}, len(str(root).rstrip("/")) + 1
+    for path in project.project_files(root, [*ignore, ".amas"]):
+        if path.suffix.lower() not in EXTENSIONS:
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError:  # a file git still lists after its deletion is gone
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            # a link out of the project is never read (only a link can lead out: no walk follows one)
+            if not Path(os.path.realpath(path)).is_relative_to(root):
+                continue
+            info = _followed(path)
+        found[str(path)[cut:]] = (path, info and (info.st_mtime_ns, info.st_size))
+    return dict(sorted(found.items()))
 
-    def inside(f: Path) -> bool:  # a link out of the project is never read
-        return Path(os.path.realpath(f)).is_relative_to(root)
 
-    files = sorted(
-        f
-        for f in found
-        if f.suffix.lower() in EXTENSIONS and (f.is_symlink() or f.exists()) and inside(f)
-    )
-    return {path: path.relative_to(root).as_posix() for path in files}
+def _followed(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
 
 
-def _refresh(rels: dict[Path, str], old: dict, stats: Counter) -> dict:
-    """The cache entries for these files: kept where the file is unchanged, parsed again where not."""
-    cache = {rel: old[rel] for path, rel in rels.items() if _unchanged(path, old.get(rel))}
-    stats["cached"] = len(cache)
-    for rel, entry, what in _parse([(path, rel) for path, rel in rels.items() if rel not in cache]):
+def _update(db, found: dict, stats: Counter) -> None:
+    """The index brought to the files found: rows of changed and removed files dropped, changed and new files
+    parsed and added, then the scores of the names whose counts changed, the groups and the totals worked out."""
+    old = {rel: (key, (mtime, size)) for key, rel, mtime, size in db.execute(ROWS)}
+    kept = {rel for rel, (_, stamp) in old.items() if rel in found and found[rel][1] == stamp}
+    stats["cached"] = len(kept)
+    counts = _drop(db, [key for rel, (key, _) in old.items() if rel not in kept])
+    jobs = [(path, rel) for rel, (path, _) in found.items() if rel not in kept]
+    fresh = _add(db, _parse(jobs), stats, counts)
+    for statement in filter(str.strip, INDEXES.split(";")):
+        db.execute(statement)
+    # a file saved again as it was changes no count: only its own rows are scored
+    _rescore(db, {name for (_, name), n in counts.items() if n}, fresh)
+    _regroup(db)
+    _totals(db)
+
+
+def _drop(db, keys: list[int]) -> Counter:
+    """Forget these files; the files mentioning and defining each name they held, taken away: {("m" or "d",
+    name): -count}."""
+    counts = Counter()
+    for key in keys:
+        words = db.execute("SELECT words FROM files WHERE id = ?", (key,)).fetchone()[0]
+        counts.subtract(("m", word) for word in words.split())
+        counts.subtract(("d", name) for (name,) in db.execute(SYMBOL_NAMES, (key,)))
+    gone = [(-n, name) for (kind, name), n in counts.items() if kind == "m"]
+    db.executemany("UPDATE mentions SET n = n - ? WHERE word = ?", gone)
+    db.execute("DELETE FROM mentions WHERE n <= 0")
+    for table, column in (("symbols", "file"), ("postings", "file"), ("files", "id")):
+        db.executemany(f"DELETE FROM {table} WHERE {column} = ?", [(key,) for key in keys])
+    return counts
+
+
+def _add(db, scanned, stats: Counter, counts: Counter) -> list[int]:
+    """Index the files parsed (rows, symbols, word postings, mentions), adding to the counts of the names they
+    mention and define; their ids."""
+    fresh, mentioned = [], Counter()
+    for rel, entry, what in scanned:
         stats[what] += 1
-        cache.update({rel: entry} if entry else {})
-    return cache
+        if entry:
+            mentioned.update(entry[WORDS].split())
+            counts.update(("d", name) for name in {symbol[2] for symbol in entry[SYMS]})
+            fresh.append(_insert(db, rel, entry))
+    db.executemany(MENTION, mentioned.items())
+    counts.update({("m", word): n for word, n in mentioned.items()})
+    return fresh
 
 
-def _rank(cache: dict) -> None:
-    """Each symbol's score: the other files that mention its name, per file defining it (`new`,
-    `clone`, `len` in 300 files say little); kept in the cache, where ids spare re-reading."""
-    defined = Counter(name for entry in cache.values() for name in {s[2] for s in entry[SYMS]})
-    refs = Counter(
-        w for entry in cache.values() for w in defined.keys() & set(entry[WORDS].split())
-    )
-    for symbol in (s for entry in cache.values() for s in entry[SYMS]):
-        name = symbol[2]
-        symbol[4:] = [round(max(0, refs[name] - defined[name]) / defined[name], 2)]
+def _insert(db, rel: str, entry: list) -> int:
+    found = entry[SYMS]
+    shape = " ".join(sorted({DIGITS.sub("#", symbol[2]) for symbol in found}))
+    # what its lines take in project_map.md
+    size = len(rel) + 5 + sum(len(s[3]) + 2 * s[0] + 12 for s in found)
+    row = (rel, rel.rpartition("/")[2], *entry[: WORDS + 1], len(found), shape, size)
+    key = db.execute(INSERT, row).lastrowid
+    db.executemany("INSERT INTO symbols VALUES (?, ?, ?, ?, ?, 0)", [(key, *s) for s in found])
+    # a word in the path says more than a symbol's
+    in_path = _words(rel.rsplit(".", 1)[0]) if found else set()
+    words = _words(" ".join({s[2] for s in found})) | in_path
+    db.executemany(POSTING, [(word, key, 3 if word in in_path else 1) for word in words])
+    return key
 
 
-def _write_map(root: Path, cache: dict, stats: Counter, seconds: float) -> None:
-    """Every file with its symbols into project_map.md, for people and for the agent to read in full; the report."""
-    mapped = {rel: entry[SYMS] for rel, entry in sorted(cache.items()) if entry[SYMS]}
-    languages = (
-        ", ".join(f"{k} {n}" for k, n in Counter(e[LANG] for e in cache.values()).most_common())
-        or "none"
-    )
-    lines = [
-        "# Project map",
-        f"{len(mapped)} files, {sum(map(len, mapped.values()))} symbols ({languages}).",
+def _rescore(db, names: set[str], fresh: list[int]) -> None:
+    """Each symbol's score: the other files that mention its name, per file defining it (`new`, `clone`, `len` in
+    300 files say little); each file's static rank from its names' scores. Only where a name's counts changed,
+    and in the files just parsed."""
+    for table in ("changed (name TEXT PRIMARY KEY)", "fresh (id INTEGER PRIMARY KEY)"):
+        db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table}")
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS defined (name TEXT PRIMARY KEY, n INT)")
+    for table in ("changed", "fresh", "defined"):
+        db.execute(f"DELETE FROM {table}")
+    db.executemany("INSERT INTO changed VALUES (?)", ((name,) for name in names))
+    db.executemany("INSERT INTO fresh VALUES (?)", ((key,) for key in fresh))
+    db.execute(DEFINED)
+    db.execute(SCORES)
+    db.execute(STATIC, (DEMOTED,))
+
+
+def _regroup(db) -> None:
+    """Near-duplicates (the same names but for their numbers, in paths alike but for numbers) and look-alikes in a
+    folder of hundreds (the same names but for numbers): a group, which ranks as its first file; the others come
+    after every other file."""
+    rows = db.execute(
+        "SELECT id, rel, shape, grp, alike FROM files WHERE nsyms > 0 ORDER BY rel"
+    ).fetchall()
+    crowds = Counter(row[1].rpartition("/")[0] for row in rows)
+    groups = defaultdict(list)
+    for key, rel, shape, *_ in rows:
+        folder = rel.rpartition("/")[0]
+        where = folder + "/" if crowds[folder] >= CROWD else DIGITS.sub("#", rel)
+        groups[where, shape].append(key)
+    lead = {key: members[0] for members in groups.values() for key in members}
+    alike = {members[0]: len(members) - 1 for members in groups.values()}
+    changes = [
+        (lead[k], alike.get(k, 0), k)
+        for k, _, _, grp, n in rows
+        if (grp, n) != (lead[k], alike.get(k, 0))
     ]
-    for rel, found in mapped.items():
-        lines += ["", f"## {rel}"] + [f"{'  ' * s[0]}- L{s[1]} {s[3]}" for s in found]
-    write_private(root / MAP, "\n".join(lines) + "\n")
+    db.executemany("UPDATE files SET grp = ?, alike = ? WHERE id = ?", changes)
+    db.execute(TIERS)
+
+
+def _totals(db) -> None:
+    """What every prompt needs whole, worked out once: the top static rank, the count of groups, what naming every
+    mapped file would cost (again only when the files named changed)."""
+    top, groups = db.execute("SELECT max(lead), count(lead) FROM files").fetchone()
+    names = [_shown(*row) for row in db.execute("SELECT rel, alike FROM files WHERE nsyms > 0")]
+    names.sort()
+    listing = hashlib.blake2b("\n".join(names).encode(errors="replace")).hexdigest()
+    meta = {"version": INDEX_VERSION, "top": top or 1, "groups": groups, "listing": listing}
+    if db.execute("SELECT value FROM meta WHERE key = 'listing'").fetchone() != (listing,):
+        meta["naming"] = 0.85 * sum(1 for _ in TOKEN.finditer("\n".join(_more(names, math.inf))))
+    db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+
+
+def _shown(rel: str, alike: int) -> str:
+    return f"{rel} (+{alike} alike)" if alike else rel
+
+
+def _write_map(root: Path, db, stats: Counter, seconds: float) -> None:
+    """project_map.md, for people and for the agent to read in full: the files with their symbols, in path order,
+    the best-ranked ones up to MAP_BYTES, the rest counted by folder; the report."""
+    listed = _listed(db)
+    mapped, symbols_count = db.execute(
+        "SELECT count(*), sum(nsyms) FROM files WHERE nsyms > 0"
+    ).fetchone()
+    count = db.execute("SELECT count(*) FROM files").fetchone()[0]
+    languages = ", ".join(f"{k} {n}" for k, n in db.execute(LANGUAGE_COUNTS)) or "none"
+    lines = ["# Project map", f"{mapped} files, {symbols_count or 0} symbols ({languages})."]
+    for key, rel in db.execute("SELECT id, rel FROM files WHERE nsyms > 0 ORDER BY rel"):
+        if key in listed:
+            symbols_of = db.execute(SYMBOLS, (key,))
+            lines += ["", f"## {rel}"] + [f"{'  ' * s[0]}- L{s[1]} {s[3]}" for s in symbols_of]
+    write_private(root / MAP, "\n".join(lines + _by_folder(db, listed)) + "\n")
     skipped = {k: n for k, n in stats.items() if k not in ("reparsed", "cached")}
     why = f" ({', '.join(f'{n} {k}' for k, n in skipped.items())})" if skipped else ""
-    found = (
-        f"{ui.plural(len(cache), 'file')}, {ui.plural(sum(map(len, mapped.values())), 'symbol')}"
-    )
+    found = f"{ui.plural(count, 'file')}, {ui.plural(symbols_count or 0, 'symbol')}"
     ui.success(f"mapped {found} in {seconds:.2f} s → {MAP}")
     done = f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skipped.values())} skipped{why}"
     ui.info(f"{done}; languages: {languages}")
 
 
+def _listed(db) -> set[int]:
+    """The files project_map.md lists with their symbols: the best-ranked, until MAP_BYTES."""
+    listed, used = set(), 0
+    for key, size in db.execute(BY_RANK):
+        if used + size > MAP_BYTES:
+            break
+        listed.add(key)
+        used += size
+    return listed
+
+
+def _by_folder(db, listed: set[int]) -> list[str]:
+    """The files not listed, counted by folder."""
+    files, symbols_in = Counter(), Counter()
+    for key, rel, count in db.execute("SELECT id, rel, nsyms FROM files WHERE nsyms > 0"):
+        if key not in listed:
+            folder = rel.rpartition("/")[0] or "."
+            files[folder + "/"] += 1
+            symbols_in[folder + "/"] += count
+    if not files:
+        return []
+    lines = [
+        "",
+        f"# Not listed above: {ui.plural(files.total(), 'file')}, by folder (read them to see more)",
+    ]
+    folders = sorted(files)
+    lines += [
+        f"- {f} {ui.plural(files[f], 'file')}, {ui.plural(symbols_in[f], 'symbol')}"
+        for f in folders[:FOLDERS]
+    ]
+    return lines + (
+        [f"- … and {len(folders) - FOLDERS} more folders"] if len(folders) > FOLDERS else []
+    )
+
+
 def _words(text: str) -> set[str]:
     """Word roots: `resolveRedirects` -> {resolv, redirect}, at least 3 letters each."""
     return {
-        stem if len(stem := SUFFIX.sub("", w.lower())) >= 3 else w.lower()
-        for w in WORD.findall(text)
+        stem if len(stem := SUFFIX.sub("", word)) >= 3 else word
+        for word in {w.lower() for w in WORD.findall(text)}
     }
 
 
-@functools.lru_cache(maxsize=2)
-def _index(path: str, mtime: int, size: int) -> tuple[dict, dict, dict, list]:
-    """The cache read once per (path, mtime, size): files with symbols, their scores, a word index and its words."""
-    files = {rel: entry for rel, entry in _load_files(Path(path)).items() if entry[SYMS]}
-    static, postings = {}, defaultdict(Counter)
-    for rel, entry in files.items():  # a file many others refer to, by many names, ranks high
-        refs = {s[2]: s[4] for s in entry[SYMS]}  # overloads and constructors count once
-        static[rel] = sum(map(math.sqrt, refs.values())) * (DEMOTED if entry[LOW] else 1)
-        in_path = _words(rel.rsplit(".", 1)[0])  # a word in the path says more than a symbol's
-        for word in _words(" ".join(refs)) | in_path:
-            postings[word][rel] = 3 if word in in_path else 1
-    top = max(static.values(), default=1) or 1
-    return files, {rel: value / top for rel, value in static.items()}, postings, sorted(postings)
-
-
-@functools.lru_cache(maxsize=8)
-def _query_scores(key: tuple, query: str) -> tuple[Counter, frozenset]:
-    """Rank added to files by the words of the user's message and the files it names; the message's word roots."""
-    (files, static, postings, vocab), scores, words = _index(*key), Counter(), query
+def _query_scores(db, query: str, groups: int) -> tuple[Counter, frozenset]:
+    """Rank added to files by the words of the user's message and the files it names; the message's word roots.
+    A word's rarity counts a group of look-alikes once, and the group's first file takes its score."""
+    scores, words = Counter(), query
     # a whole path, or a file name not in a longer name
     for token in re.findall(r"(?:\./)?([\w./-]+\.\w+)", query):
-        if named := [rel for rel in files if rel == token or rel.endswith("/" + token)]:
+        same_name = db.execute(NAMED, (token.rpartition("/")[2],))
+        if named := [key for key, rel in same_name if rel == token or rel.endswith("/" + token)]:
             scores.update(dict.fromkeys(named, MENTIONED))
             words = words.replace(token, " ")  # `progress_bar.py` is not a word about bars
     roots = frozenset(
         _words(" ".join(w for w in WORD.findall(words) if w.lower() not in STOP and len(w) > 2))
     )
     for root in roots:
-        start, hits = root[: max(4, len(root) - 2)], Counter()  # `redirect` finds `redirection`
-        for at in range(bisect_left(vocab, start), bisect_left(vocab, start + "\uffff")):
-            hits |= postings[vocab[at]]
-        rarity = math.log(1 + len(static) / max(1, len(hits)))
-        scores.update(
-            {rel: w * rarity * (DEMOTED if files[rel][LOW] else 1) for rel, w in hits.items()}
-        )
+        start = root[: max(4, len(root) - 2)]  # `redirect` finds `redirection`
+        hits = db.execute(HITS, (DEMOTED, start, start + "\uffff")).fetchall()
+        rarity = math.log(1 + groups / max(1, len(hits)))
+        scores.update({key: weight * rarity for key, weight in hits})
     return scores, roots
+
+
+def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, frozenset]:
+    """The files in rank order, as many as a map of this budget could name: read from the index's best static
+    ranks, the files the message's words hit and the files touched, never the whole index."""
+    top, groups = (db.execute(META, (k,)).fetchone()[0] for k in ("top", "groups"))
+    scores, roots = _query_scores(db, query, groups)
+    # the shortest name costs ~3.4 tokens: no more files can be named
+    limit = int(budget / 3.4) + 31
+    keys = {
+        *sorted(scores, key=scores.get, reverse=True)[:limit],
+        *_keys(db, TOUCHED_IDS, sorted(touched)),
+    }
+    for tier in ("lead", "tail"):
+        keys.update(key for (key,) in db.execute(BEST.format(tier=tier), (limit,)))
+    rows = _rows(db, keys)
+    touched_keys = {key for key in keys if rows[key][0] in touched}
+
+    def order(key):
+        rel, static, grp, alike, count = rows[key]
+        asked = scores[key] + TOUCHED * (key in touched_keys)
+        # a look-alike nobody asked about comes after every other file; ties favour files of their own
+        return grp != key and not asked, -(static / top + asked), alike > 0, -count, rel
+
+    best = sorted(rows, key=order)[:limit]
+    return [(key, _shown(rows[key][0], rows[key][3])) for key in best], roots
+
+
+def _keys(db, sql: str, values: list) -> set[int]:
+    found = set()
+    for at in range(0, len(values), 500):
+        chunk = values[at : at + 500]
+        found.update(key for (key,) in db.execute(sql.format(",".join("?" * len(chunk))), chunk))
+    return found
+
+
+def _rows(db, keys: set[int]) -> dict[int, tuple]:
+    """{id: (path, static rank, group, look-alikes, symbols)} of these files."""
+    rows, keys = {}, sorted(keys)
+    for at in range(0, len(keys), 500):
+        chunk = keys[at : at + 500]
+        found = db.execute(ROW.format(",".join("?" * len(chunk))), chunk)
+        rows.update((row[0], row[1:]) for row in found)
+    return rows
+
+
+def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
+    """The files that matter most for this message, with their key symbols, in at most ~budget tokens."""
+    db = _reader(Path(root).resolve() / INDEX)
+    if db is None:  # init never ran
+        return ""
+    with closing(db):
+        try:
+            return _packed(db, query, touched, budget)
+        except _sqlite().Error:  # damaged meanwhile: the next init writes it again
+            return ""
+
+
+def _packed(db, query: str, touched: set[str], budget: int) -> str:
+    ranked, roots = _ranked(db, query, touched, budget)
+    naming = db.execute(META, ("naming",)).fetchone()[0]
+    room = budget - min(budget * NAMES, naming)  # what naming files leaves the blocks
+    # blocks are tried for at most 30 skipped files: each call stays cheap
+    parts, rest, used = [], [], 0
+    for key, shown in ranked:
+        found = (
+            db.execute(SYMBOLS, (key,)).fetchall() if room - used > 12 and len(rest) < 30 else ()
+        )
+        block = _block(shown, found, roots) if found else ""
+        if block and used + _tokens(block) <= room:  # one that does not fit is skipped, not the end
+            parts.append(block)
+            used += _tokens(block)
+        else:
+            rest.append(shown)
+    return "\n".join(parts + _more(rest, budget - used))
 
 
 def _block(rel: str, found: list, roots: frozenset) -> str:
@@ -410,35 +708,6 @@ def _block(rel: str, found: list, roots: frozenset) -> str:
     lines = [rel] + [f"{'  ' * (found[i][0] + 1)}{found[i][3][:LINE]}" for i in sorted(keep)]
     more = len(found) - len(keep)
     return "\n".join(lines + ([f"  (+{more} more)"] if more else []))
-
-
-def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
-    """The files that matter most for this message, with their key symbols, in at most ~budget tokens."""
-    if not (path := Path(root).resolve() / CACHE).is_file():  # init never ran
-        return ""
-    key = (str(path), path.stat().st_mtime_ns, path.stat().st_size)
-    (files, static, _, _), (scores, roots) = _index(*key), _query_scores(key, query)
-    rank = {rel: value + scores[rel] + TOUCHED * (rel in touched) for rel, value in static.items()}
-    room = budget - min(budget * NAMES, _naming_all(key))  # what naming files leaves the blocks
-    parts, rest, used = (
-        [],
-        [],
-        0,
-    )  # blocks are tried for at most 30 skipped files: each call stays cheap
-    for rel in sorted(rank, key=rank.get, reverse=True):
-        block = _block(rel, files[rel][SYMS], roots) if room - used > 12 and len(rest) < 30 else ""
-        if block and used + _tokens(block) <= room:  # one that does not fit is skipped, not the end
-            parts.append(block)
-            used += _tokens(block)
-        else:
-            rest.append(rel)
-    return "\n".join(parts + _more(rest, budget - used))
-
-
-@functools.lru_cache(maxsize=2)
-def _naming_all(key: tuple) -> float:
-    """What naming every mapped file in More files would cost, worked out once per cache."""
-    return _tokens("\n".join(_more(sorted(_index(*key)[0]), math.inf)))
 
 
 @functools.lru_cache(maxsize=4096)  # file and folder names come back at every call

@@ -8,6 +8,10 @@ search_files as the Python scan and through `git grep` (same output), here and i
 read only). Shell-command checkpoints come from bench/checkpoints.py (imported, not copied). On a shared machine,
 --calm S waits up to S seconds before each step for idle CPUs (timings only; memory does not depend on load).
 A full run takes ~6 minutes (--no-flags: ~3); `--only tools search --runs 3` takes seconds.
+The scale step (issue 40) generates projects of --scale sizes (default 1,000 and 15,000 files; 60,000 takes
+minutes and is run once) and maps --scale-repo's HEAD too: init wall and CPU time, incremental init, one-shot
+peak RSS and the REPL's RSS after one answer, for each; `--only scale --scale 1000 15000 60000 --scale-repo DIR`
+took ~17 minutes on a loaded 2-core machine.
 """
 
 import argparse
@@ -26,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -40,6 +45,7 @@ MB = 1 << 20
 AMAS = ["amas"] if shutil.which("amas") else [sys.executable, "-m", "amas_code"]
 ROWS = []  # (metric, values or None, unit, bar text, limit or None)
 SECTIONS = []  # (title, markdown lines): breakdowns that are not single figures
+LAST = {}  # of the last run(): "cpu" seconds
 
 
 class TimedLLM(ScriptedLLM):
@@ -116,6 +122,8 @@ def run(cmd, cwd, env=None, code=0):
     wall = time.perf_counter() - t0
     proc.stdout.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
+    # CPU time of the child and of the children it waited for (init's parse workers)
+    LAST["cpu"] = usage.ru_utime + usage.ru_stime
     if proc.returncode != code:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{out[-2000:]}")
     return t0, wall, usage.ru_maxrss / 1024, out
@@ -648,7 +656,7 @@ def bench_checkpoints(n):
 def bench_init(proj, n):
     first, again = [], []
     for k in range(n):
-        for f in ("map_cache.json", "project_map.md"):
+        for f in ("map_cache.json", "map_index.db", "project_map.md"):
             (proj / ".amas" / f).unlink(missing_ok=True)
         first.append(run([*AMAS, "init"], proj)[1])
         with open(proj / "src/pkg0/sub0/mod_0.py", "a") as touched:
@@ -659,6 +667,133 @@ def bench_init(proj, n):
         again.append(out[1])
     row("`amas init`, 1,000 files, first run (no cache)", first, "s", "≤ 1.5 s", 1.5)
     row("`amas init`, incremental (1 file touched)", again, "s", "≤ 1.5 s", 1.5)
+
+
+# -- scale: how init, the one-shot and the REPL grow with the project (issue 40) -----------------------------------
+SCALE = (1_000, 15_000, 60_000)
+SCALE_ROWS = []  # (project, files, {column: values})
+
+
+def scale_init(proj: Path, runs: int) -> dict[str, list]:
+    """`amas init` from no index, then again after one file was touched (which alone is parsed again): wall and
+    CPU time (with the parse workers': the figure a busy machine moves least)."""
+    figures = defaultdict(list)
+    for k in range(runs):
+        for f in ("map_index.db", "map_cache.json", "project_map.md"):
+            (proj / ".amas" / f).unlink(missing_ok=True)
+        figures["init"].append(run([*AMAS, "init"], proj)[1])
+        figures["init CPU"].append(LAST["cpu"])
+        touched = next(proj.glob("src/pkg0/sub0/mod_*.py"), None) or next(
+            p for p in proj.rglob("*.c") if ".git" not in p.parts
+        )
+        with open(touched, "a") as f:
+            f.write(f"\nint touched_{k};\n" if touched.suffix == ".c" else f"\nTOUCHED = {k}\n")
+        out = run([*AMAS, "init"], proj)
+        if "1 reparsed" not in out[3]:
+            raise RuntimeError(f"incremental init reparsed more than the touched file:\n{out[3]}")
+        figures["incremental init"].append(out[1])
+        figures["incremental init CPU"].append(LAST["cpu"])
+    return figures
+
+
+def repl_after_answer(proj: Path, llm) -> float:
+    """RSS of the REPL's process tree once it has answered one message (litellm loaded, the map built)."""
+    env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
+    llm.reply(text="Answered.")
+    child = pexpect.spawn(
+        AMAS[0],
+        AMAS[1:],
+        cwd=str(proj),
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 120),
+    )
+    child.expect("›")
+    child.sendline("where is the settings module?")
+    child.expect("Answered.")
+    child.expect("›")
+    time.sleep(1)
+    rss = tree_rss(psutil.Process(child.pid))
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    return rss
+
+
+def scale_project(proj: Path, label: str, runs: int, llm) -> None:
+    files = len(run(["git", "ls-files"], proj)[3].splitlines())
+    print(f"  {label}: {files:,} files", flush=True)
+    run([*AMAS, "--trust"], proj)  # no first-use question
+    figures = scale_init(proj, runs)
+    if (proj / "src/app/settings.py").exists():  # the bench's one-shot needs its files
+        figures["one-shot peak"] = [oneshot(proj, llm, 3, AMAS)[2] for _ in range(runs)]
+        figures["REPL after one answer"] = [repl_after_answer(proj, llm) for _ in range(runs)]
+    SCALE_ROWS.append((label, files, figures))
+    for name, values in figures.items():
+        unit = "s" if "init" in name else "MB"
+        print(f"    {name}: {fmt(med(values), unit)}", flush=True)
+
+
+def bench_scale(n: int, llm, sizes: tuple, repo: Path | None) -> None:
+    """Generated projects of each size (60,000 files: one run, minutes), and a real repository's work tree."""
+    tmp = Path(tempfile.mkdtemp(prefix="amas-scale-"))
+    try:
+        for size in sizes:
+            proj = tmp / f"scale{size}"
+            proj.mkdir()
+            print(f"  generating {size:,} files", flush=True)
+            make_project(proj, size)
+            scale_project(proj, f"generated, {size:,} files", n if size <= 15_000 else 1, llm)
+            shutil.rmtree(proj, ignore_errors=True)
+        if repo:
+            # a `fetch` mirror is owner+name/repo
+            name = repo.parent.name.replace("+", "/") if repo.name == "repo" else repo.name
+            tree = tmp / name.replace("/", "+")
+            scale_project(checkout(repo, tree), f"{name} (a real repository)", n, llm)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    SECTIONS.append(
+        ("Scale: how init, the one-shot and the REPL grow with the project", scale_table())
+    )
+
+
+def checkout(repo: Path, tree: Path) -> Path:
+    """A work tree of a repository, or of a bare git directory (the `fetch` tool's mirrors have none)."""
+    tree.mkdir()
+    git_dir = repo / ".git" if (repo / ".git").exists() else repo
+    archive = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "archive", "HEAD"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    # what the bench's one-shot reads and edits
+    (tree / "src/app").mkdir(parents=True, exist_ok=True)
+    (tree / "src/app/settings.py").write_text("DEBUG = False\nVALUE = 0\n")
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "snapshot"]):
+        subprocess.run(["git", *cmd], cwd=tree, check=True, capture_output=True)
+    return tree
+
+
+def scale_table() -> list[str]:
+    base = next((figures for label, _, figures in SCALE_ROWS if "1,000 files" in label), None)
+    lines = [
+        "| project | files | `amas init`: wall / CPU | CPU × 1,000 files' | incremental init: wall / CPU "
+        "| one-shot peak RSS | REPL RSS after one answer | checkpoint of a command |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, files, figures in SCALE_ROWS:
+        cells = [label, f"{files:,}"]
+        cells.append(f"{fmt(med(figures['init']), 's')} / {fmt(med(figures['init CPU']), 's')}")
+        growth = med(figures["init CPU"]) / med(base["init CPU"]) if base else None
+        cells.append(f"{growth:.1f}×" if growth else "–")
+        again = (med(figures["incremental init"]), med(figures["incremental init CPU"]))
+        cells.append(f"{fmt(again[0], 's')} / {fmt(again[1], 's')}")
+        for name in ("one-shot peak", "REPL after one answer"):
+            cells.append(fmt(med(figures[name]), "MB") if name in figures else "–")
+        cells.append("– (the checkpoint issue's column)")
+        lines.append("| " + " | ".join(cells) + " |")
+    runs = {label: len(figures["init"]) for label, _, figures in SCALE_ROWS}
+    return lines + ["", "Runs per figure: " + ", ".join(f"{k} {v}" for k, v in runs.items()) + "."]
 
 
 # -- the browser --------------------------------------------------------------------------------------------------
@@ -1003,6 +1138,19 @@ def main():
         "--repo", type=Path, help="a large git work tree to search as well (read only)"
     )
     parser.add_argument(
+        "--scale",
+        type=int,
+        nargs="+",
+        default=list(SCALE[:2]),
+        metavar="FILES",
+        help="project sizes for the scale step (default 1000 15000; 60000 takes minutes: one run)",
+    )
+    parser.add_argument(
+        "--scale-repo",
+        type=Path,
+        help="a git repository (or bare git dir) whose HEAD the scale step maps as well",
+    )
+    parser.add_argument(
         "--no-flags", action="store_true", help="skip the browser flag variants (a minute or two)"
     )
     parser.add_argument(
@@ -1054,6 +1202,12 @@ def main():
             bench_browser: (tmp / "www", n, not args.no_flags),
             bench_litellm: (n,),
             bench_stream: (n, llm),
+            bench_scale: (
+                n,
+                llm,
+                tuple(args.scale),
+                args.scale_repo.resolve() if args.scale_repo else None,
+            ),
         }
         for step in STEPS:
             if not args.only or step.__name__[6:] in args.only:
@@ -1082,6 +1236,7 @@ STEPS = [
     bench_browser,
     bench_litellm,
     bench_stream,
+    bench_scale,
 ]
 
 

@@ -202,8 +202,8 @@ def test_trust_is_asked_in_any_new_folder_showing_what_it_ships(repl, project, h
     ships(project, home)
     (project / ".amas/config.yaml").write_text("api_key: sk-live-abcdefghijklmnop0123456789\n")
     child = repl(wait=False, trusted=False)
+    child.expect("api_key: \\[REDACTED\\]")  # what it loosens first, then what it says
     child.expect("AGENTS.md")
-    child.expect("api_key: \\[REDACTED\\]")
     child.expect("your allow rules apply")
     child.sendline("n")
     child.expect("ignored api_key")

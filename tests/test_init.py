@@ -1,9 +1,10 @@
 """`amas init`: symbols in nine grammars and the cases each got wrong, 1,000 files, the incremental cache, bad files,
 ignore rules."""
 
-import json
 import os
+import sqlite3
 import sys
+from contextlib import closing
 
 import pytest
 from conftest import git, run_amas
@@ -309,8 +310,9 @@ def test_rerun_parses_only_changed_files_and_drops_removed_ones(project, capsys,
     mapped = sections(project)
     assert mapped["pkg0/m5.py"] == ["- L1 stub"] and mapped["pkg0/m7.py"][0] == "- L1 class C7"
     assert "pkg0/m6.js" not in mapped and len(mapped) == 29
-    cache = json.loads((project / ".amas" / "map_cache.json").read_text())["files"]
-    assert "pkg0/m6.js" not in cache and len(cache) == 29
+    with closing(sqlite3.connect(project / ".amas" / "map_index.db")) as index:
+        indexed = {rel for (rel,) in index.execute("SELECT rel FROM files")}
+    assert "pkg0/m6.js" not in indexed and len(indexed) == 29
 
 
 def test_bad_files_are_skipped_and_counted(bare, capsys, monkeypatch):
@@ -610,3 +612,42 @@ def test_one_file_is_counted_as_one(bare, capsys):
     (bare / "app.py").write_text("def main():\n    pass\n")
     repomap.init(bare, DEFAULT_CONFIG["ignore"])
     assert "mapped 1 file, 1 symbol in" in capsys.readouterr().err
+
+
+def test_the_index_is_never_written_through_a_link_nor_read_when_foreign(bare, tmp_path):
+    mine = tmp_path / "mine.db"
+    mine.write_text("my notes\n")
+    (bare / ".amas").mkdir()
+    (bare / ".amas" / "map_index.db").symlink_to(mine)
+    write(bare, {"app.py": "def main():\n    pass\n"})
+    init(bare)
+    assert mine.read_text() == "my notes\n"
+    index = bare / ".amas" / "map_index.db"
+    assert not index.is_symlink() and index.stat().st_mode & 0o777 == 0o600
+    # an index that holds more than tables and indexes (a trigger shipped in a clone) is built anew
+    with closing(sqlite3.connect(index)) as db:
+        db.execute("CREATE TRIGGER t AFTER INSERT ON files BEGIN DELETE FROM symbols; END")
+        db.commit()
+    write(bare, {"more.py": "def other():\n    pass\n"})
+    init(bare)
+    assert set(sections(bare)) == {"app.py", "more.py"}
+    assert repomap.prompt_map(bare, "", set(), 500).startswith(("app.py", "more.py"))
+
+
+def test_an_interrupted_init_leaves_the_index_it_had_and_no_partial_copy(bare, monkeypatch):
+    write(bare, {"app.py": "def main():\n    pass\n"})
+    init(bare)
+    write(bare, {"more.py": "def other():\n    pass\n"})
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(repomap, "_write_map", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        repomap.init(bare, [])
+    assert sorted(p.name for p in (bare / ".amas").iterdir()) == [
+        ".gitignore",
+        "map_index.db",
+        "project_map.md",
+    ]
+    assert repomap.prompt_map(bare, "", set(), 500) == "app.py\n  def main()"

@@ -1,6 +1,9 @@
 """The project map in the prompt: ranked by references, the user's words and the files touched, packed to a budget."""
 
 import os
+import re
+import sqlite3  # noqa: F401  (loaded before memory is measured)
+import tracemalloc
 
 import pytest
 from conftest import count_tokens
@@ -13,6 +16,8 @@ USERS = {
     f"app/use{i}.py": "from core import parse\n\n\ndef run{i}():\n    return parse('x')\n"
     for i in range(4)
 }
+
+ALIKE = re.compile(r" \(\+\d+ alike\)$")  # after the first file of a group of look-alikes
 
 
 def mapped(root, query: str = "", touched: set[str] = frozenset(), budget: int = 1000) -> str:
@@ -31,7 +36,7 @@ def files(text: str) -> list[str]:
             [head.rstrip("/")] if head != "./" else []
         )
         listed += ["/".join([*stack, name]) for name in names.split(", ") if names]
-    return listed
+    return [ALIKE.sub("", rel) for rel in listed]
 
 
 def test_no_map_before_init(bare):
@@ -143,6 +148,8 @@ def test_files_read_or_changed_in_the_conversation_move_up(bare):
     write(bare, {"core.py": CORE, **USERS, "tools/misc.py": "def tidy():\n    pass\n"})
     assert files(mapped(bare))[0] == "core.py"
     assert files(mapped(bare, "", {"tools/misc.py"}))[0] == "tools/misc.py"
+    write(bare, {"settings.py": "DEBUG = False\n"})  # read, and without symbols: never listed
+    assert files(mapped(bare, "", {"settings.py", "core.py"}))[0] == "core.py"
 
 
 def test_a_file_too_big_for_the_room_is_skipped_and_smaller_ones_still_fill_it(bare):
@@ -224,16 +231,79 @@ def test_a_small_project_gives_its_symbols_the_room_its_names_do_not_need(bare):
     assert "More files:" not in text and len(files(text)) == 8  # all eight shown with their symbols
 
 
-def test_the_cache_is_read_once_until_init_runs_again(bare, monkeypatch):
+WORDS = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+)
+
+
+def module(i: int) -> str:
+    """A module of its own, nothing alike in others (no group shortens the index): `class AlphaBravo…`."""
+    name = "_".join(WORDS[int(digit)] for digit in f"{i:04}")
+    return f"class {name.title()}:\n    def {name}_apply(self, {name}_value):\n        return {i}\n"
+
+
+def test_a_prompt_reads_only_the_parts_of_the_index_it_needs(bare):
+    write(bare, {f"pkg{i % 40}/m{i}.py": module(i) for i in range(2000)})
+    write(bare, {"billing/invoices.py": "def total_invoice(lines):\n    return sum(lines)\n"})
+    assert repomap.init(bare, []) == 0
+    tracemalloc.start()
+    text = repomap.prompt_map(bare, "where are invoices totalled?", set(), 1000)
+    alive, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert text.startswith("billing/invoices.py\n  def total_invoice(lines)")
+    # 2,000 files' symbols and words in memory would take megabytes: the prompt read a few hundred rows
+    assert peak < 1_500_000 and alive < 300_000, (peak, alive)
+
+
+def test_generated_look_alikes_rank_as_one_group_and_never_crowd_out_real_code(bare):
+    generated = {
+        f"gen/f{i:04}.py": f"def value_{i:04}(x):\n    return x + {i}\n\n\ndef check_{i:04}(x):\n    return x\n"
+        for i in range(1, 601)
+    }
+    shapes = "class Circle:\n    def area(self):\n        pass\n\n\nclass Square:\n    def area(self):\n        pass\n"
+    write(bare, {**generated, "shapes.py": shapes})
+    text = mapped(bare, "How do I add a new kind of figure?")
+    assert "shapes.py\n  class Circle\n    def area(self)\n  class Square" in text
+    # the group is named once, ahead of its members, with their count
+    assert "gen/f0001.py (+599 alike)" in text
+    listed = files(text)
+    assert listed.index("shapes.py") < listed.index("gen/f0001.py")
+    assert all(listed.index("shapes.py") < listed.index(f) for f in generated if f in listed)
+
+
+def test_the_index_is_bounded_in_project_map_md_and_the_rest_counted_by_folder(bare, monkeypatch):
     write(bare, {"core.py": CORE, **USERS})
+    write(bare, {f"pkg{i % 3}/mod{i}.py": f"def helper_{i}(a):\n    return a\n" for i in range(60)})
+    monkeypatch.setattr(repomap, "MAP_BYTES", 600)
     mapped(bare)
-    reads = []
-    real = repomap._load_files
-    monkeypatch.setattr(repomap, "_load_files", lambda path: reads.append(path) or real(path))
-    for query in ("one", "two", "three"):
-        repomap.prompt_map(bare, query, set(), 1000)
-    assert reads == []
-    write(bare, {"extra.py": "def more():\n    pass\n"})
-    assert (
-        "extra.py" in files(mapped(bare)) and len(reads) == 2
-    )  # init's own read, then the new cache once
+    text = (bare / ".amas" / "project_map.md").read_text()
+    assert len(text) < 1200 and "## core.py\n- L1 def parse(text)" in text
+    listed = text.count("\n## ")
+    counted = re.findall(r"^- (pkg\d/|app/) (\d+) files?, \d+ symbols?$", text, re.M)
+    assert 1 < listed and sum(int(n) for _, n in counted) == 61 - listed
+    assert text.startswith("# Project map\n61 files, 62 symbols")
+
+
+def test_an_incremental_init_ranks_as_a_full_one(bare):
+    lonely = "def alone(a, b):\n    pass\n"
+    write(bare, {"core.py": CORE, "lonely.py": lonely, **USERS})
+    assert files(mapped(bare))[0] == "core.py"
+    callers = {f"call{i}.py": "from lonely import alone\nalone(1, 2)\n" for i in range(6)}
+    write(bare, callers)  # new files that refer to lonely.py's name: only they are parsed
+    assert files(mapped(bare))[0] == "lonely.py"
+    os.utime(bare / "core.py")  # saved again as it was: the same ranks
+    incremental = mapped(bare, "where is alone?")
+    (bare / ".amas" / "map_index.db").unlink()
+    assert mapped(bare, "where is alone?") == incremental
+    for name in callers:
+        (bare / name).unlink()
+    assert files(mapped(bare))[0] == "core.py"
