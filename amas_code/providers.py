@@ -340,7 +340,7 @@ class Model:
         self.count(litellm, built)
         msg, finish = built.choices[0].message, built.choices[0].finish_reason
         calls = [
-            _native(c.id or f"call_{i}", c.function.name, c.function.arguments or "")
+            toolcalls.native(c.function.name, c.function.arguments or "", c.id or f"call_{i}")
             for i, c in enumerate(msg.tool_calls or [])
         ]
         content, unreadable = msg.content or "", None
@@ -426,9 +426,3 @@ def _number_calls(chunks: list) -> None:
     ]
     for i, call in enumerate(calls):
         call.index, call.id = i, call.id or f"call_{i}"
-
-
-def _native(cid: str, name: str, args) -> dict:
-    """A tool call in OpenAI's shape."""
-    args = args if isinstance(args, str) else json.dumps(args)
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}

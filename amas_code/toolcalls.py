@@ -81,7 +81,7 @@ def read(text: str, names) -> tuple[list[dict], str, str | None]:
         code = free
         spans, broken = _spans(text, code, names)
     spans = _first_of_overlaps(spans + _litter(text, code))
-    calls = [_native(n, _typed(args, names, n)) for *_, got, run in spans if run for n, args in got]
+    calls = [native(n, _typed(args, names, n)) for *_, got, run in spans if run for n, args in got]
     shown = [span for span in spans if span[2] and not span[3]]
     return _left(text, spans, calls, _lost(text, code, broken, shown))
 
@@ -231,10 +231,11 @@ def _presented(text: str, at: int) -> bool:
     return bool(SAMPLE.search(lead) or (described and DESCRIBED.search(lead)))
 
 
-def _native(name: str, args: dict) -> dict:
-    """A call in OpenAI's shape, with an id strict chat templates accept (Mistral's: nine alphanumerics)."""
-    cid = "".join(random.choices(string.ascii_letters + string.digits, k=9))
-    arguments = json.dumps(args, ensure_ascii=False)
+def native(name: str, args: dict | str, cid: str = "") -> dict:
+    """A call in OpenAI's shape; without an id, one strict chat templates accept (Mistral's: nine
+    alphanumerics)."""
+    cid = cid or "".join(random.choices(string.ascii_letters + string.digits, k=9))
+    arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
