@@ -312,10 +312,13 @@ class Shadow:
             set(new["empty"]),
             {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])},
         )
-        shown = lambda p: p in ignored or p.startswith(tuple(i for i in ignored if i.endswith("/")))  # noqa: E731
-        changes = {
-            p: sides for p, sides in changes.items() if sides[0] or not shown(p)
-        }  # not made: only unignored
+        folders = tuple(i for i in ignored if i.endswith("/"))
+
+        def shown(p: str) -> bool:  # what the command only made visible (un-ignored, readable)
+            return p in ignored or p.startswith(folders)
+
+        # not made: only unignored
+        changes = {p: sides for p, sides in changes.items() if sides[0] or not shown(p)}
         made = {d for d in (added | after) - before - deleted if not shown(d + "/")}
         return changes, sorted(made), sorted((deleted | before) - after - added)
 
@@ -700,7 +703,10 @@ class Checkpoint(Shadow):
         blobs = (
             self.contents([s[1] for s in [*first.values(), *last.values()] if s]) if first else {}
         )
-        side = lambda s: (s[0], blobs[s[1]]) if s else (None, b"")  # noqa: E731
+
+        def side(s):
+            return (s[0], blobs[s[1]]) if s else (None, b"")
+
         return [(rel, side(first[rel]), side(last[rel])) for rel in sorted(first)]
 
 

@@ -1,5 +1,6 @@
 """Configuration: defaults < ~/.amas < .amas (limited until trusted) < env < flags, each value checked."""
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -40,7 +41,12 @@ TRISTATE, NUMBER, NULLABLE = (
     {"api_key", "api_base", "browser_path", "max_tokens"},
 )
 POSITIVE = {"max_context_tokens", "max_tokens", "shell_timeout", "checkpoint_max_mb"}
-STRINGS = lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)  # noqa: E731
+
+
+def STRINGS(v) -> bool:  # a list of strings
+    return isinstance(v, list) and all(isinstance(s, str) for s in v)
+
+
 CHECKS = {  # key -> (test, what it should be); None is allowed where the default is None
     "model": (
         lambda v: isinstance(v, str) and re.fullmatch(r"\S+", v),
@@ -69,7 +75,16 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
 }
 KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string", NUMBER: "a number"}
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
-SET, ON = lambda v: v is not None, lambda v: v is False  # noqa: E731
+
+
+def SET(v) -> bool:  # set at all
+    return v is not None
+
+
+def ON(v) -> bool:  # checkpoint_on_edit turned off
+    return v is False
+
+
 LOOSER = dict(  # what an untrusted project may not set: each loosens a guard or sends your work elsewhere
     auto_accept=bool,
     browser_path=SET,
@@ -155,13 +170,18 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
+def _of_kind(kind, v) -> bool:
+    """v is of kind (a bool is no number)."""
+    return isinstance(v, kind) and not (kind is not bool and isinstance(v, bool))
+
+
 def check(key: str, value, where: str) -> None:
     """Refuse a value of the wrong type with one line naming the key and where it came from."""
     default = DEFAULT_CONFIG[key]
     test, want = CHECKS.get(key) or (None, None)
     if test is None:
         kind = NUMBER if key == "shell_timeout" else str if default is None else type(default)
-        test = lambda v: isinstance(v, kind) and not (kind is not bool and isinstance(v, bool))  # noqa: E731
+        test = functools.partial(_of_kind, kind)
         want = KIND_NAMES.get(kind, "a string")
     if not ((value is None and key in NULLABLE) or test(value)):
         raise ConfigError(f"{where}: {key} should be {want}, not {short(value)}")

@@ -615,5 +615,8 @@ def _hide(line: str, spans: list[tuple[int, int]]) -> str:
 def child_env(config: dict) -> dict:
     """The environment for commands and the browser: no secret-named variables or URL credentials, unless passed."""
     keep = set(config["permissions"].get("env", []))
-    secret = lambda k, v: SECRET_NAME.search(k) or URL_CREDENTIALS.search(v)  # noqa: E731
-    return {k: v for k, v in os.environ.items() if k in keep or not secret(k, v)}
+    return {k: v for k, v in os.environ.items() if k in keep or not _secret_variable(k, v)}
+
+
+def _secret_variable(name: str, value: str) -> bool:
+    return bool(SECRET_NAME.search(name) or URL_CREDENTIALS.search(value))

@@ -96,11 +96,15 @@ def show_result(text: str, lines: int = 3) -> None:
     console.print(Text("\n".join(f"  │ {r}" for r in rows), style="dim"), overflow="fold")
 
 
+def _lines(text: str) -> list[str]:
+    return text.removesuffix("\n").split("\n") if text else []
+
+
 def diff(old: str, new: str, path: str, hide=str) -> Text:
     """A unified diff with every byte of every changed line visible (wrapped, escaped, never cropped) but secrets:
     `hide` redacts, keeping lines, so a line whose secret changed shows changed, as [REDACTED]."""
-    lines = lambda t: t.removesuffix("\n").split("\n") if t else []  # noqa: E731
-    real, shown = (lines(old), lines(new)), (lines(hide(old)), lines(hide(new)))
+    real = (_lines(old), _lines(new))
+    shown = (_lines(hide(old)), _lines(hide(new)))
     # lines kept, as redact does
     real = real if list(map(len, real)) == list(map(len, shown)) else shown
     text = Text()
