@@ -311,8 +311,12 @@ class Browser:
     refuses with PermissionError."""
 
     def __init__(self, config: dict, visit=None):
-        self.config, self.visit, self.notes = config, visit, []
-        self.playwright, self.browser, self.page = None, None, None
+        self.config = config
+        self.visit = visit
+        self.notes = []
+        self.playwright = None
+        self.browser = None
+        self.page = None
 
     def open(self):
         if self.page is None:

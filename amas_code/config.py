@@ -35,11 +35,9 @@ DEFAULT_CONFIG = {
     "browser_path": None,  # a Chromium binary; else a headless shell, Playwright's own, or a system Chromium
     "browser_headless": True,
 }
-TRISTATE, NUMBER, NULLABLE = (
-    (True, False, "auto"),
-    (int, float),
-    {"api_key", "api_base", "browser_path", "max_tokens"},
-)
+TRISTATE = (True, False, "auto")
+NUMBER = (int, float)
+NULLABLE = {"api_key", "api_base", "browser_path", "max_tokens"}
 POSITIVE = {"max_context_tokens", "max_tokens", "shell_timeout", "checkpoint_max_mb"}
 
 

@@ -281,8 +281,12 @@ class Gate:
     allowed always. It never talks to the person: the agent asks and tells it the answer."""
 
     def __init__(self, config: dict, root: Path, sandbox: str = "on"):
-        self.config, self.root, self.always = config, Path(root).resolve(), set()
-        self.secrets, self.last, self.sandbox = Secrets(config), None, sandbox
+        self.config = config
+        self.root = Path(root).resolve()
+        self.always = set()
+        self.secrets = Secrets(config)
+        self.last = None
+        self.sandbox = sandbox
         saved = home.remembered(self.root)
         self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
         self.scripts = dict(saved.get("scripts", {}))  # a remembered command -> the script it ran

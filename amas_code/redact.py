@@ -314,7 +314,9 @@ class Masked:
     [REDACTED] stands for the value at its place, and never changes or reveals a hidden value."""
 
     def __init__(self, secrets: Secrets, text: str):
-        self.secrets, self.text, self.parts = secrets, text, secrets.parts(text)
+        self.secrets = secrets
+        self.text = text
+        self.parts = secrets.parts(text)
         self.shown = "".join(shown for shown, _ in self.parts)
         self.starts = list(accumulate((len(shown) for shown, _ in self.parts), initial=0))
         self.reals = list(accumulate((len(real) for _, real in self.parts), initial=0))
@@ -373,7 +375,10 @@ def _place(
 ) -> tuple[str, list[tuple[int, int]]]:
     """new with each [REDACTED] that stands for a taken value turned into that value, and where each value went;
     a [REDACTED] that stands for none is left as written (and refused when written)."""
-    out, placed, used, j = [], [], [], 0
+    out = []
+    placed = []
+    used = []
+    j = 0
     while (k := new.find("[REDACTED]", j)) >= 0:
         out.append(new[j:k])
         pick = _pick(taken, used, new[k:], (before + new[:k]).rpartition("\n")[2])

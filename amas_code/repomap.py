@@ -26,7 +26,9 @@ TOUCHED, MENTIONED = (
 )  # rank added to a file read or changed in the conversation, or named by path
 # a cache entry; a symbol is [depth, line, name, signature, refs]
 MTIME, SIZE, LANG, LOW, WORDS, SYMS = range(6)
-DEF, CLASS, WALK = "def", "class", "walk"  # list it; list it and its members; look inside it
+DEF = "def"  # list it
+CLASS = "class"  # list it and its members
+WALK = "walk"  # look inside it
 # fmt: off
 TOKEN = re.compile(r"[A-Z]?[a-z]{1,7}|[A-Z]+(?![a-z])|\d{1,3}|[^\sA-Za-z\d]|\n")  # ~1.0-1.3 per real token
 SPACES = re.compile(r"(?<=[(\[]) |,? (?=[)\]])|(?<==) \|(?= )")  # left by joining lines: `f( a, )`, `T = | A`
@@ -47,7 +49,9 @@ happen happens implemented defined code file files function project logic hello 
 EXTENSIONS = {f".{ext}": language for language, exts in dict(python="py", javascript="js mjs cjs jsx", typescript="ts",
     tsx="tsx", go="go", rust="rs", java="java", c="c h", cpp="cc cpp cxx hpp hh").items() for ext in exts.split()}
 # fmt: on
-INDEX, OLD_CACHE, MAP = ".amas/map_index.db", ".amas/map_cache.json", ".amas/project_map.md"
+INDEX = ".amas/map_index.db"
+OLD_CACHE = ".amas/map_cache.json"
+MAP = ".amas/project_map.md"
 INDEX_VERSION = (
     6  # bump when extraction or the index's layout changes, so older indexes are built again
 )
@@ -238,7 +242,9 @@ def _noise(node, end: int):
 
 def _signature(node, source: bytes) -> str:
     """The definition on one line without its body, comments or annotations: `def foo(a, b) -> int`."""
-    text, at, body = b"", node.start_byte, _body(node)
+    text = b""
+    at = node.start_byte
+    body = _body(node)
     end = min(node.end_byte, at + 8 * SIGNATURE)
     # most signatures hold no comment or annotation: skip walking them
     cut = body[0] if body else end
@@ -681,7 +687,9 @@ def _packed(db, query: str, touched: set[str], budget: int) -> str:
     naming = db.execute(META, ("naming",)).fetchone()[0]
     room = budget - min(budget * NAMES, naming)  # what naming files leaves the blocks
     # blocks are tried for at most 30 skipped files: each call stays cheap
-    parts, rest, used = [], [], 0
+    parts = []
+    rest = []
+    used = 0
     for key, shown in ranked:
         found = (
             db.execute(SYMBOLS, (key,)).fetchall() if room - used > 12 and len(rest) < 30 else ()
@@ -718,7 +726,9 @@ def _tokens(text: str) -> float:  # cheap: words split at case and underscores, 
 
 def _more(rest: list[str], room: float) -> list[str]:
     """Other files in rank order, in the room left, as a tree of folders: a folder's name is written once, short."""
-    chosen, folders, used = [], {""}, _tokens("More files:\n")
+    chosen = []
+    folders = {""}
+    used = _tokens("More files:\n")
     for rel in rest:
         parts = rel.split("/")
         new = [i for i in range(1, len(parts)) if "/".join(parts[:i]) not in folders]

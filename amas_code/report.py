@@ -17,7 +17,9 @@ class Report:
     def __init__(self, fmt: str = "text", out=None):
         self.fmt, self.out = fmt, out or sys.stdout
         self.started = time.monotonic()
-        self.model_calls, self.tool_calls, self.files = 0, [], []
+        self.model_calls = 0
+        self.tool_calls = []
+        self.files = []
         self.answer, self.refused = "", False
 
     def emit(self, kind: str, **fields) -> None:

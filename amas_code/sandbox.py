@@ -967,7 +967,10 @@ class Capped:
     """A stream's bytes in bounded memory: its head and its tail, and a count of what was cut between."""
 
     def __init__(self, keep: int = KEEP, watch=None):
-        self.keep, self.head, self.tail, self.cut = keep, bytearray(), bytearray(), 0
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.cut = 0
         self.watch = watch  # shown live, as it comes
 
     def add(self, data: bytes) -> None:
@@ -991,7 +994,9 @@ def _collect(
     proc: subprocess.Popen, timeout: float, before: set[int], watch
 ) -> tuple[str, str, str]:
     """The command's output, and a note if it ran past its timeout and was killed with its children."""
-    out, err, note = Capped(watch=watch), Capped(watch=watch), ""
+    out = Capped(watch=watch)
+    err = Capped(watch=watch)
+    note = ""
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as streams:
         streams.register(proc.stdout, selectors.EVENT_READ, out)

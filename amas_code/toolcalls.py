@@ -98,7 +98,9 @@ def _spans(text: str, code: list, names) -> tuple[list, list]:
 def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
     """The calls one format finds (each marked run or shown as an example), and where its markup
     holds no readable call."""
-    spans, broken, misses = [], [], 0
+    spans = []
+    broken = []
+    misses = 0
     for match in row.start.finditer(text):
         if _in_code(match.start(), code, fenced=row.body is _fenced):
             continue

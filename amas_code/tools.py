@@ -365,7 +365,9 @@ class _Search:
     def __init__(self, pattern):
         import regex
 
-        self.pattern, self.deadline, self.hits = pattern, time.monotonic() + SEARCH_SECONDS, []
+        self.pattern = pattern
+        self.deadline = time.monotonic() + SEARCH_SECONDS
+        self.hits = []
         # a block of lines none of which matches is passed over in one search, where `^` and `$`
         # mean a line's ends; an anchor on the whole text (\A, \Z) would miss there
         whole = re.search(r"\\[AZzG]", pattern.pattern)
@@ -417,7 +419,9 @@ class _Window:
 
     def __init__(self, offset: int, limit: int):
         self.offset, self.end = offset, offset + limit  # lines shown: offset to end - 1
-        self.first, self.lines, self.size = max(0, offset - CONTEXT), [], 0
+        self.first = max(0, offset - CONTEXT)
+        self.lines = []
+        self.size = 0
 
     def read(self, f) -> int:
         """Read the file through; the number of lines it has (counted, never held)."""
@@ -460,7 +464,9 @@ def _grown(line: bytes, more: bytes) -> bytes:
 
 def _numbered(lines: list[str], offset: int, total: int) -> str:
     """Lines with their numbers, up to 50 KB, and how to read on."""
-    out, size, end = [], 0, offset + len(lines)
+    out = []
+    size = 0
+    end = offset + len(lines)
     for i, line in enumerate(lines, offset):
         size += len(line) + 8
         if size > MAX_READ:  # a single line longer than that is shown cut: the model is never stuck
