@@ -6,6 +6,7 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -177,14 +178,12 @@ class Tools:
         """Replace one exact, unique occurrence of old_str with new_str."""
         p = self.gate.resolve(path, write=True)
         data = regular(p, path).read_bytes()
-        try:
-            text = (
-                data.decode("utf-8").replace("\r\n", "\n") if _crlf(data) else data.decode("utf-8")
-            )
-        except UnicodeDecodeError:
+        text = _text(data)
+        if text is None:
             return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
-        if _crlf(data):
-            old_str, new_str = old_str.replace("\r\n", "\n"), new_str.replace("\r\n", "\n")
+        if _crlf(data):  # the model's lines end as the file's are shown: \n
+            old_str = old_str.replace("\r\n", "\n")
+            new_str = new_str.replace("\r\n", "\n")
         # the file as the model sees it, where [REDACTED] stands for the value at its place
         view = redact.Masked(self.gate.secrets, text)
         found = view.find(old_str)
@@ -263,28 +262,13 @@ class Tools:
         """List project files as a tree (ignored files left out)."""
         base = self.path(path)
         if not base.is_dir():
-            return (
-                f"Error: {path} is not a folder"
-                if base.exists()
-                else f"Error: {path} does not exist"
-            )
-        rels = sorted(
-            str(f)[len(str(base)) + 1 :] for f in project_files(base, self.config["ignore"])
-        )
-        lines, shown = [], set()
-        for rel in rels[:MAX_LINES]:
-            parts = rel.split("/")
-            for depth in range(len(parts) - 1):
-                if (folder := "/".join(parts[: depth + 1])) not in shown:
-                    shown.add(folder)
-                    lines.append("  " * depth + parts[depth] + "/")
-            lines.append("  " * (len(parts) - 1) + parts[-1])
-        more = (
-            f"\n[{len(rels) - MAX_LINES} more files not shown; list a subfolder]"
-            if len(rels) > MAX_LINES
-            else ""
-        )
-        return "\n".join(lines) + more if lines else f"No files under {path}"
+            missing = f"Error: {path} does not exist"
+            return f"Error: {path} is not a folder" if base.exists() else missing
+        cut = len(str(base)) + 1
+        rels = sorted(str(f)[cut:] for f in project_files(base, self.config["ignore"]))
+        if not rels:
+            return f"No files under {path}"
+        return "\n".join(_tree(rels[:MAX_LINES])) + _counted(rels[MAX_LINES:])
 
     # -- the web ------------------------------------------------------------------------------------
     def search_google(self, query: str, num_results: int = 5) -> str:
@@ -405,6 +389,30 @@ class _Search:
         return "\n".join(out)
 
 
+def _tree(rels: list[str]) -> list[str]:
+    """Paths as an indented tree, each folder named once."""
+    lines, shown = [], set()
+    for rel in rels:
+        parts = rel.split("/")
+        for depth in range(len(parts) - 1):
+            folder = "/".join(parts[: depth + 1])
+            if folder not in shown:
+                shown.add(folder)
+                lines.append("  " * depth + parts[depth] + "/")
+        lines.append("  " * (len(parts) - 1) + parts[-1])
+    return lines
+
+
+def _counted(rest: list[str]) -> str:
+    """The files past the listing, counted by top folder: a huge tree is summed up, not cut unsaid."""
+    if not rest:
+        return ""
+    folders = Counter(rel.split("/", 1)[0] + "/" if "/" in rel else "./" for rel in rest)
+    top = ", ".join(f"{name} {n}" for name, n in folders.most_common(20))
+    more = f"; {len(folders) - 20} more folders" if len(folders) > 20 else ""
+    return f"\n[{len(rest)} more files not shown, by folder: {top}{more}; list a subfolder]"
+
+
 def _blocks(f) -> Iterator[bytes]:
     """A file in blocks of about 1 MiB that end where a line ends (a line over LINE_CAP is cut)."""
     while block := f.read(1 << 20):
@@ -508,6 +516,15 @@ def _typed(name: str, sig: inspect.Signature, args: dict) -> None:
             raise ValueError(
                 f"argument {key!r} of {name} must be a{'n' * (kind[0] == 'i')} {kind}, got {type(value).__name__}"
             )
+
+
+def _text(data: bytes) -> str | None:
+    """A file's text with its lines ending in \\n (a CRLF file's too); None when it is not UTF-8."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text.replace("\r\n", "\n") if _crlf(data) else text
 
 
 def _crlf(data: bytes) -> bool:

@@ -197,6 +197,15 @@ def test_search_output_is_capped(run, bare):
     assert out.count("\n") == tools.MAX_LINES and out.endswith("narrow the pattern or path]")
 
 
+def test_a_huge_tree_is_summed_up_by_folder(run, bare):
+    for folder, count in (("gen", 350), ("src", 20)):
+        (bare / folder).mkdir()
+        for i in range(count):
+            (bare / folder / f"f{i:03}.py").write_text("")
+    said = run("list_files")
+    assert said.endswith("[70 more files not shown, by folder: gen/ 50, src/ 20; list a subfolder]")
+
+
 def test_list_files_tree(run, bare):
     for rel in ("b.txt", "src/a.py", "src/sub/c.py", "__pycache__/x.pyc"):
         (bare / rel).parent.mkdir(parents=True, exist_ok=True)
