@@ -126,12 +126,7 @@ def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
     from amas_code import home
 
     try:
-        if trust is not None:
-            home.set_trust(root, trust)
-            said = f"trusted {root} (until what steers amas there changes)"
-            ui.success(said if trust else f"{root} is no longer trusted")
-        elif home.answered(root) is None:
-            _changed(root)
+        _trust(root, trust)
         config, warnings, ignored = config_file.load(root, flags)
     except home.ConfigError as e:
         ui.error(str(e))
@@ -145,6 +140,19 @@ def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
             "(`amas --trust` trusts it)"
         )
     return config
+
+
+def _trust(root: Path, trust: bool | None) -> None:
+    """--trust or --untrust as asked; else a folder whose steering files changed, or new, is asked
+    about (in a terminal)."""
+    from amas_code import home
+
+    if trust is not None:
+        home.set_trust(root, trust)
+        said = f"trusted {root} (until what steers amas there changes)"
+        ui.success(said if trust else f"{root} is no longer trusted")
+    elif home.answered(root) is None:
+        _changed(root)
 
 
 def _changed(root: Path) -> None:

@@ -271,29 +271,34 @@ def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
     """One file's cache entry [mtime_ns, size, language, ranked low, identifiers, symbols] (None if skipped), and
     what happened to it."""
     path, rel = job
-    try:
-        if not path.is_file():  # a FIFO would block the read; a submodule is a folder
-            raise IsADirectoryError
-        st = path.stat()
-        source = b"" if st.st_size > MAX_BYTES else path.read_bytes()
-    except OSError:  # a link loop or dangling link, no permission, not a regular file
+    read = _source(path)
+    if read is None:  # a link loop or dangling link, no permission, not a regular file
         return rel, None, "unreadable"
-    why = "too large" if st.st_size > MAX_BYTES else "binary" * (b"\0" in source[:8192])
-    language = (
-        "cpp" if path.suffix == ".h" and CPP.search(source) else EXTENSIONS[path.suffix.lower()]
-    )
+    st, source = read
+    why = "too large" if st.st_size > MAX_BYTES else "binary" * project.looks_binary(source)
+    cpp = path.suffix == ".h" and CPP.search(source)
+    language = "cpp" if cpp else EXTENSIONS[path.suffix.lower()]
     try:
         found = [] if why else symbols(source, language)
     # a grammar that fails to load or parse costs that file its symbols, never the map
     except Exception:
         why = "unparsable"
+    if why:
+        return rel, None, why
     low = bool(LOW_RANK.search(rel) or GENERATED.search(source[:600]))
     words = " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1"))))
-    return (
-        rel,
-        None if why else [st.st_mtime_ns, st.st_size, language, low, words, found],
-        why or "reparsed",
-    )
+    return rel, [st.st_mtime_ns, st.st_size, language, low, words, found], "reparsed"
+
+
+def _source(path: Path) -> tuple[os.stat_result, bytes] | None:
+    """A file's stat and bytes (none past MAX_BYTES); None when it cannot be read as a file."""
+    try:
+        if not path.is_file():  # a FIFO would block the read; a submodule is a folder
+            return None
+        st = path.stat()
+        return st, b"" if st.st_size > MAX_BYTES else path.read_bytes()
+    except OSError:
+        return None
 
 
 def _parse(jobs: list):
