@@ -23,6 +23,14 @@ PHRASINGS = {
             "n_ctx": 4096,
         }
     },
+    "llama.cpp, message alone": {
+        "error": {
+            "code": 400,
+            "message": "input (16761 tokens) is larger than the max context size (4096 tokens). "
+            "skipping",
+            "type": "exceed_context_size_error",
+        }
+    },
     "llama-cpp-python": {  # its server's words; the Llama class raises the ones in the next case
         "error": {
             "message": "This model's maximum context length is 4096 tokens. However, you requested "
@@ -177,3 +185,37 @@ def test_tokens_the_server_counts_are_shown_as_counted(agent, llm, capsys):
     repl.command(agent, "/tokens")
     shown = capsys.readouterr().err
     assert "prompt 10 + completion 5 tokens" in shown and "estimated" not in shown
+
+
+def test_ollama_native_overflow_lowers_num_ctx_for_the_retry(project):
+    """Through Ollama's own /api/chat: its error is {"error": "prompt too long; …"}; the retry
+    after compaction asks for the learned window as num_ctx."""
+    from test_providers import Ollama
+
+    class Overflowing(Ollama):
+        overflowed = False
+
+        def answer(self, path, headers, body):
+            if path == self.chat_path and len(self.chats) == 1 and not self.overflowed:
+                self.overflowed = True
+                return self.json(
+                    400, {"error": "prompt too long; exceeded max context length by 1000 tokens"}
+                )
+            return super().answer(path, headers, body)
+
+    ollama = Overflowing(key=None)
+    try:
+        config = make_config(model=ollama.model, api_base=ollama.api_base)
+        agent = Agent(config, project)
+        ollama.reply("first answer " + words(1500))
+        agent.turn("first question")
+        ollama.reply("SUMMARY: one long answer.").reply("second answer")
+        agent.turn("second question")
+    finally:
+        ollama.close()
+    first, overflowed, summary, retried = ollama.chats
+    learned = agent.model.context_limit()
+    assert first["options"]["num_ctx"] == overflowed["options"]["num_ctx"] == 32000
+    assert learned < 32000 and retried["options"]["num_ctx"] == learned
+    assert retried["options"]["num_predict"] == learned // 4
+    assert agent.messages[-1]["content"] == "second answer"

@@ -431,3 +431,15 @@ def test_server_dropping_the_connection_after_200_is_one_error_line(user, llama_
     result = amas(p)
     assert p.chats and all(x["status"] == 200 and x["response"] == b"" for x in p.chats)
     one_line_naming(result, p)
+
+
+def test_llama_server_overflow_is_one_line_with_its_context_size(user, llama_server_jinja, proxy):
+    """Issue 39: llama-server (-c 4096) refuses a request past its context with its size in the error
+    (n_ctx); with nothing to compact, amas says that size and the setting, in one line."""
+    p = proxy(llama_server_jinja)
+    result = amas(p, "Summarize this: " + "lorem ipsum dolor sit amet " * 900)
+    said = b"".join(x["response"] for x in p.chats)
+    assert b"exceeds the available context size" in said, said[:600]
+    one_line_naming(result, p)
+    assert "(4,096 tokens, as the server said)" in result.stderr
+    assert "max_context_tokens" in result.stderr
