@@ -482,10 +482,19 @@ class Model:
         return props.get("default_generation_settings", props).get("n_ctx")
 
     def listed_context(self, base: str) -> int | None:
-        """The model's entry in /v1/models, where a server says its context: vLLM's max_model_len,
-        LM Studio's loaded_context_length or max_context_length (llama-cpp-python says none)."""
-        root = base if base.endswith("/v1") else base + "/v1"
-        listed = _get_json(root + "/models").get("data") or []
+        """The model's entry in the server's model list, where it says its context: vLLM's
+        max_model_len in /v1/models, LM Studio's loaded_context_length or max_context_length in its
+        /api/v0/models (llama-cpp-python says none)."""
+        root = base.removesuffix("/v1")
+        for url in (root + "/v1/models", root + "/api/v0/models"):
+            with contextlib.suppress(Exception):  # not a list this server has
+                size = self.listed_size(_get_json(url).get("data") or [])
+                if size:
+                    return size
+        return None
+
+    def listed_size(self, listed: list[dict]) -> int | None:
+        """The context size in this model's entry (the only entry, if none has its name)."""
         wanted = self.name.split("/", 1)[1]
         entry = next((m for m in listed if m.get("id") == wanted), None)
         entry = entry or (listed[0] if len(listed) == 1 else {})

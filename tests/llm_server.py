@@ -15,6 +15,7 @@ class ScriptedLLM:
         self.script, self.requests = [], []
         self.props, self.gets, self.authorizations = None, [], []  # Authorization header per POST
         self.models = [{"id": "test-model", "object": "model"}]
+        self.lm_studio = None  # a list: LM Studio's GET /api/v0/models data
         self.probe = None  # what an unstreamed request right after an empty stream gets
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -106,6 +107,8 @@ class ScriptedLLM:
                 llm.gets.append(self.path)
                 if llm.props is not None and self.path.rstrip("/").endswith("/props"):
                     return self._json(200, llm.props)
+                if self.path.startswith("/api/v0/models"):  # LM Studio's own list, when given
+                    return self._json(200 if llm.lm_studio else 404, {"data": llm.lm_studio or []})
                 self._json(200, {"object": "list", "data": llm.models})
 
             def do_POST(self):

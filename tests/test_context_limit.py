@@ -150,6 +150,13 @@ def test_lm_studio_metadata_gives_the_loaded_context(project, llm, entry):
     assert Agent(config, project).model.context_limit() == 8192
 
 
+def test_lm_studio_own_list_gives_the_loaded_context(agent, llm):
+    """LM Studio's /v1/models lists names only; its /api/v0/models has the sizes."""
+    entry = {"id": "test-model", "loaded_context_length": 4096, "max_context_length": 32768}
+    llm.lm_studio = [{"id": "other", "max_context_length": 2048}, entry]
+    assert agent.model.context_limit() == 4096 and "/api/v0/models" in llm.gets
+
+
 def test_a_server_that_says_nothing_keeps_the_configured_size(agent, llm):
     assert agent.model.context_limit() == 32000  # llama-cpp-python: /v1/models has no size
 
