@@ -71,6 +71,7 @@ OVERFLOW = (  # the server's context size in the words of its overflow error
 OVER_BY = r"exceeded max context length by (\d+) tokens"  # Ollama says by how much, not the size
 # where /v1/models says a model's context: LM Studio, vLLM, LM Studio's largest, others
 LISTED = ("loaded_context_length", "max_model_len", "max_context_length", "context_length")
+LEARNED = {}  # (api_base, model) -> the context size its overflow error said, for this session
 CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
 PROBE_TIMEOUT = 60  # seconds for the unstreamed ask after an empty stream
 # litellm's names for an error before the server's words: litellm.BadRequestError: OpenAIException - …
@@ -227,7 +228,8 @@ class Model:
         self.config, self.name = config, config["model"]
         self.text_tools, self.context = config.get("text_tools") is True, None
         self.names = {}  # the tools offered in this request, by name: the text reader reads only these
-        self.learned = None  # the context size a server's overflow error gave, for the session
+        # the context size a server's overflow error gave: for the session, and every Model on it
+        self.learned = LEARNED.get(self.server())
         self.usage = usage or {
             "prompt_tokens": 0,
             "completion_tokens": 0,
@@ -408,6 +410,7 @@ class Model:
             size = counted - int(over[1])
         if size and size >= 64:  # below that, not a context anyone runs
             self.learned = min(size, self.learned or size)
+            LEARNED[self.server()] = self.learned
             self.context = min(self.context_limit(), self.learned)
 
     def reply(self, litellm, chunks: list, messages: list[dict], partial) -> dict:
@@ -447,10 +450,15 @@ class Model:
         except Exception:  # unknown models have no price
             self.usage["cost_known"] = False
 
+    def server(self) -> tuple[str, str]:
+        """Which server and model: what a learned context size belongs to."""
+        return self.config.get("api_base") or "", self.name
+
     def context_limit(self) -> int:
         """Tokens the conversation may use: max_context_tokens, or less if the server says its window is smaller."""
         if self.context is None:
-            self.context = min(self.config["max_context_tokens"], self.server_context() or 10**9)
+            said = self.learned or self.server_context() or 10**9
+            self.context = min(self.config["max_context_tokens"], said)
         return self.context
 
     def server_context(self) -> int | None:

@@ -91,6 +91,8 @@ def overflow_then_fit(agent, llm, **error) -> tuple[dict, dict, dict]:
     agent.turn("second question")
     overflowed, summary, retried = llm.requests[1:]
     assert "Summarize this conversation" in summary["messages"][0]["content"]
+    # the summary, too, is asked within what was learned
+    assert summary["max_tokens"] == agent.model.context_limit() // 4
     assert agent.messages[-1]["content"] == "second answer"
     return overflowed, summary, retried
 
@@ -108,6 +110,8 @@ def test_an_overflow_in_each_servers_words_teaches_the_context_and_is_retried_on
     llm.reply(text="third answer")
     agent.turn("third question")  # the learned size stays for the session
     assert llm.requests[-1]["max_tokens"] == LEARNED // 4
+    config = {**agent.config, "max_tokens": 8192}
+    assert providers.Model(config).context_limit() == LEARNED  # and for a model made later
 
 
 def test_ollama_says_only_by_how_much_and_the_request_less_that_is_learned(agent, llm):
@@ -220,6 +224,7 @@ def test_ollama_native_overflow_lowers_num_ctx_for_the_retry(project):
         agent.turn("second question")
     finally:
         ollama.close()
+        providers.LEARNED.clear()
     first, overflowed, summary, retried = ollama.chats
     learned = agent.model.context_limit()
     assert first["options"]["num_ctx"] == overflowed["options"]["num_ctx"] == 32000
