@@ -19,8 +19,8 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
     429: "rate limited (429) by the provider, even after retries: wait, or /model another",
     500: "the server at {base} failed (5xx), even after a retry; try again",
     400: "the provider rejected the request",
-    "context": "the conversation is longer than {model}'s context window at {base}{size}, even compacted: "
-    "{fix}",
+    "context": "the conversation is longer than {model}'s context window at {base}{size}, "
+    "even compacted: {fix}",
     "timeout": "no answer from {base} in time, even after a retry",
     "connection": "cannot reach {base}: is the server running and the address right?",
     "empty": "the server at {base} sent an empty stream: it failed after accepting the request (a prompt longer "
@@ -38,8 +38,8 @@ RETRIES = {
     "dropped": 1,
 }  # others never (auth, 404...)
 SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
-    "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens|prompt is too long"
-    r"|maximum model length",
+    "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens"
+    r"|prompt is too long|maximum model length",
     "timeout": r"timed out|timeout",
     "dropped": r"peer closed connection|incomplete chunked read|connection reset",
     "connection": r"connection (error|refused)|name or service not known|failed to establish",
@@ -62,11 +62,11 @@ TIMEOUT = (
 )
 OVERFLOW = (  # the server's context size in the words of its overflow error
     r"n_ctx\W{0,3}(\d+)",  # llama.cpp's error fields ('n_ctx': 4096); LM Studio's (n_ctx: 4096)
-    r"context size \((\d+)",  # llama.cpp: request (N tokens) exceeds the available context size (…
-    r"context window of (\d+)",  # llama-cpp-python: Requested tokens (N) exceed context window of …
+    r"context size \((\d+)",  # llama.cpp: request (N tokens) exceeds the available context size
+    r"context window of (\d+)",  # llama-cpp-python: Requested tokens (N) exceed context window of
     r"maximum context length is (\d+)",  # vLLM, llama-cpp-python's server (OpenAI's words)
     r"maximum model length of (\d+)",  # vLLM: The decoder prompt (length N) is longer than the …
-    r"context length of only (\d+)",  # LM Studio: the model is loaded with context length of only …
+    r"context length of only (\d+)",  # LM Studio: the model is loaded with context length of only
 )
 OVER_BY = r"exceeded max context length by (\d+) tokens"  # Ollama says by how much, not the size
 # where /v1/models says a model's context: LM Studio, vLLM, LM Studio's largest, others
@@ -74,7 +74,7 @@ LISTED = ("loaded_context_length", "max_model_len", "max_context_length", "conte
 LEARNED = {}  # (api_base, model) -> the context size its overflow error said, for this session
 CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
 PROBE_TIMEOUT = 60  # seconds for the unstreamed ask after an empty stream
-# litellm's names for an error before the server's words: litellm.BadRequestError: OpenAIException - …
+# litellm's names for an error before the server's words (litellm.BadRequestError: …Exception - )
 WRAPPING = r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?::| -) )+"
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
 NULL_CONTENT = (
@@ -302,9 +302,9 @@ class Model:
         raise ProviderError(self.hint("empty", ""), "empty")
 
     def probe(self, messages: list[dict], tools: list | None) -> None:
-        """After an empty stream, the same request once unstreamed, for one token: a server that fails
-        inside a stream (llama-cpp-python past its context) answers it with its error, raised here
-        when it is an overflow."""
+        """After an empty stream, the same request once unstreamed, for one token: a server that
+        fails inside a stream (llama-cpp-python past its context) answers it with its error, raised
+        here when it is an overflow."""
         kwargs = self.kwargs(messages, tools)
         del kwargs["stream_options"]
         kwargs.update(stream=False, max_tokens=1, timeout=PROBE_TIMEOUT)
@@ -364,7 +364,7 @@ class Model:
         return f"{line} ({detail})" if detail else line
 
     def overflow_advice(self) -> tuple[str, str]:
-        """For an overflow amas could not fix: the size the server said, and the setting to change."""
+        """For an overflow amas could not fix: the size the server said, the setting to change."""
         if self.learned:
             size = f" ({self.learned:,} tokens, as the server said)"
             fix = "send less at once, or start the server with a larger context "
@@ -376,8 +376,8 @@ class Model:
         return "", fix
 
     def explain(self, e: Exception, messages: list[dict] | None = None) -> ProviderError:
-        """One clear line for a failure: its kind from the HTTP status, else from the words of the message;
-        an overflow's words teach the context size."""
+        """One clear line for a failure: its kind from the HTTP status, else from the words of the
+        message; an overflow's words teach the context size."""
         text = re.sub(r"\s+", " ", str(getattr(e, "message", e)))
         text = _body_said(e, text)
         found = re.search(r"Error code: (\d{3})", text)
@@ -400,8 +400,8 @@ class Model:
         return error
 
     def learn(self, said: str, messages: list[dict]) -> None:
-        """The context size in a server's overflow error (or, from Ollama's excess, the request's size
-        less it), kept for the session: Context.limit plans for it from now on."""
+        """The context size in a server's overflow error (or, from Ollama's excess, the request's
+        size less it), kept for the session: Context.limit plans for it from now on."""
         found = next((m for p in OVERFLOW if (m := re.search(p, said, re.I))), None)
         size = int(found[1]) if found else None
         over = re.search(OVER_BY, said, re.I)

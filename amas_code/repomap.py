@@ -127,13 +127,13 @@ def _parser(language: str):
 
 @functools.cache
 def _checker(language: str):
-    """One parser per language for syntax checks, kept for the session (the map's own are per file)."""
+    """One parser per language for syntax checks, kept for the session."""
     return _parser(language)
 
 
 def syntax_error(path: Path, old: bytes | None, new: bytes) -> int | None:
-    """The 1-based line of the first parse error an edit brought into a file the map parses: None when
-    the new text parses, the old one did not either, or the language is not one the map knows."""
+    """The 1-based line of the first parse error an edit brought into a file the map parses: None
+    when the new text parses, the old one did not either, or the map does not know the language."""
     language = EXTENSIONS.get(path.suffix.lower())
     if language is None or len(new) > MAX_BYTES or b"\0" in new[:8192]:
         return None

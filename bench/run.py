@@ -510,7 +510,7 @@ def bench_tools(proj, n):
 
 
 def bench_syntax(n):
-    """The syntax check after an edit (issue 39): the file parsed before and after, the first error found."""
+    """The syntax check after an edit (issue 39): parsed before and after, the first error found."""
     from amas_code import repomap
 
     text, m = '"""A long module."""\nimport tempfile\n', 0

@@ -9,8 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class ScriptedLLM:
     """Enqueue replies with reply()/error(); read what the model received from .requests.
-    Set .props to a dict to answer GET /props as llama.cpp's server does, .models to a list for GET /v1/models'
-    data (vLLM's and LM Studio's metadata); .gets lists the GET paths asked for."""
+    Set .props to a dict to answer GET /props as llama.cpp's server does, .models to a list for the
+    data of GET /v1/models (vLLM's metadata), .lm_studio for LM Studio's GET /api/v0/models; .gets
+    lists the GET paths asked for."""
 
     def __init__(self):
         self.script, self.requests = [], []
@@ -61,9 +62,10 @@ class ScriptedLLM:
         return self
 
     def empty(self, status: int = 0, body: dict | None = None):
-        """A 200 stream that carries no data, as a server that failed after accepting the request sends;
-        the same request unstreamed right after it gets an empty answer, or the HTTP error `status`
-        with `body` (llama-cpp-python fails inside a stream, and in a plain answer says why)."""
+        """A 200 stream that carries no data, as a server that failed after accepting the request
+        sends; the same request unstreamed right after it gets an empty answer, or the HTTP error
+        `status` with `body` (llama-cpp-python fails inside a stream, and in a plain answer says
+        why)."""
         probe = {"status": status, "body": body} if status else {"text": "", "calls": []}
         self.script.append({"empty": True, "text": "", "calls": [], "probe": probe})
         return self

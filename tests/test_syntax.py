@@ -7,7 +7,10 @@ import pytest
 from conftest import toolbox
 
 PYTHON = "def total(items):\n    return sum(items)\n\n\nprint(total([1, 2]))\n"
-JS = "function total(items) {\n  return items.reduce((a, b) => a + b, 0);\n}\n\nconsole.log(total([1, 2]));\n"
+JS = (
+    "function total(items) {\n  return items.reduce((a, b) => a + b, 0);\n}\n\n"
+    "console.log(total([1, 2]));\n"
+)
 GO = 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println(1 + 2)\n}\n'
 CASES = {  # file, what it holds, a broken edit (old, new) and the line it breaks, a fine edit
     "python": ("calc.py", PYTHON, ("sum(items)", "sum(items"), 2, ("sum(items)", "sum(items) + 0")),
