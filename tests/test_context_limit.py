@@ -231,3 +231,18 @@ def test_ollama_native_overflow_lowers_num_ctx_for_the_retry(project):
     assert learned < 32000 and retried["options"]["num_ctx"] == learned
     assert retried["options"]["num_predict"] == learned // 4
     assert agent.messages[-1]["content"] == "second answer"
+
+
+def test_the_servers_body_is_read_where_the_message_leaves_it_out():
+    class Refused(Exception):
+        status_code = 400
+        body = {"error": {"message": "Requested tokens (9000) exceed context window of 2048"}}
+
+    config = make_config(model="openai/x", api_base="http://127.0.0.1:9/v1", max_tokens=8192)
+    model = providers.Model(config)
+    try:
+        error = model.explain(Refused("Error code: 400"))
+    finally:
+        providers.LEARNED.clear()
+    assert error.kind == "context" and model.learned == 2048
+    assert "exceed context window of 2048" in str(error)
