@@ -304,7 +304,10 @@ class Model:
     def probe(self, messages: list[dict], tools: list | None) -> None:
         """After an empty stream, the same request once unstreamed, for one token: a server that
         fails inside a stream (llama-cpp-python past its context) answers it with its error, raised
-        here when it is an overflow."""
+        here when it is an overflow. Only for a server of the user's own (api_base): a provider's
+        would bill the prompt again."""
+        if not self.config.get("api_base"):
+            return
         kwargs = self.kwargs(messages, tools)
         del kwargs["stream_options"]
         kwargs.update(stream=False, max_tokens=1, timeout=PROBE_TIMEOUT)
