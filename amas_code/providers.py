@@ -443,7 +443,9 @@ class Model:
         if not prompt:  # the server sent no usage (llama-cpp-python, some proxies)
             message = built.choices[0].message
             answer = (message.content or "") + str(message.tool_calls or "")
-            prompt = estimate(json.dumps(self.sent(messages)))
+            # the tools count too where they go as schemas (as text, they are in the messages)
+            offered = [] if self.text_tools else list(self.names.values())
+            prompt = estimate(json.dumps(self.sent(messages)) + json.dumps(offered))
             completion = estimate(answer)
             self.usage["estimated"] = True
         self.usage["prompt_tokens"] += prompt
