@@ -9,7 +9,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from amas_code import effects, policy, project, redact, sandbox, toolcalls, tools, ui
+from amas_code import effects, policy, project, redact, repomap, sandbox, toolcalls, tools, ui
 from amas_code.checkpoint import Checkpoint
 from amas_code.report import Report
 
@@ -222,7 +222,24 @@ class Act:
             return str(change.path)
         new = change.new
         lines = new.count(b"\n") + (not new.endswith(b"\n") and bool(new))
-        return f"{change.verb.capitalize()} {name}: {ui.plural(lines, 'line')}"
+        said = f"{change.verb.capitalize()} {name}: {ui.plural(lines, 'line')}"
+        return said + self.syntax_note(change)
+
+    def syntax_note(self, change: effects.Change) -> str:
+        """A parse error the change brought into a file the map parses, said so the model fixes it
+        now; the change itself stays (it was approved and checkpointed)."""
+        if not self.config.get("check_syntax", True):
+            return ""
+        try:
+            line = repomap.syntax_error(change.path, change.old, change.new)
+        except Exception:  # a grammar that fails to load costs the check, never the edit
+            return ""
+        if line is None:
+            return ""
+        return (
+            f"\nWarning: the file no longer parses: a syntax error at line {line} "
+            "(it parsed before this change, which was kept). Fix it before going on."
+        )
 
     def result_limit(self) -> int:
         """Characters one tool result may take: a share of the context, at most tools.MAX_RESULT."""

@@ -16,6 +16,8 @@ DEFAULT_CONFIG = {
     "max_context_tokens": 32000,  # compact the conversation past this (or the server's own context size)
     "max_tokens": 8192,  # cap on one reply, so a rambling local model stops
     "checkpoint_on_edit": True,  # checkpoint every change so /undo can take it back
+    # after an edit, tell the model at once of a syntax error it brought (languages the map parses)
+    "check_syntax": True,
     "stream": True,  # show the answer as it arrives
     "shell_timeout": 30,  # seconds before a shell_command is killed
     "checkpoint_max_mb": 200,  # a command whose checkpoint would copy more is asked about first
@@ -66,6 +68,7 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
         "auto, on or off",
     ),  # YAML: off is False
     "text_tools": (lambda v: v in TRISTATE, "true, false or auto"),
+    "check_syntax": (lambda v: isinstance(v, bool), "true or false"),
     "search_backend": (
         lambda v: v in ("google", "duckduckgo", "searxng"),
         "google, duckduckgo or searxng",

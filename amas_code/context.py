@@ -9,7 +9,7 @@ from amas_code import home, providers, repomap, skills
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
-CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
+CHARS_PER_TOKEN = providers.CHARS_PER_TOKEN  # a rough, high-side estimate without a tokenizer
 
 
 def estimate(text: str) -> int:

@@ -19,7 +19,8 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
     429: "rate limited (429) by the provider, even after retries: wait, or /model another",
     500: "the server at {base} failed (5xx), even after a retry; try again",
     400: "the provider rejected the request",
-    "context": "the conversation is longer than {model}'s context window",
+    "context": "the conversation is longer than {model}'s context window at {base}{size}, "
+    "even compacted: {fix}",
     "timeout": "no answer from {base} in time, even after a retry",
     "connection": "cannot reach {base}: is the server running and the address right?",
     "empty": "the server at {base} sent an empty stream: it failed after accepting the request (a prompt longer "
@@ -37,7 +38,8 @@ RETRIES = {
     "dropped": 1,
 }  # others never (auth, 404...)
 SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
-    "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens|prompt is too long",
+    "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens"
+    r"|prompt is too long|maximum model length",
     "timeout": r"timed out|timeout",
     "dropped": r"peer closed connection|incomplete chunked read|connection reset",
     "connection": r"connection (error|refused)|name or service not known|failed to establish",
@@ -58,6 +60,22 @@ KEYS = {  # the key variables of the providers the README lists, and a few more,
 TIMEOUT = (
     600  # seconds without an answer before a request counts as timed out (local models are slow)
 )
+OVERFLOW = (  # the server's context size in the words of its overflow error
+    r"n_ctx\W{0,3}(\d+)",  # llama.cpp's error fields ('n_ctx': 4096); LM Studio's (n_ctx: 4096)
+    r"context size \((\d+)",  # llama.cpp: request (N tokens) exceeds the available context size
+    r"context window of (\d+)",  # llama-cpp-python: Requested tokens (N) exceed context window of
+    r"maximum context length is (\d+)",  # vLLM, llama-cpp-python's server (OpenAI's words)
+    r"maximum model length of (\d+)",  # vLLM: The decoder prompt (length N) is longer than the …
+    r"context length of only (\d+)",  # LM Studio: the model is loaded with context length of only
+)
+OVER_BY = r"exceeded max context length by (\d+) tokens"  # Ollama says by how much, not the size
+# where /v1/models says a model's context: LM Studio, vLLM, LM Studio's largest, others
+LISTED = ("loaded_context_length", "max_model_len", "max_context_length", "context_length")
+LEARNED = {}  # (api_base, model) -> the context size its overflow error said, for this session
+CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
+PROBE_TIMEOUT = 60  # seconds for the unstreamed ask after an empty stream
+# litellm's names for an error before the server's words (litellm.BadRequestError: …Exception - )
+WRAPPING = r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?::| -) )+"
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
 NULL_CONTENT = (
     "gemini/",
@@ -72,6 +90,7 @@ class ProviderError(Exception):
     def __init__(self, line: str, kind=None, partial: bool = False):
         super().__init__(line)
         self.kind, self.partial = kind, partial
+        self.said = ""  # the server's own words, whole (the line may cut them)
 
 
 class NoNativeTools(ProviderError):
@@ -209,6 +228,8 @@ class Model:
         self.config, self.name = config, config["model"]
         self.text_tools, self.context = config.get("text_tools") is True, None
         self.names = {}  # the tools offered in this request, by name: the text reader reads only these
+        # the context size a server's overflow error gave: for the session, and every Model on it
+        self.learned = LEARNED.get(self.server())
         self.usage = usage or {
             "prompt_tokens": 0,
             "completion_tokens": 0,
@@ -256,27 +277,46 @@ class Model:
                 if text and on_text:
                     on_text(text)
         except Exception as e:
-            partial = self.explain(e)
+            partial = self.explain(e, messages)
             if not any(c.choices and c.choices[0].delta.content for c in chunks):
                 raise partial from None
             partial.partial = True
         finally:
             _close(streamed)
-        self.check_answered(chunks, tools)
+        self.check_answered(chunks, messages, tools)
         return self.reply(litellm, chunks, messages, partial)
 
-    def check_answered(self, chunks: list, tools: list | None) -> None:
-        """Refuse a stream in which the server itself sent nothing."""
+    def check_answered(self, chunks: list, messages: list[dict], tools: list | None) -> None:
+        """Refuse a stream in which the server itself sent nothing, with the server's own error when
+        an unstreamed ask gets one."""
         if any(
             getattr(c, "usage", None) or c.choices and _carries(c.choices[0].delta) for c in chunks
         ):
             return
+        self.probe(messages, tools)
         # llama-cpp-python fails inside a stream when the model picks a tool: text calls work
         if tools:
             raise NoNativeTools(
                 f"{self.config.get('api_base')} sent nothing back when offered tools"
             )
         raise ProviderError(self.hint("empty", ""), "empty")
+
+    def probe(self, messages: list[dict], tools: list | None) -> None:
+        """After an empty stream, the same request once unstreamed, for one token: a server that
+        fails inside a stream (llama-cpp-python past its context) answers it with its error, raised
+        here when it is an overflow. Only for a server of the user's own (api_base): a provider's
+        would bill the prompt again."""
+        if not self.config.get("api_base"):
+            return
+        kwargs = self.kwargs(messages, tools)
+        del kwargs["stream_options"]
+        kwargs.update(stream=False, max_tokens=1, timeout=PROBE_TIMEOUT)
+        try:
+            load().completion(**kwargs)
+        except Exception as e:
+            found = self.explain(e, messages)
+            if found.kind == "context":
+                raise found from None
 
     def check_key(self) -> None:
         keys = [] if self.config.get("api_key") or self.config.get("api_base") else self.env_keys()
@@ -294,7 +334,7 @@ class Model:
         base, key = self.config.get("api_base"), self.config.get("api_key")
         kwargs = dict(model=self.name, messages=self.sent(messages), stream=True, timeout=TIMEOUT)
         kwargs.update(api_key=key, api_base=base, stream_options={"include_usage": True})
-        kwargs.update(max_retries=0, max_tokens=self.config.get("max_tokens"))
+        kwargs.update(max_retries=0, max_tokens=self.answer_room())
         if tools:  # the private flag skips litellm's MCP gateway (it needs the `mcp` package)
             kwargs.update(tools=tools, tool_choice="auto", _skip_mcp_handler=True)
         if self.name.startswith("ollama"):  # Ollama's default context window is tiny
@@ -302,6 +342,14 @@ class Model:
         if self.name.startswith("openai/") and base and not (key or os.getenv("OPENAI_API_KEY")):
             kwargs["api_key"] = "no-key"  # llama.cpp needs none, but the OpenAI SDK insists on one
         return kwargs
+
+    def answer_room(self) -> int | None:
+        """max_tokens as sent: the configured cap, and once a server's overflow told its context, at
+        most the quarter of it that the conversation leaves free (vLLM counts max_tokens in)."""
+        cap = self.config.get("max_tokens")
+        if self.learned is None:
+            return cap
+        return min(cap or self.learned, self.learned // 4)
 
     def sent(self, messages: list[dict]) -> list[dict]:
         """The messages as sent: a turn that only called tools gets the content each template accepts."""
@@ -313,31 +361,66 @@ class Model:
     def hint(self, kind, detail: str) -> str:
         env = ", ".join(self.env_keys()) or "the provider's API key variable"
         base = self.config.get("api_base") or "the provider"
-        line = HINTS.get(kind, "the model call failed").format(model=self.name, env=env, base=base)
+        size, fix = self.overflow_advice()
+        line = HINTS.get(kind, "the model call failed")
+        line = line.format(model=self.name, env=env, base=base, size=size, fix=fix)
         return f"{line} ({detail})" if detail else line
 
-    def explain(self, e: Exception) -> ProviderError:
-        """One clear line for a failure: its kind from the HTTP status, else from the words of the message."""
+    def overflow_advice(self) -> tuple[str, str]:
+        """For an overflow amas could not fix: the size the server said, the setting to change."""
+        if self.learned:
+            size = f" ({self.learned:,} tokens, as the server said)"
+            fix = "send less at once, or start the server with a larger context "
+            return size, fix + "(`max_context_tokens` caps what amas then uses)"
+        planned = self.context or self.config.get("max_context_tokens") or 0
+        fix = (
+            f"set `max_context_tokens` to the server's context size (amas planned for {planned:,})"
+        )
+        return "", fix
+
+    def explain(self, e: Exception, messages: list[dict] | None = None) -> ProviderError:
+        """One clear line for a failure: its kind from the HTTP status, else from the words of the
+        message; an overflow's words teach the context size."""
         text = re.sub(r"\s+", " ", str(getattr(e, "message", e)))
+        text = _body_said(e, text)
         found = re.search(r"Error code: (\d{3})", text)
         status = int(found[1]) if found else getattr(e, "status_code", None)
         kind = next((k for k, words in SYMPTOMS.items() if re.search(words, text, re.I)), None)
         kind = kind or (500 if status and status >= 500 else status)
+        if kind == "context":
+            self.learn(text, messages or [])
         # the provider's own words, not litellm's wrapping of its JSON body
         detail = MESSAGE.search(text)
-        detail = (re.sub(r"\\(.)", r"\1", detail[1]) if detail else text)[:300]
+        detail = re.sub(r"\\(.)", r"\1", detail[1]) if detail else re.sub(WRAPPING, "", text)
+        detail = detail[:300]
         cls = (
             NoNativeTools
             if kind == "no tools" and self.config.get("text_tools") is not False
             else ProviderError
         )
-        return cls(self.hint(kind, detail), kind)
+        error = cls(self.hint(kind, detail), kind)
+        error.said = text
+        return error
+
+    def learn(self, said: str, messages: list[dict]) -> None:
+        """The context size in a server's overflow error (or, from Ollama's excess, the request's
+        size less it), kept for the session: Context.limit plans for it from now on."""
+        found = next((m for p in OVERFLOW if (m := re.search(p, said, re.I))), None)
+        size = int(found[1]) if found else None
+        over = re.search(OVER_BY, said, re.I)
+        if size is None and over and messages:
+            counted = token_count(self.name, messages) or estimate(json.dumps(messages))
+            size = counted - int(over[1])
+        if size and size >= 64:  # below that, not a context anyone runs
+            self.learned = min(size, self.learned or size)
+            LEARNED[self.server()] = self.learned
+            self.context = min(self.context_limit(), self.learned)
 
     def reply(self, litellm, chunks: list, messages: list[dict], partial) -> dict:
         if self.name.startswith("ollama"):
             _number_calls(chunks)
         built = litellm.stream_chunk_builder(chunks, messages=messages)
-        self.count(litellm, built)
+        self.count(litellm, built, messages)
         msg, finish = built.choices[0].message, built.choices[0].finish_reason
         calls = [
             toolcalls.native(c.function.name, c.function.arguments or "", c.id or f"call_{i}")
@@ -352,19 +435,35 @@ class Model:
         reply |= {"unreadable": unreadable, "cut": finish == "length", "lost": partial}
         return {k: v for k, v in reply.items() if v or k == "content"}  # only what is there
 
-    def count(self, litellm, built) -> None:
+    def count(self, litellm, built, messages: list[dict]) -> None:
+        """Tokens and cost of one reply: the server's counts, else estimates (marked as such)."""
         usage = getattr(built, "usage", None)
-        self.usage["prompt_tokens"] += getattr(usage, "prompt_tokens", 0) or 0
-        self.usage["completion_tokens"] += getattr(usage, "completion_tokens", 0) or 0
+        prompt = getattr(usage, "prompt_tokens", 0) or 0
+        completion = getattr(usage, "completion_tokens", 0) or 0
+        if not prompt:  # the server sent no usage (llama-cpp-python, some proxies)
+            message = built.choices[0].message
+            answer = (message.content or "") + str(message.tool_calls or "")
+            # the tools count too where they go as schemas (as text, they are in the messages)
+            offered = [] if self.text_tools else list(self.names.values())
+            prompt = estimate(json.dumps(self.sent(messages)) + json.dumps(offered))
+            completion = estimate(answer)
+            self.usage["estimated"] = True
+        self.usage["prompt_tokens"] += prompt
+        self.usage["completion_tokens"] += completion
         try:
             self.usage["cost"] += litellm.completion_cost(completion_response=built) or 0.0
         except Exception:  # unknown models have no price
             self.usage["cost_known"] = False
 
+    def server(self) -> tuple[str, str]:
+        """Which server and model: what a learned context size belongs to."""
+        return self.config.get("api_base") or "", self.name
+
     def context_limit(self) -> int:
         """Tokens the conversation may use: max_context_tokens, or less if the server says its window is smaller."""
         if self.context is None:
-            self.context = min(self.config["max_context_tokens"], self.server_context() or 10**9)
+            said = self.learned or self.server_context() or 10**9
+            self.context = min(self.config["max_context_tokens"], said)
         return self.context
 
     def server_context(self) -> int | None:
@@ -381,16 +480,58 @@ class Model:
                     for k, v in info.get("model_info", {}).items()
                     if k.endswith(".context_length")
                 )
-            if self.name.startswith(("openai/", "hosted_vllm/")):
-                props = _get_json(base.removesuffix("/v1") + "/props")
-                return props.get("default_generation_settings", props).get("n_ctx")
+            if self.name.startswith(("openai/", "hosted_vllm/", "lm_studio/")):
+                return self.props_context(base) or self.listed_context(base)
         except Exception:  # not a server that tells: the configured size stands
             return None
         return None
 
+    def props_context(self, base: str) -> int | None:
+        """llama.cpp's /props: its slots' context size."""
+        try:
+            props = _get_json(base.removesuffix("/v1") + "/props")
+        except Exception:  # not llama.cpp
+            return None
+        return props.get("default_generation_settings", props).get("n_ctx")
+
+    def listed_context(self, base: str) -> int | None:
+        """The model's entry in the server's model list, where it says its context: vLLM's
+        max_model_len in /v1/models, LM Studio's loaded_context_length or max_context_length in its
+        /api/v0/models (llama-cpp-python says none)."""
+        root = base.removesuffix("/v1")
+        for url in (root + "/v1/models", root + "/api/v0/models"):
+            with contextlib.suppress(Exception):  # not a list this server has
+                size = self.listed_size(_get_json(url).get("data") or [])
+                if size:
+                    return size
+        return None
+
+    def listed_size(self, listed: list[dict]) -> int | None:
+        """The context size in this model's entry (the only entry, if none has its name)."""
+        wanted = self.name.split("/", 1)[1]
+        entry = next((m for m in listed if m.get("id") == wanted), None)
+        entry = entry or (listed[0] if len(listed) == 1 else {})
+        sizes = [entry.get(k) for k in LISTED if isinstance(entry.get(k), int)]
+        return sizes[0] if sizes else None
+
     def tool_prompt(self, tools: list[dict]) -> str:
         """The tools described in the system prompt, when calls are written as text."""
         return toolcalls.describe(tools) if self.text_tools else ""
+
+
+def estimate(text: str) -> int:
+    """Tokens, roughly and on the high side, without loading a tokenizer."""
+    return len(text) // CHARS_PER_TOKEN
+
+
+def _body_said(e: Exception, text: str) -> str:
+    """The error's text with the server's own body, where litellm's message left it out."""
+    body = getattr(e, "body", None)
+    with contextlib.suppress(Exception):  # a streamed response not read has no text
+        body = body or e.response.text
+    body = json.dumps(body) if isinstance(body, (dict, list)) else str(body or "")
+    body = re.sub(r"\s+", " ", body)[:2000]
+    return f"{text} {body}" if body and body not in text else text
 
 
 def _get_json(url: str, data: bytes | None = None):

@@ -221,10 +221,11 @@ def cmd_tokens(agent, arg):
     u = agent.model.usage
     cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
     now = agent.context.tokens(agent.prompted(), 10**9)  # counted, never compacted
-    ui.info(
-        f"prompt {u['prompt_tokens']} + completion {u['completion_tokens']} tokens; cost {cost}; "
-        f"conversation now ~{now} tokens of {agent.context.limit()}"
-    )
+    # a server that sends no counts (llama-cpp-python) leaves amas's estimates, marked ~
+    guess = "~" if u.get("estimated") else ""
+    said = f"prompt {guess}{u['prompt_tokens']} + completion {guess}{u['completion_tokens']} tokens"
+    said += " (estimated: the server sends no counts)" if guess else ""
+    ui.info(f"{said}; cost {cost}; conversation now ~{now} tokens of {agent.context.limit()}")
 
 
 def cmd_compact(agent, arg):

@@ -187,6 +187,35 @@ def _parser(language: str):
     return Parser(Language((getattr(grammar, f"language_{language}", None) or grammar.language)()))
 
 
+@functools.cache
+def _checker(language: str):
+    """One parser per language for syntax checks, kept for the session."""
+    return _parser(language)
+
+
+def syntax_error(path: Path, old: bytes | None, new: bytes) -> int | None:
+    """The 1-based line of the first parse error an edit brought into a file the map parses: None
+    when the new text parses, the old one did not either, or the map does not know the language."""
+    language = EXTENSIONS.get(path.suffix.lower())
+    if language is None or len(new) > MAX_BYTES or b"\0" in new[:8192]:
+        return None
+    # a .h holding C++ parses as C++, as the map reads it
+    language = "cpp" if path.suffix == ".h" and CPP.search(new) else language
+    parser = _checker(language)
+    if old and parser.parse(old).root_node.has_error:
+        return None
+    node = parser.parse(new).root_node
+    if not node.has_error:
+        return None
+    # down the branch that holds the error, to its first ERROR or MISSING node
+    while not (node.is_error or node.is_missing):
+        inner = next((c for c in node.children if c.has_error or c.is_missing), None)
+        if inner is None:
+            break
+        node = inner
+    return node.start_point[0] + 1
+
+
 def symbols(source: bytes, language: str) -> list[list]:
     """[depth, 1-based line of the name, name, signature] for each class, function and method in source."""
     return list(_walk(_parser(language).parse(source).root_node, LANGUAGES[language], source, 0))

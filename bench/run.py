@@ -517,6 +517,28 @@ def bench_tools(proj, n):
     )
 
 
+def bench_syntax(n):
+    """The syntax check after an edit (issue 39): parsed before and after, the first error found."""
+    from amas_code import repomap
+
+    text, m = '"""A long module."""\nimport tempfile\n', 0
+    while text.count("\n") < 1000:  # whole functions, up to 1,000 lines
+        text += PY_FUNC.format(i=m // 8, m=m % 8 + 1)
+        m += 1
+    old = text.encode()
+    new = old.replace(b"return {k: v", b"return {k: (v", 1)  # an edit that breaks it
+    path = Path("big.py")
+    if repomap.syntax_error(path, old, new) is None:
+        raise RuntimeError("the broken edit was not found")
+    row(
+        "syntax check after an edit, a 1,000-line Python file (broken by it)",
+        timed_ms(lambda: repomap.syntax_error(path, old, new), max(n, 5) * 4),
+        "ms",
+        "≤ 10 ms",
+        10,
+    )
+
+
 # search_files as it could be: `git grep -l` names the files that match (honouring .gitignore, in parallel, in C),
 # read as they come and stopped at the cap; the ignore list, the 2 MB and UTF-8 rules, the line format and the cap
 # stay today's, applied to those files only. One difference: git grep lists untracked files in path order among the
@@ -1196,6 +1218,7 @@ def main():
             bench_repl: (proj, n),
             bench_oneshot: (proj, n, llm, args.tool_calls),
             bench_tools: (proj, n),
+            bench_syntax: (n,),
             bench_search: (proj, n, args.repo.resolve() if args.repo else None),
             bench_checkpoints: (n,),
             bench_init: (proj, n),
@@ -1230,6 +1253,7 @@ STEPS = [
     bench_repl,
     bench_oneshot,
     bench_tools,
+    bench_syntax,
     bench_search,
     bench_checkpoints,
     bench_init,

@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1: SSE streaming, tool-call deltas, errors."""
 
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -8,11 +9,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class ScriptedLLM:
     """Enqueue replies with reply()/error(); read what the model received from .requests.
-    Set .props to a dict to answer GET /props as llama.cpp's server does; .gets lists the GET paths asked for."""
+    Set .props to a dict to answer GET /props as llama.cpp's server does, .models to a list for the
+    data of GET /v1/models (vLLM's metadata), .lm_studio for LM Studio's GET /api/v0/models; .gets
+    lists the GET paths asked for."""
 
     def __init__(self):
         self.script, self.requests = [], []
         self.props, self.gets, self.authorizations = None, [], []  # Authorization header per POST
+        self.models = [{"id": "test-model", "object": "model"}]
+        self.lm_studio = None  # a list: LM Studio's GET /api/v0/models data
+        self.probe = None  # what an unstreamed request right after an empty stream gets
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
@@ -28,16 +34,25 @@ class ScriptedLLM:
         delay: float = 0,
         wait: float = 0,
         finish: str | None = None,
+        usage: bool = True,
         **args,
     ):
         """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
         `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a hung one;
-        `finish` overrides the finish_reason ("length": cut at max_tokens)."""
+        `finish` overrides the finish_reason ("length": cut at max_tokens); `usage=False` sends no
+        token counts (llama-cpp-python sends none)."""
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
         self.script.append(
-            {"text": text, "calls": calls, "delay": delay, "wait": wait, "finish": finish}
+            {
+                "text": text,
+                "calls": calls,
+                "delay": delay,
+                "wait": wait,
+                "finish": finish,
+                "usage": usage,
+            }
         )
         return self
 
@@ -46,9 +61,13 @@ class ScriptedLLM:
         self.script.append({"fn": fn})
         return self
 
-    def empty(self):
-        """A 200 stream that carries no data, as a server that failed after accepting the request sends."""
-        self.script.append({"empty": True, "text": "", "calls": []})
+    def empty(self, status: int = 0, body: dict | None = None):
+        """A 200 stream that carries no data, as a server that failed after accepting the request
+        sends; the same request unstreamed right after it gets an empty answer, or the HTTP error
+        `status` with `body` (llama-cpp-python fails inside a stream, and in a plain answer says
+        why)."""
+        probe = {"status": status, "body": body} if status else {"text": "", "calls": []}
+        self.script.append({"empty": True, "text": "", "calls": [], "probe": probe})
         return self
 
     def error(
@@ -58,9 +77,10 @@ class ScriptedLLM:
         cut_after: str | None = None,
         delay: float = 0,
         kind: str = "error",
+        body: dict | None = None,
     ):
-        """An HTTP error (`kind` is the error body's "type"); or with cut_after, stream that text then drop the
-        connection mid-body."""
+        """An HTTP error (`kind` is the error body's "type", `body` a whole body of the server's own
+        shape); or with cut_after, stream that text then drop the connection mid-body."""
         self.script.append(
             {
                 "status": status,
@@ -68,6 +88,7 @@ class ScriptedLLM:
                 "cut_after": cut_after,
                 "delay": delay,
                 "kind": kind,
+                "body": body,
             }
         )
         return self
@@ -75,6 +96,11 @@ class ScriptedLLM:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+        # what amas learned of this server goes with it: a later server may get the same port
+        providers = sys.modules.get("amas_code.providers")
+        for server in list(getattr(providers, "LEARNED", {})):
+            if server[0] == self.url:
+                del providers.LEARNED[server]
 
     def _handler(self):
         llm = self
@@ -89,9 +115,9 @@ class ScriptedLLM:
                 llm.gets.append(self.path)
                 if llm.props is not None and self.path.rstrip("/").endswith("/props"):
                     return self._json(200, llm.props)
-                self._json(
-                    200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]}
-                )
+                if self.path.startswith("/api/v0/models"):  # LM Studio's own list, when given
+                    return self._json(200 if llm.lm_studio else 404, {"data": llm.lm_studio or []})
+                self._json(200, {"object": "list", "data": llm.models})
 
             def do_POST(self):
                 body = json.loads(
@@ -99,11 +125,17 @@ class ScriptedLLM:
                 )
                 llm.requests.append(body)
                 llm.authorizations.append(self.headers.get("Authorization"))
-                step = (
-                    llm.script.pop(0)
-                    if llm.script
-                    else {"text": "(no scripted reply left)", "calls": []}
-                )
+                if llm.probe is not None and not body.get(
+                    "stream"
+                ):  # the ask after an empty stream
+                    step, llm.probe = llm.probe, None
+                else:
+                    step = (
+                        llm.script.pop(0)
+                        if llm.script
+                        else {"text": "(no scripted reply left)", "calls": []}
+                    )
+                    llm.probe = step.get("probe")
                 if "fn" in step:
                     name, args = step["fn"](body)
                     step = {"text": "", "calls": [(name, json.dumps(args))]}
@@ -111,16 +143,12 @@ class ScriptedLLM:
                     step.get("wait", 0) + (step.get("delay", 0) if step.get("status") else 0)
                 )
                 if step.get("status") and not step.get("cut_after"):
-                    return self._json(
-                        step["status"],
-                        {
-                            "error": {
-                                "message": step["message"],
-                                "type": step.get("kind", "error"),
-                                "code": step["status"],
-                            }
-                        },
-                    )
+                    said = {
+                        "message": step.get("message"),
+                        "type": step.get("kind", "error"),
+                        "code": step["status"],
+                    }
+                    return self._json(step["status"], step.get("body") or {"error": said})
                 if body.get("stream"):
                     return self._stream(step)
                 return self._json(200, completion(step))
@@ -147,7 +175,9 @@ class ScriptedLLM:
                 for chunk in (
                     chunks(cut, [])[:-2]
                     if cut
-                    else chunks(step["text"], step.get("calls", []), step.get("finish"))
+                    else chunks(step["text"], step.get("calls", []), step.get("finish"))[
+                        : None if step.get("usage", True) else -1
+                    ]
                 ):
                     time.sleep(step.get("delay", 0))
                     self._send(f"data: {json.dumps(chunk)}\n\n".encode())

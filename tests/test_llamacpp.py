@@ -408,11 +408,22 @@ def one_line_naming(result, proxy: Proxy) -> None:
 
 def test_empty_stream_from_llama_cpp_python_is_one_error_line(user, llama_cpp_python_tiny, proxy):
     """Item 3, as the real server does it: a streamed request longer than its context gets 200, then no data
-    (the ValueError is raised inside the stream and only lands in the server's log)."""
+    (the ValueError is raised inside the stream and only lands in the server's log). Issue 39: asked
+    again unstreamed, the server answers 400 with its context size, which the error line says, with
+    the setting."""
     p = proxy(llama_cpp_python_tiny)
     result = amas(p, "Summarize this: " + "lorem ipsum dolor sit amet " * 60)
-    assert p.chats and all(x["status"] == 200 and x["response"] == b"" for x in p.chats)
+    streamed = [x for x in p.chats if x["body"].get("stream")]
+    asked = [x for x in p.chats if not x["body"].get("stream")]
+    assert streamed and all(x["status"] == 200 and x["response"] == b"" for x in streamed)
+    assert asked and all(x["status"] == 400 and x["body"]["max_tokens"] == 1 for x in asked)
+    assert b"maximum context length is 256 tokens" in asked[0]["response"]
     one_line_naming(result, p)
+    assert (
+        "(256 tokens, as the server said)" in result.stderr
+        and "max_context_tokens" in result.stderr
+    )
+    assert "empty stream" not in result.stderr
 
 
 def test_server_dropping_the_connection_after_200_is_one_error_line(user, llama_cpp_python, proxy):
@@ -421,3 +432,15 @@ def test_server_dropping_the_connection_after_200_is_one_error_line(user, llama_
     result = amas(p)
     assert p.chats and all(x["status"] == 200 and x["response"] == b"" for x in p.chats)
     one_line_naming(result, p)
+
+
+def test_llama_server_overflow_is_one_line_with_its_context_size(user, llama_server_jinja, proxy):
+    """Issue 39: llama-server (-c 4096) refuses a request past its context with its size in the
+    error (n_ctx); with nothing to compact, amas says that size and the setting, in one line."""
+    p = proxy(llama_server_jinja)
+    result = amas(p, "Summarize this: " + "lorem ipsum dolor sit amet " * 900)
+    said = b"".join(x["response"] for x in p.chats)
+    assert b"exceeds the available context size" in said, said[:600]
+    one_line_naming(result, p)
+    assert "(4,096 tokens, as the server said)" in result.stderr
+    assert "max_context_tokens" in result.stderr

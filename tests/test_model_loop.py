@@ -287,7 +287,10 @@ def test_a_stream_with_no_data_is_an_error_naming_the_server(project, llm, amas)
         "the model sent an empty reply" not in result.output
         and "text tool calls" not in result.output
     )
-    assert len(llm.requests) <= 3  # with tools, then without them and one retry: no more
+    streamed = [r for r in llm.requests if r.get("stream")]
+    assert len(streamed) <= 3  # with tools, then without them and one retry: no more
+    # each empty stream asked once more unstreamed, for one token, to read the server's own error
+    assert all(r["max_tokens"] == 1 for r in llm.requests if not r.get("stream"))
 
 
 def test_text_tool_calls_that_did_not_help_are_not_kept(agent, llm):
