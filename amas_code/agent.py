@@ -32,7 +32,7 @@ SUMMARIZE = (
 )
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 # calls of one reply past this are not run nor answered: the model is told in one line
-MAX_CALLS = 200
+MAX_CALLS = toolcalls.MAX_CALLS
 
 
 class Agent:
@@ -159,9 +159,12 @@ class Agent:
         sent = len(reply["tool_calls"])
         if sent <= MAX_CALLS:
             return reply["tool_calls"], ""
-        self.warn(f"the model sent {sent} tool calls in one reply; at most {MAX_CALLS} are run")
+        held = (
+            f"more than {MAX_CALLS}" if sent == MAX_CALLS + 1 else str(sent)
+        )  # a stream stops there
+        self.warn(f"the model sent {held} tool calls in one reply; at most {MAX_CALLS} are run")
         reply["tool_calls"] = reply["tool_calls"][:MAX_CALLS]
-        said = f"your reply held {sent} tool calls: only the first {MAX_CALLS} were considered"
+        said = f"your reply held {held} tool calls: only the first {MAX_CALLS} were considered"
         return reply["tool_calls"], f"[{said}; the rest were not run. Make fewer calls at a time.]"
 
     def many_calls(self, count: int) -> bool:

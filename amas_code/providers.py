@@ -273,6 +273,8 @@ class Model:
             streamed = litellm.completion(**self.kwargs(messages, tools))
             for chunk in streamed:
                 chunks.append(chunk)
+                if _past_the_cap(chunk):  # the rest is not read: bounded time and memory
+                    break
                 text = chunk.choices[0].delta.content if chunk.choices else None
                 if text and on_text:
                     on_text(text)
@@ -540,6 +542,14 @@ def _get_json(url: str, data: bytes | None = None):
 
     with urllib.request.urlopen(url, data, timeout=3) as answer:
         return json.load(answer)
+
+
+def _past_the_cap(chunk) -> bool:
+    """A chunk that starts a tool call past toolcalls.MAX_CALLS (so one more than the cap is kept:
+    the agent sees that the reply held more)."""
+    delta = chunk.choices[0].delta if chunk.choices else None
+    calls = getattr(delta, "tool_calls", None) or []
+    return any((getattr(c, "index", 0) or 0) >= toolcalls.MAX_CALLS for c in calls)
 
 
 def _close(streamed) -> None:

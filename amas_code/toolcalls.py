@@ -54,6 +54,7 @@ DESCRIBED = re.compile(
     r"|emits|prints|parser|parsed|parses|would|typical(?:ly)?|usually|standard|convention|written"
     r"|writes|signature|becomes|means)\b"
 )
+MAX_CALLS = 200  # tool calls of one reply amas considers: the rest are not run, nor read
 MISSES = 20  # starts of one format that read as nothing before it stops looking
 TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
 BLANKS = re.compile(r"\s*")
