@@ -103,6 +103,10 @@ def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
     broken = []
     misses = 0
     for match in row.start.finditer(text):
+        # inside a call this row read already (a list's items): its span wins anyway, and reading
+        # each item to the list's end again would cost the square of a long list
+        if spans and match.start() < spans[-1][1]:
+            continue
         if _in_code(match.start(), code, fenced=row.body is _fenced):
             continue
         found = row.body(text, match.end(), match)
