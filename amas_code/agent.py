@@ -12,9 +12,13 @@ from amas_code import (
     context,
     effects,
     history,
+    home,
     policy,
+    project,
     providers,
+    redact,
     sandbox,
+    skills,
     toolcalls,
     tools,
     ui,
@@ -30,6 +34,7 @@ SUMMARIZE = (
     "files touched and their state, commands run and results, and open problems. Be concise and concrete; keep paths,"
     " names and numbers exact."
 )
+USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 
 
@@ -46,7 +51,6 @@ class Agent:
             self.history.resume(chosen) if resume else (history.new_session(), [])
         )
         self.attachments = []
-        self.preloading = None  # set once the REPL's thread importing litellm meanwhile is done
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
         self.gate = policy.Gate(config, self.root, self.sandbox[0])
@@ -64,6 +68,153 @@ class Agent:
         """Talk to another model from the next request on (/model)."""
         self.model = model
         self.context.model = model
+
+    # -- what the REPL asks of the agent ----------------------------------------------------------
+    def redact(self, text: str) -> str:
+        """Text with the secrets amas knows replaced by [REDACTED]."""
+        return self.gate.secrets.redact(text)
+
+    def note(self, text: str) -> None:
+        """Something the user did (/undo, !command), told the model before their next message."""
+        self.notes.append(text)
+
+    def attach(self, path: Path) -> str:
+        """A file added to the next message (redacted, capped); its name as shown. ValueError or
+        OSError when it cannot be."""
+        path = self.tools.path(str(path))
+        if not path.exists():
+            raise ValueError("no such file")
+        if path.is_dir():
+            raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
+        data = project.regular(path, path.name).read_bytes()
+        if project.looks_binary(data):
+            raise ValueError("it is a binary file")
+        text = self.redact(data[: tools.MAX_READ].decode(errors="replace"))
+        if len(data) > tools.MAX_READ:
+            whole = f"{len(data) // 1000} KB"
+            text += f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
+        self.attachments.append((self.tools.show(path), text))
+        return self.tools.show(path)
+
+    def drop_attachments(self) -> None:
+        self.attachments = []
+
+    def cwd(self) -> Path:
+        """Where the user is (paths they type are from here)."""
+        return self.context.cwd
+
+    def setting(self, name: str):
+        return self.config.get(name)
+
+    def clear(self) -> None:
+        """A new conversation (/clear)."""
+        self.messages.clear()
+        self.new_session()
+
+    def forget_history(self) -> None:
+        """Nothing more is written to the history (its folder cannot hold it)."""
+        self.history.path = None
+
+    def state_file(self, name: str) -> Path:
+        return home.state_file(self.root, name)
+
+    def sandbox_status(self) -> tuple[str, str]:
+        """The sandbox mode in force (on, off, unavailable) and the line saying so."""
+        return self.sandbox
+
+    def endpoint(self) -> str:
+        """The banner's words for where prompts go: the model and its server."""
+        from amas_code import config as config_file
+
+        return config_file.endpoint(self.config)
+
+    def run_as_user(self, line: str, watch) -> str:
+        """`!command`: run as the user typed it, unboxed and unasked, from where they are."""
+        env = redact.child_env(self.config)
+        command = effects.Command(line, USER_TIMEOUT)
+        return sandbox.run(command, self.cwd(), env, watch=watch)
+
+    def conversation(self) -> list[dict]:
+        """The messages so far (a copy), for the preview after --continue."""
+        return list(self.messages)
+
+    def result_limit(self) -> int:
+        return self.act.result_limit()
+
+    def switch_model(self, name: str) -> None:
+        """/model NAME: another model; the configured server and key only for the same provider."""
+        providers.check(name)
+        same = name.split("/")[0] == self.config["model"].split("/")[0]
+        keep = {k: self.config[k] for k in ("api_base", "api_key") if same}
+        config = {**self.config, "api_base": None, "api_key": None, **keep, "model": name}
+        self.use_model(providers.Model(config, self.model.usage))
+
+    def model_line(self) -> str:
+        base = self.model.config.get("api_base")
+        return self.redact(f"model: {self.model.name}" + (f" at {base}" if base else ""))
+
+    def token_report(self) -> str:
+        """Tokens used and cost so far, and the conversation's size now (/tokens)."""
+        u = self.model.usage
+        cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
+        now = self.context.tokens(self.prompted(), 10**9)  # counted, never compacted
+        return (
+            f"prompt {u['prompt_tokens']} + completion {u['completion_tokens']} tokens; cost {cost}; "
+            f"conversation now ~{now} tokens of {self.context.limit()}"
+        )
+
+    def map_project(self) -> int:
+        """/init: the project map written; its exit code."""
+        from amas_code import repomap
+
+        return repomap.init(self.root, self.config["ignore"])
+
+    def skills(self) -> list[tuple[dict, bool]]:
+        """The skills there are, each with whether the last message makes it active."""
+        found = skills.load(self.root, self.context.trusted)
+        return [(s, skills.matches(s, self.last_user())) for s in found]
+
+    def permissions(self) -> list[tuple[str, list]]:
+        """The shell rules: deny, allow, and the commands allowed in this session."""
+        perms = self.config["permissions"]
+        return [
+            ("deny", perms.get("deny") or []),
+            ("allow", perms.get("allow") or []),
+            ("allowed", list(self.gate.commands)),
+        ]
+
+    def last_verdict(self):
+        """(command, verdict, rule) of the last shell judgement, or None."""
+        return self.gate.last
+
+    def close_browser(self) -> None:
+        self.tools.close()
+
+    # -- checkpoints, for /undo, /redo, /checkpoint, /diff -----------------------------------------
+    def checkpointing(self) -> bool:
+        return self.checkpoint is not None
+
+    def checkpoints(self, limit: int = 20) -> list[dict]:
+        """Single checkpoints, newest first."""
+        return self.checkpoint.history(limit=limit) if self.checkpoint else []
+
+    def earlier(self, n: int) -> list[dict]:
+        return self.checkpoint.earlier(n) if self.checkpoint else []
+
+    def redoable(self) -> dict | None:
+        return self.checkpoint.redoable() if self.checkpoint else None
+
+    def changes(self) -> list:
+        return self.checkpoint.changes() if self.checkpoint else []
+
+    def undo(self, n: int, ask) -> list[str]:
+        return self.checkpoint.undo(n, ask)
+
+    def redo(self, ask) -> list[str]:
+        return self.checkpoint.redo(ask)
+
+    def restore(self, cid: str, ask) -> list[str]:
+        return self.checkpoint.restore(cid, ask)
 
     # -- history ----------------------------------------------------------------------------------
     def flush(self, marker: bool = False) -> None:
@@ -222,7 +373,7 @@ class Agent:
         inside an import it is not)."""
         with ui.Stream(self.config["stream"]):
             # polled: Thread.join, interrupted, may take a running thread for finished (3.11)
-            while self.preloading and not self.preloading.is_set():
+            while not providers.preloaded():
                 time.sleep(0.05)
 
     # -- tools: each call goes through the orchestrator (act.py) --------------------------------------

@@ -4,14 +4,12 @@ import glob
 import os
 import re
 import shlex
-import threading
 import time
 from pathlib import Path
 
 from rich.text import Text
 
-from amas_code import config as config_file
-from amas_code import effects, home, project, providers, redact, sandbox, tools, ui
+from amas_code import home, project, providers, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -28,14 +26,11 @@ def cmd_undo(agent, arg):
             f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed"
         )
     n = int(arg.strip() or 1)
-    if (
-        agent.checkpoint
-        and len(labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]) == n
-    ):
+    if len(labels := [cp["label"] for cp in agent.checkpoints(limit=n)]) == n:
         ui.info("taking back: " + "; ".join(labels))
-        if (earlier := agent.checkpoint.earlier(n)) and not _ask(_made_before(earlier)):
+        if (earlier := agent.earlier(n)) and not _ask(_made_before(earlier)):
             return ui.error("cancelled; nothing changed")
-    _checkpoints(agent, "undone", lambda cp: cp.undo(n, _ask))
+    _checkpoints(agent, "undone", lambda: agent.undo(n, _ask))
 
 
 def _made_before(chain: list[dict]) -> str:
@@ -53,19 +48,19 @@ def _made_before(chain: list[dict]) -> str:
 
 def cmd_redo(agent, arg):
     """Re-apply what /undo took back."""
-    _checkpoints(agent, "redone", lambda cp: cp.redo(_ask))
+    _checkpoints(agent, "redone", lambda: agent.redo(_ask))
 
 
 def cmd_checkpoint(agent, arg):
     """List checkpoints; /checkpoint <id> goes back to that one (undoes those after it)."""
     if arg.strip():
-        return _checkpoints(agent, "restored", lambda cp: cp.restore(arg.strip(), _ask))
-    listed = agent.checkpoint.history(limit=20) if agent.checkpoint else []
+        return _checkpoints(agent, "restored", lambda: agent.restore(arg.strip(), _ask))
+    listed = agent.checkpoints(limit=20)
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
         ui.row((cp["id"][:8], "yellow"), f" {when} {cp['label']}  ", (files, "dim"))
-    ahead = agent.checkpoint.redoable() if agent.checkpoint else None
+    ahead = agent.redoable()
     if not listed:
         ui.info("no checkpoints: every one was undone" if ahead else "no checkpoints yet")
     if ahead:
@@ -78,16 +73,16 @@ def _ask(question: str) -> bool:
 
 
 def _checkpoints(agent, verb: str, action) -> None:
-    if agent.checkpoint is None:
+    if not agent.checkpointing():
         return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
-        files = action(agent.checkpoint)
+        files = action()
     except (CheckpointError, home.ConfigError, OSError) as e:
         return ui.error(str(e))
     ui.success(f"{verb}: {', '.join(files) or 'nothing'}")
     if files:  # the model must not build on a change that is gone
         did = _DID[verb].format(files=", ".join(files))
-        agent.notes.append(f"[Note: {did}; read them again before relying on their content]")
+        agent.note(f"[Note: {did}; read them again before relying on their content]")
 
 
 _DID = {  # what the model is told after the user moved files back or forth
@@ -99,7 +94,7 @@ _DID = {  # what the model is told after the user moved files back or forth
 
 def cmd_diff(agent, arg):
     """Show what the agent changed in this session."""
-    changes = agent.checkpoint.changes() if agent.checkpoint else []
+    changes = agent.changes()
     for path, (old_mode, old), (new_mode, new) in changes:
         if old_mode and new_mode and old_mode != new_mode:
             ui.info(f"{path}: mode {old_mode} → {new_mode}")
@@ -110,12 +105,12 @@ def cmd_diff(agent, arg):
                 old.decode(errors="replace"),
                 new.decode(errors="replace"),
                 path,
-                agent.gate.secrets.redact,
+                agent.redact,
             )
             ui.console.print(shown)
     if not changes:
         ui.info("the agent changed nothing in this session")
-    if others := agent.checkpoint.earlier(200) if agent.checkpoint else []:
+    if others := agent.earlier(200):
         which = ui.plural(len(others), "checkpoint")
         ui.info(
             f"not shown: {which} from before this session, which /undo asks about (see /checkpoint)"
@@ -131,7 +126,7 @@ def cmd_attach(agent, arg):
     except ValueError:
         patterns = arg.split()
     for pattern in patterns:
-        full = str(agent.context.cwd / os.path.expanduser(pattern))  # from where the user is
+        full = str(agent.cwd() / os.path.expanduser(pattern))  # from where the user is
         for path in sorted(glob.glob(full, recursive=True)) or [full]:
             try:
                 _attach(agent, Path(path))
@@ -140,38 +135,20 @@ def cmd_attach(agent, arg):
 
 
 def _attach(agent, path: Path) -> None:
-    path = agent.tools.path(str(path))
-    if not path.exists():
-        raise ValueError("no such file")
-    if path.is_dir():
-        raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
-    data = project.regular(path, path.name).read_bytes()
-    if project.looks_binary(data):
-        raise ValueError("it is a binary file")
-    text = agent.gate.secrets.redact(data[: tools.MAX_READ].decode(errors="replace"))
-    if len(data) > tools.MAX_READ:
-        text += f"\n[cut at {tools.MAX_READ // 1000} KB of {len(data) // 1000} KB; the agent can read_file the rest]"
-    agent.attachments.append((agent.tools.show(path), text))
-    ui.success(f"attached {agent.tools.show(path)}")
+    ui.success(f"attached {agent.attach(path)}")
 
 
 def shell(agent, line: str) -> None:
     """`!command`: run as the user typed it (no question), shown, and put before the next message."""
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
-    env = redact.child_env(agent.config)
     # as the user: no box
-    with ui.Tail(ui.command_summary(line), agent.gate.secrets.redact) as tail:
-        result = sandbox.run(
-            effects.Command(line, USER_TIMEOUT), agent.context.cwd, env, watch=tail.feed
-        )
-    shown = agent.gate.secrets.redact(result)
+    with ui.Tail(ui.command_summary(line), agent.redact) as tail:
+        result = agent.run_as_user(line, tail.feed)
+    shown = agent.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
-    capped = tools.cap(shown, agent.act.result_limit())
-    agent.notes.append(f"The user ran a command themselves:\n```\n{capped}\n```")
-
-
-USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
+    capped = tools.cap(shown, agent.result_limit())
+    agent.note(f"The user ran a command themselves:\n```\n{capped}\n```")
 
 
 def mentioned(agent, line: str) -> bool:
@@ -179,50 +156,34 @@ def mentioned(agent, line: str) -> bool:
     missing, so the user can fix it."""
     for word in re.findall(r"(?<!\S)@(\S+)", line):
         name = word.rstrip(".,;:!?)")
-        path = agent.context.cwd / os.path.expanduser(name)
+        path = agent.cwd() / os.path.expanduser(name)
         if not path.exists() and not ("/" in name or "." in name):
             continue  # @property, @someone: words, not files
         try:
             _attach(agent, path)
         except (OSError, PermissionError, ValueError) as e:
             ui.error(f"cannot attach @{name}: {e}; your message was not sent (↑ brings it back)")
-            agent.attachments = []
+            agent.drop_attachments()
             return False
     return True
 
 
 def cmd_clear(agent, arg):
     """Start a new conversation."""
-    agent.messages.clear()
-    agent.new_session()
+    agent.clear()
     ui.success("new conversation")
 
 
 def cmd_model(agent, arg):
     """Show the model, or switch: /model <provider/name>."""
-    name = arg.strip()
-    if name:
-        providers.check(name)
-        # another provider than configured: its own
-        same = name.split("/")[0] == agent.config["model"].split("/")[0]
-        keep = {k: agent.config[k] for k in ("api_base", "api_key") if same}
-        config = {**agent.config, "api_base": None, "api_key": None, **keep, "model": name}
-        agent.use_model(providers.Model(config, agent.model.usage))
-    base = agent.model.config.get("api_base")
-    ui.info(
-        agent.gate.secrets.redact(f"model: {agent.model.name}" + (f" at {base}" if base else ""))
-    )
+    if arg.strip():
+        agent.switch_model(arg.strip())
+    ui.info(agent.model_line())
 
 
 def cmd_tokens(agent, arg):
     """Tokens used and cost so far."""
-    u = agent.model.usage
-    cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
-    now = agent.context.tokens(agent.prompted(), 10**9)  # counted, never compacted
-    ui.info(
-        f"prompt {u['prompt_tokens']} + completion {u['completion_tokens']} tokens; cost {cost}; "
-        f"conversation now ~{now} tokens of {agent.context.limit()}"
-    )
+    ui.info(agent.token_report())
 
 
 def cmd_compact(agent, arg):
@@ -232,18 +193,14 @@ def cmd_compact(agent, arg):
 
 def cmd_init(agent, arg):
     """Map the project for the model (.amas/project_map.md)."""
-    from amas_code import repomap
-
-    repomap.init(agent.root, agent.config["ignore"])
+    agent.map_project()
 
 
 def cmd_skills(agent, arg):
     """List skills; those matching your last message are active."""
-    from amas_code import skills
-
-    found = skills.load(agent.root, agent.context.trusted)
-    for s in found:
-        mark = ("active ", "green") if skills.matches(s, agent.last_user()) else ("       ", "")
+    found = agent.skills()
+    for s, active in found:
+        mark = ("active ", "green") if active else ("       ", "")
         ui.row("  ", mark, (s["name"], "bold"), f": {s['description']}")
     if not found:
         ui.info("no skills in .amas/skills/ or ~/.amas/skills/")
@@ -251,17 +208,12 @@ def cmd_skills(agent, arg):
 
 def cmd_permissions(agent, arg):
     """Show the shell rules, the commands you allowed, and which rule decided last."""
-    perms = agent.config["permissions"]
-    for kind, rules in (
-        ("deny", perms.get("deny")),
-        ("allow", perms.get("allow")),
-        ("allowed", agent.gate.commands),
-    ):
-        ui.row(f"  {kind}: {', '.join(rules or []) or '(none)'}")
-    mode, line = agent.sandbox
+    for kind, rules in agent.permissions():
+        ui.row(f"  {kind}: {', '.join(rules) or '(none)'}")
+    mode, line = agent.sandbox_status()
     (ui.info if mode == "on" else ui.warning)(line)
-    if agent.gate.last:
-        command, verdict, rule = agent.gate.last
+    if agent.last_verdict():
+        command, verdict, rule = agent.last_verdict()
         ui.info(f"last: {command!r} -> {verdict}" + (f" by {rule!r}" if rule else ""))
 
 
@@ -269,7 +221,7 @@ def cmd_browser(agent, arg):
     """Close the browser to free its memory: /browser close."""
     if arg.strip() not in ("", "close"):  # the agent opens it when it needs it
         return ui.error(f"/browser takes only close, not {arg.strip()!r}; the browser is as it was")
-    agent.tools.close()
+    agent.close_browser()
     ui.success("browser closed")
 
 
@@ -297,16 +249,9 @@ def command(agent, line: str) -> None:
     COMMANDS[found[0]](agent, arg)
 
 
-def load() -> None:
-    """What a turn needs, imported in the background: the reply's spinner and Markdown first (litellm
-    imports part of them too, and a turn that started meanwhile imports them itself), then litellm."""
-    ui.warm()
-    providers.load()
-
-
 def preload(agent, app) -> None:
     """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
-    want = agent.config.get("preload", "auto")
+    want = agent.setting("preload") or "auto"
     if want == "auto":
         want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
     if want is not True:
@@ -314,22 +259,9 @@ def preload(agent, app) -> None:
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
-        start_preload(agent)
+        providers.preload()
 
     app.after_render.add_handler(start)
-
-
-def start_preload(agent) -> None:
-    """The preload thread started; agent.preloading is set once it is done."""
-    agent.preloading = threading.Event()
-
-    def run():
-        try:
-            load()
-        finally:
-            agent.preloading.set()
-
-    threading.Thread(target=run, daemon=True).start()
 
 
 def completer():
@@ -357,11 +289,11 @@ def history(agent):
 
     class PrivateHistory(FileHistory):
         def store_string(self, string: str) -> None:
-            string = agent.gate.secrets.redact(string)  # as private as history.jsonl
+            string = agent.redact(string)  # as private as history.jsonl
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
             home.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
 
-    path = home.state_file(agent.root, "input_history")
+    path = agent.state_file("input_history")
     try:
         home.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
@@ -370,7 +302,7 @@ def history(agent):
         home.ConfigError,
     ) as e:  # one warning: the agent will not try to log either
         ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
-        agent.history.path = None
+        agent.forget_history()
         return InMemoryHistory()
 
 
@@ -397,10 +329,9 @@ def interact(agent) -> None:
     prompt = prompt_session(agent)
     preload(agent, prompt.app)
     ui.info(
-        f"amas · {config_file.endpoint(agent.config)} · /help for commands, Esc-Enter for a new line, "
-        "Ctrl+D to quit"
+        f"amas · {agent.endpoint()} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
     )
-    mode, line = agent.sandbox
+    mode, line = agent.sandbox_status()
     (ui.info if mode == "on" else ui.warning)(line)
     last_exchange(agent)
     while True:
@@ -449,7 +380,9 @@ def _pick(count: int) -> int | None:
 
 def last_exchange(agent) -> None:
     """After -c or --resume: the user's last message and the answer to it, shortened."""
-    said = [m for m in agent.messages if m["role"] in ("user", "assistant") and m.get("content")]
+    said = [
+        m for m in agent.conversation() if m["role"] in ("user", "assistant") and m.get("content")
+    ]
     asked = [i for i, m in enumerate(said) if m["role"] == "user"]
     for m in said[asked[-1] :] if asked else []:
         text = " ".join(m["content"].split())
@@ -465,7 +398,7 @@ def step(agent, line: str) -> bool:
         elif line.startswith("!"):
             shell(agent, line[1:].strip())
         elif line and mentioned(agent, line):
-            if agent.gate.secrets.redact(line) != line:
+            if agent.redact(line) != line:
                 ui.info(
                     "a secret in your message is hidden: the model and the history see [REDACTED]"
                 )
@@ -476,7 +409,7 @@ def step(agent, line: str) -> bool:
         ui.console.print()
         ui.warning("cancelled")
     except providers.ProviderError as e:
-        ui.error(agent.gate.secrets.redact(str(e)))
+        ui.error(agent.redact(str(e)))
     except Exception as e:  # a bug must not end the session or show a traceback
-        ui.error(agent.gate.secrets.redact(f"{type(e).__name__}: {e}"))
+        ui.error(agent.redact(f"{type(e).__name__}: {e}"))
     return True

@@ -164,13 +164,13 @@ def test_a_ctrl_c_while_waiting_for_the_preload_leaves_the_next_wait_waiting(age
     import threading
     import time
 
-    from amas_code import repl
+    from amas_code import providers
 
     finished = threading.Event()
-    monkeypatch.setattr(repl, "load", lambda: time.sleep(1) or finished.set())
+    monkeypatch.setattr(providers, "load", lambda: time.sleep(1) or finished.set())
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as amas runs
     try:
-        repl.start_preload(agent)
+        providers.preload()
         threading.Timer(0.3, _thread.interrupt_main).start()
         try:
             agent.wait_for_preload()
