@@ -51,6 +51,7 @@ class Agent:
             self.history.resume(chosen) if resume else (history.new_session(), [])
         )
         self.attachments = []
+        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
         self.gate = policy.Gate(config, self.root, self.sandbox[0])
@@ -96,8 +97,13 @@ class Agent:
         self.attachments.append((self.tools.show(path), text))
         return self.tools.show(path)
 
+    def last_turn_ok(self) -> bool:
+        """Whether the last turn ended by itself (not by Ctrl+C or an error)."""
+        return self.ok
+
     def drop_attachments(self) -> None:
         self.attachments = []
+        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
 
     def cwd(self) -> Path:
         """Where the user is (paths they type are from here)."""
@@ -241,8 +247,10 @@ class Agent:
         self.attachments, self.notes = [], []
         if self.checkpoint:
             self.checkpoint.request = text[:300]
+        self.ok = False
         try:
             self.loop()
+            self.ok = True
         except KeyboardInterrupt:
             self.repair()
             ui.console.print()

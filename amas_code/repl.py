@@ -334,18 +334,42 @@ def interact(agent) -> None:
     mode, line = agent.sandbox_status()
     (ui.info if mode == "on" else ui.warning)(line)
     last_exchange(agent)
+    queued, typing = [], ""
     while True:
         try:
             # Ctrl+C at the prompt is a key; a SIGINT just after Enter, while the prompt closes, is
             # Python's KeyboardInterrupt (prompt_toolkit's own handler would run after it closed and
             # print a traceback)
-            line = prompt.prompt("› ", handle_sigint=False).strip()
+            line = (
+                queued.pop(0)
+                if queued
+                else prompt.prompt("› ", default=typing, handle_sigint=False)
+            )
         except KeyboardInterrupt:
             continue
         except EOFError:
             return
-        if not step(agent, line):
+        go_on, queued, typing = typed_during(agent, line.strip())
+        if not go_on:
             return
+
+
+def typed_during(agent, line: str) -> tuple[bool, list[str], str]:
+    """One step, reading what the person types meanwhile: whether to go on, the lines typed (the
+    next message) and the line being typed (back in the prompt). After a cancelled turn nothing
+    is sent by itself: all of it goes back into the prompt."""
+    if line.startswith(("/", "!")) or not line:  # typed ahead, the next prompt reads it
+        return step(agent, line), [], ""
+    try:
+        ui.typed.start()
+        go_on = step(agent, line)
+    finally:
+        lines, typing = ui.typed.stop()
+    if lines and not agent.last_turn_ok():
+        return go_on, [], "\n".join([*lines, typing] if typing else lines)
+    if lines:
+        ui.console.print(Text.assemble(("› ", "bold"), ui.clean("\n".join(lines))))
+    return go_on, ["\n".join(lines)] if lines else [], typing
 
 
 def choose(conversations: list[dict]) -> str | None:

@@ -4,8 +4,11 @@ import contextlib
 import difflib
 import functools
 import io
+import os
 import re
+import select
 import sys
+import threading
 import time
 
 from rich.console import Console
@@ -215,11 +218,107 @@ def _answer(question: str, choices: str, detail, prompt: Text) -> tuple[str, str
         warning(f"{question} declined: no terminal to ask on{always}")
         return "n", ""
     try:
-        _drop_typed_ahead(stream)
-        return _read_answer(con, stream, prompt, choices)
+        with typed.paused():
+            _drop_typed_ahead(stream)
+            return _read_answer(con, stream, prompt, choices)
     finally:
         if stream:
             stream.close()
+
+
+KEYS = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1bO.|\x1b.|[\x00-\x1f\x7f]|[^\x00-\x1f\x7f\x1b]+")
+
+
+class Typed:
+    """Lines typed while a turn runs: read without echo, shown dimmed under the live area, kept
+    for after the turn (Enter queues a line; Backspace on an empty line takes the last one back
+    to edit; Esc clears the line). Reading pauses while a question is asked: typed ahead, a line
+    never answers one."""
+
+    def __init__(self):
+        self.lines = []  # queued: Enter was pressed
+        self.partial = ""  # being typed
+        self.lock = threading.Lock()  # held while reading; a question takes it to pause
+        self.saved = None  # the terminal's mode before, restored after
+        self.on = False
+
+    def view(self) -> Text:
+        """What was typed, for the bottom of a live area (empty when nothing was)."""
+        text = Text(style="dim")
+        for line in self.lines:
+            text.append(f"\n  queued › {one_line(line)}")
+        if self.partial:
+            text.append(f"\n  › {one_line(self.partial)}▏")
+        if self.lines:
+            text.append("\n  sent when this turn ends (Backspace takes it back to edit)")
+        return text
+
+    def keys(self, data: str) -> None:
+        """Typed keys: letters, Enter, Backspace, Esc and Ctrl+U (arrows and the rest ignored)."""
+        for key in KEYS.findall(data):
+            if key in ("\r", "\n") and self.partial.strip():
+                self.lines.append(self.partial.strip())
+                self.partial = ""
+            elif key in ("\x7f", "\x08") and not self.partial and self.lines:
+                self.partial = self.lines.pop()
+            elif key in ("\x7f", "\x08"):
+                self.partial = self.partial[:-1]
+            elif key in ("\x1b", "\x15"):
+                self.partial = ""
+            elif key[0] >= " " and key[0] != "\x7f":
+                self.partial += key
+
+    def start(self) -> None:
+        """Read the terminal without echo until stop() (nothing when stdin is not a terminal)."""
+        import termios
+        import tty
+
+        if not sys.stdin.isatty() or self.on:
+            return
+        self.saved = termios.tcgetattr(sys.stdin.fileno())
+        tty.setcbreak(sys.stdin.fileno(), termios.TCSANOW)  # Ctrl+C still interrupts
+        self.on = True
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        fd = sys.stdin.fileno()
+        while self.on:
+            with self.lock:
+                ready = self.on and select.select([fd], [], [], 0.05)[0]
+                data = os.read(fd, 1024) if ready else b""
+            self.keys(data.decode(errors="ignore"))
+            time.sleep(0.005)  # a question waiting for the lock gets it
+
+    def stop(self) -> tuple[list[str], str]:
+        """Stop reading, the terminal as it was; the queued lines and the line being typed."""
+        import termios
+
+        if self.on:
+            with self.lock:
+                self.on = False
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, self.saved)
+        taken = (self.lines, self.partial)
+        self.lines, self.partial = [], ""
+        return taken
+
+    @contextlib.contextmanager
+    def paused(self):
+        """The terminal as it was, for a question; reading again after it."""
+        import termios
+        import tty
+
+        if not self.on:
+            yield
+            return
+        with self.lock:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, self.saved)
+            try:
+                yield
+            finally:
+                tty.setcbreak(sys.stdin.fileno(), termios.TCSANOW)
+
+
+typed = Typed()
 
 
 def _read_answer(con: Console, stream, prompt: Text, choices: str) -> tuple[str, str]:
@@ -302,8 +401,13 @@ class Stream:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            spinner = Spinner("dots", "thinking…")
-            self.live = Live(spinner, console=self.screen, transient=True, refresh_per_second=8)
+            self.current = Spinner("dots", "thinking…")
+            self.live = Live(
+                console=self.screen,
+                transient=True,
+                refresh_per_second=8,
+                get_renderable=self._view,
+            )
             self.live.start()
         if self.live and self.markdown:  # loaded while the model thinks, not in the first draw
             from rich.markdown import Markdown  # noqa: F401
@@ -331,10 +435,16 @@ class Stream:
         if self.live:
             self.live.stop()
 
+    def _view(self):
+        """The live area: the spinner or the answer's live tail, and what was typed meanwhile."""
+        from rich.console import Group
+
+        return Group(self.current, typed.view()) if typed.lines or typed.partial else self.current
+
     def _peek(self) -> None:
         """With stdout elsewhere: the last lines of the text, plain, until the answer is done."""
         shown = self.visible(self.text[-4000:])  # O(1) a token
-        self.live.update(Text(clean("\n".join(shown.splitlines()[-12:]))))
+        self.current = Text(clean("\n".join(shown.splitlines()[-12:])))
 
     def _draw(self, final: bool) -> None:
         """Print the lines that settled since the last draw; the rest stays live."""
@@ -348,7 +458,7 @@ class Stream:
                 self.screen.print(_segment_lines(lines[self.shown : settled]))
                 self.shown = settled
             if self.live and lines:
-                self.live.update(_segment_lines(lines[settled:]))
+                self.current = _segment_lines(lines[settled:])
         spent = time.monotonic() - began  # a long answer renders slower: draw it less often
         self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
 
@@ -426,7 +536,7 @@ class Tail:
         text = Text(f"  {self.title} ({time.monotonic() - self.start:.0f} s)", "dim")
         for line in shown:
             text.append(f"\n  │ {clean(line)[: max(console.width - 6, 10)]}", "dim")
-        return text
+        return text + typed.view()
 
     def __exit__(self, kind, *exc) -> None:
         if not self.live:
