@@ -391,6 +391,8 @@ class Stream:
 
     def __init__(self, live: bool = True, visible=None):
         self.text, self.live, self.shown, self.due = "", None, 0, 0.0
+        self.current = None  # the answer's live tail, once there is one
+        self.pieces = 0  # chunks received: about a token each
         self.visible, self.answered = visible or str, False
         self.markdown = out.is_terminal  # else plain text at the end, as a pipe wants it
         self.screen = out if self.markdown else console
@@ -401,7 +403,8 @@ class Stream:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            self.current = Spinner("dots", "thinking…")
+            self.began = time.monotonic()
+            self.spinner = Spinner("dots", "thinking…")
             self.live = Live(
                 console=self.screen,
                 transient=True,
@@ -415,6 +418,7 @@ class Stream:
 
     def __call__(self, chunk: str) -> None:
         self.text += chunk
+        self.pieces += 1
         if self.live and time.monotonic() >= self.due:
             if self.markdown:
                 self._draw(final=False)
@@ -439,7 +443,16 @@ class Stream:
         """The live area: the spinner or the answer's live tail, and what was typed meanwhile."""
         from rich.console import Group
 
-        return Group(self.current, typed.view()) if typed.lines or typed.partial else self.current
+        parts = [self.current, self._status()] if self.current else [self._status()]
+        return Group(*parts, typed.view()) if typed.lines or typed.partial else Group(*parts)
+
+    def _status(self):
+        """The spinner's line: how long since the request, tokens so far, how to stop."""
+        took = f"{time.monotonic() - self.began:.0f} s"
+        got = f" · {plural(self.pieces, 'token')}" if self.pieces else ""
+        doing = "answering…" if self.pieces else "thinking…"
+        self.spinner.update(text=Text(f"{doing} ({took}{got} · Ctrl+C to interrupt)"))
+        return self.spinner
 
     def _peek(self) -> None:
         """With stdout elsewhere: the last lines of the text, plain, until the answer is done."""

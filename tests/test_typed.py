@@ -39,3 +39,18 @@ def test_a_queued_line_never_answers_a_question_and_can_be_taken_back(term, proj
     child.sendline("")
     child.expect("no scripted reply left")
     assert llm.requests[2]["messages"][-1]["content"] == "yah"
+
+
+def test_waiting_says_how_long_and_how_to_stop(term, llm):
+    llm.reply(text="Late answer " * 40, wait=2.5, delay=0.05)
+    child = term()
+    child.sendline("slow one")
+    seconds = set()
+    for _ in range(50):  # bounded: the counter is redrawn in place eight times a second
+        child.expect(r"thinking… \((\d+) s · Ctrl\+C to interrupt\)")
+        seconds.add(child.match[1])
+        if len(seconds) > 1:
+            break
+    assert len(seconds) > 1  # two screens, two different counts
+    child.expect(r"answering… \(\d+ s · \d+ tokens · Ctrl\+C to interrupt\)")
+    child.expect("›")
