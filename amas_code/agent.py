@@ -213,7 +213,12 @@ class Agent:
     def changes(self) -> list:
         return self.checkpoint.changes() if self.checkpoint else []
 
+    def turns(self, n: int) -> list[dict]:
+        """The checkpoints of the last n turns, newest first (CheckpointError: fewer turns)."""
+        return self.checkpoint.turns(n) if self.checkpoint else []
+
     def undo(self, n: int, ask) -> list[str]:
+        """Take back the last n checkpoints."""
         return self.checkpoint.undo(n, ask)
 
     def redo(self, ask) -> list[str]:
@@ -247,6 +252,7 @@ class Agent:
         self.attachments, self.notes = [], []
         if self.checkpoint:
             self.checkpoint.request = text[:300]
+            self.checkpoint.turn = history.new_session()  # /undo takes back a turn
         self.ok = False
         try:
             self.loop()

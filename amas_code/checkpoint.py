@@ -77,6 +77,7 @@ class Shadow:
         )  # the user's git directory shared by its worktrees (objects,
         # info/exclude) and the ignore file its config names, once found
         self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
+        self.turn = ""  # the turn the next checkpoints belong to (set by the agent): /undo takes back a turn
 
     def run_git(
         self, *args: str, data: bytes | None = None, borrow: bool = False
@@ -305,6 +306,7 @@ class Shadow:
     def commit(self, label: str, changes: dict, dirs: dict) -> None:
         """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
         meta = dict(time=time.time(), session=self.session, request=self.request, pid=os.getpid())
+        meta["turn"] = self.turn
         meta["files"] = dict(sorted(changes.items()))
         files = {
             f"{p}/{rel}": s
@@ -630,6 +632,48 @@ class Checkpoint(Shadow):
         if theirs and not ask(question + " Take it back?"):
             raise CheckpointError("cancelled; nothing changed")
         return chain
+
+    def turns(self, n: int) -> list[dict]:
+        """The checkpoints of the last n turns, newest first (a checkpoint made outside a turn is a
+        turn of its own); a turn whose undo would change nothing (only folders /undo leaves) is not
+        counted, and each checkpoint whose undo changes nothing is marked idle."""
+        chain, counted = [], 0
+        for group in self.groups():
+            marked = [cp | {"idle": self.idle(cp)} for cp in group]
+            idle = all(cp["idle"] for cp in marked)
+            if counted == n and not idle:
+                break
+            chain += marked
+            counted += not idle
+        if not counted:
+            raise CheckpointError("nothing to undo")
+        if counted < n:
+            raise CheckpointError(f"only {ui.plural(counted, 'turn')} to undo; nothing changed")
+        while chain[-1]["idle"]:  # older turns that change nothing stay
+            chain.pop()
+        return chain
+
+    def groups(self) -> Iterator[list[dict]]:
+        """The checkpoints, newest first, in runs of the same turn."""
+        group = []
+        for cp in self.history(limit=100_000):
+            if group and (not cp.get("turn") or cp.get("turn") != group[-1].get("turn")):
+                yield group
+                group = []
+            group.append(cp)
+        if group:
+            yield group
+
+    def idle(self, cp: dict) -> bool:
+        """Whether undoing the checkpoint would change nothing to speak of: no file, only folders
+        made that hold files now (a cache: undo removes only empty folders, so it stays) and
+        folders gone that are back."""
+        if cp["files"]:
+            return False
+        made = set(cp.get("made", []))
+        tops = [d for d in made if not made & {str(p) for p in Path(d).parents}]
+        full = all(any(files for _, _, files in os.walk(self.root / d)) for d in tops)
+        return full and all((self.root / d).is_dir() for d in cp.get("gone", []))
 
     def redo(self, ask=lambda q: False) -> list[str]:
         """Re-apply the checkpoint the last undo took back."""

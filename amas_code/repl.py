@@ -20,17 +20,21 @@ def cmd_help(agent, arg):
 
 
 def cmd_undo(agent, arg):
-    """Take back the last n checkpoints (default 1): /undo [n]."""
+    """Take back the last n turns (default 1): /undo [n]."""
     if not arg.strip().isdigit() and arg.strip() or arg.strip() == "0":
         return ui.error(
-            f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed"
+            f"/undo takes a number of turns (1 or more), not {arg.strip()!r}; nothing changed"
         )
-    n = int(arg.strip() or 1)
-    if len(labels := [cp["label"] for cp in agent.checkpoints(limit=n)]) == n:
-        ui.info("taking back: " + "; ".join(labels))
-        if (earlier := agent.earlier(n)) and not _ask(_made_before(earlier)):
+    try:
+        chain = agent.turns(int(arg.strip() or 1))
+    except CheckpointError as e:
+        return ui.error(str(e))
+    if chain:
+        ui.info("taking back: " + "; ".join(cp["label"] for cp in chain if not cp["idle"]))
+        earlier = [cp for cp in agent.earlier(len(chain)) if cp["files"]]
+        if earlier and not _ask(_made_before(earlier)):
             return ui.error("cancelled; nothing changed")
-    _checkpoints(agent, "undone", lambda: agent.undo(n, _ask))
+    _checkpoints(agent, "undone", lambda: agent.undo(len(chain), _ask))
 
 
 def _made_before(chain: list[dict]) -> str:

@@ -32,7 +32,7 @@ def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project
         ("0", "not '0'; nothing changed"),
         ("-1", "not '-1'; nothing changed"),
         ("2 3", "not '2 3'; nothing changed"),
-        ("999", "only 1 checkpoint to undo; nothing changed"),
+        ("999", "only 1 turn to undo; nothing changed"),
     ]:
         repl.command(agent, f"/undo {arg}")
         shown = said(capsys)
@@ -239,3 +239,28 @@ def test_checkpoint_after_undoing_everything_says_what_redo_brings_back(agent, p
     repl.command(agent, "/redo")
     repl.command(agent, "/checkpoint")
     assert "/redo" not in said(capsys)
+
+
+def test_one_undo_takes_back_one_turn_and_skips_what_changes_nothing(agent, project, llm, capsys):
+    """Edit, then run the tests, in one turn: the test run left only a cache folder /undo leaves
+    anyway; one /undo takes back the edit, /undo 2 two turns, /checkpoint lists single ones."""
+    # as pytest makes its cache: folders, and files its own .gitignore hides
+    tests = "mkdir -p .pytest_cache/v/cache && echo '*' > .pytest_cache/.gitignore"
+    tests += " && echo tag > .pytest_cache/CACHEDIR.TAG"
+    llm.reply(tool="write_file", path="a.txt", content="first\n").reply(text="Made a.")
+    llm.reply(tool="edit_file", path="README.md", old_str="demo", new_str="shouting")
+    llm.reply(tool="shell_command", command=tests).reply(text="Edited; tests pass.")
+    agent.turn("make a")
+    agent.turn("edit, then run the tests")
+    assert (project / "README.md").read_text() == "# shouting\n"
+    capsys.readouterr()
+    repl.command(agent, "/checkpoint")
+    assert "shell: mkdir" in said(capsys)  # single checkpoints, the idle one too
+    repl.command(agent, "/undo")
+    shown = said(capsys)
+    assert (project / "README.md").read_text() == "# demo\n" and (project / "a.txt").exists()
+    assert "taking back: [amas] edit README.md" in shown and "mkdir" not in shown
+    repl.command(agent, "/redo")
+    assert (project / "README.md").read_text() == "# shouting\n"
+    repl.command(agent, "/undo 2")
+    assert (project / "README.md").read_text() == "# demo\n" and not (project / "a.txt").exists()
