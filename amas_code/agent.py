@@ -250,6 +250,7 @@ class Agent:
         text = self.gate.secrets.redact(text)  # piped in too: a log with a token in it
         self.messages.append({"role": "user", "content": self.preamble() + text})
         self.attachments, self.notes = [], []
+        ui.STOPPED.clear()  # a `!command` stopped before is not this turn's
         if self.checkpoint:
             self.checkpoint.request = text[:300]
             self.checkpoint.turn = history.new_session()  # /undo takes back a turn
@@ -411,15 +412,13 @@ class Agent:
         """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid."""
         at = max((i for i, m in enumerate(self.messages) if m.get("tool_calls")), default=None)
         done = {m.get("tool_call_id") for m in self.messages[at:]} if at is not None else set()
+        # a command Ctrl+C stopped: its output so far, for the call it answers
+        stopped = [tools.cap(self.redact(s), self.result_limit()) for s in ui.STOPPED]
+        ui.STOPPED.clear()
         for call in self.messages[at]["tool_calls"] if at is not None else []:
             if call["id"] not in done:
-                self.messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "content": "Cancelled by the user.",
-                    }
-                )
+                said = stopped.pop(0) if stopped else "Cancelled by the user."
+                self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": said})
 
     # -- the request --------------------------------------------------------------------------------
     def prompted(self) -> list[dict]:

@@ -1,6 +1,8 @@
 """The person at the terminal, round 2 (issue 42): what is typed while the model works is kept,
 waiting says how long, and Ctrl+C keeps what was shown."""
 
+import io
+import re
 import time
 
 import test_terminal
@@ -54,3 +56,38 @@ def test_waiting_says_how_long_and_how_to_stop(term, llm):
     assert len(seconds) > 1  # two screens, two different counts
     child.expect(r"answering… \(\d+ s · \d+ tokens · Ctrl\+C to interrupt\)")
     child.expect("›")
+
+
+def test_ctrl_c_keeps_the_answer_shown_once(term, llm):
+    paragraphs = [f"Paragraph {n} says something about the code." for n in range(30)]
+    llm.reply(text="\n\n".join(paragraphs), delay=0.03)
+    child = term()
+    child.logfile_read = log = io.StringIO()  # the whole screen, to read what stays
+    child.sendline("explain")
+    child.expect("Paragraph 12 says")
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect("›")
+    shown = [line for line in test_terminal.settled(log.getvalue()) if "Paragraph" in line]
+    assert shown and len(shown) == len(set(shown)), shown  # each finished line once
+
+
+def test_ctrl_c_on_a_command_keeps_its_output_for_the_screen_and_the_model(term, llm):
+    command = "for i in 1 2 3 4 5 6 7 8 9; do echo line-$i; sleep 0.4; done"
+    llm.reply(tool="shell_command", command=command).reply(text="Stopped, I see.")
+    child = term()
+    child.logfile_read = log = io.StringIO()
+    child.sendline("count")
+    child.expect(r"\[y\]es/\[n\]o")
+    child.sendline("y")
+    child.expect("│ line-3")
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect("›")
+    kept = "\n".join(test_terminal.settled(log.getvalue()))
+    assert "│ line-2" in kept and "│ line-3" in kept  # still on the screen
+    child.sendline("what happened?")
+    child.expect("Stopped, I see.")
+    result = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert "line-1\nline-2\nline-3" in result
+    assert re.search(r"\[stopped by the user after [0-9.]+ s\]", result), result
