@@ -385,7 +385,7 @@ def choose(conversations: list[dict]) -> str | None:
     for n, c in enumerate(shown, 1):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["time"]))
         line = f"{n:3}. {when}  {ui.plural(c['count'], 'message'):>13}  {ui.clean(c['first'])}"
-        ui.console.print(Text(line), soft_wrap=True)
+        ui.console.print(Text(line), overflow="fold")
     picked = _pick(len(shown))
     return shown[picked - 1]["session"] if picked else None
 

@@ -16,6 +16,12 @@ from rich.text import Text
 
 out = Console(highlight=False)  # the answer: what `amas "..." > file` keeps
 console = Console(stderr=True, highlight=False)  # everything about the work
+UNWRAPPED = (
+    1 << 20
+)  # the width of a file or pipe: lines as long as they are (a CI log wraps itself)
+for _console in (out, console):
+    if not _console.is_terminal:
+        _console.width = UNWRAPPED
 TTY = "/dev/tty"  # where questions go when stdin or stderr is not the terminal
 INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selectors, tags
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
@@ -66,11 +72,12 @@ def row(*parts) -> None:
     """One line on the work console from parts (text, or (text, style)), each escaped and on one
     line: names from outside (skills, files, rules) cannot fake the screen."""
     pieces = [(one_line(p), "") if isinstance(p, str) else (one_line(p[0]), p[1]) for p in parts]
-    console.print(Text.assemble(*pieces), soft_wrap=True)
+    console.print(Text.assemble(*pieces), overflow="fold")
 
 
 def _say(mark: str, style: str, msg: str) -> None:
-    console.print(Text.assemble((mark + " ", style), clean(msg)), soft_wrap=True)
+    # wrapped at words to the terminal (never to a file or pipe: see UNWRAPPED)
+    console.print(Text.assemble((mark + " ", style), clean(msg)), overflow="fold")
 
 
 info, success = functools.partial(_say, "ℹ", "blue"), functools.partial(_say, "✓", "green")
@@ -85,7 +92,7 @@ def show_call(name: str, target: str) -> None:
     """One line per tool call: what it is about, escaped, never interpreted as markup."""
     console.print(
         Text.assemble(("● ", "cyan"), (one_line(name), "bold"), " ", one_line(target)),
-        soft_wrap=True,
+        overflow="fold",
     )
 
 
@@ -477,6 +484,22 @@ class Stream:
         self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
 
 
+@functools.cache
+def _steady():
+    """rich's Markdown with numbered lists indented for two-digit numbers from the first item: a
+    streamed list printed its first items narrower than those after its ninth."""
+    from rich.markdown import ListItem, Markdown
+
+    class SteadyItem(ListItem):
+        def render_number(self, console, options, number, last_number):
+            return super().render_number(console, options, number, max(last_number, 10))
+
+    class SteadyMarkdown(Markdown):
+        elements = {**Markdown.elements, "list_item_open": SteadyItem}
+
+    return SteadyMarkdown
+
+
 def _segment_lines(lines: list):
     from rich.segment import SegmentLines
 
@@ -485,11 +508,9 @@ def _segment_lines(lines: list):
 
 def _markdown_lines(con: Console, text: str) -> list:
     """Markdown rendered into lines of the console's width (rich.markdown loads on first use)."""
-    from rich.markdown import Markdown
-
     if not text.strip():
         return []
-    markdown = Markdown(keep_names(clean(text.strip("\n"))))
+    markdown = _steady()(keep_names(clean(text.strip("\n"))))
     return con.render_lines(markdown, con.options, pad=False)
 
 
@@ -583,7 +604,7 @@ class Tail:
             shown = [line for line in self.hide("\n".join(self.lines)).split("\n") if line]
             for line in shown[-self.LINES :]:
                 console.print(Text(f"  │ {clean(line)}", "dim"), overflow="fold")
-        console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), soft_wrap=True)
+        console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), overflow="fold")
 
 
 STOPPED = []  # the output of a command Ctrl+C stopped, until the conversation takes it

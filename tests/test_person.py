@@ -44,7 +44,7 @@ def term(project, llm):
         )
         children.append(child)
         if wait:
-            child.expect("Ctrl\\+D to quit")
+            child.expect(r"Ctrl\+D to\s+quit")
             child.expect("›")
         return child
 
@@ -287,7 +287,7 @@ def test_a_read_only_folder_still_answers_and_writes_nothing(term, project, llm)
     before = sorted(p.name for p in project.iterdir())
     llm.reply(text="The answer is 42.").reply(text="Still 42.")
     child = term(argv=read_only(project), wait=False)
-    seen = upto(child, "Ctrl\\+D to quit")
+    seen = upto(child, r"Ctrl\+D to\s+quit")
     child.sendline("what is the answer?")
     seen += upto(child, "The answer is 42.") + upto(child, "›")
     child.sendline("and again?")
@@ -302,7 +302,7 @@ def test_a_read_only_folder_still_answers_and_writes_nothing(term, project, llm)
 
 def test_a_read_only_folder_costs_no_warning(term, project, llm):
     child = term(argv=read_only(project), wait=False)
-    seen = upto(child, "Ctrl\\+D to quit")
+    seen = upto(child, r"Ctrl\+D to\s+quit")
     child.sendline("/clear")  # saves the start of a new conversation, as every answer does
     seen += upto(child, "new conversation")
     assert "⚠" not in seen, seen  # amas keeps its state in your home, not in the folder

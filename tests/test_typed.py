@@ -5,6 +5,8 @@ import io
 import re
 import time
 
+import pexpect
+import pytest
 import test_terminal
 
 term = test_terminal.term  # the 120-column terminal, in colour
@@ -91,3 +93,68 @@ def test_ctrl_c_on_a_command_keeps_its_output_for_the_screen_and_the_model(term,
     result = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
     assert "line-1\nline-2\nline-3" in result
     assert re.search(r"\[stopped by the user after [0-9.]+ s\]", result), result
+
+
+# -- rendering (issue 42 item 6) --------------------------------------------------------------------
+
+
+def spawn(project, llm, columns: int) -> pexpect.spawn:
+    """amas in a terminal of the given width (rich asks the terminal: no COLUMNS)."""
+    from conftest import amas_argv, amas_env
+
+    from amas_code import home as amas_home
+
+    amas_home.set_trust(project, True)
+    env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1")
+    env.pop("COLUMNS")
+    argv = amas_argv()
+    return pexpect.spawn(
+        argv[0], argv[1:], cwd=str(project), env=env, encoding="utf-8", timeout=30,
+        dimensions=(40, columns),
+    )  # fmt: skip
+
+
+def words_kept(lines: list[str], start: str, end: str, columns: int) -> str:
+    """The text from the line starting with start to the one holding end, checked to fit the width."""
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    last = next(i for i in range(first, len(lines)) if end in lines[i])
+    block = lines[first : last + 1]
+    assert all(len(line) <= columns for line in block), block
+    return " ".join(line.strip() for line in block)
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_lines_wrap_at_words_and_lists_keep_their_indent(project, llm, columns):
+    items = [f"{n}. step number {n} of the plan" for n in range(1, 13)]
+    llm.reply(text="Plan:\n\n" + "\n".join(items), delay=0.01)
+    child = spawn(project, llm, columns)
+    try:
+        child.logfile_read = log = io.StringIO()
+        child.expect("›")
+        child.sendline("plan it")
+        child.expect("step number 12")
+        child.expect("›")
+        child.sendline("/tokens")
+        child.expect("tokens of")
+        child.expect("›")
+    finally:
+        child.close(force=True)
+    lines = test_terminal.settled(log.getvalue())
+    banner = words_kept(lines, "ℹ amas ·", "quit", columns)
+    assert "Esc-Enter for a new line, Ctrl+D to quit" in banner  # no word cut in two
+    tokens = words_kept(lines, "ℹ prompt", "tokens of", columns)
+    assert re.search(
+        r"cost \$[0-9.]+( \(some calls had no known price\))?; conversation now", tokens
+    )
+    steps = [line for line in lines if "step number" in line]
+    assert len(steps) == 12 and len({line.index("step") for line in steps}) == 1, steps
+
+
+def test_without_a_terminal_nothing_is_hard_wrapped(project, llm):
+    from conftest import run_amas
+
+    long = "word " * 60
+    llm.reply(tool="shell_command", command=f"echo {long}").reply(text="Echoed.")
+    result = run_amas("-y", "echo it", llm=llm)
+    assert f"● shell_command echo {long.strip()}" in result.stderr
+    assert f"  │ {long.strip()}\n" in result.stderr  # the output line whole
