@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from amas_code import history as chat_log
 from amas_code import home, project, providers, tools, ui
 from amas_code.checkpoint import CheckpointError
 
@@ -407,15 +408,12 @@ def _pick(count: int) -> int | None:
 
 
 def last_exchange(agent) -> None:
-    """After -c or --resume: the user's last message and the answer to it, shortened."""
-    said = [
-        m for m in agent.conversation() if m["role"] in ("user", "assistant") and m.get("content")
-    ]
-    asked = [i for i, m in enumerate(said) if m["role"] == "user"]
-    for m in said[asked[-1] :] if asked else []:
-        text = " ".join(m["content"].split())
+    """After -c or --resume: the last few exchanges as the user typed them, the tools that ran and
+    the answers, shortened."""
+    for who, text in chat_log.preview(agent.conversation()):
+        text = " ".join(text.split())
         short = text if len(text) <= 300 else f"{text[:300]}…"
-        ui.console.print(Text.assemble((f"  {m['role']}: ", "dim"), ui.clean(short)))
+        ui.console.print(Text.assemble((f"  {who}: ", "dim"), ui.clean(short)), overflow="fold")
 
 
 def step(agent, line: str) -> bool:
