@@ -76,6 +76,9 @@ def read_piped(stream, keep: int = 30_000) -> str:
     while chunk := stream.read(1 << 20):
         size, tail = size + len(chunk), (tail + chunk)[-keep:]
     cut = f"\n[… {size - len(tail):,} bytes of piped input cut …]\n".encode()
+    if size > len(tail):  # said, not only to the model
+        kept = f"its first {len(head) // 1000} KB and last {len(tail) // 1000} KB"
+        ui.warning(f"piped input is {len(head) + size:,} bytes: only {kept} are sent")
     return (
         (head + (cut if size > len(tail) else b"") + tail).decode("utf-8", errors="replace").strip()
     )

@@ -499,6 +499,10 @@ def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
         and "ERROR disk full\n```" in sent
     )
     assert len(sent) < 70_000 and re.search(r"\[… [\d,]+ bytes of piped input cut …\]", sent)
+    said = [line for line in done.stderr.decode().splitlines() if "piped input" in line]
+    assert said == [
+        f"⚠ piped input is {len(log):,} bytes: only its first 30 KB and last 30 KB are sent"
+    ]
 
 
 def test_in_your_home_folder_your_own_settings_are_not_a_stranger_project(home, llm, monkeypatch):
