@@ -29,6 +29,7 @@ from amas_code.report import Report
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
 SUMMARY_TOKENS = 1500  # cap on a compaction summary
+SUMMARY_WORDS = 2  # one word ("OK.", "Done.") is not a summary
 SUMMARIZE = (
     "Summarize this conversation between a user and a coding agent for the agent's own memory: the goals, decisions, "
     "files touched and their state, commands run and results, and open problems. Be concise and concrete; keep paths,"
@@ -449,6 +450,12 @@ class Agent:
         old = self.messages[:start]
         new = self.summary(old)
         freed = self.context.tokens(old) - self.context.tokens(new)
+        said = new[0]["content"].split("\n", 1)[-1]
+        if len(said.split()) < SUMMARY_WORDS:
+            self.warn(
+                f"the model's summary ({said.strip()[:80]!r}) is not a summary; nothing changed"
+            )
+            return 0
         if freed <= 0:
             self.warn("the summary was not shorter than what it would replace; nothing changed")
             return 0

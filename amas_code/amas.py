@@ -183,7 +183,8 @@ def converse(agent, text: str) -> int:
     try:
         outcome = "done" if agent.turn(text) else "interrupted"
     except providers.ProviderError as e:
-        message = agent.gate.secrets.redact(str(e))  # credentials in api_base, a key echoed back
+        message = agent.redact(str(e))  # credentials in api_base, a key echoed back
+        message = message.replace("/model another", "run with -m another model")  # no REPL here
         ui.error(message)
         report.error(message)
         outcome = "error"

@@ -275,7 +275,8 @@ def completer():
     from prompt_toolkit.document import Document
 
     class Complete(Completer):  # slash commands at the start, file paths anywhere
-        paths = PathCompleter(expanduser=True)
+        # .git/ is git's, never a file to attach
+        paths = PathCompleter(expanduser=True, file_filter=_not_git)
 
         def get_completions(self, document, event):
             text = document.text_before_cursor
@@ -286,6 +287,10 @@ def completer():
                 yield from self.paths.get_completions(Document(word, len(word)), event)
 
     return Complete()
+
+
+def _not_git(name: str) -> bool:
+    return ".git" not in Path(name).parts
 
 
 def history(agent):
@@ -353,10 +358,14 @@ def interact(agent) -> None:
         except KeyboardInterrupt:
             continue
         except EOFError:
-            return
+            return goodbye()
         go_on, queued, typing = typed_during(agent, line.strip())
         if not go_on:
-            return
+            return goodbye()
+
+
+def goodbye() -> None:
+    ui.info("bye; resume this conversation with `amas -c`")
 
 
 def typed_during(agent, line: str) -> tuple[bool, list[str], str]:

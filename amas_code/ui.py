@@ -156,7 +156,9 @@ def _unified(real: tuple, shown: tuple, path: str):
     (old, new), (old_shown, new_shown) = real, shown
     matcher = _matcher(old, new)
     for n, group in enumerate(matcher.get_grouped_opcodes(2) if old != new else []):
-        if n == 0:
+        if n == 0 and path.startswith("/"):  # a place outside the project: its own path
+            yield from (f"--- {path}", f"+++ {path}")
+        elif n == 0:
             yield from (f"--- a/{path}", f"+++ b/{path}")
         (_, a1, _, b1, _), (_, _, a2, _, b2) = group[0], group[-1]
         yield f"@@ -{_span(a1, a2)} +{_span(b1, b2)} @@"
@@ -192,7 +194,7 @@ def can_ask() -> bool:
 
 ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "a": "a", "always": "a"}
 LABELS = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
-INSTEAD = " or tell the agent what to do instead"
+INSTEAD = ", or say what instead"  # words other than an answer decline, for the model
 
 
 def question(
@@ -200,8 +202,19 @@ def question(
 ) -> tuple[str, str]:
     """The person's choice, and their words when they typed something other than an answer (which
     declines: the words are feedback for the model); without a terminal, 'n' and a warning."""
-    prompt = _prompt(question, choices, always)
+    prompt = _prompt(question, choices, "")
+    if always and "a" in choices:  # on its own line: the question itself fits one
+        detail = _with_line(detail, f"[a]lways: {one_line(always)}")
     return _answer(question, choices, detail, prompt.append(INSTEAD + ": "))
+
+
+def _with_line(detail, line: str) -> Text:
+    """What a question shows before it, and one dim line more."""
+    shown = Text(clean(detail)) if isinstance(detail, str) else (detail or Text())
+    shown = shown.copy()
+    if shown.plain and not shown.plain.endswith("\n"):
+        shown.append("\n")
+    return shown.append(line, "dim")
 
 
 def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
@@ -362,14 +375,16 @@ def _show_detail(con: Console, detail) -> None:
     detail = Text(clean(detail)) if isinstance(detail, str) else detail
     con.print(detail, overflow="fold")
     tall = len(detail.wrap(con, con.width, overflow="fold")) > con.height
-    if tall and "+++ b/" in detail.plain:  # beside the question, where the person looks
+    if tall and re.search(
+        r"^\+\+\+ (b/|/)", detail.plain, re.M
+    ):  # beside the question, where the person looks
         con.print(Text.assemble(("ℹ ", "blue"), diff_summary(detail.plain)))
 
 
 def diff_summary(diff_text: str) -> str:
     """Files and lines added and removed in a unified diff, in one line."""
     lines = diff_text.split("\n")
-    files = sum(line.startswith("+++ b/") for line in lines)
+    files = sum(line.startswith(("+++ b/", "+++ /")) for line in lines)
     added = sum(line.startswith("+") for line in lines) - files
     removed = sum(line.startswith("-") for line in lines) - files
     return f"{plural(files, 'file')} changed: {plural(added, 'line')} added, {removed} removed"

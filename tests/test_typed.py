@@ -58,6 +58,8 @@ def test_waiting_says_how_long_and_how_to_stop(term, llm):
     assert len(seconds) > 1  # two screens, two different counts
     child.expect(r"answering… \(\d+ s · \d+ tokens · Ctrl\+C to interrupt\)")
     child.expect("›")
+    child.sendeof()  # Ctrl+D: how to come back
+    child.expect(r"resume this conversation with `amas -c`")
 
 
 def test_ctrl_c_keeps_the_answer_shown_once(term, llm):
