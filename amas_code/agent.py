@@ -3,6 +3,7 @@ and owns the parts each step uses (the model, the gate, the tools, checkpoints, 
 
 import functools
 import itertools
+import os
 import re
 import time
 from pathlib import Path
@@ -101,6 +102,16 @@ class Agent:
     def last_turn_ok(self) -> bool:
         """Whether the last turn ended by itself (not by Ctrl+C or an error)."""
         return self.ok
+
+    def mentions(self, line: str) -> list[tuple[str, Path]]:
+        """The files a message names with @path (@property, @someone: words, not files)."""
+        found = []
+        for word in re.findall(r"(?<!\S)@(\S+)", line):
+            name = word.rstrip(".,;:!?)")
+            path = self.cwd() / os.path.expanduser(name)
+            if path.exists() or "/" in name or "." in name:
+                found.append((name, path))
+        return found
 
     def drop_attachments(self) -> None:
         self.attachments = []

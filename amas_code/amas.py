@@ -67,7 +67,8 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
         resume = choose(root)
     from amas_code.agent import Agent
 
-    sys.exit(converse(Agent(config, root, resume, report if text else None), text))
+    typed = " ".join(prompt)  # @path in what was typed, not in what was piped
+    sys.exit(converse(Agent(config, root, resume, report if text else None), text, typed))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
@@ -166,7 +167,7 @@ def choose(root: Path) -> str | bool:
     return repl.choose(history.Log(root).conversations()) or False
 
 
-def converse(agent, text: str) -> int:
+def converse(agent, text: str, typed: str = "") -> int:
     """The agent on one task (with its report), or the REPL; the exit code."""
     from amas_code import providers, repl
 
@@ -180,6 +181,9 @@ def converse(agent, text: str) -> int:
     report.start(agent.session, agent.model.name)
     if agent.sandbox[0] != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox[1])
+    if not attach_mentioned(agent, typed):
+        agent.close()
+        return report.finish("error", agent.session, agent.model.usage)
     try:
         outcome = "done" if agent.turn(text) else "interrupted"
     except providers.ProviderError as e:
@@ -191,6 +195,19 @@ def converse(agent, text: str) -> int:
     finally:
         agent.close()
     return report.finish(outcome, agent.session, agent.model.usage)
+
+
+def attach_mentioned(agent, text: str) -> bool:
+    """Files named with @path attached, as in the REPL; False (nothing sent) when one is missing."""
+    for name, path in agent.mentions(text):
+        try:
+            ui.success(f"attached {agent.attach(path)}")
+        except (OSError, ValueError) as e:
+            message = f"cannot attach @{name}: {e}; nothing was sent"
+            ui.error(message)
+            agent.report.error(message)
+            return False
+    return True
 
 
 def main() -> None:

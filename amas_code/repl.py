@@ -2,7 +2,6 @@
 
 import glob
 import os
-import re
 import shlex
 import time
 from pathlib import Path
@@ -159,11 +158,7 @@ def shell(agent, line: str) -> None:
 def mentioned(agent, line: str) -> bool:
     """Files named with @path are attached; False (nothing sent) when one that looks like a path is
     missing, so the user can fix it."""
-    for word in re.findall(r"(?<!\S)@(\S+)", line):
-        name = word.rstrip(".,;:!?)")
-        path = agent.cwd() / os.path.expanduser(name)
-        if not path.exists() and not ("/" in name or "." in name):
-            continue  # @property, @someone: words, not files
+    for name, path in agent.mentions(line):
         try:
             _attach(agent, path)
         except (OSError, PermissionError, ValueError) as e:

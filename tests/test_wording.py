@@ -47,3 +47,17 @@ def test_a_rate_limit_in_a_one_shot_does_not_suggest_model(project, llm):
     result = run_amas("hello", llm=llm)
     assert result.returncode == 1 and "429" in result.stderr
     assert "/model" not in result.stderr and "-m another model" in result.stderr
+
+
+def test_at_path_in_a_one_shot_prompt_attaches_the_file(project, llm):
+    (project / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    llm.reply(text="It adds.")
+    result = run_amas("explain @calc.py", llm=llm)
+    assert result.returncode == 0 and "attached calc.py" in result.stderr
+    sent = llm.requests[0]["messages"][-1]["content"]
+    assert "Attached file calc.py:\n```\ndef add(a, b):" in sent and sent.endswith(
+        "explain @calc.py"
+    )
+    missing = run_amas("explain @nothere.py", llm=llm)
+    assert missing.returncode == 1 and "cannot attach @nothere.py: no such file" in missing.stderr
+    assert len(llm.requests) == 1  # nothing sent
