@@ -209,6 +209,10 @@ class Agent:
         self.tools.close()
 
     # -- checkpoints, for /undo, /redo, /checkpoint, /diff -----------------------------------------
+    def exists(self, rel: str) -> bool:
+        """Whether a path of the project (as checkpoints name it) is there."""
+        return os.path.lexists(self.root / rel)
+
     def checkpointing(self) -> bool:
         return self.checkpoint is not None
 

@@ -495,6 +495,7 @@ class Checkpoint(Shadow):
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
             meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
+            meta["left"] = self.leaves(pending)  # /undo names what it leaves
             self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
             return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
@@ -516,11 +517,23 @@ class Checkpoint(Shadow):
         if "tree" not in pending:
             return []
         big = [p for p in self.huge if p not in pending.get("huge", [])]
-        was = set(pending.get("ignored", []))
-        ignored = [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
+        ignored = self.ignored_made(pending)
         said = [f"{_names(big)}: sparse or over {HUGE >> 20} MB, not read; /undo leaves it"]
         made = [f"{_names(ignored)}: made, which git ignores; /undo leaves it"]
         return said * bool(big) + made * bool(ignored)
+
+    def ignored_made(self, pending: dict) -> list[str]:
+        """Files a command made that git ignores (never copied: a new .env may hold a key)."""
+        was = set(pending.get("ignored", []))
+        return [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
+
+    def leaves(self, pending: dict) -> list[str]:
+        """What a command made that no checkpoint holds, so /undo leaves it: ignored files, and
+        new files too big to read."""
+        if "tree" not in pending:
+            return []
+        big = [p for p in self.huge if p not in pending.get("huge", [])]
+        return sorted({*big, *self.ignored_made(pending)})
 
     def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
         """Files changed, folders made and folders gone since the kept before state, and the changed files whose

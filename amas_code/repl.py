@@ -34,7 +34,14 @@ def cmd_undo(agent, arg):
         earlier = [cp for cp in agent.earlier(len(chain)) if cp["files"]]
         if earlier and not _ask(_made_before(earlier)):
             return ui.error("cancelled; nothing changed")
-    _checkpoints(agent, "undone", lambda: agent.undo(len(chain), _ask))
+    done = _checkpoints(agent, "undone", lambda: agent.undo(len(chain), _ask))
+    left = sorted({p for cp in chain for p in cp.get("left", []) if agent.exists(p)})
+    if done and left:
+        ui.info(
+            f"left in place: {', '.join(map(ui.clean, left))}: made by a command, but git ignores "
+            "it or it is too big, so no checkpoint holds a copy (a .env may hold a key); delete it "
+            "yourself if it should go"
+        )
 
 
 def _made_before(chain: list[dict]) -> str:
@@ -76,7 +83,8 @@ def _ask(question: str) -> bool:
     return ui.ask(question, "yn") == "y"
 
 
-def _checkpoints(agent, verb: str, action) -> None:
+def _checkpoints(agent, verb: str, action) -> bool | None:
+    """Undo, redo or restore, said; True when it was done."""
     if not agent.checkpointing():
         return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
@@ -87,6 +95,7 @@ def _checkpoints(agent, verb: str, action) -> None:
     if files:  # the model must not build on a change that is gone
         did = _DID[verb].format(files=", ".join(files))
         agent.note(f"[Note: {did}; read them again before relying on their content]")
+    return True
 
 
 _DID = {  # what the model is told after the user moved files back or forth

@@ -264,3 +264,37 @@ def test_one_undo_takes_back_one_turn_and_skips_what_changes_nothing(agent, proj
     assert (project / "README.md").read_text() == "# shouting\n"
     repl.command(agent, "/undo 2")
     assert (project / "README.md").read_text() == "# demo\n" and not (project / "a.txt").exists()
+
+
+def test_undo_names_the_ignored_file_it_leaves(agent, project, llm, capsys):
+    (project / ".gitignore").write_text(".env\n")
+    subprocess.run(["git", "add", "."], cwd=project, check=True)
+    subprocess.run(["git", "commit", "-qm", "ignore .env"], cwd=project, check=True)
+    command = "echo KEY=x > .env && echo KEY= > .env.example"
+    llm.reply(tool="shell_command", command=command).reply(text="Set up.")
+    agent.turn("set up the env")
+    capsys.readouterr()
+    repl.command(agent, "/undo")
+    shown = said(capsys)
+    assert "undone: .env.example" in shown and not (project / ".env.example").exists()
+    assert "left in place: .env: made by a command, but git ignores it" in shown
+    assert (project / ".env").exists()
+
+
+def test_a_second_amas_waiting_for_the_checkpoint_lock_says_so(project, llm):
+    import fcntl
+    import os
+    import threading
+
+    from conftest import run_amas
+
+    from amas_code import home
+
+    lock = home.private_dir(Checkpoint(project, []).dir) / "amas.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another amas is running a command
+    threading.Timer(3, os.close, [fd]).start()
+    llm.reply(tool="write_file", path="w.txt", content="x\n").reply(text="Written.")
+    result = run_amas("-y", "write it", llm=llm)
+    assert result.returncode == 0 and (project / "w.txt").exists()
+    assert "waiting for another amas working in this project" in result.stderr
