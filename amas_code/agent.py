@@ -266,10 +266,7 @@ class Agent:
         text = self.gate.secrets.redact(text)  # piped in too: a log with a token in it
         self.messages.append({"role": "user", "content": self.preamble() + text})
         self.attachments, self.notes = [], []
-        ui.STOPPED.clear()  # a `!command` stopped before is not this turn's
-        if self.checkpoint:
-            self.checkpoint.request = text[:300]
-            self.checkpoint.turn = history.new_session()  # /undo takes back a turn
+        self.mark_turn(text)
         self.ok = False
         try:
             self.loop()
@@ -289,6 +286,13 @@ class Agent:
             # a browser unused for a whole turn gives its memory back
             self.tools.close(idle_only=True)
         return True
+
+    def mark_turn(self, text: str) -> None:
+        """A new turn: its checkpoints carry it (/undo takes back a turn) and its request."""
+        ui.STOPPED.clear()  # a `!command` stopped before is not this turn's
+        if self.checkpoint:
+            self.checkpoint.request = text[:300]
+            self.checkpoint.turn = history.new_session()
 
     def preamble(self) -> str:
         """What goes before the user's words: notes of what they did (/undo, !command), attached files."""

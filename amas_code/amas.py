@@ -169,15 +169,11 @@ def choose(root: Path) -> str | bool:
 
 def converse(agent, text: str, typed: str = "") -> int:
     """The agent on one task (with its report), or the REPL; the exit code."""
-    from amas_code import providers, repl
+    from amas_code import providers
 
     report = agent.report
     if not text:
-        try:
-            repl.interact(agent)
-        finally:
-            agent.close()
-        return 0
+        return interactive(agent)
     report.start(agent.session, agent.model.name)
     if agent.sandbox[0] != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox[1])
@@ -195,6 +191,17 @@ def converse(agent, text: str, typed: str = "") -> int:
     finally:
         agent.close()
     return report.finish(outcome, agent.session, agent.model.usage)
+
+
+def interactive(agent) -> int:
+    """The REPL, until the person leaves."""
+    from amas_code import repl
+
+    try:
+        repl.interact(agent)
+    finally:
+        agent.close()
+    return 0
 
 
 def attach_mentioned(agent, text: str) -> bool:

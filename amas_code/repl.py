@@ -342,12 +342,7 @@ def interact(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
     prompt = prompt_session(agent)
     preload(agent, prompt.app)
-    ui.info(
-        f"amas · {agent.endpoint()} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
-    )
-    mode, line = agent.sandbox_status()
-    (ui.info if mode == "on" else ui.warning)(line)
-    last_exchange(agent)
+    banner(agent)
     queued, typing = [], ""
     while True:
         try:
@@ -370,6 +365,16 @@ def interact(agent) -> None:
 
 def goodbye() -> None:
     ui.info("bye; resume this conversation with `amas -c`")
+
+
+def banner(agent) -> None:
+    """Where prompts go, how to leave, the sandbox, and after -c the last exchanges."""
+    ui.info(
+        f"amas · {agent.endpoint()} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
+    )
+    mode, line = agent.sandbox_status()
+    (ui.info if mode == "on" else ui.warning)(line)
+    last_exchange(agent)
 
 
 def typed_during(agent, line: str) -> tuple[bool, list[str], str]:

@@ -12,7 +12,7 @@ def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
     child = repl()
     child.sendline("rename the title")
     child.expect(
-        r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways .*instead:"
+        r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways.*instead:"
     )  # \S*: a style
     child.sendline("y")
     child.expect("Renamed the title.")
