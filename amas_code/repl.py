@@ -260,8 +260,8 @@ def command(agent, line: str) -> None:
 
 def preload(agent, app) -> None:
     """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
-    want = agent.setting("preload") or "auto"
-    if want == "auto":
+    want = agent.setting("preload")
+    if want in (None, "auto"):
         want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
     if want is not True:
         return
