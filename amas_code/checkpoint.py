@@ -689,14 +689,27 @@ class Checkpoint(Shadow):
         return full and all((self.root / d).is_dir() for d in cp.get("gone", []))
 
     def redo(self, ask=lambda q: False) -> list[str]:
-        """Re-apply the checkpoint the last undo took back."""
+        """Re-apply what the last undo took back: the next checkpoint, with the rest of its turn."""
         with self.locked():
             ahead = self.redoable()
             if ahead is None:
                 raise CheckpointError("nothing to redo")
-            files = self.apply([ahead], True, ask)
-            self.set_ref(MAIN, ahead["id"])
+            chain = self.rest_of_turn(ahead)
+            files = self.apply(chain, True, ask)
+            self.set_ref(MAIN, chain[-1]["id"])
             return files
+
+    def rest_of_turn(self, first: dict) -> list[dict]:
+        """The checkpoint /redo re-applies and those after it of the same turn, oldest first."""
+        if not first.get("turn"):
+            return [first]
+        ahead = self.history(f"{first['parent']}..{self.ref(REDO)}" if first["parent"] else REDO)
+        chain = []
+        for cp in reversed(ahead):
+            if cp.get("turn") != first["turn"]:
+                break
+            chain.append(cp)
+        return chain
 
     def redoable(self) -> dict | None:
         """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""

@@ -260,8 +260,11 @@ def test_one_undo_takes_back_one_turn_and_skips_what_changes_nothing(agent, proj
     shown = said(capsys)
     assert (project / "README.md").read_text() == "# demo\n" and (project / "a.txt").exists()
     assert "taking back: [amas] edit README.md" in shown and "mkdir" not in shown
-    repl.command(agent, "/redo")
+    repl.command(agent, "/redo")  # the whole turn again
     assert (project / "README.md").read_text() == "# shouting\n"
+    capsys.readouterr()
+    repl.command(agent, "/redo")
+    assert "nothing to redo" in said(capsys)
     repl.command(agent, "/undo 2")
     assert (project / "README.md").read_text() == "# demo\n" and not (project / "a.txt").exists()
 
