@@ -40,39 +40,10 @@ USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 
 
-class Agent:
-    """One conversation with the model in one project; it makes and owns its model, gate, tools and checkpoints."""
+class Commands:
+    """What the REPL and the command line ask of a conversation, by name (the Agent's parts stay
+    its own): redact, note, attach, clear, switch the model, tokens, checkpoints."""
 
-    def __init__(
-        self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
-    ):
-        self.config, self.root = config, Path(root).resolve()
-        self.history = history.Log(self.root)
-        chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
-        self.session, self.messages = (
-            self.history.resume(chosen) if resume else (history.new_session(), [])
-        )
-        self.attachments = []
-        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
-        self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
-        self.model = providers.Model(config)
-        self.gate = policy.Gate(config, self.root, self.sandbox[0])
-        self.report = report or Report()
-        self.notes = []  # what the user did since the last turn (/undo, !command)
-        self.context = context.Context(self.root, config, self.model, self.warn)
-        self.checkpoint = None
-        if config["checkpoint_on_edit"]:
-            self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
-        self.tools = tools.Tools(config, self.gate, functools.partial(act.ask, self.gate))
-        self.act = act.Act(self.tools, self.checkpoint, self.report, self.context.limit)
-        self.repair()
-
-    def use_model(self, model: providers.Model) -> None:
-        """Talk to another model from the next request on (/model)."""
-        self.model = model
-        self.context.model = model
-
-    # -- what the REPL asks of the agent ----------------------------------------------------------
     def redact(self, text: str) -> str:
         """Text with the secrets amas knows replaced by [REDACTED]."""
         return self.gate.secrets.redact(text)
@@ -242,6 +213,39 @@ class Agent:
 
     def restore(self, cid: str, ask) -> list[str]:
         return self.checkpoint.restore(cid, ask)
+
+
+class Agent(Commands):
+    """One conversation with the model in one project; it makes and owns its model, gate, tools and checkpoints."""
+
+    def __init__(
+        self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
+    ):
+        self.config, self.root = config, Path(root).resolve()
+        self.history = history.Log(self.root)
+        chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
+        self.session, self.messages = (
+            self.history.resume(chosen) if resume else (history.new_session(), [])
+        )
+        self.attachments = []
+        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
+        self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
+        self.model = providers.Model(config)
+        self.gate = policy.Gate(config, self.root, self.sandbox[0])
+        self.report = report or Report()
+        self.notes = []  # what the user did since the last turn (/undo, !command)
+        self.context = context.Context(self.root, config, self.model, self.warn)
+        self.checkpoint = None
+        if config["checkpoint_on_edit"]:
+            self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
+        self.tools = tools.Tools(config, self.gate, functools.partial(act.ask, self.gate))
+        self.act = act.Act(self.tools, self.checkpoint, self.report, self.context.limit)
+        self.repair()
+
+    def use_model(self, model: providers.Model) -> None:
+        """Talk to another model from the next request on (/model)."""
+        self.model = model
+        self.context.model = model
 
     # -- history ----------------------------------------------------------------------------------
     def flush(self, marker: bool = False) -> None:
