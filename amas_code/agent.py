@@ -3,6 +3,7 @@ and owns the parts each step uses (the model, the gate, the tools, checkpoints, 
 
 import functools
 import itertools
+import os
 import re
 import time
 from pathlib import Path
@@ -12,9 +13,13 @@ from amas_code import (
     context,
     effects,
     history,
+    home,
     policy,
+    project,
     providers,
+    redact,
     sandbox,
+    skills,
     toolcalls,
     tools,
     ui,
@@ -25,17 +30,200 @@ from amas_code.report import Report
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
 SUMMARY_TOKENS = 1500  # cap on a compaction summary
+SUMMARY_WORDS = 2  # one word ("OK.", "Done.") is not a summary
 SUMMARIZE = (
     "Summarize this conversation between a user and a coding agent for the agent's own memory: the goals, decisions, "
     "files touched and their state, commands run and results, and open problems. Be concise and concrete; keep paths,"
     " names and numbers exact."
 )
+USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 # calls of one reply past this are not run nor answered: the model is told in one line
 MAX_CALLS = toolcalls.MAX_CALLS
 
 
-class Agent:
+class Commands:
+    """What the REPL and the command line ask of a conversation, by name (the Agent's parts stay
+    its own): redact, note, attach, clear, switch the model, tokens, checkpoints."""
+
+    def redact(self, text: str) -> str:
+        """Text with the secrets amas knows replaced by [REDACTED]."""
+        return self.gate.secrets.redact(text)
+
+    def note(self, text: str) -> None:
+        """Something the user did (/undo, !command), told the model before their next message."""
+        self.notes.append(text)
+
+    def attach(self, path: Path) -> str:
+        """A file added to the next message (redacted, capped); its name as shown. ValueError or
+        OSError when it cannot be."""
+        path = self.tools.path(str(path))
+        if not path.exists():
+            raise ValueError("no such file")
+        if path.is_dir():
+            raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
+        data = project.regular(path, path.name).read_bytes()
+        if project.looks_binary(data):
+            raise ValueError("it is a binary file")
+        text = self.redact(data[: tools.MAX_READ].decode(errors="replace"))
+        if len(data) > tools.MAX_READ:
+            whole = f"{len(data) // 1000} KB"
+            text += f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
+        self.attachments.append((self.tools.show(path), text))
+        return self.tools.show(path)
+
+    def last_turn_ok(self) -> bool:
+        """Whether the last turn ended by itself (not by Ctrl+C or an error)."""
+        return self.ok
+
+    def mentions(self, line: str) -> list[tuple[str, Path]]:
+        """The files a message names with @path (@property, @someone: words, not files)."""
+        found = []
+        for word in re.findall(r"(?<!\S)@(\S+)", line):
+            name = word.rstrip(".,;:!?)")
+            path = self.cwd() / os.path.expanduser(name)
+            if path.exists() or "/" in name or "." in name:
+                found.append((name, path))
+        return found
+
+    def drop_attachments(self) -> None:
+        self.attachments = []
+        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
+
+    def cwd(self) -> Path:
+        """Where the user is (paths they type are from here)."""
+        return self.context.cwd
+
+    def setting(self, name: str):
+        return self.config.get(name)
+
+    def clear(self) -> None:
+        """A new conversation (/clear)."""
+        self.messages.clear()
+        self.new_session()
+
+    def forget_history(self) -> None:
+        """Nothing more is written to the history (its folder cannot hold it)."""
+        self.history.path = None
+
+    def state_file(self, name: str) -> Path:
+        return home.state_file(self.root, name)
+
+    def sandbox_status(self) -> tuple[str, str]:
+        """The sandbox mode in force (on, off, unavailable) and the line saying so."""
+        return self.sandbox
+
+    def endpoint(self) -> str:
+        """The banner's words for where prompts go: the model and its server."""
+        from amas_code import config as config_file
+
+        return config_file.endpoint(self.config)
+
+    def run_as_user(self, line: str, watch) -> str:
+        """`!command`: run as the user typed it, unboxed and unasked, from where they are."""
+        env = redact.child_env(self.config)
+        command = effects.Command(line, USER_TIMEOUT)
+        return sandbox.run(command, self.cwd(), env, watch=watch)
+
+    def conversation(self) -> list[dict]:
+        """The messages so far (a copy), for the preview after --continue."""
+        return list(self.messages)
+
+    def result_limit(self) -> int:
+        return self.act.result_limit()
+
+    def switch_model(self, name: str) -> None:
+        """/model NAME: another model; the configured server and key only for the same provider."""
+        providers.check(name)
+        same = name.split("/")[0] == self.config["model"].split("/")[0]
+        keep = {k: self.config[k] for k in ("api_base", "api_key") if same}
+        config = {**self.config, "api_base": None, "api_key": None, **keep, "model": name}
+        self.use_model(providers.Model(config, self.model.usage))
+
+    def model_line(self) -> str:
+        base = self.model.config.get("api_base")
+        return self.redact(f"model: {self.model.name}" + (f" at {base}" if base else ""))
+
+    def token_report(self) -> str:
+        """Tokens used and cost so far, and the conversation's size now (/tokens)."""
+        u = self.model.usage
+        cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
+        now = self.context.tokens(self.prompted(), 10**9)  # counted, never compacted
+        # a server that sends no counts (llama-cpp-python) leaves amas's estimates, marked ~
+        guess = "~" if u.get("estimated") else ""
+        said = f"prompt {guess}{u['prompt_tokens']} + completion {guess}{u['completion_tokens']} tokens"
+        said += " (estimated: the server sends no counts)" if guess else ""
+        return f"{said}; cost {cost}; conversation now ~{now} tokens of {self.context.limit()}"
+
+    def map_project(self) -> int:
+        """/init: the project map written; its exit code."""
+        from amas_code import repomap
+
+        return repomap.init(self.root, self.config["ignore"])
+
+    def skills(self) -> list[tuple[dict, bool]]:
+        """The skills there are, each with whether the last message makes it active."""
+        found = skills.load(self.root, self.context.trusted)
+        return [(s, skills.matches(s, self.last_user())) for s in found]
+
+    def permissions(self) -> list[tuple[str, list]]:
+        """The shell rules: deny, allow, and the commands and hosts you allowed."""
+        perms = self.config["permissions"]
+        return [
+            ("deny", perms.get("deny") or []),
+            ("allow", perms.get("allow") or []),
+            ("allowed", list(self.gate.commands)),
+            ("hosts", sorted(self.gate.hosts)),
+        ]
+
+    def last_verdict(self):
+        """(command, verdict, rule) of the last shell judgement, or None."""
+        return self.gate.last
+
+    def close_browser(self) -> None:
+        self.tools.close()
+
+    # -- checkpoints, for /undo, /redo, /checkpoint, /diff -----------------------------------------
+    def exists(self, rel: str) -> bool:
+        """Whether a path of the project (as checkpoints name it) is there."""
+        return os.path.lexists(self.root / rel)
+
+    def checkpointing(self) -> bool:
+        return self.checkpoint is not None
+
+    def checkpoints(self, limit: int = 20) -> list[dict]:
+        """Single checkpoints, newest first."""
+        return self.checkpoint.history(limit=limit) if self.checkpoint else []
+
+    def earlier(self, n: int) -> list[dict]:
+        return self.checkpoint.earlier(n) if self.checkpoint else []
+
+    def checkpoints_size(self) -> int | None:
+        """Bytes the checkpoints take in ~/.amas (None: no checkpoints kept)."""
+        return self.checkpoint.size() if self.checkpoint else None
+
+    def redoable(self) -> dict | None:
+        return self.checkpoint.redoable() if self.checkpoint else None
+
+    def changes(self) -> list:
+        return self.checkpoint.changes() if self.checkpoint else []
+
+    def turns(self, n: int) -> list[dict]:
+        """The checkpoints of the last n turns, newest first (CheckpointError: fewer turns)."""
+        return self.checkpoint.turns(n) if self.checkpoint else []
+
+    def undo(self, n: int, ask) -> list[str]:
+        """Take back the last n checkpoints."""
+        return self.checkpoint.undo(n, ask)
+
+    def redo(self, ask) -> list[str]:
+        return self.checkpoint.redo(ask)
+
+    def restore(self, cid: str, ask) -> list[str]:
+        return self.checkpoint.restore(cid, ask)
+
+
+class Agent(Commands):
     """One conversation with the model in one project; it makes and owns its model, gate, tools and checkpoints."""
 
     def __init__(
@@ -48,7 +236,7 @@ class Agent:
             self.history.resume(chosen) if resume else (history.new_session(), [])
         )
         self.attachments = []
-        self.preloading = None  # set once the REPL's thread importing litellm meanwhile is done
+        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
         self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
         self.model = providers.Model(config)
         self.gate = policy.Gate(config, self.root, self.sandbox[0])
@@ -95,10 +283,11 @@ class Agent:
         text = self.gate.secrets.redact(text)  # piped in too: a log with a token in it
         self.messages.append({"role": "user", "content": self.preamble() + text})
         self.attachments, self.notes = [], []
-        if self.checkpoint:
-            self.checkpoint.request = text[:300]
+        self.mark_turn(text)
+        self.ok = False
         try:
             self.loop()
+            self.ok = True
         except KeyboardInterrupt:
             self.repair()
             ui.console.print()
@@ -114,6 +303,13 @@ class Agent:
             # a browser unused for a whole turn gives its memory back
             self.tools.close(idle_only=True)
         return True
+
+    def mark_turn(self, text: str) -> None:
+        """A new turn: its checkpoints carry it (/undo takes back a turn) and its request."""
+        ui.STOPPED.clear()  # a `!command` stopped before is not this turn's
+        if self.checkpoint:
+            self.checkpoint.request = text[:300]
+            self.checkpoint.turn = history.new_session()
 
     def preamble(self) -> str:
         """What goes before the user's words: notes of what they did (/undo, !command), attached files."""
@@ -246,7 +442,7 @@ class Agent:
         inside an import it is not)."""
         with ui.Stream(self.config["stream"]):
             # polled: Thread.join, interrupted, may take a running thread for finished (3.11)
-            while self.preloading and not self.preloading.is_set():
+            while not providers.preloaded():
                 time.sleep(0.05)
 
     # -- tools: each call goes through the orchestrator (act.py) --------------------------------------
@@ -270,15 +466,13 @@ class Agent:
         """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid."""
         at = max((i for i, m in enumerate(self.messages) if m.get("tool_calls")), default=None)
         done = {m.get("tool_call_id") for m in self.messages[at:]} if at is not None else set()
+        # a command Ctrl+C stopped: its output so far, for the call it answers
+        stopped = [tools.cap(self.redact(s), self.result_limit()) for s in ui.STOPPED]
+        ui.STOPPED.clear()
         for call in self.messages[at]["tool_calls"] if at is not None else []:
             if call["id"] not in done:
-                self.messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "content": "Cancelled by the user.",
-                    }
-                )
+                said = stopped.pop(0) if stopped else "Cancelled by the user."
+                self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": said})
 
     # -- the request --------------------------------------------------------------------------------
     def prompted(self) -> list[dict]:
@@ -309,6 +503,12 @@ class Agent:
         old = self.messages[:start]
         new = self.summary(old)
         freed = self.context.tokens(old) - self.context.tokens(new)
+        said = new[0]["content"].split("\n", 1)[-1]
+        if len(said.split()) < SUMMARY_WORDS:
+            self.warn(
+                f"the model's summary ({said.strip()[:80]!r}) is not a summary; nothing changed"
+            )
+            return 0
         if freed <= 0:
             self.warn("the summary was not shorter than what it would replace; nothing changed")
             return 0

@@ -69,7 +69,8 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     fail_fast(config, report, text)
     from amas_code.agent import Agent
 
-    sys.exit(converse(Agent(config, root, resume, report if text else None), text))
+    typed = " ".join(prompt)  # @path in what was typed, not in what was piped
+    sys.exit(converse(Agent(config, root, resume, report if text else None), text, typed))
 
 
 def fail_fast(config: dict, report: Report, text: str) -> None:
@@ -106,6 +107,9 @@ def read_piped(stream, keep: int = 30_000) -> str:
     while chunk := stream.read(1 << 20):
         size, tail = size + len(chunk), (tail + chunk)[-keep:]
     cut = f"\n[… {size - len(tail):,} bytes of piped input cut …]\n".encode()
+    if size > len(tail):  # said, not only to the model
+        kept = f"its first {len(head) // 1000} KB and last {len(tail) // 1000} KB"
+        ui.warning(f"piped input is {len(head) + size:,} bytes: only {kept} are sent")
     return (
         (head + (cut if size > len(tail) else b"") + tail).decode("utf-8", errors="replace").strip()
     )
@@ -224,30 +228,54 @@ def choose(root: Path) -> str | bool:
     return repl.choose(history.Log(root).conversations()) or False
 
 
-def converse(agent, text: str) -> int:
+def converse(agent, text: str, typed: str = "") -> int:
     """The agent on one task (with its report), or the REPL; the exit code."""
-    from amas_code import providers, repl
+    from amas_code import providers
 
     report = agent.report
     if not text:
-        try:
-            repl.interact(agent)
-        finally:
-            agent.close()
-        return 0
+        return interactive(agent)
     report.start(agent.session, agent.model.name)
     if agent.sandbox[0] != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox[1])
+    if not attach_mentioned(agent, typed):
+        agent.close()
+        return report.finish("error", agent.session, agent.model.usage)
     try:
         outcome = "done" if agent.turn(text) else "interrupted"
     except providers.ProviderError as e:
-        message = agent.gate.secrets.redact(str(e))  # credentials in api_base, a key echoed back
+        message = agent.redact(str(e))  # credentials in api_base, a key echoed back
+        message = message.replace("/model another", "run with -m another model")  # no REPL here
         ui.error(message)
         report.error(message)
         outcome = "error"
     finally:
         agent.close()
     return report.finish(outcome, agent.session, agent.model.usage)
+
+
+def interactive(agent) -> int:
+    """The REPL, until the person leaves."""
+    from amas_code import repl
+
+    try:
+        repl.interact(agent)
+    finally:
+        agent.close()
+    return 0
+
+
+def attach_mentioned(agent, text: str) -> bool:
+    """Files named with @path attached, as in the REPL; False (nothing sent) when one is missing."""
+    for name, path in agent.mentions(text):
+        try:
+            ui.success(f"attached {agent.attach(path)}")
+        except (OSError, ValueError) as e:
+            message = f"cannot attach @{name}: {e}; nothing was sent"
+            ui.error(message)
+            agent.report.error(message)
+            return False
+    return True
 
 
 def main() -> None:

@@ -77,6 +77,7 @@ class Shadow:
         )  # the user's git directory shared by its worktrees (objects,
         # info/exclude) and the ignore file its config names, once found
         self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
+        self.turn = ""  # the turn the next checkpoints belong to (set by the agent): /undo takes back a turn
 
     def run_git(
         self, *args: str, data: bytes | None = None, borrow: bool = False
@@ -325,6 +326,7 @@ class Shadow:
     def commit(self, label: str, changes: dict, dirs: dict) -> None:
         """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
         meta = dict(time=time.time(), session=self.session, request=self.request, pid=os.getpid())
+        meta["turn"] = self.turn
         meta["files"] = dict(sorted(changes.items()))
         files = {
             f"{p}/{rel}": s
@@ -513,6 +515,7 @@ class Checkpoint(Shadow):
             if not (changes or made or gone):
                 return f"[{'; '.join(said)}]" if said else ""
             meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
+            meta["left"] = self.leaves(pending)  # /undo names what it leaves
             self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
             return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
@@ -534,11 +537,23 @@ class Checkpoint(Shadow):
         if "tree" not in pending:
             return []
         big = [p for p in self.huge if p not in pending.get("huge", [])]
-        was = set(pending.get("ignored", []))
-        ignored = [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
+        ignored = self.ignored_made(pending)
         said = [f"{_names(big)}: sparse or over {HUGE >> 20} MB, not read; /undo leaves it"]
         made = [f"{_names(ignored)}: made, which git ignores; /undo leaves it"]
         return said * bool(big) + made * bool(ignored)
+
+    def ignored_made(self, pending: dict) -> list[str]:
+        """Files a command made that git ignores (never copied: a new .env may hold a key)."""
+        was = set(pending.get("ignored", []))
+        return [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
+
+    def leaves(self, pending: dict) -> list[str]:
+        """What a command made that no checkpoint holds, so /undo leaves it: ignored files, and
+        new files too big to read."""
+        if "tree" not in pending:
+            return []
+        big = [p for p in self.huge if p not in pending.get("huge", [])]
+        return sorted({*big, *self.ignored_made(pending)})
 
     def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
         """Files changed, folders made and folders gone since the kept before state, and the changed files whose
@@ -651,15 +666,70 @@ class Checkpoint(Shadow):
             raise CheckpointError("cancelled; nothing changed")
         return chain
 
+    def turns(self, n: int) -> list[dict]:
+        """The checkpoints of the last n turns, newest first (a checkpoint made outside a turn is a
+        turn of its own); a turn whose undo would change nothing (only folders /undo leaves) is not
+        counted, and each checkpoint whose undo changes nothing is marked idle."""
+        chain, counted = [], 0
+        for group in self.groups():
+            marked = [cp | {"idle": self.idle(cp)} for cp in group]
+            idle = all(cp["idle"] for cp in marked)
+            if counted == n and not idle:
+                break
+            chain += marked
+            counted += not idle
+        if not counted:
+            raise CheckpointError("nothing to undo")
+        if counted < n:
+            raise CheckpointError(f"only {ui.plural(counted, 'turn')} to undo; nothing changed")
+        while chain[-1]["idle"]:  # older turns that change nothing stay
+            chain.pop()
+        return chain
+
+    def groups(self) -> Iterator[list[dict]]:
+        """The checkpoints, newest first, in runs of the same turn."""
+        group = []
+        for cp in self.history(limit=100_000):
+            if group and (not cp.get("turn") or cp.get("turn") != group[-1].get("turn")):
+                yield group
+                group = []
+            group.append(cp)
+        if group:
+            yield group
+
+    def idle(self, cp: dict) -> bool:
+        """Whether undoing the checkpoint would change nothing to speak of: no file, only folders
+        made that hold files now (a cache: undo removes only empty folders, so it stays) and
+        folders gone that are back."""
+        if cp["files"]:
+            return False
+        made = set(cp.get("made", []))
+        tops = [d for d in made if not made & {str(p) for p in Path(d).parents}]
+        full = all(any(files for _, _, files in os.walk(self.root / d)) for d in tops)
+        return full and all((self.root / d).is_dir() for d in cp.get("gone", []))
+
     def redo(self, ask=lambda q: False) -> list[str]:
-        """Re-apply the checkpoint the last undo took back."""
+        """Re-apply what the last undo took back: the next checkpoint, with the rest of its turn."""
         with self.locked():
             ahead = self.redoable()
             if ahead is None:
                 raise CheckpointError("nothing to redo")
-            files = self.apply([ahead], True, ask)
-            self.set_ref(MAIN, ahead["id"])
+            chain = self.rest_of_turn(ahead)
+            files = self.apply(chain, True, ask)
+            self.set_ref(MAIN, chain[-1]["id"])
             return files
+
+    def rest_of_turn(self, first: dict) -> list[dict]:
+        """The checkpoint /redo re-applies and those after it of the same turn, oldest first."""
+        if not first.get("turn"):
+            return [first]
+        ahead = self.history(f"{first['parent']}..{self.ref(REDO)}" if first["parent"] else REDO)
+        chain = []
+        for cp in reversed(ahead):
+            if cp.get("turn") != first["turn"]:
+                break
+            chain.append(cp)
+        return chain
 
     def redoable(self) -> dict | None:
         """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""

@@ -2,6 +2,7 @@
 user's home (~/.amas/projects/<id>/history.jsonl); --continue and --resume read it."""
 
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -30,17 +31,23 @@ class Log:
         return [e for e in map(_entry, lines) if e]
 
     def conversations(self) -> list[dict]:
-        """The conversations in the history, newest first: session, time, first message, count."""
+        """The conversations in the history, newest first: session, time, first message, count. A
+        compacted conversation goes on in a new session that starts with the summary: listed once,
+        as that one, under its first words."""
         found = {}
         for e in self.entries():
             if "content" not in e:
                 continue
+            if e["session"] not in found and str(e["content"]).startswith(SUMMARY):
+                before = found.popitem()[1] if found else {"first": ""}
+                found[e["session"]] = {"session": e["session"], "first": before["first"]}
+                found[e["session"]]["count"] = 0
             seen = found.setdefault(
                 e["session"], {"session": e["session"], "first": "", "count": 0}
             )
             seen["time"], seen["count"] = e["time"], seen["count"] + 1
             if e["role"] == "user" and not seen["first"]:
-                seen["first"] = " ".join(str(e["content"]).split())[:80]
+                seen["first"] = " ".join(said(str(e["content"])).split())[:80]
         return sorted(found.values(), key=lambda c: c["time"], reverse=True)
 
     def resume(self, chosen: str | None = None) -> tuple[str, list[dict]]:
@@ -74,6 +81,42 @@ class Log:
             self.path = None
             return str(e)
         return ""
+
+
+SUMMARY = "[Summary of the earlier conversation]"
+# what amas puts before the user's words: notes of what they did, attached files
+INTERNAL = re.compile(
+    r"\A(?:\[Note: [^\n]*\]\n\n"
+    r"|The user ran a command themselves:\n```\n.*?\n```\n\n"
+    r"|Attached file [^\n]*:\n```\n.*?\n```\n\n)",
+    re.S,
+)
+
+
+def said(content: str) -> str:
+    """The user's own words in a user message, without what amas put before them."""
+    while match := INTERNAL.match(content):
+        content = content[match.end() :]
+    return content
+
+
+def preview(messages: list[dict], turns: int = 3) -> list[tuple[str, str]]:
+    """The last few exchanges for the screen after --continue: (who, text) for what the user
+    typed, the tools that ran, and the answer; amas's own messages left out."""
+    shown = []
+    for m in messages:
+        content = str(m.get("content") or "")
+        if m["role"] == "user" and not content.startswith(("Error: your tool call", SUMMARY)):
+            shown.append(("user", said(content)))
+        elif m["role"] == "user" and content.startswith(SUMMARY):
+            shown.append(("summary", "earlier conversation, compacted"))
+        elif m["role"] == "assistant" and m.get("tool_calls"):
+            names = [c["function"]["name"] for c in m["tool_calls"]]
+            shown.append(("tools", ", ".join(names)))
+        elif m["role"] == "assistant" and content.strip():
+            shown.append(("assistant", content))
+    starts = [i for i, (who, _) in enumerate(shown) if who == "user"]
+    return shown[starts[-turns] if len(starts) >= turns else 0 :]
 
 
 def _entry(line: str) -> dict | None:

@@ -6,11 +6,12 @@ import itertools
 import json
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import toolcalls
+from . import toolcalls, ui
 
 HINTS = {  # what went wrong -> what the user should do; by HTTP status where there is one
     401: "authentication failed for {model}: check {env} or `api_key` in your config",
@@ -112,6 +113,32 @@ def load():
     # a long reply's CPU, for callbacks amas never sets (it counts usage itself)
     litellm.disable_streaming_logging = True
     return litellm
+
+
+# set while no background import of litellm is under way (cleared while preload runs)
+LOADED = threading.Event()
+LOADED.set()
+
+
+def preload() -> None:
+    """Import what a turn needs in a thread: the reply's spinner and Markdown first (litellm imports
+    part of them too, and a turn that started meanwhile imports them itself), then litellm."""
+    LOADED.clear()
+
+    def run():
+        try:
+            ui.warm()
+            load()
+        finally:
+            LOADED.set()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def preloaded() -> bool:
+    """Whether no preload is still importing (a turn waits for it: an import interrupted half way
+    may leave its lock held)."""
+    return LOADED.is_set()
 
 
 def take_keys(config: dict) -> dict:

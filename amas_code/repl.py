@@ -2,16 +2,14 @@
 
 import glob
 import os
-import re
 import shlex
-import threading
 import time
 from pathlib import Path
 
 from rich.text import Text
 
-from amas_code import config as config_file
-from amas_code import effects, home, project, providers, redact, sandbox, tools, ui
+from amas_code import history as chat_log
+from amas_code import home, project, providers, tools, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -22,20 +20,28 @@ def cmd_help(agent, arg):
 
 
 def cmd_undo(agent, arg):
-    """Take back the last n checkpoints (default 1): /undo [n]."""
+    """Take back the last n turns (default 1): /undo [n]."""
     if not arg.strip().isdigit() and arg.strip() or arg.strip() == "0":
         return ui.error(
-            f"/undo takes a number of checkpoints (1 or more), not {arg.strip()!r}; nothing changed"
+            f"/undo takes a number of turns (1 or more), not {arg.strip()!r}; nothing changed"
         )
-    n = int(arg.strip() or 1)
-    if (
-        agent.checkpoint
-        and len(labels := [cp["label"] for cp in agent.checkpoint.history(limit=n)]) == n
-    ):
-        ui.info("taking back: " + "; ".join(labels))
-        if (earlier := agent.checkpoint.earlier(n)) and not _ask(_made_before(earlier)):
+    try:
+        chain = agent.turns(int(arg.strip() or 1))
+    except CheckpointError as e:
+        return ui.error(str(e))
+    if chain:
+        ui.info("taking back: " + "; ".join(cp["label"] for cp in chain if not cp["idle"]))
+        earlier = [cp for cp in agent.earlier(len(chain)) if cp["files"]]
+        if earlier and not _ask(_made_before(earlier)):
             return ui.error("cancelled; nothing changed")
-    _checkpoints(agent, "undone", lambda cp: cp.undo(n, _ask))
+    done = _checkpoints(agent, "undone", lambda: agent.undo(len(chain), _ask))
+    left = sorted({p for cp in chain for p in cp.get("left", []) if agent.exists(p)})
+    if done and left:
+        ui.info(
+            f"left in place: {', '.join(map(ui.clean, left))}: made by a command, but git ignores "
+            "it or it is too big, so no checkpoint holds a copy (a .env may hold a key); delete it "
+            "yourself if it should go"
+        )
 
 
 def _made_before(chain: list[dict]) -> str:
@@ -53,43 +59,46 @@ def _made_before(chain: list[dict]) -> str:
 
 def cmd_redo(agent, arg):
     """Re-apply what /undo took back."""
-    _checkpoints(agent, "redone", lambda cp: cp.redo(_ask))
+    _checkpoints(agent, "redone", lambda: agent.redo(_ask))
 
 
 def cmd_checkpoint(agent, arg):
     """List checkpoints; /checkpoint <id> goes back to that one (undoes those after it)."""
     if arg.strip():
-        return _checkpoints(agent, "restored", lambda cp: cp.restore(arg.strip(), _ask))
-    listed = agent.checkpoint.history(limit=20) if agent.checkpoint else []
+        return _checkpoints(agent, "restored", lambda: agent.restore(arg.strip(), _ask))
+    listed = agent.checkpoints(limit=20)
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
         ui.row((cp["id"][:8], "yellow"), f" {when} {cp['label']}  ", (files, "dim"))
-    ahead = agent.checkpoint.redoable() if agent.checkpoint else None
+    ahead = agent.redoable()
     if not listed:
         ui.info("no checkpoints: every one was undone" if ahead else "no checkpoints yet")
     if ahead:
         files = ", ".join(ahead.get("files", [])) or "folders only"
         ui.info(f"/redo brings back {ui.clean(ahead['label'])} ({ui.clean(files)})")
-    if agent.checkpoint:
-        ui.info(f"checkpoints take {agent.checkpoint.size() / 2**20:.1f} MB in ~/.amas")
+    size = agent.checkpoints_size()
+    if size is not None:
+        ui.info(f"checkpoints take {size / 2**20:.1f} MB in ~/.amas")
 
 
 def _ask(question: str) -> bool:
     return ui.ask(question, "yn") == "y"
 
 
-def _checkpoints(agent, verb: str, action) -> None:
-    if agent.checkpoint is None:
+def _checkpoints(agent, verb: str, action) -> bool | None:
+    """Undo, redo or restore, said; True when it was done."""
+    if not agent.checkpointing():
         return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
-        files = action(agent.checkpoint)
+        files = action()
     except (CheckpointError, home.ConfigError, OSError) as e:
         return ui.error(str(e))
     ui.success(f"{verb}: {', '.join(files) or 'nothing'}")
     if files:  # the model must not build on a change that is gone
         did = _DID[verb].format(files=", ".join(files))
-        agent.notes.append(f"[Note: {did}; read them again before relying on their content]")
+        agent.note(f"[Note: {did}; read them again before relying on their content]")
+    return True
 
 
 _DID = {  # what the model is told after the user moved files back or forth
@@ -101,7 +110,7 @@ _DID = {  # what the model is told after the user moved files back or forth
 
 def cmd_diff(agent, arg):
     """Show what the agent changed in this session."""
-    changes = agent.checkpoint.changes() if agent.checkpoint else []
+    changes = agent.changes()
     for path, (old_mode, old), (new_mode, new) in changes:
         if old_mode and new_mode and old_mode != new_mode:
             ui.info(f"{path}: mode {old_mode} → {new_mode}")
@@ -112,12 +121,12 @@ def cmd_diff(agent, arg):
                 old.decode(errors="replace"),
                 new.decode(errors="replace"),
                 path,
-                agent.gate.secrets.redact,
+                agent.redact,
             )
             ui.console.print(shown)
     if not changes:
         ui.info("the agent changed nothing in this session")
-    if others := agent.checkpoint.earlier(200) if agent.checkpoint else []:
+    if others := agent.earlier(200):
         which = ui.plural(len(others), "checkpoint")
         ui.info(
             f"not shown: {which} from before this session, which /undo asks about (see /checkpoint)"
@@ -133,7 +142,7 @@ def cmd_attach(agent, arg):
     except ValueError:
         patterns = arg.split()
     for pattern in patterns:
-        full = str(agent.context.cwd / os.path.expanduser(pattern))  # from where the user is
+        full = str(agent.cwd() / os.path.expanduser(pattern))  # from where the user is
         for path in sorted(glob.glob(full, recursive=True)) or [full]:
             try:
                 _attach(agent, Path(path))
@@ -142,90 +151,51 @@ def cmd_attach(agent, arg):
 
 
 def _attach(agent, path: Path) -> None:
-    path = agent.tools.path(str(path))
-    if not path.exists():
-        raise ValueError("no such file")
-    if path.is_dir():
-        raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
-    data = project.regular(path, path.name).read_bytes()
-    if project.looks_binary(data):
-        raise ValueError("it is a binary file")
-    text = agent.gate.secrets.redact(data[: tools.MAX_READ].decode(errors="replace"))
-    if len(data) > tools.MAX_READ:
-        text += f"\n[cut at {tools.MAX_READ // 1000} KB of {len(data) // 1000} KB; the agent can read_file the rest]"
-    agent.attachments.append((agent.tools.show(path), text))
-    ui.success(f"attached {agent.tools.show(path)}")
+    ui.success(f"attached {agent.attach(path)}")
 
 
 def shell(agent, line: str) -> None:
     """`!command`: run as the user typed it (no question), shown, and put before the next message."""
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
-    env = redact.child_env(agent.config)
     # as the user: no box
-    with ui.Tail(ui.command_summary(line), agent.gate.secrets.redact) as tail:
-        result = sandbox.run(
-            effects.Command(line, USER_TIMEOUT), agent.context.cwd, env, watch=tail.feed
-        )
-    shown = agent.gate.secrets.redact(result)
+    with ui.Tail(ui.command_summary(line), agent.redact) as tail:
+        result = agent.run_as_user(line, tail.feed)
+    shown = agent.redact(result)
     ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
-    capped = tools.cap(shown, agent.act.result_limit())
-    agent.notes.append(f"The user ran a command themselves:\n```\n{capped}\n```")
-
-
-USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
+    capped = tools.cap(shown, agent.result_limit())
+    agent.note(f"The user ran a command themselves:\n```\n{capped}\n```")
 
 
 def mentioned(agent, line: str) -> bool:
     """Files named with @path are attached; False (nothing sent) when one that looks like a path is
     missing, so the user can fix it."""
-    for word in re.findall(r"(?<!\S)@(\S+)", line):
-        name = word.rstrip(".,;:!?)")
-        path = agent.context.cwd / os.path.expanduser(name)
-        if not path.exists() and not ("/" in name or "." in name):
-            continue  # @property, @someone: words, not files
+    for name, path in agent.mentions(line):
         try:
             _attach(agent, path)
         except (OSError, PermissionError, ValueError) as e:
             ui.error(f"cannot attach @{name}: {e}; your message was not sent (↑ brings it back)")
-            agent.attachments = []
+            agent.drop_attachments()
             return False
     return True
 
 
 def cmd_clear(agent, arg):
     """Start a new conversation."""
-    agent.messages.clear()
-    agent.new_session()
+    agent.clear()
     ui.success("new conversation")
 
 
 def cmd_model(agent, arg):
     """Show the model, or switch: /model <provider/name>."""
-    name = arg.strip()
-    if name:
-        providers.check(name)
-        # another provider than configured: its own
-        same = name.split("/")[0] == agent.config["model"].split("/")[0]
-        keep = {k: agent.config[k] for k in ("api_base", "api_key") if same}
-        config = {**agent.config, "api_base": None, "api_key": None, **keep, "model": name}
-        agent.use_model(providers.Model(config, agent.model.usage))
-    base = agent.model.config.get("api_base")
-    ui.info(
-        agent.gate.secrets.redact(f"model: {agent.model.name}" + (f" at {base}" if base else ""))
-    )
+    if arg.strip():
+        agent.switch_model(arg.strip())
+    ui.info(agent.model_line())
 
 
 def cmd_tokens(agent, arg):
     """Tokens used and cost so far."""
-    u = agent.model.usage
-    cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
-    now = agent.context.tokens(agent.prompted(), 10**9)  # counted, never compacted
-    # a server that sends no counts (llama-cpp-python) leaves amas's estimates, marked ~
-    guess = "~" if u.get("estimated") else ""
-    said = f"prompt {guess}{u['prompt_tokens']} + completion {guess}{u['completion_tokens']} tokens"
-    said += " (estimated: the server sends no counts)" if guess else ""
-    ui.info(f"{said}; cost {cost}; conversation now ~{now} tokens of {agent.context.limit()}")
+    ui.info(agent.token_report())
 
 
 def cmd_compact(agent, arg):
@@ -235,18 +205,14 @@ def cmd_compact(agent, arg):
 
 def cmd_init(agent, arg):
     """Map the project for the model (.amas/project_map.md)."""
-    from amas_code import repomap
-
-    repomap.init(agent.root, agent.config["ignore"])
+    agent.map_project()
 
 
 def cmd_skills(agent, arg):
     """List skills; those matching your last message are active."""
-    from amas_code import skills
-
-    found = skills.load(agent.root, agent.context.trusted)
-    for s in found:
-        mark = ("active ", "green") if skills.matches(s, agent.last_user()) else ("       ", "")
+    found = agent.skills()
+    for s, active in found:
+        mark = ("active ", "green") if active else ("       ", "")
         ui.row("  ", mark, (s["name"], "bold"), f": {s['description']}")
     if not found:
         ui.info("no skills in .amas/skills/ or ~/.amas/skills/")
@@ -261,18 +227,12 @@ def cmd_permissions(agent, arg):
         return ui.info(
             f"forgotten: {', '.join(gone)}" if gone else f"nothing remembered as {what!r}"
         )
-    perms = agent.config["permissions"]
-    for kind, rules in (
-        ("deny", perms.get("deny")),
-        ("allow", perms.get("allow")),
-        ("allowed", agent.gate.commands),
-        ("hosts", sorted(agent.gate.hosts)),
-    ):
-        ui.row(f"  {kind}: {', '.join(rules or []) or '(none)'}")
-    mode, line = agent.sandbox
+    for kind, rules in agent.permissions():
+        ui.row(f"  {kind}: {', '.join(rules) or '(none)'}")
+    mode, line = agent.sandbox_status()
     (ui.info if mode == "on" else ui.warning)(line)
-    if agent.gate.last:
-        command, verdict, rule = agent.gate.last
+    if agent.last_verdict():
+        command, verdict, rule = agent.last_verdict()
         ui.info(f"last: {command!r} -> {verdict}" + (f" by {rule!r}" if rule else ""))
 
 
@@ -280,7 +240,7 @@ def cmd_browser(agent, arg):
     """Close the browser to free its memory: /browser close."""
     if arg.strip() not in ("", "close"):  # the agent opens it when it needs it
         return ui.error(f"/browser takes only close, not {arg.strip()!r}; the browser is as it was")
-    agent.tools.close()
+    agent.close_browser()
     ui.success("browser closed")
 
 
@@ -308,39 +268,19 @@ def command(agent, line: str) -> None:
     COMMANDS[found[0]](agent, arg)
 
 
-def load() -> None:
-    """What a turn needs, imported in the background: the reply's spinner and Markdown first (litellm
-    imports part of them too, and a turn that started meanwhile imports them itself), then litellm."""
-    ui.warm()
-    providers.load()
-
-
 def preload(agent, app) -> None:
     """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
-    want = agent.config.get("preload", "auto")
-    if want == "auto":
+    want = agent.setting("preload")
+    if want in (None, "auto"):
         want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
     if want is not True:
         return
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
-        start_preload(agent)
+        providers.preload()
 
     app.after_render.add_handler(start)
-
-
-def start_preload(agent) -> None:
-    """The preload thread started; agent.preloading is set once it is done."""
-    agent.preloading = threading.Event()
-
-    def run():
-        try:
-            load()
-        finally:
-            agent.preloading.set()
-
-    threading.Thread(target=run, daemon=True).start()
 
 
 def completer():
@@ -349,7 +289,8 @@ def completer():
     from prompt_toolkit.document import Document
 
     class Complete(Completer):  # slash commands at the start, file paths anywhere
-        paths = PathCompleter(expanduser=True)
+        # .git/ is git's, never a file to attach
+        paths = PathCompleter(expanduser=True, file_filter=_not_git)
 
         def get_completions(self, document, event):
             text = document.text_before_cursor
@@ -362,17 +303,21 @@ def completer():
     return Complete()
 
 
+def _not_git(name: str) -> bool:
+    return ".git" not in Path(name).parts
+
+
 def history(agent):
     """The up-arrow history in .amas/input_history (0600, never written through a symlink), or none."""
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
     class PrivateHistory(FileHistory):
         def store_string(self, string: str) -> None:
-            string = agent.gate.secrets.redact(string)  # as private as history.jsonl
+            string = agent.redact(string)  # as private as history.jsonl
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
             home.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
 
-    path = home.state_file(agent.root, "input_history")
+    path = agent.state_file("input_history")
     try:
         home.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
@@ -381,7 +326,7 @@ def history(agent):
         home.ConfigError,
     ) as e:  # one warning: the agent will not try to log either
         ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
-        agent.history.path = None
+        agent.forget_history()
         return InMemoryHistory()
 
 
@@ -407,25 +352,57 @@ def interact(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
     prompt = prompt_session(agent)
     preload(agent, prompt.app)
-    ui.info(
-        f"amas · {config_file.endpoint(agent.config)} · /help for commands, Esc-Enter for a new line, "
-        "Ctrl+D to quit"
-    )
-    mode, line = agent.sandbox
-    (ui.info if mode == "on" else ui.warning)(line)
-    last_exchange(agent)
+    banner(agent)
+    queued, typing = [], ""
     while True:
         try:
             # Ctrl+C at the prompt is a key; a SIGINT just after Enter, while the prompt closes, is
             # Python's KeyboardInterrupt (prompt_toolkit's own handler would run after it closed and
             # print a traceback)
-            line = prompt.prompt("› ", handle_sigint=False).strip()
+            line = (
+                queued.pop(0)
+                if queued
+                else prompt.prompt("› ", default=typing, handle_sigint=False)
+            )
         except KeyboardInterrupt:
             continue
         except EOFError:
-            return
-        if not step(agent, line):
-            return
+            return goodbye()
+        go_on, queued, typing = typed_during(agent, line.strip())
+        if not go_on:
+            return goodbye()
+
+
+def goodbye() -> None:
+    ui.info("bye; resume this conversation with `amas -c`")
+
+
+def banner(agent) -> None:
+    """Where prompts go, how to leave, the sandbox, and after -c the last exchanges."""
+    ui.info(
+        f"amas · {agent.endpoint()} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
+    )
+    mode, line = agent.sandbox_status()
+    (ui.info if mode == "on" else ui.warning)(line)
+    last_exchange(agent)
+
+
+def typed_during(agent, line: str) -> tuple[bool, list[str], str]:
+    """One step, reading what the person types meanwhile: whether to go on, the lines typed (the
+    next message) and the line being typed (back in the prompt). After a cancelled turn nothing
+    is sent by itself: all of it goes back into the prompt."""
+    if line.startswith(("/", "!")) or not line:  # typed ahead, the next prompt reads it
+        return step(agent, line), [], ""
+    try:
+        ui.typed.start()
+        go_on = step(agent, line)
+    finally:
+        lines, typing = ui.typed.stop()
+    if lines and not agent.last_turn_ok():
+        return go_on, [], "\n".join([*lines, typing] if typing else lines)
+    if lines:
+        ui.console.print(Text.assemble(("› ", "bold"), ui.clean("\n".join(lines))))
+    return go_on, ["\n".join(lines)] if lines else [], typing
 
 
 def choose(conversations: list[dict]) -> str | None:
@@ -437,7 +414,7 @@ def choose(conversations: list[dict]) -> str | None:
     for n, c in enumerate(shown, 1):
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c["time"]))
         line = f"{n:3}. {when}  {ui.plural(c['count'], 'message'):>13}  {ui.clean(c['first'])}"
-        ui.console.print(Text(line), soft_wrap=True)
+        ui.console.print(Text(line), overflow="fold")
     picked = _pick(len(shown))
     return shown[picked - 1]["session"] if picked else None
 
@@ -459,13 +436,12 @@ def _pick(count: int) -> int | None:
 
 
 def last_exchange(agent) -> None:
-    """After -c or --resume: the user's last message and the answer to it, shortened."""
-    said = [m for m in agent.messages if m["role"] in ("user", "assistant") and m.get("content")]
-    asked = [i for i, m in enumerate(said) if m["role"] == "user"]
-    for m in said[asked[-1] :] if asked else []:
-        text = " ".join(m["content"].split())
+    """After -c or --resume: the last few exchanges as the user typed them, the tools that ran and
+    the answers, shortened."""
+    for who, text in chat_log.preview(agent.conversation()):
+        text = " ".join(text.split())
         short = text if len(text) <= 300 else f"{text[:300]}…"
-        ui.console.print(Text.assemble((f"  {m['role']}: ", "dim"), ui.clean(short)))
+        ui.console.print(Text.assemble((f"  {who}: ", "dim"), ui.clean(short)), overflow="fold")
 
 
 def step(agent, line: str) -> bool:
@@ -476,7 +452,7 @@ def step(agent, line: str) -> bool:
         elif line.startswith("!"):
             shell(agent, line[1:].strip())
         elif line and mentioned(agent, line):
-            if agent.gate.secrets.redact(line) != line:
+            if agent.redact(line) != line:
                 ui.info(
                     "a secret in your message is hidden: the model and the history see [REDACTED]"
                 )
@@ -487,7 +463,7 @@ def step(agent, line: str) -> bool:
         ui.console.print()
         ui.warning("cancelled")
     except providers.ProviderError as e:
-        ui.error(agent.gate.secrets.redact(str(e)))
+        ui.error(agent.redact(str(e)))
     except Exception as e:  # a bug must not end the session or show a traceback
-        ui.error(agent.gate.secrets.redact(f"{type(e).__name__}: {e}"))
+        ui.error(agent.redact(f"{type(e).__name__}: {e}"))
     return True

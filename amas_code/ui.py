@@ -4,8 +4,11 @@ import contextlib
 import difflib
 import functools
 import io
+import os
 import re
+import select
 import sys
+import threading
 import time
 
 from rich.console import Console
@@ -13,6 +16,12 @@ from rich.text import Text
 
 out = Console(highlight=False)  # the answer: what `amas "..." > file` keeps
 console = Console(stderr=True, highlight=False)  # everything about the work
+UNWRAPPED = (
+    1 << 20
+)  # the width of a file or pipe: lines as long as they are (a CI log wraps itself)
+for _console in (out, console):
+    if not _console.is_terminal:
+        _console.width = UNWRAPPED
 TTY = "/dev/tty"  # where questions go when stdin or stderr is not the terminal
 INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selectors, tags
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
@@ -63,11 +72,12 @@ def row(*parts) -> None:
     """One line on the work console from parts (text, or (text, style)), each escaped and on one
     line: names from outside (skills, files, rules) cannot fake the screen."""
     pieces = [(one_line(p), "") if isinstance(p, str) else (one_line(p[0]), p[1]) for p in parts]
-    console.print(Text.assemble(*pieces), soft_wrap=True)
+    console.print(Text.assemble(*pieces), overflow="fold")
 
 
 def _say(mark: str, style: str, msg: str) -> None:
-    console.print(Text.assemble((mark + " ", style), clean(msg)), soft_wrap=True)
+    # wrapped at words to the terminal (never to a file or pipe: see UNWRAPPED)
+    console.print(Text.assemble((mark + " ", style), clean(msg)), overflow="fold")
 
 
 info, success = functools.partial(_say, "ℹ", "blue"), functools.partial(_say, "✓", "green")
@@ -82,7 +92,7 @@ def show_call(name: str, target: str) -> None:
     """One line per tool call: what it is about, escaped, never interpreted as markup."""
     console.print(
         Text.assemble(("● ", "cyan"), (one_line(name), "bold"), " ", one_line(target)),
-        soft_wrap=True,
+        overflow="fold",
     )
 
 
@@ -150,7 +160,9 @@ def _unified(real: tuple, shown: tuple, path: str):
     (old, new), (old_shown, new_shown) = real, shown
     matcher = _matcher(old, new)
     for n, group in enumerate(matcher.get_grouped_opcodes(2) if old != new else []):
-        if n == 0:
+        if n == 0 and path.startswith("/"):  # a place outside the project: its own path
+            yield from (f"--- {path}", f"+++ {path}")
+        elif n == 0:
             yield from (f"--- a/{path}", f"+++ b/{path}")
         (_, a1, _, b1, _), (_, _, a2, _, b2) = group[0], group[-1]
         yield f"@@ -{_span(a1, a2)} +{_span(b1, b2)} @@"
@@ -186,7 +198,7 @@ def can_ask() -> bool:
 
 ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "a": "a", "always": "a"}
 LABELS = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
-INSTEAD = " or tell the agent what to do instead"
+INSTEAD = ", or say what instead"  # words other than an answer decline, for the model
 
 
 def question(
@@ -194,8 +206,19 @@ def question(
 ) -> tuple[str, str]:
     """The person's choice, and their words when they typed something other than an answer (which
     declines: the words are feedback for the model); without a terminal, 'n' and a warning."""
-    prompt = _prompt(question, choices, always)
+    prompt = _prompt(question, choices, "")
+    if always and "a" in choices:  # on its own line: the question itself fits one
+        detail = _with_line(detail, f"[a]lways: {one_line(always)}")
     return _answer(question, choices, detail, prompt.append(INSTEAD + ": "))
+
+
+def _with_line(detail, line: str) -> Text:
+    """What a question shows before it, and one dim line more."""
+    shown = Text(clean(detail)) if isinstance(detail, str) else (detail or Text())
+    shown = shown.copy()
+    if shown.plain and not shown.plain.endswith("\n"):
+        shown.append("\n")
+    return shown.append(line, "dim")
 
 
 def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
@@ -219,11 +242,107 @@ def _answer(question: str, choices: str, detail, prompt: Text) -> tuple[str, str
         warning(f"{question} declined: no terminal to ask on{always}")
         return "n", ""
     try:
-        _drop_typed_ahead(stream)
-        return _read_answer(con, stream, prompt, choices)
+        with typed.paused():
+            _drop_typed_ahead(stream)
+            return _read_answer(con, stream, prompt, choices)
     finally:
         if stream:
             stream.close()
+
+
+KEYS = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1bO.|\x1b.|[\x00-\x1f\x7f]|[^\x00-\x1f\x7f\x1b]+")
+
+
+class Typed:
+    """Lines typed while a turn runs: read without echo, shown dimmed under the live area, kept
+    for after the turn (Enter queues a line; Backspace on an empty line takes the last one back
+    to edit; Esc clears the line). Reading pauses while a question is asked: typed ahead, a line
+    never answers one."""
+
+    def __init__(self):
+        self.lines = []  # queued: Enter was pressed
+        self.partial = ""  # being typed
+        self.lock = threading.Lock()  # held while reading; a question takes it to pause
+        self.saved = None  # the terminal's mode before, restored after
+        self.on = False
+
+    def view(self) -> Text:
+        """What was typed, for the bottom of a live area (empty when nothing was)."""
+        text = Text(style="dim")
+        for line in self.lines:
+            text.append(f"\n  queued › {one_line(line)}")
+        if self.partial:
+            text.append(f"\n  › {one_line(self.partial)}▏")
+        if self.lines:
+            text.append("\n  sent when this turn ends (Backspace takes it back to edit)")
+        return text
+
+    def keys(self, data: str) -> None:
+        """Typed keys: letters, Enter, Backspace, Esc and Ctrl+U (arrows and the rest ignored)."""
+        for key in KEYS.findall(data):
+            if key in ("\r", "\n") and self.partial.strip():
+                self.lines.append(self.partial.strip())
+                self.partial = ""
+            elif key in ("\x7f", "\x08") and not self.partial and self.lines:
+                self.partial = self.lines.pop()
+            elif key in ("\x7f", "\x08"):
+                self.partial = self.partial[:-1]
+            elif key in ("\x1b", "\x15"):
+                self.partial = ""
+            elif key[0] >= " " and key[0] != "\x7f":
+                self.partial += key
+
+    def start(self) -> None:
+        """Read the terminal without echo until stop() (nothing when stdin is not a terminal)."""
+        import termios
+        import tty
+
+        if not sys.stdin.isatty() or self.on:
+            return
+        self.saved = termios.tcgetattr(sys.stdin.fileno())
+        tty.setcbreak(sys.stdin.fileno(), termios.TCSANOW)  # Ctrl+C still interrupts
+        self.on = True
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        fd = sys.stdin.fileno()
+        while self.on:
+            with self.lock:
+                ready = self.on and select.select([fd], [], [], 0.05)[0]
+                data = os.read(fd, 1024) if ready else b""
+            self.keys(data.decode(errors="ignore"))
+            time.sleep(0.005)  # a question waiting for the lock gets it
+
+    def stop(self) -> tuple[list[str], str]:
+        """Stop reading, the terminal as it was; the queued lines and the line being typed."""
+        import termios
+
+        if self.on:
+            with self.lock:
+                self.on = False
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, self.saved)
+        taken = (self.lines, self.partial)
+        self.lines, self.partial = [], ""
+        return taken
+
+    @contextlib.contextmanager
+    def paused(self):
+        """The terminal as it was, for a question; reading again after it."""
+        import termios
+        import tty
+
+        if not self.on:
+            yield
+            return
+        with self.lock:
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, self.saved)
+            try:
+                yield
+            finally:
+                tty.setcbreak(sys.stdin.fileno(), termios.TCSANOW)
+
+
+typed = Typed()
 
 
 def _read_answer(con: Console, stream, prompt: Text, choices: str) -> tuple[str, str]:
@@ -260,14 +379,16 @@ def _show_detail(con: Console, detail) -> None:
     detail = Text(clean(detail)) if isinstance(detail, str) else detail
     con.print(detail, overflow="fold")
     tall = len(detail.wrap(con, con.width, overflow="fold")) > con.height
-    if tall and "+++ b/" in detail.plain:  # beside the question, where the person looks
+    if tall and re.search(
+        r"^\+\+\+ (b/|/)", detail.plain, re.M
+    ):  # beside the question, where the person looks
         con.print(Text.assemble(("ℹ ", "blue"), diff_summary(detail.plain)))
 
 
 def diff_summary(diff_text: str) -> str:
     """Files and lines added and removed in a unified diff, in one line."""
     lines = diff_text.split("\n")
-    files = sum(line.startswith("+++ b/") for line in lines)
+    files = sum(line.startswith(("+++ b/", "+++ /")) for line in lines)
     added = sum(line.startswith("+") for line in lines) - files
     removed = sum(line.startswith("-") for line in lines) - files
     return f"{plural(files, 'file')} changed: {plural(added, 'line')} added, {removed} removed"
@@ -296,6 +417,8 @@ class Stream:
 
     def __init__(self, live: bool = True, visible=None):
         self.text, self.live, self.shown, self.due = "", None, 0, 0.0
+        self.current = None  # the answer's live tail, once there is one
+        self.pieces = 0  # chunks received: about a token each
         self.visible, self.answered = visible or str, False
         self.markdown = out.is_terminal  # else plain text at the end, as a pipe wants it
         self.screen = out if self.markdown else console
@@ -306,8 +429,14 @@ class Stream:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            spinner = Spinner("dots", "thinking…")
-            self.live = Live(spinner, console=self.screen, transient=True, refresh_per_second=8)
+            self.began = time.monotonic()
+            self.spinner = Spinner("dots", "thinking…")
+            self.live = Live(
+                console=self.screen,
+                transient=True,
+                refresh_per_second=8,
+                get_renderable=self._view,
+            )
             self.live.start()
         if self.live and self.markdown:  # loaded while the model thinks, not in the first draw
             from rich.markdown import Markdown  # noqa: F401
@@ -315,6 +444,7 @@ class Stream:
 
     def __call__(self, chunk: str) -> None:
         self.text += chunk
+        self.pieces += 1
         if self.live and time.monotonic() >= self.due:
             if self.markdown:
                 self._draw(final=False)
@@ -335,10 +465,25 @@ class Stream:
         if self.live:
             self.live.stop()
 
+    def _view(self):
+        """The live area: the spinner or the answer's live tail, and what was typed meanwhile."""
+        from rich.console import Group
+
+        parts = [self.current, self._status()] if self.current else [self._status()]
+        return Group(*parts, typed.view()) if typed.lines or typed.partial else Group(*parts)
+
+    def _status(self):
+        """The spinner's line: how long since the request, tokens so far, how to stop."""
+        took = f"{time.monotonic() - self.began:.0f} s"
+        got = f" · {plural(self.pieces, 'token')}" if self.pieces else ""
+        doing = "answering…" if self.pieces else "thinking…"
+        self.spinner.update(text=Text(f"{doing} ({took}{got} · Ctrl+C to interrupt)"))
+        return self.spinner
+
     def _peek(self) -> None:
         """With stdout elsewhere: the last lines of the text, plain, until the answer is done."""
         shown = self.visible(self.text[-4000:])  # O(1) a token
-        self.live.update(Text(clean("\n".join(shown.splitlines()[-12:]))))
+        self.current = Text(clean("\n".join(shown.splitlines()[-12:])))
 
     def _draw(self, final: bool) -> None:
         """Print the lines that settled since the last draw; the rest stays live."""
@@ -349,12 +494,29 @@ class Stream:
             # rich's refresh thread draws under this lock; a print takes it only to place the
             # cursor, and a refresh between that and the print's text showed lines twice
             if settled > self.shown:
-                self.screen.print(_segment_lines(lines[self.shown : settled]))
-                self.shown = settled
+                # counted first: a Ctrl+C inside the print must not print these lines again
+                start, self.shown = self.shown, settled
+                self.screen.print(_segment_lines(lines[start:settled]))
             if self.live and lines:
-                self.live.update(_segment_lines(lines[settled:]))
+                self.current = _segment_lines(lines[settled:])
         spent = time.monotonic() - began  # a long answer renders slower: draw it less often
         self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
+
+
+@functools.cache
+def _steady():
+    """rich's Markdown with numbered lists indented for two-digit numbers from the first item: a
+    streamed list printed its first items narrower than those after its ninth."""
+    from rich.markdown import ListItem, Markdown
+
+    class SteadyItem(ListItem):
+        def render_number(self, console, options, number, last_number):
+            return super().render_number(console, options, number, max(last_number, 10))
+
+    class SteadyMarkdown(Markdown):
+        elements = {**Markdown.elements, "list_item_open": SteadyItem}
+
+    return SteadyMarkdown
 
 
 def _segment_lines(lines: list):
@@ -365,11 +527,9 @@ def _segment_lines(lines: list):
 
 def _markdown_lines(con: Console, text: str) -> list:
     """Markdown rendered into lines of the console's width (rich.markdown loads on first use)."""
-    from rich.markdown import Markdown
-
     if not text.strip():
         return []
-    markdown = Markdown(keep_names(clean(text.strip("\n"))))
+    markdown = _steady()(keep_names(clean(text.strip("\n"))))
     return con.render_lines(markdown, con.options, pad=False)
 
 
@@ -403,9 +563,12 @@ class Tail:
     LINES = 5  # lines of output kept on screen
     WIDE = 2000  # characters kept of a line that never ends
 
+    KEEP = 20_000  # characters of output kept from each end, for the model when Ctrl+C stops it
+
     def __init__(self, title: str, hide=str):
         self.title, self.lines, self.count, self.live = one_line(title), [""], 0, None
         self.hide = hide  # secrets redacted from the lines shown (a chunk may split one)
+        self.head, self.end, self.cut = "", "", 0  # the output so far, bounded
 
     def __enter__(self):
         self.start = time.monotonic()
@@ -418,11 +581,26 @@ class Tail:
 
     def feed(self, chunk: str) -> None:
         """More output: the partial last line grows, whole lines scroll."""
-        text = self.lines[-1] + chunk.replace("\r\n", "\n").replace("\r", "\n")
+        chunk = chunk.replace("\r\n", "\n").replace("\r", "\n")
+        self.keep(chunk)
+        text = self.lines[-1] + chunk
         parts = text.split("\n")
         self.count += len(parts) - 1
         self.lines = [*self.lines[:-1], *parts][-(self.LINES + 1) :]
         self.lines[-1] = self.lines[-1][-self.WIDE :]
+
+    def keep(self, chunk: str) -> None:
+        room = self.KEEP - len(self.head)
+        self.head += chunk[:room]
+        self.end += chunk[room:] if room < len(chunk) else ""
+        if len(self.end) > 2 * self.KEEP:
+            self.cut += len(self.end) - self.KEEP
+            self.end = self.end[-self.KEEP :]
+
+    def output(self) -> str:
+        """What the command printed until now (its middle cut when long)."""
+        cut = f"\n[… {self.cut:,} characters of output cut …]\n" if self.cut else ""
+        return self.head + cut + self.end
 
     def _view(self) -> Text:
         lines = self.hide("\n".join(self.lines)).split("\n")
@@ -430,13 +608,22 @@ class Tail:
         text = Text(f"  {self.title} ({time.monotonic() - self.start:.0f} s)", "dim")
         for line in shown:
             text.append(f"\n  │ {clean(line)[: max(console.width - 6, 10)]}", "dim")
-        return text
+        return text + typed.view()
 
     def __exit__(self, kind, *exc) -> None:
+        took = time.monotonic() - self.start
+        if kind is KeyboardInterrupt:  # for the model: what it printed until then
+            STOPPED.append(f"{self.output().rstrip()}\n[stopped by the user after {took:.1f} s]")
         if not self.live:
             return
         self.live.stop()
         lines = plural(self.count + bool(self.lines[-1]), "line")
         how = ", stopped" if kind is KeyboardInterrupt else ""
-        took = time.monotonic() - self.start
-        console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), soft_wrap=True)
+        if kind is KeyboardInterrupt:  # what was shown stays
+            shown = [line for line in self.hide("\n".join(self.lines)).split("\n") if line]
+            for line in shown[-self.LINES :]:
+                console.print(Text(f"  │ {clean(line)}", "dim"), overflow="fold")
+        console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), overflow="fold")
+
+
+STOPPED = []  # the output of a command Ctrl+C stopped, until the conversation takes it

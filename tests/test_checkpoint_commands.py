@@ -32,7 +32,7 @@ def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project
         ("0", "not '0'; nothing changed"),
         ("-1", "not '-1'; nothing changed"),
         ("2 3", "not '2 3'; nothing changed"),
-        ("999", "only 1 checkpoint to undo; nothing changed"),
+        ("999", "only 1 turn to undo; nothing changed"),
     ]:
         repl.command(agent, f"/undo {arg}")
         shown = said(capsys)
@@ -233,9 +233,73 @@ def test_checkpoint_after_undoing_everything_says_what_redo_brings_back(agent, p
     repl.command(agent, "/undo")
     said(capsys)
     repl.command(agent, "/checkpoint")
-    assert said(capsys) == (
+    shown = said(capsys)
+    assert shown.startswith(
         "ℹ no checkpoints: every one was undone ℹ /redo brings back [amas] edit README.md (README.md)"
-    )
+        " ℹ checkpoints take "
+    ) and shown.endswith(" MB in ~/.amas")
     repl.command(agent, "/redo")
     repl.command(agent, "/checkpoint")
     assert "/redo" not in said(capsys)
+
+
+def test_one_undo_takes_back_one_turn_and_skips_what_changes_nothing(agent, project, llm, capsys):
+    """Edit, then run the tests, in one turn: the test run left only a cache folder /undo leaves
+    anyway; one /undo takes back the edit, /undo 2 two turns, /checkpoint lists single ones."""
+    # as pytest makes its cache: folders, and files its own .gitignore hides
+    tests = "mkdir -p .pytest_cache/v/cache && echo '*' > .pytest_cache/.gitignore"
+    tests += " && echo tag > .pytest_cache/CACHEDIR.TAG"
+    llm.reply(tool="write_file", path="a.txt", content="first\n").reply(text="Made a.")
+    llm.reply(tool="edit_file", path="README.md", old_str="demo", new_str="shouting")
+    llm.reply(tool="shell_command", command=tests).reply(text="Edited; tests pass.")
+    agent.turn("make a")
+    agent.turn("edit, then run the tests")
+    assert (project / "README.md").read_text() == "# shouting\n"
+    capsys.readouterr()
+    repl.command(agent, "/checkpoint")
+    assert "shell: mkdir" in said(capsys)  # single checkpoints, the idle one too
+    repl.command(agent, "/undo")
+    shown = said(capsys)
+    assert (project / "README.md").read_text() == "# demo\n" and (project / "a.txt").exists()
+    assert "taking back: [amas] edit README.md" in shown and "mkdir" not in shown
+    repl.command(agent, "/redo")  # the whole turn again
+    assert (project / "README.md").read_text() == "# shouting\n"
+    capsys.readouterr()
+    repl.command(agent, "/redo")
+    assert "nothing to redo" in said(capsys)
+    repl.command(agent, "/undo 2")
+    assert (project / "README.md").read_text() == "# demo\n" and not (project / "a.txt").exists()
+
+
+def test_undo_names_the_ignored_file_it_leaves(agent, project, llm, capsys):
+    (project / ".gitignore").write_text(".env\n")
+    subprocess.run(["git", "add", "."], cwd=project, check=True)
+    subprocess.run(["git", "commit", "-qm", "ignore .env"], cwd=project, check=True)
+    command = "echo KEY=x > .env && echo KEY= > .env.example"
+    llm.reply(tool="shell_command", command=command).reply(text="Set up.")
+    agent.turn("set up the env")
+    capsys.readouterr()
+    repl.command(agent, "/undo")
+    shown = said(capsys)
+    assert "undone: .env.example" in shown and not (project / ".env.example").exists()
+    assert "left in place: .env: made by a command, but git ignores it" in shown
+    assert (project / ".env").exists()
+
+
+def test_a_second_amas_waiting_for_the_checkpoint_lock_says_so(project, llm):
+    import fcntl
+    import os
+    import threading
+
+    from conftest import run_amas
+
+    from amas_code import home
+
+    lock = home.private_dir(Checkpoint(project, []).dir) / "amas.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another amas is running a command
+    threading.Timer(3, os.close, [fd]).start()
+    llm.reply(tool="write_file", path="w.txt", content="x\n").reply(text="Written.")
+    result = run_amas("-y", "write it", llm=llm)
+    assert result.returncode == 0 and (project / "w.txt").exists()
+    assert "waiting for another amas working in this project" in result.stderr

@@ -44,7 +44,7 @@ def term(project, llm):
         )
         children.append(child)
         if wait:
-            child.expect("Ctrl\\+D to quit")
+            child.expect(r"Ctrl\+D to\s+quit")
             child.expect("›")
         return child
 
@@ -287,7 +287,7 @@ def test_a_read_only_folder_still_answers_and_writes_nothing(term, project, llm)
     before = sorted(p.name for p in project.iterdir())
     llm.reply(text="The answer is 42.").reply(text="Still 42.")
     child = term(argv=read_only(project), wait=False)
-    seen = upto(child, "Ctrl\\+D to quit")
+    seen = upto(child, r"Ctrl\+D to\s+quit")
     child.sendline("what is the answer?")
     seen += upto(child, "The answer is 42.") + upto(child, "›")
     child.sendline("and again?")
@@ -302,7 +302,7 @@ def test_a_read_only_folder_still_answers_and_writes_nothing(term, project, llm)
 
 def test_a_read_only_folder_costs_no_warning(term, project, llm):
     child = term(argv=read_only(project), wait=False)
-    seen = upto(child, "Ctrl\\+D to quit")
+    seen = upto(child, r"Ctrl\+D to\s+quit")
     child.sendline("/clear")  # saves the start of a new conversation, as every answer does
     seen += upto(child, "new conversation")
     assert "⚠" not in seen, seen  # amas keeps its state in your home, not in the folder
@@ -499,6 +499,10 @@ def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
         and "ERROR disk full\n```" in sent
     )
     assert len(sent) < 70_000 and re.search(r"\[… [\d,]+ bytes of piped input cut …\]", sent)
+    said = [line for line in done.stderr.decode().splitlines() if "piped input" in line]
+    assert said == [
+        f"⚠ piped input is {len(log):,} bytes: only its first 30 KB and last 30 KB are sent"
+    ]
 
 
 def test_in_your_home_folder_your_own_settings_are_not_a_stranger_project(home, llm, monkeypatch):

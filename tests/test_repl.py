@@ -12,7 +12,7 @@ def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
     child = repl()
     child.sendline("rename the title")
     child.expect(
-        r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways .*instead:"
+        r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways.*instead:"
     )  # \S*: a style
     child.sendline("y")
     child.expect("Renamed the title.")
@@ -164,13 +164,13 @@ def test_a_ctrl_c_while_waiting_for_the_preload_leaves_the_next_wait_waiting(age
     import threading
     import time
 
-    from amas_code import repl
+    from amas_code import providers
 
     finished = threading.Event()
-    monkeypatch.setattr(repl, "load", lambda: time.sleep(1) or finished.set())
+    monkeypatch.setattr(providers, "load", lambda: time.sleep(1) or finished.set())
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as amas runs
     try:
-        repl.start_preload(agent)
+        providers.preload()
         threading.Timer(0.3, _thread.interrupt_main).start()
         try:
             agent.wait_for_preload()

@@ -164,7 +164,7 @@ def test_a_sentence_at_a_question_reaches_the_model(term, project, llm):
     llm.reply(tool="create_file", path="tabs.py", content="x = 1\n").reply(text="Understood.")
     child = term()
     child.sendline("make a file")
-    child.expect("or tell the agent what to do instead")
+    child.expect("or say what instead")
     child.sendline("no, use tabs instead")
     child.expect("Understood.")
     assert not (project / "tabs.py").exists()

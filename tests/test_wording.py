@@ -1,0 +1,63 @@
+"""Wording and small cuts the person met (issue 42 items 9 and 10)."""
+
+from conftest import run_amas
+
+from amas_code import repl, ui
+
+
+def test_a_diff_of_an_absolute_path_has_no_a_slash_slash_header():
+    shown = ui.diff("old\n", "new\n", "/tmp/x").plain
+    assert "--- /tmp/x\n+++ /tmp/x" in shown and "a//" not in shown
+    assert ui.diff_summary(shown) == "1 file changed: 1 line added, 1 removed"
+
+
+def test_the_command_question_fits_one_line(monkeypatch):
+    asked = []
+    monkeypatch.setattr(ui, "_answer", lambda *args: asked.append(args) or ("n", ""))
+    always = "this exact command in this project, from now on; /permissions lists it"
+    ui.question("Run `pytest -q tests/test_dates.py`?", "yna", None, always)
+    _, _, detail, prompt = asked[0]
+    assert "[y]es/[n]o/[a]lways" in prompt.plain and len(prompt.plain) <= 80, prompt.plain
+    assert f"[a]lways: {always}" in detail.plain  # said on its own line above
+
+
+def test_compact_refuses_a_summary_that_is_not_one(agent, llm, capsys):
+    llm.reply(text="First answer.").reply(text="Second answer.").reply(text="OK.")
+    agent.turn("first question")
+    agent.turn("second question")
+    before = [dict(m) for m in agent.messages]
+    capsys.readouterr()
+    repl.command(agent, "/compact")
+    err = capsys.readouterr().err
+    assert "is not a summary; nothing changed" in err and "freed" not in err
+    assert agent.messages == before
+
+
+def test_at_completion_never_offers_git(project):
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    offered = [c.text for c in repl.completer().get_completions(Document("@."), CompleteEvent())]
+    assert not [t for t in offered if t.startswith("git")], offered
+
+
+def test_a_rate_limit_in_a_one_shot_does_not_suggest_model(project, llm):
+    for _ in range(6):
+        llm.error(429, "slow down", kind="rate_limit_error")
+    result = run_amas("hello", llm=llm)
+    assert result.returncode == 1 and "429" in result.stderr
+    assert "/model" not in result.stderr and "-m another model" in result.stderr
+
+
+def test_at_path_in_a_one_shot_prompt_attaches_the_file(project, llm):
+    (project / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    llm.reply(text="It adds.")
+    result = run_amas("explain @calc.py", llm=llm)
+    assert result.returncode == 0 and "attached calc.py" in result.stderr
+    sent = llm.requests[0]["messages"][-1]["content"]
+    assert "Attached file calc.py:\n```\ndef add(a, b):" in sent and sent.endswith(
+        "explain @calc.py"
+    )
+    missing = run_amas("explain @nothere.py", llm=llm)
+    assert missing.returncode == 1 and "cannot attach @nothere.py: no such file" in missing.stderr
+    assert len(llm.requests) == 1  # nothing sent
