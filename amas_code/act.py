@@ -102,7 +102,8 @@ class Act:
         yes, feedback = ask(self.gate, verdict, detail)
         if yes:
             return self.escape(effect, self.perform(effect))
-        declined = f"{_declined(effect)} declined by user."
+        by = "by user" if ui.can_ask() else "(no terminal to ask the user on)"
+        declined = f"{_declined(effect)} declined {by}."
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user"
         said = f"{declined} They said: {feedback}" if feedback else declined

@@ -223,7 +223,7 @@ def test_a_screenshot_over_a_file_asks_and_is_checkpointed(bare, shared, pages):
         asking.execute("navigate", json.dumps({"url": pages.url + "/"}))
         assert (
             asking.execute("screenshot", json.dumps({"path": "logo.png"}))
-            == "Screenshot declined by user."
+            == "Screenshot declined (no terminal to ask the user on)."
         )
     finally:
         asking.close()

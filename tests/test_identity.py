@@ -103,7 +103,7 @@ def test_an_always_answer_is_not_inherited_by_a_clone_at_the_same_path(project, 
     llm.reply(tool="shell_command", command="./run.sh").reply(text="done")
     result = amas("go")
     assert result.exit_code == 2 and not (project / "pwned").exists()  # declined: no one to ask
-    assert results(llm)[-1] == "Command declined by user."
+    assert results(llm)[-1] == "Command declined (no terminal to ask the user on)."
 
 
 def test_undo_in_a_clone_at_the_same_path_takes_back_nothing_of_it(repl, project, llm, amas):
@@ -192,7 +192,7 @@ def test_your_allow_rules_wait_for_trust(project, home, llm, amas):
     llm.reply(tool="shell_command", command="make all").reply(text="done")
     result = amas("build")
     assert result.exit_code == 2 and not (project / "pwned").exists()  # declined: no one to ask
-    assert results(llm)[0] == "Command declined by user."
+    assert results(llm)[0] == "Command declined (no terminal to ask the user on)."
     assert "your allow rules do not apply in this folder" in " ".join(result.output.split())
     llm.reply(tool="shell_command", command="make all").reply(text="done")
     assert amas("--trust", "build").exit_code == 0 and (project / "pwned").exists()

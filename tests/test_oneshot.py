@@ -48,7 +48,10 @@ def test_edit_without_terminal_is_declined(project, llm, amas):
     assert result.exit_code == 2  # done, but an edit was declined
     assert (project / "app.py").read_text() == "x = 1\n"
     assert "no terminal to ask on (run with --yes to accept)" in result.output
-    assert llm.requests[1]["messages"][-1]["content"] == "Edit declined by user."
+    assert (
+        llm.requests[1]["messages"][-1]["content"]
+        == "Edit declined (no terminal to ask the user on)."
+    )
     assert git(project, "log", "--format=%s") == "initial\n"
 
 

@@ -121,9 +121,13 @@ def test_declined_edit_leaves_file_byte_identical(run, box, bare):
     box.config["auto_accept"] = False  # stdin is not a terminal under pytest: declined
     (bare / "keep.txt").write_bytes(b"orig\n")
     assert (
-        run("edit_file", path="keep.txt", old_str="orig", new_str="new") == "Edit declined by user."
+        run("edit_file", path="keep.txt", old_str="orig", new_str="new")
+        == "Edit declined (no terminal to ask the user on)."
     )
-    assert run("write_file", path="keep.txt", content="x") == "Edit declined by user."
+    assert (
+        run("write_file", path="keep.txt", content="x")
+        == "Edit declined (no terminal to ask the user on)."
+    )
     assert (bare / "keep.txt").read_bytes() == b"orig\n"
 
 

@@ -97,7 +97,10 @@ def test_untrusted_project_cannot_turn_on_auto_accept(project, llm, amas):
 def test_untrusted_project_cannot_allow_commands(project, llm, amas):
     project_config(project, "permissions:\n  allow: ['*']\n")
     attack(llm, amas, [("shell_command", {"command": "touch pwned"})])
-    assert not (project / "pwned").exists() and results(llm)[0] == "Command declined by user."
+    assert (
+        not (project / "pwned").exists()
+        and results(llm)[0] == "Command declined (no terminal to ask the user on)."
+    )
 
 
 def test_untrusted_project_browser_path_never_runs(project, llm, amas):
@@ -210,7 +213,10 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
         "--trust",  # your allow rules apply in a folder you trust
     )
     assert not (project / "pwned").exists() and not (project.parent / "pwned").exists()
-    assert results(llm)[0] == "Command declined by user." and "fine" in results(llm)[1]
+    assert (
+        results(llm)[0] == "Command declined (no terminal to ask the user on)."
+        and "fine" in results(llm)[1]
+    )
 
 
 @pytest.mark.parametrize(
@@ -248,7 +254,10 @@ def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, a
         p for p in (project.parent, project, project / ".git", home) if (p / "pwned").exists()
     ]
     assert not (project.parent / "pwned.src").exists()
-    assert results(llm)[0] == "Command declined by user." and (project / "made.txt").exists()
+    assert (
+        results(llm)[0] == "Command declined (no terminal to ask the user on)."
+        and (project / "made.txt").exists()
+    )
 
 
 # -- 3. deny rules survive respelling --------------------------------------------------------------------------------
