@@ -299,10 +299,13 @@ class Agent(Commands):
                 del self.messages[start:]
             raise
         finally:
-            self.flush()
-            # a browser unused for a whole turn gives its memory back
-            self.tools.close(idle_only=True)
+            self.end_turn()
         return True
+
+    def end_turn(self) -> None:
+        """The turn kept in the history; a browser unused for a whole turn gives its memory back."""
+        self.flush()
+        self.tools.close(idle_only=True)
 
     def mark_turn(self, text: str) -> None:
         """A new turn: its checkpoints carry it (/undo takes back a turn) and its request."""
@@ -328,26 +331,33 @@ class Agent(Commands):
             if step == WARN_STEPS + 1:
                 self.warn(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
             reply = self.reply()
-            wanted = reply.get("tool_calls", [])
-            if not wanted and self.unread(reply) and not unread:
-                unread = True  # asked once to write its call again; a second time ends the turn
-                continue
-            if not wanted:
+            if not reply.get("tool_calls"):
+                if self.unread(reply) and not unread:
+                    unread = True  # asked once to write its call again; a second time ends the turn
+                    continue
                 return
             unread = False
-            wanted, cut = self.bounded(reply)
-            go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
-            for call in wanted:
-                calls.append(call["function"])
-                self.messages.append(self.tool_message(call, _repeats(calls), go_on))
-            if cut:
-                self.messages.append({"role": "user", "content": cut})
-            if _repeats(calls) >= REPEATS:
-                name = calls[-1]["name"]
-                self.warn(
-                    f"the model made the same {name} call {REPEATS} times in a row; turn ended"
-                )
+            self.act_on(reply, calls)
+            if self.stuck(calls):
                 return
+
+    def act_on(self, reply: dict, calls: list[dict]) -> None:
+        """Answer each call of a reply in turn (cut to MAX_CALLS; many asked about first)."""
+        wanted, cut = self.bounded(reply)
+        go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
+        for call in wanted:
+            calls.append(call["function"])
+            self.messages.append(self.tool_message(call, _repeats(calls), go_on))
+        if cut:
+            self.messages.append({"role": "user", "content": cut})
+
+    def stuck(self, calls: list[dict]) -> bool:
+        """The same call REPEATS times in a row: the turn ends, said."""
+        if _repeats(calls) < REPEATS:
+            return False
+        name = calls[-1]["name"]
+        self.warn(f"the model made the same {name} call {REPEATS} times in a row; turn ended")
+        return True
 
     def bounded(self, reply: dict) -> tuple[list[dict], str]:
         """The reply's calls, cut to MAX_CALLS (the reply keeps only those, each gets its answer), and

@@ -235,17 +235,17 @@ class Shadow:
             raise CheckpointError(
                 f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
             )
-        nested = [
-            e.partition(b"\t")[2]
-            for e in self.git("ls-files", "-sz").split(b"\0")
-            if e.startswith(GITLINK.encode())
-        ]
+        unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
+        return {"unread": unread, "nested": self.drop_nested(), "huge": self.huge}
+
+    def drop_nested(self) -> list[str]:
+        """Nested repositories (gitlinks) out of the shadow's index; their paths."""
+        staged = self.git("ls-files", "-sz").split(b"\0")
+        nested = [e.partition(b"\t")[2] for e in staged if e.startswith(GITLINK.encode())]
         if nested:
             listed = b"\0".join(nested) + b"\0"
             self.git("update-index", "--force-remove", "-z", "--stdin", data=listed)
-        unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
-        nested = [os.fsdecode(p) for p in nested]
-        return {"unread": unread, "nested": nested, "huge": self.huge}
+        return [os.fsdecode(p) for p in nested]
 
     def copy_size(self) -> int:
         """Bytes a command's checkpoint would copy into the shadow now: the new files it has not
@@ -297,22 +297,10 @@ class Shadow:
 
     def compare(self, old: dict, new: dict) -> tuple[dict, list[str], list[str]]:
         """Files, folders made and folders gone between two snapshots; submodules are left to themselves."""
-        raw = self.git(
-            "diff-tree", "-r", "-t", "-z", "--no-renames", old["tree"], new["tree"], borrow=True
-        )
-        changes, added, deleted, fields = {}, set(), set(), raw.split(b"\0")
-        for head, path in zip(fields[0:-1:2], fields[1::2], strict=True):
-            mode_a, mode_b, sha_a, sha_b, _ = head[1:].decode().split()
-            if TREE in (mode_a, mode_b) and mode_a != mode_b:
-                (added if mode_b == TREE else deleted).add(os.fsdecode(path))
-            elif TREE not in (mode_a, mode_b) and GITLINK not in (mode_a, mode_b):
-                sides = ((mode_a, sha_a), (mode_b, sha_b))
-                changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
-        before, after, ignored = (
-            set(old["empty"]),
-            set(new["empty"]),
-            {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])},
-        )
+        changes, added, deleted = self.diff_trees(old["tree"], new["tree"])
+        before = set(old["empty"])
+        after = set(new["empty"])
+        ignored = {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])}
         folders = tuple(i for i in ignored if i.endswith("/"))
 
         def shown(p: str) -> bool:  # what the command only made visible (un-ignored, readable)
@@ -322,6 +310,23 @@ class Shadow:
         changes = {p: sides for p, sides in changes.items() if sides[0] or not shown(p)}
         made = {d for d in (added | after) - before - deleted if not shown(d + "/")}
         return changes, sorted(made), sorted((deleted | before) - after - added)
+
+    def diff_trees(self, old: str, new: str) -> tuple[dict, set, set]:
+        """The files changed between two trees ([mode, blob] sides, None for absent), the folders
+        added and the folders deleted (a file/folder swap counts as both)."""
+        raw = self.git("diff-tree", "-r", "-t", "-z", "--no-renames", old, new, borrow=True)
+        changes = {}
+        added = set()
+        deleted = set()
+        fields = raw.split(b"\0")
+        for head, path in zip(fields[0:-1:2], fields[1::2], strict=True):
+            mode_a, mode_b, sha_a, sha_b, _ = head[1:].decode().split()
+            if TREE in (mode_a, mode_b) and mode_a != mode_b:
+                (added if mode_b == TREE else deleted).add(os.fsdecode(path))
+            elif TREE not in (mode_a, mode_b) and GITLINK not in (mode_a, mode_b):
+                sides = ((mode_a, sha_a), (mode_b, sha_b))
+                changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
+        return changes, added, deleted
 
     def commit(self, label: str, changes: dict, dirs: dict) -> None:
         """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
