@@ -590,8 +590,10 @@ def _write_map(root: Path, db, stats: Counter, seconds: float) -> None:
     write_private(root / MAP, "\n".join(lines + _by_folder(db, listed)) + "\n")
     skipped = {k: n for k, n in stats.items() if k not in ("reparsed", "cached")}
     why = f" ({', '.join(f'{n} {k}' for k, n in skipped.items())})" if skipped else ""
-    found = f"{ui.plural(count, 'file')}, {ui.plural(symbols_count or 0, 'symbol')}"
-    ui.success(f"mapped {found} in {seconds:.2f} s → {MAP}")
+    # the files the map lists: those with symbols (the others are read, and counted, too)
+    found = f"{ui.plural(mapped, 'file')}, {ui.plural(symbols_count or 0, 'symbol')}"
+    others = f" (of {count} read)" if count != mapped else ""
+    ui.success(f"mapped {found}{others} in {seconds:.2f} s → {MAP}")
     done = f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skipped.values())} skipped{why}"
     ui.info(f"{done}; languages: {languages}")
 

@@ -34,6 +34,10 @@ CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "which no secret needs; write it so that only the secret itself is hidden"
 )
 NOT_UTF8 = "Use shell_command (e.g. sed or iconv) instead"
+NOT_UTF8_NOTE = (
+    "[the file is not UTF-8: bytes that are not are shown as �; edit_file refuses it, "
+    "shell_command can convert it, e.g. iconv -f latin1 -t utf-8]"
+)
 KEEP = (  # how to edit around a hidden value (the model cannot copy what it never saw)
     "[REDACTED] stands for a hidden value: write [REDACTED] where the file shows it, in old_str to match it and in "
     "new_str to keep the value there (or leave it out of new_str to delete it); the other characters must match"
@@ -155,7 +159,8 @@ class Tools:
             return f"Error: {path} has {total} lines; offset {offset} is past its end"
         # redacted with the lines around it, then cut: a part of a secret (a key without its BEGIN
         # line) is hidden too
-        return _numbered(window.shown(self.gate.secrets.redact), window.offset, total)
+        shown = _numbered(window.shown(self.gate.secrets.redact), window.offset, total)
+        return shown if window.utf8() else f"{shown}\n{NOT_UTF8_NOTE}"
 
     def write_file(self, path: str, content: str) -> str:
         """Replace a file's whole content (give the FULL content)."""
@@ -457,6 +462,14 @@ class _Window:
         if self.first <= n < self.end + CONTEXT:
             cut = LINE_CAP if self.offset <= n < self.end else 4096
             self.lines.append(piece.removesuffix(b"\r")[:cut])
+
+    def utf8(self) -> bool:
+        """Whether the lines read are UTF-8 text (else they are shown with � for what is not)."""
+        try:
+            b"\n".join(self.lines).decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
 
     def shown(self, redact) -> list[str]:
         """The lines to show, redacted together with their neighbours."""

@@ -268,6 +268,15 @@ def generated(n: int) -> dict:
     }
 
 
+def test_init_counts_the_files_the_map_lists(bare, capsys):
+    (bare / "a.py").write_text("def f():\n    pass\n")
+    (bare / "empty.py").write_text("# nothing to list\n")
+    repomap.init(bare, [])
+    said = capsys.readouterr().err
+    assert "mapped 1 file, 1 symbol (of 2 read) in" in said
+    assert "1 files, 1 symbols" in (bare / ".amas" / "project_map.md").read_text()
+
+
 def test_nine_grammars_give_symbols_with_line_numbers(project):
     write(project, SOURCES)
     init(project)

@@ -210,6 +210,14 @@ def test_a_huge_tree_is_summed_up_by_folder(run, bare):
     assert said.endswith("[70 more files not shown, by folder: gen/ 50, src/ 20; list a subfolder]")
 
 
+def test_a_file_that_is_not_utf8_is_read_with_a_note(run, bare):
+    (bare / "menu.txt").write_bytes("café crème\n".encode("latin-1"))
+    said = run("read_file", path="menu.txt")
+    assert "caf� cr�me" in said and "[the file is not UTF-8:" in said
+    (bare / "ok.txt").write_text("café\n")
+    assert "not UTF-8" not in run("read_file", path="ok.txt")
+
+
 def test_list_files_tree(run, bare):
     for rel in ("b.txt", "src/a.py", "src/sub/c.py", "__pycache__/x.pyc"):
         (bare / rel).parent.mkdir(parents=True, exist_ok=True)
