@@ -275,15 +275,7 @@ def bench_repl(proj, n):
         ready, idle, settled = [], [], []
         for _ in range(n):
             t0 = time.perf_counter()
-            child = pexpect.spawn(
-                AMAS[0],
-                AMAS[1:],
-                cwd=str(proj),
-                env=env,
-                encoding="utf-8",
-                timeout=30,
-                dimensions=(40, 120),
-            )
+            child = spawn_repl(proj, env, 30)
             child.expect("›")
             ready.append(time.perf_counter() - t0)
             proc = psutil.Process(child.pid)
@@ -718,19 +710,20 @@ def scale_init(proj: Path, runs: int) -> dict[str, list]:
     return figures
 
 
+def spawn_repl(proj: Path, env: dict, timeout: float):
+    """amas's REPL in a 40x120 pseudo-terminal in proj."""
+    size = (40, 120)
+    cwd = str(proj)
+    return pexpect.spawn(
+        AMAS[0], AMAS[1:], cwd=cwd, env=env, encoding="utf-8", timeout=timeout, dimensions=size
+    )
+
+
 def repl_after_answer(proj: Path, llm) -> float:
     """RSS of the REPL's process tree once it has answered one message (litellm loaded, the map built)."""
     env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
     llm.reply(text="Answered.")
-    child = pexpect.spawn(
-        AMAS[0],
-        AMAS[1:],
-        cwd=str(proj),
-        env=env,
-        encoding="utf-8",
-        timeout=120,
-        dimensions=(40, 120),
-    )
+    child = spawn_repl(proj, env, 120)
     child.expect("›")
     child.sendline("where is the settings module?")
     child.expect("Answered.")
