@@ -9,6 +9,9 @@ from amas_code import home, providers, repomap, skills
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
+# the map sizes itself by its own estimate (0.92-1.02 of real counts), kept within the budget by a
+# margin rather than a tokenizer's count (tiktoken's encoding costs 35 MB)
+MAP_MARGIN = 0.95
 CHARS_PER_TOKEN = providers.CHARS_PER_TOKEN  # a rough, high-side estimate without a tokenizer
 
 
@@ -39,11 +42,11 @@ class Context:
         prompt = (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
         self.prompt = re.split(r"<!-- \w+ -->\n", prompt)  # its core, browsing and rules parts
 
-    def tokens(self, messages: list[dict], near: int = 0, share: float = 0.6) -> int:
+    def tokens(self, messages: list[dict], near: int = 0) -> int:
         """Tokens in messages: estimated, and counted exactly (litellm, tiktoken: +35 MB) only when
-        the estimate is within `share` of `near`."""
+        the estimate is past 60 % of `near`."""
         guess = estimate(json.dumps(messages))
-        if guess < near * share:
+        if guess < near * 0.6:
             return guess
         counted = providers.token_count(self.model.name, messages)
         return guess if counted is None else counted
@@ -60,17 +63,9 @@ class Context:
         head += self.model.tool_prompt(tools.schemas())
         tail = f"\n## Context & Rules\nProject root: {self.root}\n{self.where()}"
         tail += self.rules() + self.skills(latest)
-        room = PROMPT_BUDGET - estimate(head + tail)
-        for _ in range(3):
-            found = repomap.prompt_map(self.root, latest, tools.touched, room) if room > 50 else ""
-            prompt = head + tail + (f"\n### Project map\n{found}\n" if found else "")
-            system = [{"role": "system", "content": prompt}]
-            # the map is code, which the estimate does not undercount: count only close to the budget
-            over = self.tokens(system, PROMPT_BUDGET, 0.9) - PROMPT_BUDGET
-            if over <= 0:
-                return prompt
-            room -= over + 20
-        return head + tail
+        room = (PROMPT_BUDGET - estimate(head + tail)) * MAP_MARGIN
+        found = repomap.prompt_map(self.root, latest, tools.touched, room) if room > 50 else ""
+        return head + tail + (f"\n### Project map\n{found}\n" if found else "")
 
     def where(self) -> str:
         """The folder the user is in, when it is not the root: the paths they type start there."""

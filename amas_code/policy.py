@@ -462,9 +462,10 @@ class Gate:
             for v in values
         )
 
-    def show(self, path: Path) -> str:
+    def show(self, path: Path | str) -> str:
         """A path as the user thinks of it: relative inside the project."""
-        if path.is_relative_to(self.root):
+        inside = os.path.isabs(path) and os.path.commonpath((path, self.root)) == str(self.root)
+        if inside:
             return os.path.relpath(path, self.root)
         return str(path)
 

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by walking up, or transport (a lazy
@@ -16,6 +17,8 @@ GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by wa
     "-c core.autocrlf=false -c core.filemode=true -c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 "
     "-c core.bigFileThreshold=10m -c core.compression=1 -c core.protectNTFS=false"
 ).split()
+
+CHUNK = 1 << 16  # bytes of git's output read at a time
 
 
 def git_env(**extra: str) -> dict:
@@ -54,20 +57,54 @@ def regular(p: Path, name: str) -> Path:
     return p
 
 
-def project_files(base: Path, ignore: list[str], literal: str | None = None) -> list[Path]:
-    """Files under base, honouring `ignore` and .gitignore (git in a repository, with none of its hooks); with a
-    literal, only those git grep finds it in (a fixed string: its time says nothing of what a file holds)."""
+def project_files(base: Path, ignore: list[str], literal: str | None = None) -> Iterator[str]:
+    """Paths of the files under base, honouring `ignore` and .gitignore (git in a repository, with none of its
+    hooks); with a literal, only those git grep finds it in (a fixed string: its time says nothing of what a
+    file holds). Streamed as git names them, as strings: a tree of any size is never held whole (and a Path
+    each would intern every name, growing the interpreter's table of interned strings for good)."""
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
     if literal:
         ask = ["grep", "-lzIF", "--untracked", "-e", literal, "--", "."]
-    found = git(base, *ask)
-    if found.returncode not in (0, 1) or (found.returncode == 1 and ask[0] == "ls-files"):
-        return project_files(base, ignore) if literal else _walk(base, ignore)
+    names = _git_names(base, ask)
+    if names is None:  # not a repository (or no git): every file, walked
+        yield from project_files(base, ignore) if literal else _walk(base, ignore)
+        return
     skip = _globs(ignore)
-    names = found.stdout.decode(errors="surrogateescape")
-    return [
-        base / r for r in names.split("\0") if r and not any(skip.match(p) for p in r.split("/"))
-    ]
+    for name in names:
+        if not any(skip.match(part) for part in name.split("/")):
+            yield os.path.join(base, name)
+
+
+def _git_names(base: Path, args: list[str]) -> Iterator[str] | None:
+    """The NUL-separated names git writes, as they come; None when it fails before naming any (`ls-files`
+    exits 1 only on an error; `grep` does when it finds nothing)."""
+    try:
+        argv = git_argv(*args)
+    except FileNotFoundError:
+        return None
+    out = subprocess.PIPE
+    proc = subprocess.Popen(argv, cwd=base, env=git_env(), stdout=out, stderr=subprocess.DEVNULL)
+    first = proc.stdout.read1(CHUNK)
+    if not first:
+        code = proc.wait()
+        proc.stdout.close()
+        return None if code not in (0, 1) or (code == 1 and args[0] == "ls-files") else iter(())
+    return _split(proc, first)
+
+
+def _split(proc: subprocess.Popen, chunk: bytes) -> Iterator[str]:
+    """The names in git's output from chunk on; git is stopped when the reader stops early."""
+    rest = b""
+    try:
+        while chunk:
+            names = (rest + chunk).split(b"\0")
+            rest = names.pop()
+            yield from (name.decode(errors="surrogateescape") for name in names if name)
+            chunk = proc.stdout.read1(CHUNK)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
 
 
 def _globs(patterns: list[str]) -> re.Pattern:
@@ -77,19 +114,14 @@ def _globs(patterns: list[str]) -> re.Pattern:
     )
 
 
-def _walk(base: Path, ignore: list[str]) -> list[Path]:
+def _walk(base: Path, ignore: list[str]) -> Iterator[str]:
     """Files under a folder that is not in git: `ignore` and its .gitignore's names honoured."""
     gitignore = base / ".gitignore"
-    skip, found = (
-        _globs(
-            ignore + (gitignore.read_text(errors="replace").split() if gitignore.is_file() else [])
-        ),
-        [],
-    )
+    listed = gitignore.read_text(errors="replace").split() if gitignore.is_file() else []
+    skip = _globs(ignore + listed)
     for folder, dirs, names in os.walk(base):
         dirs[:] = sorted(d for d in dirs if not skip.match(d))
-        found += [Path(folder, n) for n in sorted(names) if not skip.match(n)]
-    return found
+        yield from (os.path.join(folder, n) for n in sorted(names) if not skip.match(n))
 
 
 class Moved(PermissionError):

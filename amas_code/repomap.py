@@ -430,7 +430,8 @@ def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
     """The project's files in a language the map reads, by path relative to root: (path, (mtime_ns, size)), the
     stamp None for a link that cannot be followed (then counted unreadable). One lstat a file."""
     found, cut = {}, len(str(root).rstrip("/")) + 1
-    for path in project.project_files(root, [*ignore, ".amas"]):
+    for name in project.project_files(root, [*ignore, ".amas"]):
+        path = Path(name)
         if path.suffix.lower() not in EXTENSIONS:
             continue
         try:

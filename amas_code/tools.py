@@ -240,7 +240,7 @@ class Tools:
         if base.is_dir():
             files = project_files(base, self.config["ignore"], literal)
         else:
-            files = [regular(base, path)]
+            files = [str(regular(base, path))]
         for f in files:
             try:
                 search.lines(self.searchable(f, base), self.show(f))
@@ -252,14 +252,17 @@ class Tools:
                 break
         return search.report(pattern)
 
-    def searchable(self, f: Path, base: Path) -> Iterator[str]:
+    def searchable(self, f: str, base: Path) -> Iterator[str]:
         """A file's text in blocks of whole lines as the model may see it (secrets redacted, so a pattern
         never runs on one); nothing for a link out of the project or a file that is not a regular one."""
         # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
-        inside = any(map(Path(os.path.realpath(f)).is_relative_to, (self.root, base)))
-        if not inside or not f.is_file():
+        real = os.path.realpath(f)
+        inside = any(
+            os.path.commonpath((real, folder)) == str(folder) for folder in (self.root, base)
+        )
+        if not inside or not os.path.isfile(f):
             return
-        with f.open("rb") as raw:
+        with open(f, "rb") as raw:
             for block in _blocks(raw):
                 yield self.gate.secrets.redact(block.decode("utf-8"))
 
@@ -270,10 +273,11 @@ class Tools:
             missing = f"Error: {path} does not exist"
             return f"Error: {path} is not a folder" if base.exists() else missing
         cut = len(str(base)) + 1
-        rels = sorted(str(f)[cut:] for f in project_files(base, self.config["ignore"]))
-        if not rels:
+        rels = (f[cut:] for f in project_files(base, self.config["ignore"]))
+        shown, rest = _first(rels)
+        if not shown:
             return f"No files under {path}"
-        return "\n".join(_tree(rels[:MAX_LINES])) + _counted(rels[MAX_LINES:])
+        return "\n".join(_tree(shown)) + _counted(rest)
 
     # -- the web ------------------------------------------------------------------------------------
     def search_google(self, query: str, num_results: int = 5) -> str:
@@ -408,14 +412,33 @@ def _tree(rels: list[str]) -> list[str]:
     return lines
 
 
-def _counted(rest: list[str]) -> str:
+def _top(rel: str) -> str:
+    return rel.split("/", 1)[0] + "/" if "/" in rel else "./"
+
+
+def _first(rels: Iterator[str]) -> tuple[list[str], Counter]:
+    """The MAX_LINES first names in order, and the others counted by top folder: sorted in batches,
+    so that a tree of any size is never held whole."""
+    shown = []
+    rest = Counter()
+    for rel in rels:
+        rest[_top(rel)] += 1
+        shown.append(rel)
+        if len(shown) >= 4 * MAX_LINES:
+            shown = sorted(shown)[:MAX_LINES]
+    shown = sorted(shown)[:MAX_LINES]
+    rest.subtract(_top(rel) for rel in shown)
+    return shown, +rest
+
+
+def _counted(folders: Counter) -> str:
     """The files past the listing, counted by top folder: a huge tree is summed up, not cut unsaid."""
-    if not rest:
+    if not folders:
         return ""
-    folders = Counter(rel.split("/", 1)[0] + "/" if "/" in rel else "./" for rel in rest)
     top = ", ".join(f"{name} {n}" for name, n in folders.most_common(20))
     more = f"; {len(folders) - 20} more folders" if len(folders) > 20 else ""
-    return f"\n[{len(rest)} more files not shown, by folder: {top}{more}; list a subfolder]"
+    total = sum(folders.values())
+    return f"\n[{total} more files not shown, by folder: {top}{more}; list a subfolder]"
 
 
 def _blocks(f) -> Iterator[bytes]:

@@ -348,12 +348,13 @@ def patched():
         litellm.completion = wrapped
     return litellm
 providers.load = patched
-execute = amas_code.agent.Agent.execute
+import amas_code.act
+outcome = amas_code.act.Act.outcome
 def run_tool(self, name, raw):
-    result = execute(self, name, raw)
+    result = outcome(self, name, raw)
     mark(f"tool {name} done")
     return result
-amas_code.agent.Agent.execute = run_tool
+amas_code.act.Act.outcome = run_tool
 def report():
     mark("exit")
     loaded = {"tiktoken (module)": "tiktoken",
