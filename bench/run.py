@@ -711,6 +711,29 @@ def scale_init(proj: Path, runs: int) -> dict[str, list]:
     return figures
 
 
+def scale_checkpoint(proj: Path, runs: int) -> dict[str, list]:
+    """A shell command's checkpoint in the project (bench/checkpoints.py's recording around a one-file
+    change, a fresh home each run): the first, which takes the baseline, and a later one; seconds."""
+    import checkpoints
+
+    from amas_code.checkpoint import Checkpoint
+
+    figures = defaultdict(list)
+    home = os.environ["HOME"]
+    target = proj / "scratch.txt"
+    try:
+        for _ in range(runs):
+            checkpoints.fresh_home(proj.parent)
+            cp = Checkpoint(proj, checkpoints.IGNORE, "bench")
+            for name, text in (("checkpoint first", "a\n"), ("checkpoint later", "b\n")):
+                step = functools.partial(checkpoints.shell_change, cp, target, text)
+                figures[name].append(checkpoints.timed(step))
+            target.unlink()
+    finally:
+        os.environ["HOME"] = home
+    return figures
+
+
 def spawn_repl(proj: Path, env: dict, timeout: float):
     """amas's REPL in a 40x120 pseudo-terminal in proj."""
     size = (40, 120)
@@ -742,12 +765,13 @@ def scale_project(proj: Path, label: str, runs: int, llm) -> None:
     print(f"  {label}: {files:,} files", flush=True)
     run([*AMAS, "--trust"], proj)  # no first-use question
     figures = scale_init(proj, runs)
+    figures.update(scale_checkpoint(proj, runs))
     if (proj / "src/app/settings.py").exists():  # the bench's one-shot needs its files
         figures["one-shot peak"] = [oneshot(proj, llm, 3, AMAS)[2] for _ in range(runs)]
         figures["REPL after one answer"] = [repl_after_answer(proj, llm) for _ in range(runs)]
     SCALE_ROWS.append((label, files, figures))
     for name, values in figures.items():
-        unit = "s" if "init" in name else "MB"
+        unit = "s" if "init" in name or "checkpoint" in name else "MB"
         print(f"    {name}: {fmt(med(values), unit)}", flush=True)
 
 
@@ -794,7 +818,7 @@ def scale_table() -> list[str]:
     base = next((figures for label, _, figures in SCALE_ROWS if "1,000 files" in label), None)
     lines = [
         "| project | files | `amas init`: wall / CPU | CPU × 1,000 files' | incremental init: wall / CPU "
-        "| one-shot peak RSS | REPL RSS after one answer | checkpoint of a command |",
+        "| one-shot peak RSS | REPL RSS after one answer | a command's checkpoint |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, files, figures in SCALE_ROWS:
@@ -806,7 +830,8 @@ def scale_table() -> list[str]:
         cells.append(f"{fmt(again[0], 's')} / {fmt(again[1], 's')}")
         for name in ("one-shot peak", "REPL after one answer"):
             cells.append(fmt(med(figures[name]), "MB") if name in figures else "–")
-        cells.append("– (the checkpoint issue's column)")
+        first, later = med(figures["checkpoint first"]), med(figures["checkpoint later"])
+        cells.append(f"{fmt(first, 's')} first (baseline), {fmt(later, 's')} later")
         lines.append("| " + " | ".join(cells) + " |")
     runs = {label: len(figures["init"]) for label, _, figures in SCALE_ROWS}
     return lines + ["", "Runs per figure: " + ", ".join(f"{k} {v}" for k, v in runs.items()) + "."]
