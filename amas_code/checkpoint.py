@@ -514,16 +514,19 @@ class Checkpoint(Shadow):
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
                 return ""
             changes, made, gone, unkept = self.changed(pending)
+            left = self.left_out(pending, made)
+            if not changes and _caches(self.root, made):  # /undo would leave them: no change
+                made = []
             moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
             lost = self.lost(pending) + unkept
-            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost) + self.left_out(pending)
+            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
             if not (changes or made or gone):
-                return f"[{'; '.join(said)}]" if said else ""
+                return _note(said, left)
             meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
             meta["left"] = self.leaves(pending)  # /undo names what it leaves
             self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
-            return f"[{'; '.join([f'checkpoint: {what}; /undo takes it back', *said])}]"
+            return _note([f"checkpoint: {what}; /undo takes it back", *said], left)
         except TROUBLE as e:
             return _failed(e)
         finally:
@@ -536,16 +539,16 @@ class Checkpoint(Shadow):
         kept = pending.get("kept", {})
         return [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)]
 
-    def left_out(self, pending: dict) -> list[str]:
+    def left_out(self, pending: dict, made: list[str]) -> list[str]:
         """What a command made that no checkpoint holds, said: files too big to read, and files git
-        ignores (never copied: a new .env may hold a key); /undo leaves them."""
+        ignores (never copied: a new .env may hold a key), those in a folder it made named by that
+        folder (`.pytest_cache/`, not each file of the cache)."""
         if "tree" not in pending:
             return []
         big = [p for p in self.huge if p not in pending.get("huge", [])]
-        ignored = self.ignored_made(pending)
-        said = [f"{_names(big)}: sparse or over {HUGE >> 20} MB, not read; /undo leaves it"]
-        made = [f"{_names(ignored)}: made, which git ignores; /undo leaves it"]
-        return said * bool(big) + made * bool(ignored)
+        ignored = _under(self.ignored_made(pending), made)
+        too_big = f"over {HUGE >> 20} MB or sparse, not kept"
+        return [f"{p} ({too_big})" for p in big] + [f"{p} (git ignores it)" for p in ignored]
 
     def ignored_made(self, pending: dict) -> list[str]:
         """Files a command made that git ignores (never copied: a new .env may hold a key)."""
@@ -708,9 +711,7 @@ class Checkpoint(Shadow):
         folders gone that are back."""
         if cp["files"]:
             return False
-        made = set(cp.get("made", []))
-        tops = [d for d in made if not made & {str(p) for p in Path(d).parents}]
-        full = all(any(files for _, _, files in os.walk(self.root / d)) for d in tops)
+        full = _caches(self.root, cp.get("made", []))
         return full and all((self.root / d).is_dir() for d in cp.get("gone", []))
 
     def redo(self, ask=lambda q: False) -> list[str]:
@@ -803,6 +804,30 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
     return plan, dirs, between
 
 
+def _note(said: list[str], left: list[str]) -> str:
+    """The checkpoint's note under a command's output: what it holds, and what /undo leaves."""
+    if left:
+        said = [*said, f"/undo leaves {', '.join(left[:5])}{'…' * (len(left) > 5)}"]
+    return f"[{'; '.join(said)}]" if said else ""
+
+
+def _under(paths: list[str], made: list[str]) -> list[str]:
+    """Paths, each inside a folder made named by its outermost such folder instead, once."""
+    named = {}
+    for rel in paths:
+        folders = [str(f) for f in reversed(Path(rel).parents) if str(f) in made]
+        named.setdefault(folders[0] + "/" if folders else rel)
+    return list(named)
+
+
+def _caches(root: Path, made: list[str]) -> bool:
+    """Whether each outermost folder made holds files now (ones git ignores: a cache), so that
+    /undo, which removes only an empty folder, leaves them."""
+    made = set(made)
+    tops = [d for d in made if not made & {str(p) for p in Path(d).parents}]
+    return all(any(files for _, _, files in os.walk(root / d)) for d in tops)
+
+
 def _lost(paths: list[str]) -> str:
     return f"it removed {', '.join(paths[:5])}{'…' * (len(paths) > 5)}, {LOST}"
 
@@ -843,10 +868,6 @@ def _small(root: Path, paths: list[str], budget: int = 1 << 22) -> list[str]:
             out.append(rel)
             budget -= size
     return out
-
-
-def _names(paths: list[str]) -> str:
-    return ", ".join(paths[:5]) + "…" * (len(paths) > 5)
 
 
 def _huge(path: Path) -> bool:

@@ -103,7 +103,7 @@ def test_a_sparse_file_a_command_makes_is_named_not_hashed(project):
     command = "truncate -s 1G sparse.img && echo made > small.txt"
     out = box.execute("shell_command", json.dumps({"command": command}))
     assert "checkpoint: 1 file" in out
-    assert "sparse.img: sparse or over 256 MB, not read; /undo leaves it" in out
+    assert "/undo leaves sparse.img (over 256 MB or sparse, not kept)]" in out
     assert box.checkpoint.undo() == ["small.txt"]
     assert not (project / "small.txt").exists()
     assert (project / "sparse.img").stat().st_size == 1 << 30
@@ -113,7 +113,7 @@ def test_an_ignored_file_a_command_makes_is_named_as_left_by_undo(project):
     (project / ".gitignore").write_text(".env\n")
     box = toolbox(project, checkpoint=True, auto_accept=True, shell_timeout=10)
     out = box.execute("shell_command", json.dumps({"command": "echo API_URL=x > .env"}))
-    assert out.endswith("[exit code 0]\n[.env: made, which git ignores; /undo leaves it]")
+    assert out.endswith("[exit code 0]\n[/undo leaves .env (git ignores it)]")
     out = box.execute("shell_command", json.dumps({"command": "echo B=1 > b.txt; rm .env"}))
     assert out.endswith("[checkpoint: 2 files; /undo takes it back]")  # it was there before: kept
     assert sorted(box.checkpoint.undo()) == [".env", "b.txt"]

@@ -1050,7 +1050,7 @@ def test_the_shadow_reads_only_the_ignore_file_of_your_git_config(project, home)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     line = "echo agent >> README.md && printf 5e%s 1f > k.secret"  # the content is not in the label
     said = box.execute("shell_command", json.dumps({"command": line}))
-    ends = "[checkpoint: 1 file; /undo takes it back; k.secret: made, which git ignores; /undo leaves it]"
+    ends = "[checkpoint: 1 file; /undo takes it back; /undo leaves k.secret (git ignores it)]"
     assert said.endswith(ends), said
     objects = subprocess.run(
         ["git", "cat-file", "--batch-all-objects", "--batch"],

@@ -245,7 +245,8 @@ def test_checkpoint_after_undoing_everything_says_what_redo_brings_back(agent, p
 
 def test_one_undo_takes_back_one_turn_and_skips_what_changes_nothing(agent, project, llm, capsys):
     """Edit, then run the tests, in one turn: the test run left only a cache folder /undo leaves
-    anyway; one /undo takes back the edit, /undo 2 two turns, /checkpoint lists single ones."""
+    anyway (no checkpoint); one /undo takes back the edit, /undo 2 two turns, /checkpoint lists
+    single ones."""
     # as pytest makes its cache: folders, and files its own .gitignore hides
     tests = "mkdir -p .pytest_cache/v/cache && echo '*' > .pytest_cache/.gitignore"
     tests += " && echo tag > .pytest_cache/CACHEDIR.TAG"
@@ -257,7 +258,8 @@ def test_one_undo_takes_back_one_turn_and_skips_what_changes_nothing(agent, proj
     assert (project / "README.md").read_text() == "# shouting\n"
     capsys.readouterr()
     repl.command(agent, "/checkpoint")
-    assert "shell: mkdir" in said(capsys)  # single checkpoints, the idle one too
+    listed = said(capsys)  # single checkpoints; the test run changed nothing /undo takes back
+    assert "edit README.md" in listed and "write a.txt" in listed and "mkdir" not in listed
     repl.command(agent, "/undo")
     shown = said(capsys)
     assert (project / "README.md").read_text() == "# demo\n" and (project / "a.txt").exists()
@@ -303,3 +305,16 @@ def test_a_second_amas_waiting_for_the_checkpoint_lock_says_so(project, llm):
     result = run_amas("-y", "write it", llm=llm)
     assert result.returncode == 0 and (project / "w.txt").exists()
     assert "waiting for another amas working in this project" in result.stderr
+
+
+def test_a_cache_a_command_makes_is_one_short_note_and_no_checkpoint(agent, project, llm):
+    """pytest's first run makes .pytest_cache/ (its own .gitignore hides the files): /undo would
+    change nothing, so there is no checkpoint to count, and the note names the folder, not each
+    file of the cache."""
+    tests = "mkdir -p .pytest_cache/v/cache && echo '*' > .pytest_cache/.gitignore"
+    tests += " && echo tag > .pytest_cache/CACHEDIR.TAG && echo [] > .pytest_cache/v/cache/nodeids"
+    llm.reply(tool="shell_command", command=tests).reply(text="Tests pass.")
+    agent.turn("run the tests")
+    result = llm.requests[1]["messages"][-1]["content"]
+    assert result.endswith("[exit code 0]\n[/undo leaves .pytest_cache/ (git ignores it)]"), result
+    assert agent.checkpoint.history(limit=10) == []
