@@ -20,6 +20,9 @@ LINE_CAP = 4 * MAX_READ + 4  # bytes of one line kept: more than MAX_READ charac
 CONTEXT = 100  # lines either side of those shown, redacted with them (a key spans lines)
 MAX_RESULT = 60_000  # characters of any tool result the model gets (head and tail kept)
 MAX_LINES = 300  # lines of search and list output
+# bytes of a file searched at once: its text, decoded (up to 4 bytes a character) and redacted, is
+# held twice more; 1 MiB blocks cost a search 9 MB in git/git's translations
+BLOCK = 1 << 18
 SEARCH_SECONDS = 10  # search_files' time limit, for every regex together
 CLOSEST_BUDGET = 500_000  # characters edit_file's closest-region search compares (~0.2 s)
 PARAMS = dict(  # what a parameter means, where its name is not enough
@@ -442,8 +445,8 @@ def _counted(folders: Counter) -> str:
 
 
 def _blocks(f) -> Iterator[bytes]:
-    """A file in blocks of about 1 MiB that end where a line ends (a line over LINE_CAP is cut)."""
-    while block := f.read(1 << 20):
+    """A file in blocks of about BLOCK bytes that end where a line ends (a line over LINE_CAP is cut)."""
+    while block := f.read(BLOCK):
         if not block.endswith(b"\n"):
             block += f.readline(LINE_CAP)
         yield block
