@@ -216,7 +216,7 @@ class Act:
         """The change written where it was approved: no folder on its way may have become a link
         since (the project's, or the filesystem's root for a path outside)."""
         inside = change.path.is_relative_to(self.root)
-        project.write(change.path, change.new, self.root if inside else Path("/"))
+        project.write(change.path, [change.new], self.root if inside else Path("/"))
         name = self.tools.show(change.path)
         self.tools.touched.add(name)
         if change.verb == "screenshot":

@@ -937,28 +937,32 @@ def _remove(path: Path, folder: bool = False) -> None:
 
 
 def _write(path: Path, mode: str, pieces: Iterator[bytes]) -> None:
-    """A file or link as it was, through a temporary name and a rename: never written through a link."""
+    """A file or link as it was, through a temporary name and a rename: never written through a link.
+    A new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded."""
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()  # a folder where the file was (emptied above): a file/folder swap
+    if mode == LINK:
+        return _link(path, os.fsdecode(b"".join(pieces)))
+    executable = mode == "100755"
+    if not path.is_file() or path.is_symlink():
+        return project.write(path, pieces, mode=0o777 if executable else 0o666)
+    project.write(path, pieces)  # its own bits, exactly
+    old = os.lstat(path).st_mode & 0o777
+    bits = old | (old & 0o444) >> 2 if executable else old & ~0o111
+    if bits != old:
+        os.chmod(path, bits)
+
+
+def _link(path: Path, target: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    # short, whatever the name's length
-    tmp = path.with_name(f".amas-undo-{os.urandom(4).hex()}.tmp")
+    tmp = path.with_name(
+        f".amas-undo-{os.urandom(4).hex()}.tmp"
+    )  # short, whatever the name's length
+    os.symlink(target, tmp)
     try:
-        if mode == LINK:
-            os.symlink(os.fsdecode(b"".join(pieces)), tmp)
-        else:  # a new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded
-            flags, executable = (
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                mode == "100755",
-            )
-            with os.fdopen(os.open(tmp, flags, 0o777 if executable else 0o666), "wb") as f:
-                f.writelines(pieces)
-            if path.is_file() and not path.is_symlink():
-                old = os.lstat(path).st_mode & 0o777
-                os.chmod(tmp, old | (old & 0o444) >> 2 if executable else old & ~0o111)
-        if path.is_dir() and not path.is_symlink():
-            path.rmdir()  # a folder where the file was (emptied above): a file/folder swap
         os.replace(tmp, path)
-    finally:  # a write that failed part way (a full disk) leaves no temporary file behind
-        with contextlib.suppress(FileNotFoundError):
+    finally:
+        with contextlib.suppress(FileNotFoundError):  # only if the rename did not happen
             tmp.unlink()
 
 

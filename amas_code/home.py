@@ -224,11 +224,7 @@ def read_private(path: Path) -> str:
 def write_private(path: Path, text: str) -> None:
     """Write one of amas's own files whole: 0600, never through a symlink, replaced atomically."""
     private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)  # replaces a symlink at path itself, never writes through it
+    project.write(path, [text.encode()], mode=0o600)
 
 
 def append_private(path: Path, text: str) -> None:

@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by walking up, or transport (a lazy
@@ -129,24 +129,34 @@ class Moved(PermissionError):
     nothing is written."""
 
 
-def write(path: Path, data: bytes, beneath: Path | None = None) -> None:
-    """Write whole, through a temporary file and a rename, keeping the file's mode. With `beneath`
-    (an ancestor of path, both resolved), the folders from there down are opened one name at a time
-    and never through a link, so the file lands where its path was approved; Moved otherwise."""
+def write(
+    path: Path, pieces: Iterable[bytes], beneath: Path | None = None, mode: int | None = None
+) -> None:
+    """The one atomic writer: the pieces, whole, through a temporary file and a rename (a link at
+    path is replaced, never written through). The file keeps its permission bits, a new one gets
+    0o666 under the umask; with `mode`, it gets `mode` under the umask either way. With `beneath`
+    (an ancestor of path, both resolved), the folders from there down are opened one name at a
+    time and never through a link, so the file lands where its path was approved; Moved otherwise."""
     folder = _opened(path.parent, beneath)
     # short, whatever the name's length
     tmp = f".amas-write-{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     try:
-        with os.fdopen(os.open(tmp, flags, 0o666, dir_fd=folder), "wb") as f:
-            f.write(data)
-            with contextlib.suppress(FileNotFoundError):
-                os.chmod(f.fileno(), os.stat(path.name, dir_fd=folder).st_mode & 0o7777)
+        with os.fdopen(os.open(tmp, flags, mode or 0o666, dir_fd=folder), "wb") as f:
+            f.writelines(pieces)
+            if mode is None:
+                _keep_mode(f.fileno(), path.name, folder)
         os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
     finally:
         with contextlib.suppress(FileNotFoundError):  # only if the rename did not happen
             os.unlink(tmp, dir_fd=folder)
         os.close(folder)
+
+
+def _keep_mode(fd: int, name: str, folder: int) -> None:
+    """The permission bits of the file `name` in folder, if there is one, given to fd."""
+    with contextlib.suppress(FileNotFoundError):
+        os.chmod(fd, os.stat(name, dir_fd=folder).st_mode & 0o7777)
 
 
 def _opened(folder: Path, beneath: Path | None) -> int:
