@@ -82,7 +82,9 @@ def read(text: str, names) -> tuple[list[dict], str, str | None]:
         code = free
         spans, broken = _spans(text, code, names)
     spans = _first_of_overlaps(spans + _litter(text, code))
-    calls = [native(n, _typed(args, names, n)) for *_, got, run in spans if run for n, args in got]
+    calls = [
+        native(n, _schema_typed(args, names, n)) for *_, got, run in spans if run for n, args in got
+    ]
     shown = [span for span in spans if span[2] and not span[3]]
     return _left(text, spans, calls, _lost(text, code, broken, shown))
 
@@ -142,7 +144,7 @@ def _known(found: list, names) -> bool:
     return bool(found) and all(name in names for name, _ in found)
 
 
-def _typed(args: dict, names, name: str) -> dict:
+def _schema_typed(args: dict, names, name: str) -> dict:
     """Values as the schema types them: XML text becomes a number, and "5" an integer, when it asks."""
     schema = names.get(name) if isinstance(names, dict) else None
     props = (schema or {}).get("function", schema or {}).get("parameters", {}).get("properties", {})

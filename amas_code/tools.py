@@ -122,7 +122,7 @@ class Tools:
             raise ValueError(
                 f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
             )
-        _typed(name, sig, args)
+        _refuse_mistyped(name, sig, args)
         return args
 
     def show(self, path: Path) -> str:
@@ -546,7 +546,7 @@ def _arguments(name: str, raw) -> dict:
     return args
 
 
-def _typed(name: str, sig: inspect.Signature, args: dict) -> None:
+def _refuse_mistyped(name: str, sig: inspect.Signature, args: dict) -> None:
     """Each argument of its parameter's type: a string `timeout` is refused before the command starts."""
     for key, value in sig.bind(**args).arguments.items():
         want = sig.parameters[key].annotation
