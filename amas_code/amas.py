@@ -103,7 +103,9 @@ def home_root(root: Path) -> None:
 
 def read_piped(stream, keep: int = 30_000) -> str:
     """What was piped in, in bounded memory: if long, its head and its end (where a log's errors are)."""
-    head, tail, size = stream.read(keep), b"", 0
+    head = stream.read(keep)
+    tail = b""
+    size = 0
     while chunk := stream.read(1 << 20):
         size, tail = size + len(chunk), (tail + chunk)[-keep:]
     cut = f"\n[… {size - len(tail):,} bytes of piped input cut …]\n".encode()

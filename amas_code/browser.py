@@ -433,13 +433,11 @@ class Browser:
 
     def close(self) -> None:
         """Stop Chromium, then Playwright's driver; safe to call twice."""
-        browser, playwright, self.browser, self.playwright, self.page = (
-            self.browser,
-            self.playwright,
-            None,
-            None,
-            None,
-        )
+        browser = self.browser
+        playwright = self.playwright
+        self.browser = None
+        self.playwright = None
+        self.page = None
         with contextlib.suppress(Exception):  # already gone: nothing left to free
             if browser:
                 browser.close()

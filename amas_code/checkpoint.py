@@ -34,7 +34,11 @@ LOST = (  # what no checkpoint holds
     "which /undo cannot bring back (git ignores it, it is a repository of its own, or only the .git it removed held "
     "its content): /undo keeps the files it made"
 )
-MAIN, REDO, TREE, LINK, GITLINK = "refs/heads/main", "refs/amas/redo", "040000", "120000", "160000"
+MAIN = "refs/heads/main"
+REDO = "refs/amas/redo"
+TREE = "040000"
+LINK = "120000"
+GITLINK = "160000"
 BIG = 10 << 20  # a file this big is stored by git, which streams it (core.bigFileThreshold above)
 HUGE = 256 << 20  # a new file this big is left out of a command's checkpoint (named, never read)
 
@@ -57,25 +61,19 @@ class Shadow:
     writing it."""
 
     def __init__(self, root: Path, ignore: list[str], session: str = ""):
-        self.root, self.ignore, self.session, self.request = (
-            Path(root).resolve(),
-            ignore,
-            session,
-            "",
-        )
+        self.root = Path(root).resolve()
+        self.ignore = ignore
+        self.session = session
+        self.request = ""
         # the project's identity, not its path: a clone where another was never inherits its checkpoints
         self.dir = Path.home() / ".amas" / "checkpoints" / home.project_id(self.root, history=False)
-        self.pending, self.borrowed, self.gitdir, self.indexed = (
-            self.dir / "pending.json",
-            None,
-            "",
-            None,
-        )
-        self.common, self.excludes = (
-            "",
-            "",
-        )  # the user's git directory shared by its worktrees (objects,
-        # info/exclude) and the ignore file its config names, once found
+        self.pending = self.dir / "pending.json"
+        self.borrowed = None
+        self.gitdir = ""
+        self.indexed = None
+        # the user's git directory shared by its worktrees (objects, info/exclude), once found
+        self.common = ""
+        self.excludes = ""  # the ignore file the user's git config names, once found
         self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
         self.turn = ""  # the turn the next checkpoints belong to (set by the agent): /undo takes back a turn
 
@@ -790,7 +788,9 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
     """Per file [expected now, ..., wanted], per folder whether it should be there, and the files to ask about:
     changed between two checkpoints of the chain (by you: undoing both would drop that edit unasked), or in a
     checkpoint of an amas that was killed (what changed until the next one started may be yours)."""
-    plan, dirs, between = {}, {}, set()
+    plan = {}
+    dirs = {}
+    between = set()
     for cp in chain:
         for rel, sides in cp[
             "files"

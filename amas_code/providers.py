@@ -293,7 +293,10 @@ class Model:
 
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
         """One streamed reply, its text shown as it comes; a failure after text keeps that text."""
-        litellm, chunks, partial, streamed = load(), [], None, None
+        litellm = load()
+        chunks = []
+        partial = None
+        streamed = None
         check(self.name)
         self.check_key()
         try:

@@ -416,7 +416,10 @@ class Stream:
     TAIL = 6  # rendered lines kept live: the end of a growing answer may still change
 
     def __init__(self, live: bool = True, visible=None):
-        self.text, self.live, self.shown, self.due = "", None, 0, 0.0
+        self.text = ""
+        self.live = None
+        self.shown = 0
+        self.due = 0.0
         self.current = None  # the answer's live tail, once there is one
         self.pieces = 0  # chunks received: about a token each
         self.visible, self.answered = visible or str, False
@@ -566,9 +569,15 @@ class Tail:
     KEEP = 20_000  # characters of output kept from each end, for the model when Ctrl+C stops it
 
     def __init__(self, title: str, hide=str):
-        self.title, self.lines, self.count, self.live = one_line(title), [""], 0, None
+        self.title = one_line(title)
+        self.lines = [""]
+        self.count = 0
+        self.live = None
         self.hide = hide  # secrets redacted from the lines shown (a chunk may split one)
-        self.head, self.end, self.cut = "", "", 0  # the output so far, bounded
+        # the output so far, bounded: its head, its end, and how much was cut between
+        self.head = ""
+        self.end = ""
+        self.cut = 0
 
     def __enter__(self):
         self.start = time.monotonic()
