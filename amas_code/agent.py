@@ -138,7 +138,7 @@ class Commands:
         same = name.split("/")[0] == self.config["model"].split("/")[0]
         keep = {k: self.config[k] for k in ("api_base", "api_key") if same}
         config = {**self.config, "api_base": None, "api_key": None, **keep, "model": name}
-        self.use_model(providers.Model(config, self.model.usage))
+        self.use_model(providers.Model(config, self.model.usage, self.model.known))
 
     def model_line(self) -> str:
         base = self.model.config.get("api_base")
@@ -532,9 +532,8 @@ class Agent(Commands):
         transcript = "\n\n".join(
             f"{m['role']}: {m.get('content') or ''} {m.get('tool_calls', '')}"[:4000] for m in old
         )
-        summarizer = providers.Model(
-            {**self.config, "max_tokens": SUMMARY_TOKENS}, self.model.usage
-        )
+        config = {**self.config, "max_tokens": SUMMARY_TOKENS}
+        summarizer = providers.Model(config, self.model.usage, self.model.known)
         with ui.Stream(self.config["stream"]):
             said = summarizer.complete(
                 [{"role": "system", "content": SUMMARIZE}, {"role": "user", "content": transcript}]

@@ -72,7 +72,6 @@ OVERFLOW = (  # the server's context size in the words of its overflow error
 OVER_BY = r"exceeded max context length by (\d+) tokens"  # Ollama says by how much, not the size
 # where /v1/models says a model's context: LM Studio, vLLM, LM Studio's largest, others
 LISTED = ("loaded_context_length", "max_model_len", "max_context_length", "context_length")
-LEARNED = {}  # (api_base, model) -> the context size its overflow error said, for this session
 CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
 PROBE_TIMEOUT = 60  # seconds for the unstreamed ask after an empty stream
 # litellm's names for an error before the server's words (litellm.BadRequestError: …Exception - )
@@ -251,12 +250,15 @@ def token_count(model: str, messages: list[dict]) -> int | None:
 class Model:
     """One model endpoint as configured: streamed completions, usage, and the text tool protocol when switched on."""
 
-    def __init__(self, config: dict, usage: dict | None = None):
+    def __init__(self, config: dict, usage: dict | None = None, known: dict | None = None):
+        """usage and known are shared by the models of one session: the tokens and cost so far,
+        and (api_base, model) -> the context size a server's overflow error said."""
         self.config, self.name = config, config["model"]
         self.text_tools, self.context = config.get("text_tools") is True, None
         self.names = {}  # the tools offered in this request, by name: the text reader reads only these
+        self.known = {} if known is None else known
         # the context size a server's overflow error gave: for the session, and every Model on it
-        self.learned = LEARNED.get(self.server())
+        self.learned = self.known.get(self.server())
         self.usage = usage or {
             "prompt_tokens": 0,
             "completion_tokens": 0,
@@ -445,7 +447,7 @@ class Model:
             size = counted - int(over[1])
         if size and size >= 64:  # below that, not a context anyone runs
             self.learned = min(size, self.learned or size)
-            LEARNED[self.server()] = self.learned
+            self.known[self.server()] = self.learned
             self.context = min(self.context_limit(), self.learned)
 
     def reply(self, litellm, chunks: list, messages: list[dict], partial) -> dict:

@@ -1,7 +1,6 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1: SSE streaming, tool-call deltas, errors."""
 
 import json
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,11 +95,6 @@ class ScriptedLLM:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
-        # what amas learned of this server goes with it: a later server may get the same port
-        providers = sys.modules.get("amas_code.providers")
-        for server in list(getattr(providers, "LEARNED", {})):
-            if server[0] == self.url:
-                del providers.LEARNED[server]
 
     def _handler(self):
         llm = self

@@ -110,8 +110,11 @@ def test_an_overflow_in_each_servers_words_teaches_the_context_and_is_retried_on
     llm.reply(text="third answer")
     agent.turn("third question")  # the learned size stays for the session
     assert llm.requests[-1]["max_tokens"] == LEARNED // 4
-    config = {**agent.config, "max_tokens": 8192}
-    assert providers.Model(config).context_limit() == LEARNED  # and for a model made later
+    model = agent.model.name
+    agent.switch_model("openai/other-model")  # another model on the same server learns its own
+    assert agent.model.context_limit() != LEARNED
+    agent.switch_model(model)  # and this one's, learned, stays for the session
+    assert agent.model.context_limit() == LEARNED
 
 
 def test_ollama_says_only_by_how_much_and_the_request_less_that_is_learned(agent, llm):
@@ -224,7 +227,6 @@ def test_ollama_native_overflow_lowers_num_ctx_for_the_retry(project):
         agent.turn("second question")
     finally:
         ollama.close()
-        providers.LEARNED.clear()
     first, overflowed, summary, retried = ollama.chats
     learned = agent.model.context_limit()
     assert first["options"]["num_ctx"] == overflowed["options"]["num_ctx"] == 32000
@@ -240,9 +242,6 @@ def test_the_servers_body_is_read_where_the_message_leaves_it_out():
 
     config = make_config(model="openai/x", api_base="http://127.0.0.1:9/v1", max_tokens=8192)
     model = providers.Model(config)
-    try:
-        error = model.explain(Refused("Error code: 400"))
-    finally:
-        providers.LEARNED.clear()
+    error = model.explain(Refused("Error code: 400"))
     assert error.kind == "context" and model.learned == 2048
     assert "exceed context window of 2048" in str(error)
