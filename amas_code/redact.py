@@ -127,7 +127,8 @@ KEY_LINE = re.compile(r"-----(?:BEGIN|END)[A-Z ]*PRIVATE KEY-----")
 # -- one notion of a secret name, for every form a value is written in --------------------
 
 # what every secret name holds: a line without one is not read for names
-STEM = re.compile(r"pass|pwd|secret|token|key|auth|cred|cookie", re.I)
+STEM = re.compile(r"pass|pwd|secret|token|key|auth|cred|cookie")
+STEM_ANY_CASE = re.compile(STEM.pattern, re.I)
 
 # a name's words: camelCase and CAPS runs split, `_-.$` between (OAuth2Token: o auth 2 token)
 WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
@@ -515,7 +516,13 @@ def _named_lines(text: str) -> str:
     (one scan of the text finds them)."""
     out = []
     end = 0
-    for m in STEM.finditer(text):
+    # found in the text's lower case, where its positions are the text's (ASCII: one character
+    # each); three times faster than a case-blind search, which searching a large tree waits on
+    if text.isascii():
+        stems = STEM.finditer(text.lower())
+    else:
+        stems = STEM_ANY_CASE.finditer(text)
+    for m in stems:
         if m.start() < end:
             continue  # on a line already read
         start = text.rfind("\n", 0, m.start()) + 1
