@@ -49,6 +49,7 @@ class Act:
     ):
         self.tools = toolbox
         self.gate = toolbox.gate
+        self.secrets = toolbox.secrets
         self.config = toolbox.config
         self.root = toolbox.root
         self.checkpoint = checkpoint
@@ -58,10 +59,10 @@ class Act:
     def call(self, call: dict, go_on: bool = True) -> dict:
         """The tool message answering one call: shown, run, redacted, capped and reported."""
         name, raw = call["function"]["name"], call["function"]["arguments"]
-        target = self.gate.secrets.redact(_target(raw))
+        target = self.secrets.redact(_target(raw))
         ui.show_call(name, target)
         shown = raw if isinstance(raw, str) else json.dumps(raw)
-        self.report.call(call["id"], name, _arguments(self.gate.secrets.redact(shown)))
+        self.report.call(call["id"], name, _arguments(self.secrets.redact(shown)))
         outcome = (
             self.outcome(name, raw) if go_on else ("Cancelled: too many calls at once.", "declined")
         )
@@ -87,7 +88,7 @@ class Act:
         except Exception as e:  # the model reads this and tries again
             text, status = f"Error: {type(e).__name__}: {e}", "failed"
         text = text or "Tool executed successfully (no output)"
-        return tools.cap(self.gate.secrets.redact(text), self.result_limit()), status
+        return tools.cap(self.secrets.redact(text), self.result_limit()), status
 
     def effect(self, effect: effects.Change | effects.Command) -> tuple[str, str]:
         """Ask once (with the diff or the command), record the checkpoint, perform; the result."""
@@ -117,7 +118,7 @@ class Act:
         if project.looks_binary(effect.new) or project.looks_binary(old):
             return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
         old_text, new_text = old.decode(errors="replace"), effect.new.decode(errors="replace")
-        return ui.diff(old_text, new_text, name, self.gate.secrets.redact)
+        return ui.diff(old_text, new_text, name, self.secrets.redact)
 
     def escape(
         self, effect: effects.Change | effects.Command, done: tuple[str, bool]
@@ -185,7 +186,7 @@ class Act:
         """The command, its output shown live while it runs."""
         box = self.tools.box and dataclasses.replace(self.tools.box, grant=grant)
         env = redact.child_env(self.config)
-        hide = self.gate.secrets.redact
+        hide = self.secrets.redact
         with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
             return sandbox.run(command, self.root, env, box, watch=tail.feed)
 

@@ -48,7 +48,7 @@ class Commands:
 
     def redact(self, text: str) -> str:
         """Text with the secrets amas knows replaced by [REDACTED]."""
-        return self.gate.secrets.redact(text)
+        return self.tools.secrets.redact(text)
 
     def note(self, text: str) -> None:
         """Something the user did (/undo, !command), told the model before their next message."""
@@ -280,7 +280,7 @@ class Agent(Commands):
     def turn(self, text: str) -> bool:
         """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
         start = len(self.messages)
-        text = self.gate.secrets.redact(text)  # piped in too: a log with a token in it
+        text = self.redact(text)  # piped in too: a log with a token in it
         self.messages.append({"role": "user", "content": self.preamble() + text})
         self.attachments, self.notes = [], []
         self.mark_turn(text)
@@ -410,7 +410,7 @@ class Agent(Commands):
             except KeyboardInterrupt:
                 self.keep_partial(stream.text)
                 raise
-            self.report.reply(self.gate.secrets.redact(reply["content"]))
+            self.report.reply(self.redact(reply["content"]))
             if self.report.fmt == "text":
                 stream.show(reply["content"])  # the answer, rendered once
         return self.keep_reply(reply)
@@ -489,7 +489,7 @@ class Agent(Commands):
         """The system prompt and the conversation, as they would be sent now."""
         system = self.context.system_prompt(self.tools, self.last_user())
         # rules and map come from files
-        system = self.gate.secrets.redact(system)
+        system = self.redact(system)
         return [{"role": "system", "content": system}, *self.messages]
 
     def request(self) -> list[dict]:

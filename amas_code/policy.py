@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from amas_code import home
 from amas_code.effects import ALLOW, Change, Command, Verdict
-from amas_code.redact import CREDENTIALS, Secrets
+from amas_code.redact import CREDENTIALS
 
 GRANTS = {  # what a grant lets a command do, in amas's words, for one run
     "network": "the network (still in the box)",
@@ -284,7 +284,6 @@ class Gate:
         self.config = config
         self.root = Path(root).resolve()
         self.always = set()
-        self.secrets = Secrets(config)
         self.last = None
         self.sandbox = sandbox
         saved = home.remembered(self.root)

@@ -78,6 +78,7 @@ class Tools:
         self.config = config
         self.gate = gate
         self.permit = permit  # the one question to the person: (yes, what they said instead)
+        self.secrets = redact.Secrets(config)  # hidden from whatever a tool shows
         self.box = sandbox.session(config)  # the box commands run in, with the session's /tmp
         self.browser = None
         self.browser_used = False  # in this turn: a browser unused for a whole turn is closed
@@ -163,7 +164,7 @@ class Tools:
             return f"Error: {path} has {total} lines; offset {offset} is past its end"
         # redacted with the lines around it, then cut: a part of a secret (a key without its BEGIN
         # line) is hidden too
-        shown = _numbered(window.shown(self.gate.secrets.redact), window.offset, total)
+        shown = _numbered(window.shown(self.secrets.redact), window.offset, total)
         return shown if window.utf8() else f"{shown}\n{NOT_UTF8_NOTE}"
 
     def write_file(self, path: str, content: str) -> str:
@@ -194,7 +195,7 @@ class Tools:
             old_str = old_str.replace("\r\n", "\n")
             new_str = new_str.replace("\r\n", "\n")
         # the file as the model sees it, where [REDACTED] stands for the value at its place
-        view = redact.Masked(self.gate.secrets, text)
+        view = redact.Masked(self.secrets, text)
         found = view.find(old_str)
         # outside: no line of it reaches the model unasked
         if len(found) != 1 and self.gate.where(p):
@@ -218,7 +219,7 @@ class Tools:
                 "secret; writing it would destroy the real value. Change only the other lines, with "
                 "edit_file"
             )
-        hidden = self.gate.secrets.concealed(
+        hidden = self.secrets.concealed(
             before.decode(errors="replace"), new.decode(errors="replace")
         )
         if hidden:
@@ -268,7 +269,7 @@ class Tools:
             return
         with open(f, "rb") as raw:
             for block in _blocks(raw):
-                yield self.gate.secrets.redact(block.decode("utf-8"))
+                yield self.secrets.redact(block.decode("utf-8"))
 
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""

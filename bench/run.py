@@ -596,7 +596,7 @@ def finish(box, result: str) -> str:
     from amas_code import tools
 
     return tools.cap(
-        box.gate.secrets.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT
+        box.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT
     )
 
 
