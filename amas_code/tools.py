@@ -161,7 +161,7 @@ class Tools:
         if not total:
             return f"(empty file: {self.show(p)})"
         if window.offset >= total:
-            return f"Error: {path} has {total} lines; offset {offset} is past its end"
+            raise ValueError(f"{path} has {total} lines; offset {offset} is past its end")
         # redacted with the lines around it, then cut: a part of a secret (a key without its BEGIN
         # line) is hidden too
         shown = _numbered(window.shown(self.secrets.redact), window.offset, total)
@@ -174,14 +174,18 @@ class Tools:
         try:  # the model saw it with U+FFFD in place of each byte it could not read
             (old or b"").decode("utf-8")
         except UnicodeDecodeError:
-            return f"Error: {path} is not UTF-8 text; write_file would re-encode it. {NOT_UTF8}"
+            raise ValueError(
+                f"{path} is not UTF-8 text; write_file would re-encode it. {NOT_UTF8}"
+            ) from None
         return self.propose(p, old, _like(old or b"", content), "write")
 
     def create_file(self, path: str, content: str) -> str:
         """Create a new file; fails if it exists."""
         p = self.gate.resolve(path, write=True)
         if os.path.lexists(p):
-            return f"Error: {path} already exists; use edit_file to change it or write_file to replace it"
+            raise ValueError(
+                f"{path} already exists; use edit_file to change it or write_file to replace it"
+            )
         return self.propose(p, None, content.encode(), "create")
 
     def edit_file(self, path: str, old_str: str, new_str: str) -> str:
@@ -190,7 +194,9 @@ class Tools:
         data = regular(p, path).read_bytes()
         text = _text(data)
         if text is None:
-            return f"Error: {path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
+            raise ValueError(
+                f"{path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
+            )
         if _crlf(data):  # the model's lines end as the file's are shown: \n
             old_str = old_str.replace("\r\n", "\n")
             new_str = new_str.replace("\r\n", "\n")
@@ -199,23 +205,25 @@ class Tools:
         found = view.find(old_str)
         # outside: no line of it reaches the model unasked
         if len(found) != 1 and self.gate.where(p):
-            return f"Error: old_str is not found exactly once in {path}"
+            raise ValueError(f"old_str is not found exactly once in {path}")
         if len(found) > 1:
-            return _ambiguous(view.shown, found, path)
+            raise ValueError(_ambiguous(view.shown, found, path))
         if not found:
-            return f"Error: old_str not found in {path}. " + _closest(view.shown, old_str)
+            raise ValueError(f"old_str not found in {path}. " + _closest(view.shown, old_str))
         new = view.replace(found[0], old_str, new_str)
         if new is None:
-            return f"Error: this edit would leave a hidden secret without the name that hides it, or change it. {KEEP}"
+            raise ValueError(
+                f"this edit would leave a hidden secret without the name that hides it, or change it. {KEEP}"
+            )
         return self.propose(p, data, _like(data, new), "edit")
 
-    def propose(self, p: Path, old: bytes | None, new: bytes, verb: str) -> Change | str:
-        """The change a file tool wants, or an error when writing it would lose or hide a secret."""
+    def propose(self, p: Path, old: bytes | None, new: bytes, verb: str) -> Change:
+        """The change a file tool wants; ValueError when writing it would lose or hide a secret."""
         name, before = self.show(p), old or b""
         if new.count(b"[REDACTED]") > before.count(b"[REDACTED]"):
             # copied from a redacted read: the secret is lost
-            return (
-                f"Error: the new content of {name} holds [REDACTED], which amas shows in place of a "
+            raise ValueError(
+                f"the new content of {name} holds [REDACTED], which amas shows in place of a "
                 "secret; writing it would destroy the real value. Change only the other lines, with "
                 "edit_file"
             )
@@ -224,7 +232,7 @@ class Tools:
         )
         if hidden:
             lines = ", ".join(map(str, hidden[:9]))
-            return f"Error: {ui.plural(len(hidden), 'line')} of {name} ({lines}) {CONCEALED}"
+            raise ValueError(f"{ui.plural(len(hidden), 'line')} of {name} ({lines}) {CONCEALED}")
         return Change(p, old, new, verb)
 
     # -- commands and search ------------------------------------------------------------------------
@@ -240,7 +248,7 @@ class Tools:
 
         search, base = _Search(regex.compile(pattern)), self.path(path)
         if not base.exists():
-            return f"Error: {path} does not exist"
+            raise ValueError(f"{path} does not exist")
         literal = pattern if re.fullmatch(r"[\w\s\-:=,;'\"/<>@#%&!~`]+", pattern) else None
         if base.is_dir():
             files = project_files(base, self.config["ignore"], literal)
@@ -275,8 +283,9 @@ class Tools:
         """List project files as a tree (ignored files left out)."""
         base = self.path(path)
         if not base.is_dir():
-            missing = f"Error: {path} does not exist"
-            return f"Error: {path} is not a folder" if base.exists() else missing
+            raise ValueError(
+                f"{path} is not a folder" if base.exists() else f"{path} does not exist"
+            )
         cut = len(str(base)) + 1
         rels = (f[cut:] for f in project_files(base, self.config["ignore"]))
         shown, rest = _first(rels)
@@ -621,7 +630,7 @@ def _ambiguous(shown: str, found: list[int], path: str) -> str:
     """old_str occurs more than once: where, so the model can add context."""
     lines = ", ".join(str(shown.count("\n", 0, at) + 1) for at in found)
     return (
-        f"Error: old_str occurs {len(found)} times in {path} (lines {lines}); include more context to make it "
+        f"old_str occurs {len(found)} times in {path} (lines {lines}); include more context to make it "
         "unique"
     )
 
