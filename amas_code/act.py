@@ -79,8 +79,7 @@ class Act:
             done = getattr(self.tools, name)(**args)
             if isinstance(done, (effects.Change, effects.Command)):
                 done = self.effect(done)
-            status = "failed" if str(done).startswith("Error:") else "ok"
-            text, status = done if isinstance(done, tuple) else (str(done), status)
+            text, status = done if isinstance(done, tuple) else (str(done), "ok")
         except effects.Declined as e:
             text, status = f"Error: {e}", "declined"
         except (ValueError, PermissionError) as e:

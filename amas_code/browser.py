@@ -95,7 +95,8 @@ def search(query: str, num_results: int, config: dict) -> str:
         why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         why += " (blocked or rate-limited)" if status in (403, 429) else ""
         others = " or ".join(f"`search_backend: {other}`" for other in BACKENDS if other != name)
-        return f"Error: {name} search failed: {why}. Try another backend in .amas/config.yaml: {others}"
+        said = f"{name} search failed: {why}. Try another backend in .amas/config.yaml: {others}"
+        raise ValueError(said) from e
     if not results:
         return f"No results for {query!r} ({name})."
     return "\n".join(
@@ -106,15 +107,12 @@ def search(query: str, num_results: int, config: dict) -> str:
 
 def fetch(url: str, reach) -> str:
     """A web page as markdown-ish text (HTML converted; text and JSON as they are), capped; each host
-    passes `reach(url)` first (PermissionError if declined)."""
+    passes `reach(url)` first (PermissionError if declined); ValueError for a page it cannot read."""
     if url.partition("://")[0].lower() not in ("http", "https"):
-        return f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
-    got = _download(url, reach)
-    if isinstance(got, str):
-        return got
-    body, kind, encoding, final_url = got
+        raise ValueError(f"fetch_url takes http:// or https:// URLs, not {url!r}")
+    body, kind, encoding, final_url = _download(url, reach)
     if b"\0" in body[:1024]:
-        return f"Error: {final_url} looks like binary data, not a text page"
+        raise ValueError(f"{final_url} looks like binary data, not a text page")
     text = bytes(body[:MAX_BYTES]).decode(encoding, errors="replace")
     if "html" in kind or (not kind and text.lstrip()[:5].lower() in ("<!doc", "<html")):
         import html2text
@@ -131,29 +129,29 @@ def fetch(url: str, reach) -> str:
     return text + stopped * (len(body) > MAX_BYTES)
 
 
-def _download(url: str, reach) -> tuple[bytearray, str, str, str] | str:
-    """Body (up to just past MAX_BYTES), content type, encoding and final URL; or an error string."""
+def _download(url: str, reach) -> tuple[bytearray, str, str, str]:
+    """Body (up to just past MAX_BYTES), content type, encoding and final URL; ValueError with why not."""
     import httpx
 
     deadline = time.monotonic() + TIMEOUT
     try:
         with httpx.Client(timeout=httpx.Timeout(TIMEOUT, connect=10)) as client:
             return _follow(client, url, reach, deadline)
-    except PermissionError as e:
-        return f"Error: {e}"
+    except (PermissionError, ValueError):  # declined, or said already
+        raise
     except httpx.TimeoutException as e:
-        return f"Error: timed out fetching {url} after {TIMEOUT}s ({e})"
+        raise ValueError(f"timed out fetching {url} after {TIMEOUT}s ({e})") from e
     except Exception as e:  # refused, reset, bad URL, TLS: the model reads why
-        return f"Error: cannot fetch {url}: {type(e).__name__}: {e}"
+        raise ValueError(f"cannot fetch {url}: {type(e).__name__}: {e}") from e
 
 
-def _follow(client, url: str, reach, deadline: float) -> tuple[bytearray, str, str, str] | str:
+def _follow(client, url: str, reach, deadline: float) -> tuple[bytearray, str, str, str]:
     """GET url, following redirects here, one hop at a time: each hop is a request of its own that
     `reach` judges before it goes out (a new host is asked about), at most MAX_HOPS of them."""
     came_from = ""
     for _ in range(MAX_HOPS + 1):
         if urlsplit(url).scheme.lower() not in ("http", "https"):
-            return f"Error: {came_from} redirected to {url}, which fetch_url does not open"
+            raise ValueError(f"{came_from} redirected to {url}, which fetch_url does not open")
         _reach(reach, url, came_from)
         with client.stream("GET", url, headers=HEADERS) as r:
             if r.is_redirect and r.headers.get("location"):
@@ -162,9 +160,9 @@ def _follow(client, url: str, reach, deadline: float) -> tuple[bytearray, str, s
                 continue
             kind = r.headers.get("content-type", "").split(";")[0].strip().lower()
             if not r.is_success or (kind and not any(t in kind for t in TEXT_TYPES)):
-                return _refused(r, kind)
+                raise ValueError(_refused(r, kind))
             return _body(r, deadline), kind, r.encoding or "utf-8", str(r.url)
-    return f"Error: stopped after {MAX_HOPS} redirects, at {url}"
+    raise ValueError(f"stopped after {MAX_HOPS} redirects, at {url}")
 
 
 def _reach(reach, url: str, came_from: str) -> None:
@@ -213,8 +211,8 @@ def _decoded(r) -> Iterator[bytes]:
 
 def _refused(r, kind: str) -> str:
     if not r.is_success:
-        return f"Error: HTTP {r.status_code} {r.reason_phrase} for {r.url}"
-    return f"Error: {r.url} is {kind}, not a text page; fetch_url reads HTML, text and JSON only"
+        return f"HTTP {r.status_code} {r.reason_phrase} for {r.url}"
+    return f"{r.url} is {kind}, not a text page; fetch_url reads HTML, text and JSON only"
 
 
 def find(config: dict) -> str | None:
@@ -274,19 +272,18 @@ def _quiet_driver(start):
 
 
 def _tool(method):
-    """Run a browser action on the page; any failure comes back as an error string, and so does a navigation the
-    page tried by itself and was refused."""
+    """Run a browser action on the page; any failure is a ValueError saying it, and a navigation the
+    page tried by itself and was refused is noted under what comes back."""
 
     @functools.wraps(method)
     def guarded(self, *args):
         try:
             result = method(self, self.open(), *args)
         except Exception as e:  # the model reads the error and tries another selector or URL
-            result = self.failed(e)
+            raise ValueError(self.noted(self.failed(e))) from e
         if isinstance(result, bytes):  # a picture: the notes wait for the next text
             return result
-        notes, self.notes = self.notes, []
-        return "\n".join([result, *(f"({note})" for note in notes)])
+        return self.noted(result)
 
     return guarded
 
@@ -352,7 +349,13 @@ class Browser:
         if self.browser is not None and not self.browser.is_connected():
             self.close()  # it crashed or was killed (the OOM killer, on a Pi): start afresh next time
             hint = " (the browser had stopped; the next call starts a new one)"
-        return f"Error: {first}{hint}"
+        return f"{first}{hint}"
+
+    def noted(self, said: str) -> str:
+        """What an action says, with the navigations refused meanwhile under it (said once)."""
+        notes = self.notes
+        self.notes = []
+        return "\n".join([said, *(f"({note})" for note in notes)])
 
     def guard(self, route) -> None:
         """Let a request through unless `visit` refuses it: a navigation, or anything a page loads or sends (an

@@ -38,6 +38,15 @@ def count_tokens(text: str) -> int:
     return litellm.token_counter(model="gpt-4o", text=text)
 
 
+def answered(call, *args):
+    """What the model reads of a tool's call: its result, or `Error: ` and what it raised, as the
+    agent words a ValueError or PermissionError (the tools' one convention for a failure)."""
+    try:
+        return call(*args)
+    except (ValueError, PermissionError) as e:
+        return f"Error: {e}"
+
+
 def make_config(**overrides) -> dict:
     """A complete config as config.load returns it, with overrides."""
     from amas_code.config import DEFAULT_CONFIG

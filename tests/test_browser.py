@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import psutil
 import pytest
-from conftest import make_config, toolbox
+from conftest import answered, make_config, toolbox
 from pages import TEXT, Pages, Sockets
 
 from amas_code import browser
@@ -88,7 +88,7 @@ def test_no_browser_says_what_to_install(shared, monkeypatch, tmp_path):
     shared.close()  # one Playwright per thread at a time
     before = processes()
     b = Browser(make_config(browser_path=str(tmp_path / "no-such-chrome")))
-    assert b.navigate("about:blank") == f"Error: {browser.INSTALL}"
+    assert answered(b.navigate, "about:blank") == f"Error: {browser.INSTALL}"
     assert (
         "sudo apt install chromium-headless-shell" in browser.INSTALL
     )  # the lighter package first
@@ -98,66 +98,75 @@ def test_no_browser_says_what_to_install(shared, monkeypatch, tmp_path):
 
 @needs_chromium
 def test_navigate_and_get_text(shared, pages):
-    out = shared.navigate(pages.url + "/")
+    out = answered(shared.navigate, pages.url + "/")
     assert out.startswith(f"Form page\n{pages.url}/\n\nSign up\n")
     assert "waiting" in out and "addEventListener" not in out
-    assert shared.get_text("#result") == "waiting"
-    assert shared.get_text().startswith("Sign up\n")
+    assert answered(shared.get_text, "#result") == "waiting"
+    assert answered(
+        shared.get_text,
+    ).startswith("Sign up\n")
 
 
 @needs_chromium
 def test_type_then_click_changes_the_page(shared, pages):
-    shared.navigate(pages.url + "/")
+    answered(shared.navigate, pages.url + "/")
     assert shared.type("#name", "Ada") == "Typed 3 characters into #name"
-    assert shared.get_text("#echo") == "typed: Ada"  # the page's own input handler saw it
-    assert shared.click("#go") == f"Clicked #go; page is now 'Greeted' at {pages.url}/"
-    assert shared.get_text("#result") == "Hello, Ada"
+    assert answered(shared.get_text, "#echo") == "typed: Ada"  # the page's own input handler saw it
+    assert answered(shared.click, "#go") == f"Clicked #go; page is now 'Greeted' at {pages.url}/"
+    assert answered(shared.get_text, "#result") == "Hello, Ada"
 
 
 @needs_chromium
 def test_click_a_link_reports_where_it_went(shared, pages):
-    shared.navigate(pages.url + "/")
-    out = shared.click("a[href='/other']")
+    answered(shared.navigate, pages.url + "/")
+    out = answered(shared.click, "a[href='/other']")
     assert out == f"Clicked a[href='/other']; page is now 'Other page' at {pages.url}/other"
-    assert shared.get_text() == "You arrived."
+    assert (
+        answered(
+            shared.get_text,
+        )
+        == "You arrived."
+    )
 
 
 @needs_chromium
 def test_screenshot_is_a_png(shared, pages):
-    shared.navigate(pages.url + "/")
+    answered(shared.navigate, pages.url + "/")
     data = shared.png()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
 
 
 @needs_chromium
 def test_missing_selector_fails_fast(shared, pages, monkeypatch):
-    shared.navigate(pages.url + "/")
+    answered(shared.navigate, pages.url + "/")
     start = time.monotonic()
-    out = shared.click("#nope")
+    out = answered(shared.click, "#nope")
     assert time.monotonic() - start < 15  # a 5 s wait, not Playwright's 30 s default
     assert (
         out
         == "Error: Page.click: Timeout 5000ms exceeded. (no element matched, or the page did not load in time)"
     )
     monkeypatch.setattr(browser, "WAIT", 200)
-    for out in (shared.type("#nope", "x"), shared.get_text("#nope")):
+    for out in (answered(shared.type, "#nope", "x"), answered(shared.get_text, "#nope")):
         assert (
             out.startswith("Error: Page.") and "Timeout 200ms exceeded. (no element matched" in out
         )
-    assert shared.get_text("#result") == "waiting"  # the page is still usable
+    assert answered(shared.get_text, "#result") == "waiting"  # the page is still usable
 
 
 @needs_chromium
 def test_http_error_and_failed_navigation(shared, pages, monkeypatch):
-    assert shared.navigate(pages.url + "/nowhere").startswith(
+    assert answered(shared.navigate, pages.url + "/nowhere").startswith(
         f"Not found\n{pages.url}/nowhere (HTTP 404)"
     )
-    assert shared.navigate("http://127.0.0.1:1/").startswith("Error: Page.goto: net::ERR_")
+    assert answered(shared.navigate, "http://127.0.0.1:1/").startswith(
+        "Error: Page.goto: net::ERR_"
+    )
     monkeypatch.setattr(browser, "LOAD", 500)
-    assert shared.navigate(pages.url + "/slow").startswith(
+    assert answered(shared.navigate, pages.url + "/slow").startswith(
         "Error: Page.goto: Timeout 500ms exceeded"
     )
-    assert shared.navigate(pages.url + "/other").startswith("Other page\n")
+    assert answered(shared.navigate, pages.url + "/other").startswith("Other page\n")
 
 
 @needs_chromium
@@ -165,20 +174,20 @@ def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, 
     shared.close()  # one Playwright per thread: the module's browser makes way and starts again later
     guarded, asked = Browser(make_config(), lambda url: asked.append(url)), []
     try:
-        assert guarded.navigate(pages.url + "/nowhere").startswith(
+        assert answered(guarded.navigate, pages.url + "/nowhere").startswith(
             f"Not found\n{pages.url}/nowhere (HTTP 404)"
         )
         with socket.socket() as s:  # a port nothing listens on (port 1 Chromium refuses as unsafe)
             s.bind(("127.0.0.1", 0))
             dead_url = f"http://127.0.0.1:{s.getsockname()[1]}/"
-        assert guarded.navigate(dead_url).startswith(
+        assert answered(guarded.navigate, dead_url).startswith(
             f"Error: Page.goto: net::ERR_CONNECTION_REFUSED at {dead_url}"
         )
         monkeypatch.setattr(browser, "LOAD", 500)
-        assert guarded.navigate(pages.url + "/slow").startswith(
+        assert answered(guarded.navigate, pages.url + "/slow").startswith(
             "Error: Page.goto: Timeout 500ms exceeded"
         )
-        assert guarded.navigate(pages.url + "/other").startswith("Other page\n")
+        assert answered(guarded.navigate, pages.url + "/other").startswith("Other page\n")
     finally:
         guarded.close()
     assert asked == [pages.url + "/nowhere", dead_url, pages.url + "/slow", pages.url + "/other"]
@@ -189,7 +198,7 @@ def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, 
 def test_close_leaves_no_process(shared, pages):
     shared.close()
     before = processes()
-    assert shared.navigate(pages.url + "/other").startswith("Other page")
+    assert answered(shared.navigate, pages.url + "/other").startswith("Other page")
     started = [p for pid, p in processes().items() if pid not in before]
     assert any("chrom" in p.name() for p in started) and any("node" in p.name() for p in started)
     shared.close()
@@ -197,21 +206,24 @@ def test_close_leaves_no_process(shared, pages):
     _, alive = psutil.wait_procs(started, timeout=10)
     assert alive == []
     assert (
-        shared.get_text() == "(no visible text in body)"
+        answered(
+            shared.get_text,
+        )
+        == "(no visible text in body)"
     )  # used again: starts again, on a blank page
 
 
 @needs_chromium
 def test_a_killed_chromium_is_started_again(shared, pages):
-    shared.navigate(pages.url + "/")
+    answered(shared.navigate, pages.url + "/")
     main = next(p for p in processes().values() if is_main_chromium(p))
     main.kill()
     psutil.wait_procs([main], timeout=10)
-    out = shared.navigate(pages.url + "/other")
+    out = answered(shared.navigate, pages.url + "/other")
     assert out.startswith("Error: ") and out.endswith(
         "(the browser had stopped; the next call starts a new one)"
     )
-    assert shared.navigate(pages.url + "/other").startswith("Other page\n")
+    assert answered(shared.navigate, pages.url + "/other").startswith("Other page\n")
 
 
 @needs_chromium
@@ -279,7 +291,7 @@ def test_every_request_a_page_makes_goes_through_the_gate(shared, pages):
 
     guarded = Browser(make_config(), visit)
     try:
-        said = guarded.navigate(f"data:text/html,<title>Pic</title><img src='{other}'>")
+        said = answered(guarded.navigate, f"data:text/html,<title>Pic</title><img src='{other}'>")
     finally:
         guarded.close()
     assert other in asked
@@ -317,8 +329,8 @@ def test_a_pages_websocket_to_an_unapproved_port_never_connects(shared, pages):
     service, asked = Sockets(), []
     guarded = Browser(make_config(), only(pages.url, asked))
     try:
-        opened = guarded.navigate(f"{pages.url}/socket?port={service.port}")
-        said = opened + guarded.get_text("#done") + guarded.get_text("#log")
+        opened = answered(guarded.navigate, f"{pages.url}/socket?port={service.port}")
+        said = opened + answered(guarded.get_text, "#done") + answered(guarded.get_text, "#log")
     finally:
         guarded.close()
         service.close()
@@ -334,8 +346,8 @@ def test_an_approved_websocket_connects(shared, pages):
     service = Sockets()
     allowed = Browser(make_config(), lambda url: url)
     try:
-        allowed.navigate(f"{pages.url}/socket?port={service.port}")
-        said = allowed.get_text("#done") + allowed.get_text("#log")
+        answered(allowed.navigate, f"{pages.url}/socket?port={service.port}")
+        said = answered(allowed.get_text, "#done") + answered(allowed.get_text, "#log")
     finally:
         allowed.close()
         service.close()
@@ -351,7 +363,7 @@ def test_a_navigations_redirect_to_a_new_host_is_gated(shared, pages):
     other, asked = Pages(), []
     guarded = Browser(make_config(), only(pages.url, asked))
     try:
-        said = guarded.navigate(f"{pages.url}/goto?to={other.url}/text")
+        said = answered(guarded.navigate, f"{pages.url}/goto?to={other.url}/text")
     finally:
         guarded.close()
         other.close()
@@ -370,7 +382,7 @@ def test_an_approved_redirect_chain_ends_on_the_last_page(shared, pages):
     other, asked = Pages(), []
     allowed = Browser(make_config(), asked.append)  # every host approved, each one seen
     try:
-        said = allowed.navigate(f"{pages.url}/goto?to={other.url}/other")
+        said = answered(allowed.navigate, f"{pages.url}/goto?to={other.url}/other")
     finally:
         allowed.close()
         other.close()
@@ -386,7 +398,7 @@ def test_a_resources_redirect_to_a_new_host_is_gated(shared, pages):
     hop = quote(f"{pages.url}/goto?to={other.url}/logo.png")
     guarded = Browser(make_config(), only(pages.url, asked))
     try:
-        said = guarded.navigate(f"{pages.url}/picture?src={hop}")
+        said = answered(guarded.navigate, f"{pages.url}/picture?src={hop}")
     finally:
         guarded.close()
     assert other.requests == []

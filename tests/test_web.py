@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import toolbox
+from conftest import answered, toolbox
 from pages import TEXT, Pages
 
 from amas_code import browser, config
@@ -43,7 +43,7 @@ def test_importing_web_loads_no_heavy_library():
 
 
 def test_html_becomes_markdown_with_absolute_links(pages):
-    out = browser.fetch(pages.url + "/", ASK_NOTHING)
+    out = answered(browser.fetch, pages.url + "/", ASK_NOTHING)
     assert out.startswith("# Sign up")
     assert f"[plain text]({pages.url}/text)" in out
     assert "Go" in out and "waiting" in out
@@ -51,7 +51,7 @@ def test_html_becomes_markdown_with_absolute_links(pages):
 
 
 def test_scripts_styles_and_images_are_left_out(pages):
-    out = browser.fetch(pages.url + "/scripted", ASK_NOTHING)
+    out = answered(browser.fetch, pages.url + "/scripted", ASK_NOTHING)
     assert "Visible words with **bold**" in out
     for hidden in ("SCRIPT_SECRET", "STYLE_SECRET", "WRITTEN_BY_SCRIPT", "LOGO_ALT", "logo.png"):
         assert hidden not in out
@@ -61,12 +61,12 @@ def test_scripts_styles_and_images_are_left_out(pages):
     "path, body", [("/text", TEXT), ("/data.json", '{"name": "amas", "tools": [1, 2]}')]
 )
 def test_text_and_json_pass_through_unchanged(pages, path, body):
-    assert browser.fetch(pages.url + path, ASK_NOTHING) == body
+    assert answered(browser.fetch, pages.url + path, ASK_NOTHING) == body
 
 
 def test_redirect_is_followed(pages):
     pages.requests.clear()
-    assert browser.fetch(pages.url + "/redirect", ASK_NOTHING) == TEXT
+    assert answered(browser.fetch, pages.url + "/redirect", ASK_NOTHING) == TEXT
     assert pages.requests == ["/redirect", "/text"]
 
 
@@ -75,7 +75,7 @@ def test_redirect_is_followed(pages):
 )
 def test_binary_content_types_are_refused(pages, path, kind):
     assert (
-        browser.fetch(pages.url + path, ASK_NOTHING)
+        answered(browser.fetch, pages.url + path, ASK_NOTHING)
         == f"Error: {pages.url}{path} is {kind}, not a text page; "
         "fetch_url reads HTML, text and JSON only"
     )
@@ -83,20 +83,20 @@ def test_binary_content_types_are_refused(pages, path, kind):
 
 def test_binary_without_a_content_type_is_refused(pages):
     assert (
-        browser.fetch(pages.url + "/untyped", ASK_NOTHING)
+        answered(browser.fetch, pages.url + "/untyped", ASK_NOTHING)
         == f"Error: {pages.url}/untyped looks like binary data, not a text page"
     )
 
 
 def test_http_error_status(pages):
     assert (
-        browser.fetch(pages.url + "/nowhere", ASK_NOTHING)
+        answered(browser.fetch, pages.url + "/nowhere", ASK_NOTHING)
         == f"Error: HTTP 404 Not Found for {pages.url}/nowhere"
     )
 
 
 def test_long_page_is_capped_with_its_size(pages):
-    out = browser.fetch(pages.url + "/long", ASK_NOTHING)
+    out = answered(browser.fetch, pages.url + "/long", ASK_NOTHING)
     assert out.startswith("0123456789" * 100)
     assert out.endswith("\n\n[page capped at 20,000 of 100,000 characters]")
     assert len(out) < browser.MAX_CHARS + 100
@@ -104,7 +104,7 @@ def test_long_page_is_capped_with_its_size(pages):
 
 def test_download_stops_at_the_size_cap(pages):
     pages.requests.clear()
-    out = browser.fetch(pages.url + "/huge", ASK_NOTHING)  # 3 MB
+    out = answered(browser.fetch, pages.url + "/huge", ASK_NOTHING)  # 3 MB
     assert (
         out
         == "x" * 20_000
@@ -114,19 +114,19 @@ def test_download_stops_at_the_size_cap(pages):
 
 
 def test_declared_charset_is_used(pages):
-    assert browser.fetch(pages.url + "/latin1", ASK_NOTHING) == "Café crème, señor"
+    assert answered(browser.fetch, pages.url + "/latin1", ASK_NOTHING) == "Café crème, señor"
 
 
 def test_slow_page_times_out(pages, monkeypatch):
     monkeypatch.setattr(browser, "TIMEOUT", 0.5)
-    assert browser.fetch(pages.url + "/slow", ASK_NOTHING).startswith(
+    assert answered(browser.fetch, pages.url + "/slow", ASK_NOTHING).startswith(
         f"Error: timed out fetching {pages.url}/slow after 0.5s"
     )
 
 
 def test_page_that_never_ends_hits_the_total_deadline(pages, monkeypatch):
     monkeypatch.setattr(browser, "TIMEOUT", 0.5)  # each byte comes well within the read timeout
-    out = browser.fetch(pages.url + "/trickle", ASK_NOTHING)
+    out = answered(browser.fetch, pages.url + "/trickle", ASK_NOTHING)
     assert (
         out
         == f"Error: timed out fetching {pages.url}/trickle after 0.5s (the page did not finish loading)"
@@ -136,16 +136,20 @@ def test_page_that_never_ends_hits_the_total_deadline(pages, monkeypatch):
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.org/x", "example.org"])
 def test_only_http_urls(url):
     assert (
-        browser.fetch(url, ASK_NOTHING)
+        answered(browser.fetch, url, ASK_NOTHING)
         == f"Error: fetch_url takes http:// or https:// URLs, not {url!r}"
     )
 
 
 def test_unreachable_server_and_bad_urls():
     url = f"http://127.0.0.1:{free_port()}/"
-    assert browser.fetch(url, ASK_NOTHING).startswith(f"Error: cannot fetch {url}: ConnectError:")
-    assert browser.fetch("http://", ASK_NOTHING).startswith("Error: cannot fetch http://: ")
-    assert browser.fetch("http://bad host/", ASK_NOTHING).startswith(
+    assert answered(browser.fetch, url, ASK_NOTHING).startswith(
+        f"Error: cannot fetch {url}: ConnectError:"
+    )
+    assert answered(browser.fetch, "http://", ASK_NOTHING).startswith(
+        "Error: cannot fetch http://: "
+    )
+    assert answered(browser.fetch, "http://bad host/", ASK_NOTHING).startswith(
         "Error: cannot fetch http://bad host/: "
     )
 
@@ -156,19 +160,21 @@ def test_unreachable_server_and_bad_urls():
 def test_searxng_results_and_the_query_it_received(pages):
     pages.requests.clear()
     config = {"search_backend": "searxng", "searxng_url": pages.url + "/"}
-    assert browser.search("pi zero", 5, config) == (
+    assert answered(browser.search, "pi zero", 5, config) == (
         "1. Result one\n   https://example.org/1\n   first snippet\n"
         "2. Result two\n   https://example.org/2\n   second snippet"
     )
     assert pages.queries() == [{"q": ["pi zero"], "format": ["json"]}]
-    assert browser.search("pi zero", 1, config).count("\n") == 2
+    assert answered(browser.search, "pi zero", 1, config).count("\n") == 2
 
 
 @pytest.mark.parametrize(
     "path, why", [("/broken", "500 Internal Server Error"), ("/limited", "429 Too Many Requests")]
 )
 def test_searxng_errors_suggest_another_backend(pages, path, why):
-    out = browser.search("q", 5, {"search_backend": "searxng", "searxng_url": pages.url + path})
+    out = answered(
+        browser.search, "q", 5, {"search_backend": "searxng", "searxng_url": pages.url + path}
+    )
     assert out.startswith("Error: searxng search failed: HTTPStatusError:") and why in out
     assert out.endswith(
         "Try another backend in .amas/config.yaml: `search_backend: google` or `search_backend: duckduckgo`"
@@ -177,8 +183,11 @@ def test_searxng_errors_suggest_another_backend(pages, path, why):
 
 
 def test_searxng_unreachable():
-    out = browser.search(
-        "q", 5, {"search_backend": "searxng", "searxng_url": f"http://127.0.0.1:{free_port()}"}
+    out = answered(
+        browser.search,
+        "q",
+        5,
+        {"search_backend": "searxng", "searxng_url": f"http://127.0.0.1:{free_port()}"},
     )
     assert (
         out.startswith("Error: searxng search failed: ConnectError")
@@ -202,7 +211,7 @@ def test_google_results(monkeypatch):
 
     monkeypatch.setattr(googlesearch, "search", fake)
     assert (
-        browser.search("python", 3, {})
+        answered(browser.search, "python", 3, {})
         == "1. Welcome to Python\n   https://python.org\n   The official home"
     )
     assert calls == [("python", 3, True)]
@@ -212,7 +221,7 @@ def test_google_empty_results_mean_blocked(monkeypatch):
     import googlesearch
 
     monkeypatch.setattr(googlesearch, "search", lambda *a, **k: iter([]))
-    out = browser.search("python", 3, {"search_backend": "google"})
+    out = answered(browser.search, "python", 3, {"search_backend": "google"})
     assert out == (
         "Error: google search failed: LookupError: no results, which usually means Google blocked the "
         "request. Try another backend in .amas/config.yaml: `search_backend: duckduckgo` or "
@@ -233,7 +242,7 @@ def test_google_rate_limit(monkeypatch):
         )
 
     monkeypatch.setattr(googlesearch, "search", blocked)
-    out = browser.search("python", 3, {})
+    out = answered(browser.search, "python", 3, {})
     assert out.startswith("Error: google search failed: HTTPError: 429 Client Error")
     assert "(blocked or rate-limited)" in out and "`search_backend: duckduckgo`" in out
 
@@ -258,7 +267,7 @@ def test_duckduckgo_results(monkeypatch):
             ]
 
     monkeypatch.setattr(ddgs, "DDGS", FakeDDGS)
-    assert browser.search("raspberry pi", 2, {"search_backend": "duckduckgo"}) == (
+    assert answered(browser.search, "raspberry pi", 2, {"search_backend": "duckduckgo"}) == (
         "1. Raspberry Pi\n   https://raspberrypi.com\n   Small computers\n"
         "2. Pi OS\n   https://raspberrypi.com/os\n   The operating system"
     )
@@ -273,14 +282,14 @@ def test_duckduckgo_failure_and_no_results(monkeypatch):
             raise RatelimitException("https://duckduckgo.com 202 Ratelimit")
 
     monkeypatch.setattr(ddgs, "DDGS", Limited)
-    out = browser.search("q", 5, {"search_backend": "duckduckgo"})
+    out = answered(browser.search, "q", 5, {"search_backend": "duckduckgo"})
     assert out.startswith(
         "Error: duckduckgo search failed: RatelimitException: https://duckduckgo.com 202 Ratelimit"
     )
     assert out.endswith("`search_backend: google` or `search_backend: searxng`")
     monkeypatch.setattr(ddgs, "DDGS", type("Empty", (), {"text": lambda self, q, max_results: []}))
     assert (
-        browser.search("q", 5, {"search_backend": "duckduckgo"})
+        answered(browser.search, "q", 5, {"search_backend": "duckduckgo"})
         == "No results for 'q' (duckduckgo)."
     )
 
@@ -289,7 +298,7 @@ def test_duckduckgo_not_installed(monkeypatch):
     monkeypatch.setitem(
         sys.modules, "ddgs", None
     )  # what `import ddgs` meets when it is not installed
-    out = browser.search("q", 5, {"search_backend": "duckduckgo"})
+    out = answered(browser.search, "q", 5, {"search_backend": "duckduckgo"})
     assert "pip install 'amas-code[duckduckgo]'" in out and out.startswith(
         "Error: duckduckgo search failed"
     )
@@ -339,7 +348,7 @@ def test_a_redirect_to_a_new_host_is_asked_about_and_refused_without_a_terminal(
 def test_redirects_are_bounded_and_each_hop_is_judged():
     server, asked = Pages(), []
     try:
-        said = browser.fetch(server.url + "/loop", asked.append)
+        said = answered(browser.fetch, server.url + "/loop", asked.append)
     finally:
         server.close()
     assert said == f"Error: stopped after {browser.MAX_HOPS} redirects, at {server.url}/loop"
