@@ -24,7 +24,7 @@ NETWORK_HELP = (
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 
 
-def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> tuple[bool, str]:
+def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> effects.Answer:
     """The one question to the person: yes or no, and what they typed instead of an answer."""
     always = policy.KINDS[verdict.kind][1]
     choices = "yna" if always else "yn"
@@ -37,7 +37,7 @@ def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> tuple[bool,
         note = gate.granted(verdict, always=choice == "a")
         if note:
             ui.info(note)
-    return choice in ("y", "a"), feedback
+    return effects.Answer(choice in ("y", "a"), feedback)
 
 
 class Act:
@@ -63,37 +63,43 @@ class Act:
         ui.show_call(name, target)
         shown = raw if isinstance(raw, str) else json.dumps(raw)
         self.report.call(call["id"], name, _arguments(self.secrets.redact(shown)))
-        outcome = (
-            self.outcome(name, raw) if go_on else ("Cancelled: too many calls at once.", "declined")
-        )
+        cancelled = effects.Outcome("Cancelled: too many calls at once.", "declined")
+        outcome = self.outcome(name, raw) if go_on else cancelled
         self.report.result(call["id"], name, target, outcome)
-        result, shell = outcome[0], name == "shell_command"
-        ui.show_result(result.split("\n", 1)[-1] if shell else result, 3 * shell)
-        return {"role": "tool", "tool_call_id": call["id"], "content": result}
+        text = outcome.text
+        shell = name == "shell_command"
+        ui.show_result(text.split("\n", 1)[-1] if shell else text, 3 * shell)
+        return {"role": "tool", "tool_call_id": call["id"], "content": text}
 
-    def outcome(self, name: str, raw) -> tuple[str, str]:
+    def outcome(self, name: str, raw) -> effects.Outcome:
         """One call from the model: its result or error as text, secrets redacted, then capped once;
         and how it went: ok, failed, declined or denied."""
         try:
-            args = self.tools.check(name, raw)
-            done = getattr(self.tools, name)(**args)
-            if isinstance(done, (effects.Change, effects.Command)):
-                done = self.effect(done)
-            text, status = done if isinstance(done, tuple) else (str(done), "ok")
+            done = self.run(name, raw)
         except effects.Declined as e:
-            text, status = f"Error: {e}", "declined"
-        except (ValueError, PermissionError) as e:
-            text, status = f"Error: {e}", "failed"
+            done = effects.Outcome(f"Error: {e}", "declined")
+        except (ValueError, PermissionError) as e:  # the tools' way of saying what they cannot do
+            done = effects.Outcome(f"Error: {e}", "failed")
         except Exception as e:  # the model reads this and tries again
-            text, status = f"Error: {type(e).__name__}: {e}", "failed"
-        text = text or "Tool executed successfully (no output)"
-        return tools.cap(self.secrets.redact(text), self.result_limit()), status
+            done = effects.Outcome(f"Error: {type(e).__name__}: {e}", "failed")
+        text = done.text or "Tool executed successfully (no output)"
+        return effects.Outcome(
+            tools.cap(self.secrets.redact(text), self.result_limit()), done.status
+        )
 
-    def effect(self, effect: effects.Change | effects.Command) -> tuple[str, str]:
+    def run(self, name: str, raw) -> effects.Outcome:
+        """One call run: what its tool returned, or the outcome of the effect it wants."""
+        args = self.tools.check(name, raw)
+        done = getattr(self.tools, name)(**args)
+        if isinstance(done, (effects.Change, effects.Command)):
+            return self.effect(done)
+        return effects.Outcome(str(done), "ok")
+
+    def effect(self, effect: effects.Change | effects.Command) -> effects.Outcome:
         """Ask once (with the diff or the command), record the checkpoint, perform; the result."""
         verdict = self.gate.judge(effect)
         if verdict.decision == "deny":
-            return f"Error: {verdict.reason}", "denied"
+            return effects.Outcome(f"Error: {verdict.reason}", "denied")
         detail = self.detail(effect)
         if verdict.decision == "allow":
             if detail is not None:
@@ -107,7 +113,7 @@ class Act:
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user"
         said = f"{declined} They said: {feedback}" if feedback else declined
-        return said, "declined"
+        return effects.Outcome(said, "declined")
 
     def detail(self, effect: effects.Change | effects.Command):
         """What the person sees before deciding: a change's diff (a picture's size)."""
@@ -121,23 +127,24 @@ class Act:
 
     def escape(
         self, effect: effects.Change | effects.Command, done: tuple[str, bool]
-    ) -> tuple[str, str]:
+    ) -> effects.Outcome:
         """A command the box may have stopped is offered once more with one capability more (the
         network, the repository writable, a folder writable), asked in amas's words; the answer
         is never remembered, and without a terminal it is no."""
         text, boxed = done
         offers = sandbox.refused(text) if boxed and isinstance(effect, effects.Command) else []
         if not offers:
-            return text, "ok"
+            return effects.Outcome(text, "ok")
         grant = self.grant(effect.line, offers, _printed(text))
         if not grant:
             what = ", ".join(policy.GRANTS[o].split(":")[0].split(" (")[0] for o in offers)
             note = f"the box may have stopped it (it may need {what}); no run with more was granted"
             more = NETWORK_HELP if "network" in offers else ""
-            return f"{text}\n[{note}. {HELP}{more}]", "declined"
+            return effects.Outcome(f"{text}\n[{note}. {HELP}{more}]", "declined")
         again, _ = self.perform(effect, grant)
         said = "a writable " + grant if grant.startswith("/") else policy.GRANTS[grant]
-        return f"{text}\n[run again once with {said}, as the user allowed]\n{again}", "ok"
+        allowed = f"{text}\n[run again once with {said}, as the user allowed]\n{again}"
+        return effects.Outcome(allowed, "ok")
 
     def grant(self, line: str, offers: list[str], printed: str) -> str:
         """The capability the person grants for one more run ("" for none): each offer asked in
@@ -210,7 +217,7 @@ class Act:
             return False
         copied = f"would copy {size >> 20} MB into ~/.amas (checkpoint_max_mb: {limit})"
         question = f"The checkpoint before `{line}` {copied}. Copy it?"
-        return not ask(self.gate, effects.Verdict("ask", "copy", question, key=line))[0]
+        return not ask(self.gate, effects.Verdict("ask", "copy", question, key=line)).yes
 
     def write(self, change: effects.Change) -> str:
         """The change written where it was approved: no folder on its way may have become a link

@@ -377,7 +377,7 @@ class Agent(Commands):
         """More calls in one reply than a person would expect: asked before any runs."""
         question = f"The model asks for {count} tool calls in one reply. Run them?"
         verdict = self.gate.settled(effects.Verdict("ask", "many", question))
-        return verdict.decision == "allow" or act.ask(self.gate, verdict)[0]
+        return verdict.decision == "allow" or act.ask(self.gate, verdict).yes
 
     def reply(self) -> dict:
         """One model call; switches to text tool calls, or compacts, once when the provider needs it."""
@@ -466,7 +466,7 @@ class Agent(Commands):
 
     def execute(self, name: str, raw) -> str:
         """One call from the model: its result as the model reads it."""
-        return self.act.outcome(name, raw)[0]
+        return self.act.outcome(name, raw).text
 
     def close(self) -> None:
         """Free what the tools hold (the browser) and the session's /tmp."""

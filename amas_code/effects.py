@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
 @dataclass
@@ -40,3 +41,18 @@ ALLOW = Verdict("allow")
 
 class Declined(PermissionError):
     """The person said no (or no one could be asked)."""
+
+
+class Outcome(NamedTuple):
+    """What one tool call came to: the text the model reads, and how it went (ok, failed, declined
+    or denied)."""
+
+    text: str
+    status: str
+
+
+class Answer(NamedTuple):
+    """The person's answer to a question: yes or no, and what they typed instead, for the model."""
+
+    yes: bool
+    said: str
