@@ -532,6 +532,9 @@ class Agent(Commands):
         transcript = "\n\n".join(
             f"{m['role']}: {m.get('content') or ''} {m.get('tool_calls', '')}"[:4000] for m in old
         )
+        # its head and its end, in what the context leaves beside the instructions and the summary
+        room = self.model.context_limit() - SUMMARY_TOKENS - context.estimate(SUMMARIZE) - 100
+        transcript = tools.cap(transcript, max(room, 500) * context.CHARS_PER_TOKEN)
         config = {**self.config, "max_tokens": SUMMARY_TOKENS}
         summarizer = providers.Model(config, self.model.usage, self.model.known)
         with ui.Stream(self.config["stream"]):

@@ -94,6 +94,22 @@ def test_auto_compaction_past_max_context_tokens(agent, llm):
     assert summaries, "no summarization request was sent"
 
 
+def test_the_summary_request_fits_a_small_context(agent, llm):
+    """A 4k local server: the conversation to summarise is longer than its context, so the
+    summary request keeps the transcript's head and tail within it (with room for the summary)."""
+    agent.config["max_context_tokens"] = 4096
+    for i in range(4):
+        llm.reply(text=f"answer {i} " + "words " * 600)
+        agent.turn(f"question {i} " + "context " * 300)
+    llm.reply(text="SUMMARY: four questions were answered.")
+    assert agent.compact() > 0
+    summary = next(r for r in llm.requests if "Summarize this" in r["messages"][0]["content"])
+    asked = count_tokens(json.dumps(summary["messages"]))
+    assert asked + summary["max_tokens"] <= 4096, asked
+    assert "question 0" in summary["messages"][1]["content"]  # its head, and its end
+    assert "answer 2" in summary["messages"][1]["content"]
+
+
 def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys):
     llm.error(400, "model 'tiny' does not support tools")
     llm.reply(
