@@ -45,6 +45,30 @@ def test_a_queued_line_never_answers_a_question_and_can_be_taken_back(term, proj
     assert llm.requests[2]["messages"][-1]["content"] == "yah"
 
 
+def test_one_undo_after_edit_then_tests_takes_back_the_edit(term, project, llm):
+    """The README's example: "edit, then run the tests" in one turn; the test run only made a cache
+    (which /undo leaves, and says so), so one plain /undo takes back the edit."""
+    tests = "mkdir -p .pytest_cache/v/cache && echo '*' > .pytest_cache/.gitignore"
+    tests += " && echo [] > .pytest_cache/v/cache/nodeids && echo 1 passed"
+    edit = {"path": "README.md", "old_str": "demo", "new_str": "shouting"}
+    llm.reply(tool="edit_file", **edit).reply(tool="shell_command", command=tests)
+    llm.reply(text="Edited; tests pass.")
+    child = term()
+    child.sendline("edit the README, then run the tests")
+    for _ in range(2):  # the edit, then the command
+        child.expect(r"\[y\]es/\[n\]o")
+        child.sendline("y")
+    child.expect(r"/undo leaves \.pytest_cache/ \(git ignores it\)")
+    child.expect("Edited; tests pass.")
+    child.expect("›")
+    assert (project / "README.md").read_text() == "# shouting\n"
+    child.sendline("/undo")
+    child.expect("taking back: \\[amas\\] edit README.md")
+    child.expect("undone: README.md")
+    child.expect("›")
+    assert (project / "README.md").read_text() == "# demo\n"
+
+
 def test_waiting_says_how_long_and_how_to_stop(term, llm):
     llm.reply(text="Late answer " * 40, wait=2.5, delay=0.05)
     child = term()
