@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amas_code import effects, project, redact
+from amas_code import effects, project, redact, seccomp
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
 RC_FILES = (
@@ -55,8 +55,6 @@ CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a ti
 CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
 WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
-# the ABIs one kernel runs, by family: the box's seccomp filter covers the native ABI's family
-SECCOMP_ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))
 UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
 NETWORK_STACK = "slirp4netns"  # the user-mode network stack of `sandbox_network: true`
 SLIRP_RESOLVER = "nameserver 10.0.2.3\n"  # slirp4netns's DNS forwarder, in the box's network
@@ -119,7 +117,7 @@ def status(config: dict) -> tuple[str, str]:
             if project.program(NETWORK_STACK)
             else f"no network ({NETWORK_STACK} missing)"
         )
-    return "on", SANDBOX_LINE.format(net=net, weaker="" if _seccomp_filter() else WEAKER)
+    return "on", SANDBOX_LINE.format(net=net, weaker="" if seccomp.program() else WEAKER)
 
 
 def bwrap() -> str | None:
@@ -342,7 +340,7 @@ def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | Non
     """The descriptors the box is given, by bwrap's option, and those amas keeps to start the
     network stack: the read end of --info-fd and the write end of --block-fd."""
     given, kept = {}, None
-    program = _seccomp_filter() if box else b""
+    program = seccomp.program() if box else b""
     if program:
         given["seccomp"] = _data(program)
     online = box and (box.network or box.grant == "network")
@@ -454,94 +452,6 @@ def _start_stack(pid: int, owner: int, told: int) -> None:
         pass_fds=(owner, told),
         preexec_fn=functools.partial(_child, []),
     )
-
-
-@functools.cache
-def _seccomp_filter(arches: tuple[str, ...] = ()) -> bytes:
-    """The box's seccomp program, built and exported as BPF by libseccomp (libseccomp2, in Debian
-    and Raspberry Pi OS) for this machine's ABIs (or those named, for tests): b"" where libseccomp
-    is missing or fails. libseccomp also covers 32-bit x86's socketcall(SYS_SOCKET, …)."""
-    import ctypes
-
-    try:
-        lib = _libseccomp(ctypes.CDLL("libseccomp.so.2"))
-    except OSError:
-        return b""
-    context = lib.seccomp_init(0x7FFF0000)  # SCMP_ACT_ALLOW: all that is not refused below
-    if not context:
-        return b""
-    try:
-        built = _seccomp_arches(lib, context, arches) and _seccomp_rules(lib, context)
-        return _seccomp_export(lib, context) if built else b""
-    finally:
-        lib.seccomp_release(context)
-
-
-def _libseccomp(lib):
-    """libseccomp's functions amas calls, with their C types."""
-    import ctypes
-
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_release.argtypes = [ctypes.c_void_p]
-    lib.seccomp_arch_native.restype = ctypes.c_uint32
-    lib.seccomp_arch_resolve_name.restype = ctypes.c_uint32
-    lib.seccomp_arch_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_arch_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int]
-    lib.seccomp_rule_add_array.argtypes += [ctypes.c_uint, ctypes.c_void_p]
-    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    return lib
-
-
-def _seccomp_arches(lib, context: int, arches: tuple[str, ...]) -> bool:
-    """The filter made for the native ABI's family (x86_64 with 32-bit x86 and x32; arm64 with arm),
-    or the ABIs named. A process of an ABI left out is killed, never let through."""
-    native = lib.seccomp_arch_native()
-    family = [f for f in SECCOMP_ARCHES if native in [_arch_token(lib, n) for n in f]]
-    for name in arches or (family[0] if family else ()):
-        token = _arch_token(lib, name)
-        # -17 (EEXIST): the native ABI, there from the start
-        if not token or lib.seccomp_arch_add(context, token) not in (0, -17):
-            return False
-    return True
-
-
-def _arch_token(lib, name: str) -> int:
-    """libseccomp's token for an ABI's name (0 for a name it does not know)."""
-    return lib.seccomp_arch_resolve_name(name.encode())
-
-
-def _seccomp_rules(lib, context: int) -> bool:
-    """socket(AF_UNIX, …) refused with EPERM (a session bus, ssh-agent, docker or systemd reached
-    through a socket file, read-only or not), and io_uring_setup (its socket and connect operations
-    pass no seccomp filter). The family is compared on its low 32 bits, as the kernel reads it:
-    0x1_0000_0001 is AF_UNIX too."""
-    import ctypes
-
-    class Compare(ctypes.Structure):  # struct scmp_arg_cmp
-        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int)]
-        _fields_ += [("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
-
-    eperm = 0x00050000 | 1  # SCMP_ACT_ERRNO(EPERM)
-    unix = Compare(0, 7, 0xFFFFFFFF, 1)  # argument 0, SCMP_CMP_MASKED_EQ, mask, AF_UNIX
-    socket = lib.seccomp_syscall_resolve_name(b"socket")
-    uring = lib.seccomp_syscall_resolve_name(b"io_uring_setup")
-    done = lib.seccomp_rule_add_array(context, eperm, socket, 1, ctypes.byref(unix))
-    return done == 0 and lib.seccomp_rule_add_array(context, eperm, uring, 0, None) == 0
-
-
-def _seccomp_export(lib, context: int) -> bytes:
-    """The filter as the BPF program bwrap's --seccomp reads."""
-    fd = os.memfd_create("amas-seccomp")
-    try:
-        if lib.seccomp_export_bpf(context, fd) != 0:
-            return b""
-        size = os.lseek(fd, 0, os.SEEK_CUR)
-        return os.pread(fd, size, 0)
-    finally:
-        os.close(fd)
 
 
 def _hidden(places=(*redact.CREDENTIALS, *RC_FILES)) -> list[str]:

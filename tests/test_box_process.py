@@ -14,7 +14,7 @@ import pytest
 from conftest import make_config, run_amas
 from test_sandbox import boxed, place, user  # noqa: F401 (place, user: fixtures)
 
-from amas_code import effects, sandbox
+from amas_code import effects, sandbox, seccomp
 
 EPERM = 0x00050001  # SECCOMP_RET_ERRNO | EPERM
 ALLOW = 0x7FFF0000
@@ -88,7 +88,7 @@ def test_the_process_flags_are_a_value():
 @pytest.mark.parametrize("abi", ABIS)
 def test_the_filter_refuses_unix_sockets_on_each_abi(abi):
     arches = tuple(FAMILY.get(abi, "aarch64 arm").split())
-    program = sandbox._seccomp_filter(arches)
+    program = seccomp.program(arches)
     assert program, "libseccomp2 is needed (apt install libseccomp2)"
     arch, nr = ABIS[abi]
     assert run_bpf(program, nr["socket"], arch, [AF_UNIX, 1, 0]) == EPERM
@@ -107,7 +107,7 @@ def test_the_filter_refuses_unix_sockets_on_each_abi(abi):
 def test_without_a_filter_the_box_hides_the_sockets_and_says_it_is_weaker(monkeypatch, tmp_path):
     if sandbox.probe():
         pytest.skip(f"no box here: {sandbox.probe()}")
-    monkeypatch.setattr(sandbox, "_seccomp_filter", lambda *arches: b"")
+    monkeypatch.setattr(seccomp, "program", lambda *arches: b"")
     line = sandbox.status(make_config())[1]
     assert line.endswith(
         "; weaker: no seccomp filter (install libseccomp2), "
@@ -324,7 +324,7 @@ def test_without_a_filter_a_session_bus_is_not_there(monkeypatch, tmp_path):
     base = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="amas-run-"))  # outside the box's /tmp
     (base / "user" / "1000").mkdir(parents=True)
     server = UnixServer(str(base / "user" / "1000" / "bus"))
-    monkeypatch.setattr(sandbox, "_seccomp_filter", lambda *arches: b"")
+    monkeypatch.setattr(seccomp, "program", lambda *arches: b"")
     monkeypatch.setattr(sandbox, "UNIX_SOCKET_PLACES", (str(base / "user"),))
     dial = f"s = socket.socket(socket.AF_UNIX); s.connect('{base}/user/1000/bus'); s.sendall(b'hi')"
     command = effects.Command(f'python3 -c "import socket; {dial}"', 10)

@@ -14,6 +14,7 @@ FLOORS = {
     "toolcalls": 0,  # text tool calls both ways
     "report": 0,  # the JSON contract for scripts
     "ui": 0,  # every line the user sees
+    "seccomp": 0,  # the box's seccomp filter, built with libseccomp
     "home": 1,  # amas's own state in ~/.amas: identity, trust, remembered answers, private files
     "sandbox": 1,  # run one command, boxed or not
     "browser": 1,  # search, fetch, Chromium
