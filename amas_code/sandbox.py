@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amas_code import effects, project, redact, seccomp
+from amas_code import cgroups, effects, project, redact, seccomp
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
 RC_FILES = (
@@ -52,7 +52,6 @@ TOOL_CREDENTIALS = (
 # git run by amas on the user's repository, reading only: nothing of the repository's runs
 STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
 CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
-CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
 WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
 UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
@@ -228,7 +227,7 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
 
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
     """The shell line started, boxed or not, in its own session: a timeout or Ctrl+C kills all it started."""
-    argv, groups = ["/bin/sh", "-c", command], _cgroups(box) if box else []
+    argv, groups = ["/bin/sh", "-c", command], cgroups.limited(box) if box else []
     given, kept = _descriptors(box)
     try:
         proc = subprocess.Popen(
@@ -240,7 +239,7 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=tuple(given.values()),
-            preexec_fn=functools.partial(_child, groups),
+            preexec_fn=functools.partial(cgroups.child, groups),
         )
     finally:  # the box's ends are the box's alone; amas's start the network (or see bwrap fail)
         for fd in given.values():
@@ -450,7 +449,7 @@ def _start_stack(pid: int, owner: int, told: int) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         pass_fds=(owner, told),
-        preexec_fn=functools.partial(_child, []),
+        preexec_fn=functools.partial(cgroups.child, []),
     )
 
 
@@ -767,99 +766,11 @@ def _planted_note(paths: list[str]) -> str:
 
 def _limits(box: Box) -> list[str]:
     """prlimit run inside the box: processes are counted in the box's own user namespace, so the user's other
-    processes do not count against it (as root the cgroup is what holds, see _cgroups)."""
-    memory = box.memory or _memory() * 3 // 4
+    processes do not count against it (as root the cgroup is what holds, see cgroups.limited)."""
+    memory = box.memory or cgroups.memory() * 3 // 4
     limits = [f"--nproc={box.procs}", f"--data={memory}", f"--fsize={box.file_size}", "--core=0"]
     # by its path: a prlimit of the project's, first on PATH, would run the command without limits
     return [project.program("prlimit") or "prlimit", *limits, "--"]
-
-
-def _memory() -> int:
-    """The machine's memory in bytes."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-@functools.cache
-def _cgroups(box: Box) -> list[Path]:
-    """A cgroup per controller with the box's limits, where amas may make one (root; cgroup v1 or v2): root
-    ignores the process rlimit, a cgroup does not. Made once per process (one command runs at a time; making
-    and removing one per command costs ~50 ms) and removed when amas exits."""
-    import atexit
-
-    limits = {"pids": box.procs, "memory": box.memory or _memory() * 3 // 4}
-    made = []
-    for controller, folder in _own_cgroups().items():
-        _sweep(folder)
-        path = folder / f"amas-{os.getpid()}-{box.procs}-{limits['memory']}"
-        with contextlib.suppress(OSError):
-            path.mkdir(exist_ok=True)
-            made.append(path)
-            _set_limit(path, controller, limits[controller])
-    atexit.register(_remove, made)
-    return made
-
-
-def _sweep(folder: Path) -> None:
-    """The empty cgroups an amas killed with -9 left behind, removed."""
-    import psutil
-
-    for stale in folder.glob("amas-*-*"):
-        if not psutil.pid_exists(int(stale.name.split("-")[1])):
-            with contextlib.suppress(OSError):
-                stale.rmdir()
-
-
-def _own_cgroups() -> dict[str, Path]:
-    """The folder of amas's own cgroup for each controller that limits, if amas may write there."""
-    found = {}
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, names, path = line.split(":", 2)
-            for controller in CGROUP:
-                folder = _cgroup_folder(controller, names, path.lstrip("/"))
-                if folder and os.access(folder, os.W_OK):
-                    found.setdefault(controller, folder)
-    return found
-
-
-def _cgroup_folder(controller: str, names: str, path: str) -> Path | None:
-    """Where a line of /proc/self/cgroup puts amas for a controller (v1: one tree each; v2: one tree)."""
-    if not names:
-        base = Path("/sys/fs/cgroup")
-        return base / path if (base / "cgroup.controllers").exists() else None
-    return Path("/sys/fs/cgroup", controller, path) if controller in names.split(",") else None
-
-
-def _set_limit(path: Path, controller: str, value: int) -> None:
-    """Write the limit into whichever file this cgroup version has."""
-    for name in CGROUP[controller]:
-        if (path / name).exists():
-            (path / name).write_text(str(value))
-            return
-
-
-def _remove(groups: list[Path]) -> None:
-    """amas's cgroups, removed once their last process is gone (bounded: two seconds at most)."""
-    for path in groups:
-        for _ in range(200):
-            try:
-                path.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.01)  # the kernel frees a killed process shortly after the kill
-
-
-def _child(groups: list[Path]) -> None:
-    """In the child before it runs: it dies when amas dies (kill -9 too), and joins the command's cgroups."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    for path in groups:
-        with contextlib.suppress(OSError):
-            (path / "cgroup.procs").write_text("0")
 
 
 def _harden() -> None:

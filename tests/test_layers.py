@@ -15,6 +15,7 @@ FLOORS = {
     "report": 0,  # the JSON contract for scripts
     "ui": 0,  # every line the user sees
     "seccomp": 0,  # the box's seccomp filter, built with libseccomp
+    "cgroups": 0,  # the box's limits that hold for root too; a child's start
     "home": 1,  # amas's own state in ~/.amas: identity, trust, remembered answers, private files
     "sandbox": 1,  # run one command, boxed or not
     "browser": 1,  # search, fetch, Chromium
