@@ -18,6 +18,7 @@ FLOORS = {
     "cgroups": 0,  # the box's limits that hold for root too; a child's start
     "home": 1,  # amas's own state in ~/.amas: identity, trust, remembered answers, private files
     "sandbox": 1,  # run one command, boxed or not
+    "netstack": 1,  # the box's network: slirp4netns on its own namespace
     "browser": 1,  # search, fetch, Chromium
     "config": 2,  # settings: defaults, checks, layers
     "policy": 2,  # the gate: judge an effect
@@ -36,6 +37,7 @@ FLOORS = {
     "__init__": 0,
 }
 NEIGHBOURS = {("agent", "act"), ("agent", "context"), ("agent", "history")}  # the loop's own parts
+NEIGHBOURS |= {("sandbox", "netstack")}  # the box's own parts
 
 
 def imports(path: Path) -> set[str]:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from conftest import git, make_config, run_amas
 
-from amas_code import effects, providers, redact, sandbox
+from amas_code import effects, netstack, providers, redact, sandbox
 
 REPO = str(Path(__file__).parents[1])
 NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
@@ -295,8 +295,8 @@ def test_the_network_is_not_there(user, place, llm):
     result = boxed(user, place, command, box={})
     assert "[exit code 1]" in result and sandbox.refused(result) == ["network"]
     # with the network on, the box has a network of its own: the host's loopback is not in it
-    if not shutil.which(sandbox.NETWORK_STACK):
-        pytest.skip(f"{sandbox.NETWORK_STACK} is not installed")
+    if not shutil.which(netstack.NETWORK_STACK):
+        pytest.skip(f"{netstack.NETWORK_STACK} is not installed")
     routes = boxed(user, place, f"{command}; cat /proc/net/route", box={"network": True})
     assert "Connection refused" in routes and "[exit code 0]" in routes
     assert "\ntap0\t00000000\t" in routes  # a default route, out through the user-mode stack
