@@ -14,7 +14,7 @@ import pytest
 from conftest import make_config, run_amas
 from test_sandbox import boxed, place, user  # noqa: F401 (place, user: fixtures)
 
-from amas_code import effects, netstack, sandbox, seccomp
+from amas_code import boxview, effects, netstack, sandbox, seccomp
 
 EPERM = 0x00050001  # SECCOMP_RET_ERRNO | EPERM
 ALLOW = 0x7FFF0000
@@ -117,7 +117,7 @@ def test_without_a_filter_the_box_hides_the_sockets_and_says_it_is_weaker(monkey
     (run / "user" / "1000").mkdir(parents=True)
     (run / "docker.sock").touch()
     places = (str(run / "user"), str(run / "dbus"), str(run / "docker.sock"))
-    monkeypatch.setattr(sandbox, "UNIX_SOCKET_PLACES", places)
+    monkeypatch.setattr(boxview, "UNIX_SOCKET_PLACES", places)
     args = sandbox._bwrap(tmp_path, sandbox.Box(), {})
     assert ["--tmpfs", str(run / "user")] == args[args.index(str(run / "user")) - 1 :][:2]
     assert args[args.index(str(run / "docker.sock")) - 2 :][:3] == [
@@ -325,7 +325,7 @@ def test_without_a_filter_a_session_bus_is_not_there(monkeypatch, tmp_path):
     (base / "user" / "1000").mkdir(parents=True)
     server = UnixServer(str(base / "user" / "1000" / "bus"))
     monkeypatch.setattr(seccomp, "program", lambda *arches: b"")
-    monkeypatch.setattr(sandbox, "UNIX_SOCKET_PLACES", (str(base / "user"),))
+    monkeypatch.setattr(boxview, "UNIX_SOCKET_PLACES", (str(base / "user"),))
     dial = f"s = socket.socket(socket.AF_UNIX); s.connect('{base}/user/1000/bus'); s.sendall(b'hi')"
     command = effects.Command(f'python3 -c "import socket; {dial}"', 10)
     try:

@@ -19,6 +19,7 @@ FLOORS = {
     "home": 1,  # amas's own state in ~/.amas: identity, trust, remembered answers, private files
     "sandbox": 1,  # run one command, boxed or not
     "netstack": 1,  # the box's network: slirp4netns on its own namespace
+    "boxview": 1,  # what the box sees of the files: its mounts as a value
     "browser": 1,  # search, fetch, Chromium
     "config": 2,  # settings: defaults, checks, layers
     "policy": 2,  # the gate: judge an effect
@@ -37,7 +38,7 @@ FLOORS = {
     "__init__": 0,
 }
 NEIGHBOURS = {("agent", "act"), ("agent", "context"), ("agent", "history")}  # the loop's own parts
-NEIGHBOURS |= {("sandbox", "netstack")}  # the box's own parts
+NEIGHBOURS |= {("sandbox", "netstack"), ("sandbox", "boxview")}  # the box's own parts
 
 
 def imports(path: Path) -> set[str]:
