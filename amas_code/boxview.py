@@ -34,7 +34,6 @@ TOOL_CREDENTIALS = (
     "~/.codex ~/.claude ~/.claude.json ~/.cache/huggingface ~/.s3cfg ~/.mozilla ~/snap/firefox "
     "~/.config/google-chrome ~/.config/chromium ~/.config/BraveSoftware ~/snap/chromium"
 ).split()
-# git run by amas on the user's repository, reading only: nothing of the repository's runs
 STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
 CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
 UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
@@ -67,15 +66,16 @@ def _hidden(places=(*redact.CREDENTIALS, *RC_FILES)) -> list[str]:
     return args
 
 
-def files(root: Path, box) -> list[str]:
+def files(root: Path, read: tuple[str, ...] = (), grant: str = "") -> list[str]:
     """What the box sees of the files, as bubblewrap's arguments after / read-only and /tmp: of
-    the home only the toolchains' places, the project writable (read-only where it holds the home,
-    see writable_root), credential places hidden, and in the project the repository and what
-    steers amas or the user's tools read-only. One value, built from what is on disk now."""
+    the home only the toolchains' places and read (the user's `sandbox_read`), the project writable
+    (read-only where it holds the home, see writable_root), credential places hidden, and in the
+    project the repository and what steers amas or the user's tools read-only, but for one run's
+    grant (sandbox.Box.grant). One value, built from what is on disk now."""
     root = Path(root)
     writable = writable_root(root)
     hidden = _home() if writable else None  # else the project shows the home, read-only
-    shown = _shown(hidden, box.read) if hidden else []
+    shown = _shown(hidden, read) if hidden else []
     args = _home_view(hidden, shown)
     if writable:
         args += ["--bind", str(root), str(root)]
@@ -86,9 +86,9 @@ def files(root: Path, box) -> list[str]:
     else:  # the home is in sight: other tools' tokens and browser profiles hidden too
         args += _hidden() + _hidden(TOOL_CREDENTIALS)
     if writable:
-        args += _repository(root, box.grant) + _steering_read_only(root)
-    if box.grant.startswith("/"):  # a folder the person made writable for one run
-        args += ["--bind", box.grant, box.grant]
+        args += _repository(root, grant) + _steering_read_only(root)
+    if grant.startswith("/"):  # a folder the person made writable for one run
+        args += ["--bind", grant, grant]
     return args + (["--remount-ro", hidden] if hidden else [])
 
 
@@ -280,7 +280,8 @@ def _steering_read_only(root: Path) -> list[str]:
     """What steers amas or the user's tools read-only (STEERING, HOOK_TOOLS), and the project
     config empty in the box (its key unreadable). A steering place that does not exist gets an
     empty read-only stand-in, so none can be made: bubblewrap leaves it on disk, and sandbox.run
-    removes it after (see remove_stand_ins; one an amas killed mid-command left is removed after the next)."""
+    removes it after (see remove_stand_ins; one left by an amas killed mid-command goes after the
+    next command)."""
     # bubblewrap makes them, in the box's user namespace: the folder must be writable, and ours
     # (as root in that namespace, a folder of another user's is not)
     stand_ins = os.access(root, os.W_OK) and os.stat(root).st_uid == os.geteuid()
@@ -300,7 +301,8 @@ def _steering_read_only(root: Path) -> list[str]:
 
 def _stand_in(path: str) -> list[str]:
     """An empty read-only folder where path is missing, so nothing of that name can be made:
-    bubblewrap makes the folder on disk to mount it, and sandbox.run removes it after (see remove_stand_ins)."""
+    bubblewrap makes the folder on disk to mount it, and sandbox.run removes it after (see
+    remove_stand_ins)."""
     return ["--tmpfs", path, "--remount-ro", path]
 
 

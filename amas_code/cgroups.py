@@ -13,23 +13,19 @@ from pathlib import Path
 CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 
 
-def memory() -> int:
-    """The machine's memory in bytes."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
 @functools.cache
-def limited(box) -> list[Path]:
-    """A cgroup per controller with the box's limits, where amas may make one (root; cgroup v1 or v2): root
-    ignores the process rlimit, a cgroup does not. Made once per process (one command runs at a time; making
-    and removing one per command costs ~50 ms) and removed when amas exits."""
+def limited(procs: int, memory: int) -> list[Path]:
+    """A cgroup per controller with these limits (processes; bytes of memory), where amas may make
+    one (root; cgroup v1 or v2): root ignores the process rlimit, a cgroup does not. Made once per
+    process (one command runs at a time; making and removing one per command costs ~50 ms) and
+    removed when amas exits."""
     import atexit
 
-    limits = {"pids": box.procs, "memory": box.memory or memory() * 3 // 4}
+    limits = {"pids": procs, "memory": memory}
     made = []
     for controller, folder in _own_cgroups().items():
         _sweep(folder)
-        path = folder / f"amas-{os.getpid()}-{box.procs}-{limits['memory']}"
+        path = folder / f"amas-{os.getpid()}-{procs}-{memory}"
         with contextlib.suppress(OSError):
             path.mkdir(exist_ok=True)
             made.append(path)
@@ -62,7 +58,8 @@ def _own_cgroups() -> dict[str, Path]:
 
 
 def _cgroup_folder(controller: str, names: str, path: str) -> Path | None:
-    """Where a line of /proc/self/cgroup puts amas for a controller (v1: one tree each; v2: one tree)."""
+    """Where a line of /proc/self/cgroup puts amas for a controller (v1: one tree each; v2: one
+    tree)."""
     if not names:
         base = Path("/sys/fs/cgroup")
         return base / path if (base / "cgroup.controllers").exists() else None
@@ -91,7 +88,8 @@ def _remove(groups: list[Path]) -> None:
 
 
 def child(groups: list[Path]) -> None:
-    """In the child before it runs: it dies when amas dies (kill -9 too), and joins the command's cgroups."""
+    """In the child before it runs: it dies when amas dies (kill -9 too), and joins the command's
+    cgroups (none for the network stack)."""
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):

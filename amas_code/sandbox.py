@@ -1,4 +1,9 @@
-"""Running a shell command: in a bubblewrap box where it works, with limits, its output read in bounded memory."""
+"""Running one shell command: in a bubblewrap box where it works, with limits, its output read in
+bounded memory and whatever it started gone when it returns. This module owns the Box, the sandbox
+mode in force, bubblewrap's argv and the process; the box's parts are its own modules (boxview: the
+files it sees; netstack: its network; seccomp: its filter; cgroups: limits that hold for root).
+It also reads what a failed command said for what the box may have refused, and checks the folder
+a person grants."""
 
 import contextlib
 import dataclasses
@@ -198,7 +203,8 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
 
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
     """The shell line started, boxed or not, in its own session: a timeout or Ctrl+C kills all it started."""
-    argv, groups = ["/bin/sh", "-c", command], cgroups.limited(box) if box else []
+    argv = ["/bin/sh", "-c", command]
+    groups = cgroups.limited(box.procs, _memory(box)) if box else []
     given, kept = _descriptors(box)
     try:
         proc = subprocess.Popen(
@@ -223,7 +229,7 @@ def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:
     """bubblewrap's arguments: / read-only, a private /tmp, the files' view (see boxview.files),
     then the process side (see _process)."""
     args = [bwrap() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    args += _tmp(box) + boxview.files(root, box)
+    args += _tmp(box) + boxview.files(root, box.read, box.grant)
     args += [] if "seccomp" in fds else boxview.unix_sockets_hidden()
     return args + ["--chdir", str(root)] + _process(box, fds)
 
@@ -321,10 +327,15 @@ def _data(data: bytes) -> int:
 def _limits(box: Box) -> list[str]:
     """prlimit run inside the box: processes are counted in the box's own user namespace, so the user's other
     processes do not count against it (as root the cgroup is what holds, see cgroups.limited)."""
-    memory = box.memory or cgroups.memory() * 3 // 4
-    limits = [f"--nproc={box.procs}", f"--data={memory}", f"--fsize={box.file_size}", "--core=0"]
+    limits = [f"--nproc={box.procs}", f"--data={_memory(box)}", f"--fsize={box.file_size}"]
     # by its path: a prlimit of the project's, first on PATH, would run the command without limits
-    return [project.program("prlimit") or "prlimit", *limits, "--"]
+    return [project.program("prlimit") or "prlimit", *limits, "--core=0", "--"]
+
+
+def _memory(box: Box) -> int:
+    """The bytes a process in the box may allocate: the box's, or three quarters of the machine's."""
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return box.memory or machine * 3 // 4
 
 
 def _harden() -> None:

@@ -7,7 +7,7 @@ import functools
 import os
 
 # the ABIs one kernel runs, by family: the box's seccomp filter covers the native ABI's family
-SECCOMP_ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))
+ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))
 
 
 @functools.cache
@@ -25,8 +25,8 @@ def program(arches: tuple[str, ...] = ()) -> bytes:
     if not context:
         return b""
     try:
-        built = _seccomp_arches(lib, context, arches) and _seccomp_rules(lib, context)
-        return _seccomp_export(lib, context) if built else b""
+        built = _arches(lib, context, arches) and _rules(lib, context)
+        return _export(lib, context) if built else b""
     finally:
         lib.seccomp_release(context)
 
@@ -49,11 +49,11 @@ def _libseccomp(lib):
     return lib
 
 
-def _seccomp_arches(lib, context: int, arches: tuple[str, ...]) -> bool:
+def _arches(lib, context: int, arches: tuple[str, ...]) -> bool:
     """The filter made for the native ABI's family (x86_64 with 32-bit x86 and x32; arm64 with arm),
     or the ABIs named. A process of an ABI left out is killed, never let through."""
     native = lib.seccomp_arch_native()
-    family = [f for f in SECCOMP_ARCHES if native in [_arch_token(lib, n) for n in f]]
+    family = [f for f in ARCHES if native in [_arch_token(lib, n) for n in f]]
     for name in arches or (family[0] if family else ()):
         token = _arch_token(lib, name)
         # -17 (EEXIST): the native ABI, there from the start
@@ -67,7 +67,7 @@ def _arch_token(lib, name: str) -> int:
     return lib.seccomp_arch_resolve_name(name.encode())
 
 
-def _seccomp_rules(lib, context: int) -> bool:
+def _rules(lib, context: int) -> bool:
     """socket(AF_UNIX, …) refused with EPERM (a session bus, ssh-agent, docker or systemd reached
     through a socket file, read-only or not), and io_uring_setup (its socket and connect operations
     pass no seccomp filter). The family is compared on its low 32 bits, as the kernel reads it:
@@ -86,7 +86,7 @@ def _seccomp_rules(lib, context: int) -> bool:
     return done == 0 and lib.seccomp_rule_add_array(context, eperm, uring, 0, None) == 0
 
 
-def _seccomp_export(lib, context: int) -> bytes:
+def _export(lib, context: int) -> bytes:
     """The filter as the BPF program bwrap's --seccomp reads."""
     fd = os.memfd_create("amas-seccomp")
     try:

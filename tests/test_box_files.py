@@ -57,18 +57,18 @@ def test_the_mounts_are_one_value(layout):
     for name in (".vscode", ".idea", ".envrc"):
         expected += ["--tmpfs", f"{r}/{name}", "--remount-ro", f"{r}/{name}"]
     expected += [*bind(f"{r}/.husky"), *bind(f"{r}/.amas/config.yaml", source="/dev/null")]
-    assert boxview.files(root, sandbox.Box(read=("~/.m2",))) == [*expected, "--remount-ro", h]
+    assert boxview.files(root, read=("~/.m2",)) == [*expected, "--remount-ro", h]
     assert f"{h}/.ssh" in boxview._hidden() and f"{h}/.ssh" not in expected  # the home hides it
 
 
 def test_a_project_that_holds_the_home_is_read_only_and_shows_no_token(layout):
     home, _ = layout
-    args = boxview.files(home, sandbox.Box())
+    args = boxview.files(home)
     assert args[:3] == ["--ro-bind", str(home), str(home)]
     # hidden in it: credential places, amas's own state, other tools' tokens
     assert f"{home}/.codex" in args and f"{home}/.ssh" in args and f"{home}/.amas" in args
     assert "--bind" not in args and "--remount-ro" not in args
-    assert boxview.files(Path("/"), sandbox.Box())[:1] != ["--ro-bind"]  # / is there already
+    assert boxview.files(Path("/"))[:1] != ["--ro-bind"]  # / is there already
 
 
 def test_the_home_and_what_holds_it_are_never_writable(layout):
@@ -87,7 +87,7 @@ def test_a_gitfile_and_the_folders_it_names_are_read_only(layout, tmp_path):
     work = tmp_path / "work"
     git(root, "-c", "user.name=a", "-c", "user.email=b", "commit", "-qm", "x", "--allow-empty")
     git(root, "worktree", "add", "-q", str(work))
-    args = boxview.files(work, sandbox.Box())
+    args = boxview.files(work)
     for place in (work / ".git", root / ".git", root / ".git" / "worktrees" / "work"):
         assert ["--ro-bind", str(place), str(place)] == args[args.index(str(place)) - 1 :][:3]
 
@@ -95,7 +95,7 @@ def test_a_gitfile_and_the_folders_it_names_are_read_only(layout, tmp_path):
 def test_a_missing_hooks_folder_gets_a_stand_in(layout):
     _, root = layout
     git(root, "config", "core.hooksPath", "tools/hooks/git")
-    args = boxview.files(root, sandbox.Box())
+    args = boxview.files(root)
     hooks = f"{root}/tools/hooks"  # the topmost folder missing of tools/hooks/git
     at = args.index(hooks)
     assert args[at - 1 : at + 3] == ["--tmpfs", hooks, "--remount-ro", hooks]
@@ -136,7 +136,7 @@ def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
     (root / "AGENTS.md").unlink()
     (root / "AGENTS.md").mkdir()
     (root / ".vscode").mkdir()  # yours, empty: kept
-    args = boxview.files(root, sandbox.Box())
+    args = boxview.files(root)
     agents = f"{root}/AGENTS.md"
     at = args.index(agents)
     assert args[at - 1 : at + 3] == ["--tmpfs", agents, "--remount-ro", agents]
