@@ -58,28 +58,34 @@ class Box:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def box(config: dict) -> Box | None:
-    """The box commands run in under this config, or None when they run unboxed."""
-    if status(config)[0] != "on":
-        return None
-    read = tuple(config.get("sandbox_read") or ())
-    return Box(network=bool(config.get("sandbox_network")), read=read)
+@dataclass(frozen=True)
+class Sandbox:
+    """The sandbox of one amas session, decided once (see open): the gate judges by its mode, the
+    tools run commands in its box, the start warns with its line."""
+
+    mode: str  # on, off (the config says so), unavailable (bubblewrap cannot run here)
+    line: str  # the mode in one line, for the user
+    box: Box | None = None  # where commands run; None: unboxed
 
 
-def session(config: dict) -> Box | None:
-    """The box of one amas session: its commands share one /tmp, a folder in ~/.amas/tmp made at the
-    first command and removed by Box.close."""
+def open(config: dict) -> Sandbox:
+    """The sandbox this config gives one amas session. Its box's commands share one /tmp, a folder
+    in ~/.amas/tmp made at the first command and removed by Box.close."""
     import secrets
 
-    found = box(config)
-    if found is None:
-        return None
+    mode, line = status(config)
+    if mode != "on":
+        return Sandbox(mode, line)
     name = f"{os.getpid()}-{secrets.token_hex(4)}"
-    return dataclasses.replace(found, scratch=str(Path.home() / ".amas" / "tmp" / name))
+    scratch = str(Path.home() / ".amas" / "tmp" / name)
+    read = tuple(config.get("sandbox_read") or ())
+    box = Box(network=bool(config.get("sandbox_network")), read=read, scratch=scratch)
+    return Sandbox(mode, line, box)
 
 
 def status(config: dict) -> tuple[str, str]:
-    """The mode in force (on, off, unavailable) and one line saying so to the user."""
+    """The mode in force (on, off, unavailable) and one line saying so to the user (asked once a
+    session, by open)."""
     if config.get("sandbox") in ("off", False):  # YAML reads a bare `off` as false
         return "off", UNBOXED_LINE.format(why="sandbox is off in the config")
     why = probe()

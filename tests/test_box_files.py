@@ -125,7 +125,7 @@ def test_sandbox_read_is_the_users_own(layout):
     merged, _, ignored = config.load(root)
     assert merged["sandbox_read"] == ["~/.m2"] and "sandbox_read" in ignored
     if not sandbox.probe():
-        assert sandbox.box(merged).read == ("~/.m2",)
+        assert sandbox.open(merged).box.read == ("~/.m2",)
     (home / ".amas" / "config.yaml").write_text("sandbox_read: ~/.m2\n")
     with pytest.raises(config.ConfigError, match="sandbox_read should be a list of paths"):
         config.load(root)

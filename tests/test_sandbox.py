@@ -396,27 +396,29 @@ def test_a_file_grows_no_further_than_the_limit(user, place):
     assert "[exit code 0]" not in result
 
 
-def test_status_says_which_mode_is_in_force(monkeypatch, tmp_path):
+def test_the_sandbox_says_which_mode_is_in_force(monkeypatch, tmp_path):
     if sandbox.probe():
         pytest.skip(f"no box here: {sandbox.probe()}")
     config = make_config()
-    assert sandbox.status(config) == (
+    on = sandbox.open(config)
+    assert (on.mode, on.line) == (
         "on",
         "commands run in a sandbox (bubblewrap): no network, writes only in the project",
     )
-    assert sandbox.box(config) == sandbox.Box()
-    assert sandbox.box({**config, "sandbox_network": True}).network
-    off = sandbox.status({**config, "sandbox": False})  # YAML reads `sandbox: off` as false
-    assert off == (
+    assert on.box == sandbox.Box(scratch=on.box.scratch)  # the session's /tmp: a folder of its own
+    assert not os.path.exists(on.box.scratch)  # made at the first command
+    assert sandbox.open({**config, "sandbox_network": True}).box.network
+    off = sandbox.open({**config, "sandbox": False})  # YAML reads `sandbox: off` as false
+    assert off == sandbox.Sandbox(
         "off",
         "no sandbox: sandbox is off in the config; every command will be asked, allow rules off",
     )
     monkeypatch.setenv("PATH", str(tmp_path))
     sandbox.probe.cache_clear()
     try:
-        mode, line = sandbox.status(config)
-        assert mode == "unavailable" and line.startswith("no sandbox: bwrap not found")
-        assert sandbox.box(config) is None
+        unavailable = sandbox.open(config)
+        assert unavailable.mode == "unavailable" and unavailable.box is None
+        assert unavailable.line.startswith("no sandbox: bwrap not found")
     finally:
         sandbox.probe.cache_clear()
 
