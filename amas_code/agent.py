@@ -111,7 +111,7 @@ class Commands:
 
     def sandbox_status(self) -> tuple[str, str]:
         """The sandbox mode in force (on, off, unavailable) and the line saying so."""
-        return self.sandbox
+        return self.sandbox.mode, self.sandbox.line
 
     def endpoint(self) -> str:
         """The banner's words for where prompts go: the model and its server."""
@@ -237,9 +237,9 @@ class Agent(Commands):
         )
         self.attachments = []
         self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
-        self.sandbox = sandbox.status(config)  # the mode in force, and the line saying so
+        self.sandbox = sandbox.open(config)  # decided once: the mode, the line saying so, the box
         self.model = providers.Model(config)
-        self.gate = policy.Gate(config, self.root, self.sandbox[0])
+        self.gate = policy.Gate(config, self.root, self.sandbox.mode)
         self.report = report or Report()
         self.notes = []  # what the user did since the last turn (/undo, !command)
         self.context = context.Context(self.root, config, self.model, self.warn)
@@ -247,7 +247,8 @@ class Agent(Commands):
         # never a checkpoint of the home (or / or above it): the box keeps it read-only
         if config["checkpoint_on_edit"] and sandbox.writable_root(self.root):
             self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
-        self.tools = tools.Tools(config, self.gate, functools.partial(act.ask, self.gate))
+        ask = functools.partial(act.ask, self.gate)
+        self.tools = tools.Tools(config, self.gate, ask, self.sandbox.box)
         self.act = act.Act(self.tools, self.checkpoint, self.report, self.context.limit)
         self.repair()
 

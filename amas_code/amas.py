@@ -238,8 +238,8 @@ def converse(agent, text: str, typed: str = "") -> int:
     if not text:
         return interactive(agent)
     report.start(agent.session, agent.model.name)
-    if agent.sandbox[0] != "on":  # said once at start: commands are not boxed
-        ui.warning(agent.sandbox[1])
+    if agent.sandbox.mode != "on":  # said once at start: commands are not boxed
+        ui.warning(agent.sandbox.line)
     if not attach_mentioned(agent, typed):
         agent.close()
         return report.finish("error", agent.session, agent.model.usage)

@@ -1,12 +1,15 @@
-"""Running a shell command: in a bubblewrap box where it works, with limits, its output read in bounded memory."""
+"""Running one shell command: in a bubblewrap box where it works, with limits, its output read in
+bounded memory and whatever it started gone when it returns. This module owns the Box, the sandbox
+mode in force, bubblewrap's argv and the process; the box's parts are its own modules (boxview: the
+files it sees; netstack: its network; seccomp: its filter; cgroups: limits that hold for root).
+It also reads what a failed command said for what the box may have refused, and checks the folder
+a person grants."""
 
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import re
-import select
 import selectors
 import shutil
 import signal
@@ -15,13 +18,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amas_code import effects, project, redact
+from amas_code import boxview, cgroups, effects, netstack, project, redact, seccomp
+from amas_code.boxview import writable_root
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
-RC_FILES = (
-    "~/.bashrc ~/.bash_profile ~/.bash_login ~/.profile ~/.zshrc ~/.zprofile ~/.zshenv".split()
-)
-SKIP = {"/proc", "/sys", "/dev"}  # replaced whole in the box, not hidden one by one
 NETWORK = re.compile(  # what a command says when it has no network
     r"Temporary failure in name resolution|Could not resolve host|Name or service not known|"
     r"Network is unreachable|getaddrinfo|No address associated with hostname|Connection refused|"
@@ -31,35 +31,8 @@ READ_ONLY = re.compile(  # `touch: cannot touch '/x': Read-only…`, `[Errno 30]
     r"([^\s'\"`‘’]+)['\"`’]?: Read-only file system|Read-only file system: ['\"`‘]?([^\s'\"`’]+)"
     r"|could not (?:write|lock) config file ([^\s:]+)"
 )
-# of the home, only these are in the box, read-only (with the user's own `sandbox_read` places):
-# the toolchains and git's identity; credential places among them stay hidden (redact.CREDENTIALS)
-HOME_READ = (
-    "~/.local/bin ~/.local/lib ~/.local/share/pipx ~/.local/share/uv ~/.cargo ~/.rustup ~/.pyenv "
-    "~/.nvm ~/.npm ~/.cache/pip ~/.cache/uv ~/.gitconfig ~/.config/git"
-).split()
-# what steers amas or the user's tools: read-only in the box; where missing, an empty read-only
-# folder stands in for it (git shows no empty folder; no file of that name can be made)
-STEERING = ("AGENTS.md", ".amas", ".vscode", ".idea", ".envrc")
-FILES = ("AGENTS.md", ".envrc")  # an empty folder of such a name is a stand-in left behind
-# what hook managers run at the user's next commit (husky v9's bodies, pre-commit's, lefthook's)
-HOOK_TOOLS = (".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml")
-# other tools' tokens and browser profiles: hidden too where the box shows the home (a read-only
-# project that holds it); elsewhere the home is hidden whole
-TOOL_CREDENTIALS = (
-    "~/.codex ~/.claude ~/.claude.json ~/.cache/huggingface ~/.s3cfg ~/.mozilla ~/snap/firefox "
-    "~/.config/google-chrome ~/.config/chromium ~/.config/BraveSoftware ~/snap/chromium"
-).split()
-# git run by amas on the user's repository, reading only: nothing of the repository's runs
-STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
-CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
-CGROUP = {"pids": ("pids.max",), "memory": ("memory.max", "memory.limit_in_bytes")}
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
 WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
-# the ABIs one kernel runs, by family: the box's seccomp filter covers the native ABI's family
-SECCOMP_ARCHES = (("x86_64", "x86", "x32"), ("aarch64", "arm"))
-UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
-NETWORK_STACK = "slirp4netns"  # the user-mode network stack of `sandbox_network: true`
-SLIRP_RESOLVER = "nameserver 10.0.2.3\n"  # slirp4netns's DNS forwarder, in the box's network
 UNBOXED_LINE = "no sandbox: {why}; every command will be asked, allow rules off"
 
 
@@ -85,28 +58,34 @@ class Box:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def box(config: dict) -> Box | None:
-    """The box commands run in under this config, or None when they run unboxed."""
-    if status(config)[0] != "on":
-        return None
-    read = tuple(config.get("sandbox_read") or ())
-    return Box(network=bool(config.get("sandbox_network")), read=read)
+@dataclass(frozen=True)
+class Sandbox:
+    """The sandbox of one amas session, decided once (see open): the gate judges by its mode, the
+    tools run commands in its box, the start warns with its line."""
+
+    mode: str  # on, off (the config says so), unavailable (bubblewrap cannot run here)
+    line: str  # the mode in one line, for the user
+    box: Box | None = None  # where commands run; None: unboxed
 
 
-def session(config: dict) -> Box | None:
-    """The box of one amas session: its commands share one /tmp, a folder in ~/.amas/tmp made at the
-    first command and removed by Box.close."""
+def open(config: dict) -> Sandbox:
+    """The sandbox this config gives one amas session. Its box's commands share one /tmp, a folder
+    in ~/.amas/tmp made at the first command and removed by Box.close."""
     import secrets
 
-    found = box(config)
-    if found is None:
-        return None
+    mode, line = status(config)
+    if mode != "on":
+        return Sandbox(mode, line)
     name = f"{os.getpid()}-{secrets.token_hex(4)}"
-    return dataclasses.replace(found, scratch=str(Path.home() / ".amas" / "tmp" / name))
+    scratch = str(Path.home() / ".amas" / "tmp" / name)
+    read = tuple(config.get("sandbox_read") or ())
+    box = Box(network=bool(config.get("sandbox_network")), read=read, scratch=scratch)
+    return Sandbox(mode, line, box)
 
 
 def status(config: dict) -> tuple[str, str]:
-    """The mode in force (on, off, unavailable) and one line saying so to the user."""
+    """The mode in force (on, off, unavailable) and one line saying so to the user (asked once a
+    session, by open)."""
     if config.get("sandbox") in ("off", False):  # YAML reads a bare `off` as false
         return "off", UNBOXED_LINE.format(why="sandbox is off in the config")
     why = probe()
@@ -116,10 +95,10 @@ def status(config: dict) -> tuple[str, str]:
     if config.get("sandbox_network"):
         net = (
             "with the network"
-            if project.program(NETWORK_STACK)
-            else f"no network ({NETWORK_STACK} missing)"
+            if project.program(netstack.NETWORK_STACK)
+            else f"no network ({netstack.NETWORK_STACK} missing)"
         )
-    return "on", SANDBOX_LINE.format(net=net, weaker="" if _seccomp_filter() else WEAKER)
+    return "on", SANDBOX_LINE.format(net=net, weaker="" if seccomp.program() else WEAKER)
 
 
 def bwrap() -> str | None:
@@ -181,7 +160,7 @@ def grantable(folder: str, root: Path) -> str:
 
 def read_only_repository(result: str) -> str | None:
     """The place in a git repository a finished command failed to write, or None: the box keeps
-    the repository read-only, so `git commit` or `git add` fails in it (see _git_read_only)."""
+    the repository read-only, so `git commit` or `git add` fails in it (see boxview)."""
     if _succeeded(result):
         return None
     for line in result.splitlines():
@@ -222,15 +201,16 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
         _kill(proc.pid, before)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2)  # killed: its exit code is the signal's
-        _remove_stand_ins(proc.args, Path(root))
-    note += _planted_note(planted(Path(root), started)) if box else ""
+        boxview.remove_stand_ins(proc.args, Path(root))
+    note += boxview.planted_note(boxview.planted(Path(root), started)) if box else ""
     parts = [f"$ {command.line}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
 
 
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
     """The shell line started, boxed or not, in its own session: a timeout or Ctrl+C kills all it started."""
-    argv, groups = ["/bin/sh", "-c", command], _cgroups(box) if box else []
+    argv = ["/bin/sh", "-c", command]
+    groups = cgroups.limited(box.procs, _memory(box)) if box else []
     given, kept = _descriptors(box)
     try:
         proc = subprocess.Popen(
@@ -242,21 +222,21 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=tuple(given.values()),
-            preexec_fn=functools.partial(_child, groups),
+            preexec_fn=functools.partial(cgroups.child, groups),
         )
     finally:  # the box's ends are the box's alone; amas's start the network (or see bwrap fail)
         for fd in given.values():
             os.close(fd)
-        _network(kept)
+        netstack.start(kept)
     return proc
 
 
 def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:
-    """bubblewrap's arguments: / read-only, a private /tmp, the files' view (see files), then the
-    process side (see _process)."""
+    """bubblewrap's arguments: / read-only, a private /tmp, the files' view (see boxview.files),
+    then the process side (see _process)."""
     args = [bwrap() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    args += _tmp(box) + files(root, box)
-    args += [] if "seccomp" in fds else _unix_sockets_hidden()
+    args += _tmp(box) + boxview.files(root, box.read, box.grant)
+    args += [] if "seccomp" in fds else boxview.unix_sockets_hidden()
     return args + ["--chdir", str(root)] + _process(box, fds)
 
 
@@ -325,33 +305,20 @@ def _tidy_tmp(box: Box | None) -> str:
     return f"\n[/tmp held {size >> 20} MB, more than {box.tmp >> 20} MB: it was emptied]"
 
 
-def _unix_sockets_hidden() -> list[str]:
-    """Without a seccomp filter: the places of the sockets that run programs outside the box (the
-    session bus, systemd's, docker's), hidden. The private /tmp already hides X11's."""
-    args, own = [], os.environ.get("XDG_RUNTIME_DIR")  # where it is not under /run/user
-    for place in [*UNIX_SOCKET_PLACES, *([own] if own else [])]:
-        path = os.path.realpath(place)
-        if os.path.isdir(path):
-            args += ["--tmpfs", path]
-        elif os.path.exists(path):
-            args += ["--ro-bind", "/dev/null", path]
-    return args
-
-
 def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | None]:
     """The descriptors the box is given, by bwrap's option, and those amas keeps to start the
     network stack: the read end of --info-fd and the write end of --block-fd."""
     given, kept = {}, None
-    program = _seccomp_filter() if box else b""
+    program = seccomp.program() if box else b""
     if program:
         given["seccomp"] = _data(program)
     online = box and (box.network or box.grant == "network")
-    if online and project.program(NETWORK_STACK):
+    if online and project.program(netstack.NETWORK_STACK):
         info, block = os.pipe(), os.pipe()
         given.update({"info-fd": info[1], "block-fd": block[0]})
         kept = (info[0], block[1])
-        if _loopback_resolver(Path("/etc/resolv.conf")):  # systemd-resolved's 127.0.0.53
-            given["ro-bind-data"] = _data(SLIRP_RESOLVER.encode())
+        if netstack.loopback_resolver(Path("/etc/resolv.conf")):  # systemd-resolved's 127.0.0.53
+            given["ro-bind-data"] = _data(netstack.SLIRP_RESOLVER.encode())
     return given, kept
 
 
@@ -363,593 +330,18 @@ def _data(data: bytes) -> int:
     return fd
 
 
-def _loopback_resolver(resolv: Path) -> bool:
-    """Whether the host resolves names through a server on its loopback, which is not the box's."""
-    try:
-        text = resolv.read_text(errors="replace")
-    except OSError:
-        return False
-    servers = re.findall(r"^\s*nameserver\s+(\S+)", text, re.MULTILINE)
-    return any(s.startswith("127.") or s == "::1" for s in servers)
-
-
-def _network(kept: tuple[int, int] | None) -> None:
-    """The user-mode stack started on the box's network namespace before the command runs, the
-    host's loopback out of its reach (--disable-host-loopback). If it does not start, the command
-    runs with no network: never the host's."""
-    if not kept:
-        return
-    info, block = kept
-    try:
-        pid = _child_pid(info)
-        if pid and _loopback_up(pid):
-            _slirp(pid)
-    finally:  # bwrap runs the command once --block-fd has data or is closed
-        os.close(info)
-        os.close(block)
-
-
-def _child_pid(info: int) -> int:
-    """The box's first process, as bwrap's --info-fd tells it (0 when it says nothing in 10 s)."""
-    said = b""
-    while not said.rstrip().endswith(b"}"):
-        if not select.select([info], [], [], 10)[0]:
-            return 0
-        chunk = os.read(info, 4096)
-        if not chunk:
-            return 0
-        said += chunk
-    with contextlib.suppress(ValueError, AttributeError):
-        return int(json.loads(said).get("child-pid", 0))
-    return 0
-
-
-def _loopback_up(pid: int) -> bool:
-    """Whether bwrap has set up the box's loopback (2 s at most): the stack's own netlink requests,
-    made meanwhile, make bwrap's fail ("loopback: Failed RTM_NEWADDR"). Its broadcast route is
-    made last, once the loopback is up (127.0.0.1's comes with the address, before)."""
-    for _ in range(2000):
-        try:
-            if "127.255.255.255" in Path(f"/proc/{pid}/net/fib_trie").read_text():
-                return True
-        except OSError:
-            return False  # the box is gone
-        time.sleep(0.001)
-    return False
-
-
-def _slirp(pid: int) -> None:
-    """slirp4netns in the box's network namespace, waited for until it is ready (10 s at most). It
-    is a child of amas: killed with the command's strays, and when amas dies."""
-    import fcntl
-
-    held = []
-    try:
-        held.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY))
-        # the user namespace that owns the network (bwrap nests the box's own inside it)
-        held.append(fcntl.ioctl(held[0], 0xB701))  # NS_GET_USERNS
-        ready, told = os.pipe()
-        held += [ready, told]
-        _start_stack(pid, held[1], told)
-        os.close(held.pop())  # its own end only: EOF if it dies before it is ready
-        if select.select([ready], [], [], 10)[0]:
-            os.read(ready, 1)
-    except OSError:
-        pass  # no stack: the box has its own namespace, with no network
-    finally:
-        for fd in held:
-            os.close(fd)
-
-
-def _start_stack(pid: int, owner: int, told: int) -> None:
-    """slirp4netns started on the box's network, joined through its owner (the descriptor of a user
-    namespace), the host's loopback out of reach, its own seccomp filter on; ready when told is."""
-    options = ["--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp"]
-    options += [f"--userns-path=/proc/self/fd/{owner}", "--ready-fd", str(told)]
-    subprocess.Popen(
-        [project.program(NETWORK_STACK) or NETWORK_STACK, *options, str(pid), "tap0"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        pass_fds=(owner, told),
-        preexec_fn=functools.partial(_child, []),
-    )
-
-
-@functools.cache
-def _seccomp_filter(arches: tuple[str, ...] = ()) -> bytes:
-    """The box's seccomp program, built and exported as BPF by libseccomp (libseccomp2, in Debian
-    and Raspberry Pi OS) for this machine's ABIs (or those named, for tests): b"" where libseccomp
-    is missing or fails. libseccomp also covers 32-bit x86's socketcall(SYS_SOCKET, …)."""
-    import ctypes
-
-    try:
-        lib = _libseccomp(ctypes.CDLL("libseccomp.so.2"))
-    except OSError:
-        return b""
-    context = lib.seccomp_init(0x7FFF0000)  # SCMP_ACT_ALLOW: all that is not refused below
-    if not context:
-        return b""
-    try:
-        built = _seccomp_arches(lib, context, arches) and _seccomp_rules(lib, context)
-        return _seccomp_export(lib, context) if built else b""
-    finally:
-        lib.seccomp_release(context)
-
-
-def _libseccomp(lib):
-    """libseccomp's functions amas calls, with their C types."""
-    import ctypes
-
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_release.argtypes = [ctypes.c_void_p]
-    lib.seccomp_arch_native.restype = ctypes.c_uint32
-    lib.seccomp_arch_resolve_name.restype = ctypes.c_uint32
-    lib.seccomp_arch_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_arch_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int]
-    lib.seccomp_rule_add_array.argtypes += [ctypes.c_uint, ctypes.c_void_p]
-    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    return lib
-
-
-def _seccomp_arches(lib, context: int, arches: tuple[str, ...]) -> bool:
-    """The filter made for the native ABI's family (x86_64 with 32-bit x86 and x32; arm64 with arm),
-    or the ABIs named. A process of an ABI left out is killed, never let through."""
-    native = lib.seccomp_arch_native()
-    family = [f for f in SECCOMP_ARCHES if native in [_arch_token(lib, n) for n in f]]
-    for name in arches or (family[0] if family else ()):
-        token = _arch_token(lib, name)
-        # -17 (EEXIST): the native ABI, there from the start
-        if not token or lib.seccomp_arch_add(context, token) not in (0, -17):
-            return False
-    return True
-
-
-def _arch_token(lib, name: str) -> int:
-    """libseccomp's token for an ABI's name (0 for a name it does not know)."""
-    return lib.seccomp_arch_resolve_name(name.encode())
-
-
-def _seccomp_rules(lib, context: int) -> bool:
-    """socket(AF_UNIX, …) refused with EPERM (a session bus, ssh-agent, docker or systemd reached
-    through a socket file, read-only or not), and io_uring_setup (its socket and connect operations
-    pass no seccomp filter). The family is compared on its low 32 bits, as the kernel reads it:
-    0x1_0000_0001 is AF_UNIX too."""
-    import ctypes
-
-    class Compare(ctypes.Structure):  # struct scmp_arg_cmp
-        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int)]
-        _fields_ += [("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
-
-    eperm = 0x00050000 | 1  # SCMP_ACT_ERRNO(EPERM)
-    unix = Compare(0, 7, 0xFFFFFFFF, 1)  # argument 0, SCMP_CMP_MASKED_EQ, mask, AF_UNIX
-    socket = lib.seccomp_syscall_resolve_name(b"socket")
-    uring = lib.seccomp_syscall_resolve_name(b"io_uring_setup")
-    done = lib.seccomp_rule_add_array(context, eperm, socket, 1, ctypes.byref(unix))
-    return done == 0 and lib.seccomp_rule_add_array(context, eperm, uring, 0, None) == 0
-
-
-def _seccomp_export(lib, context: int) -> bytes:
-    """The filter as the BPF program bwrap's --seccomp reads."""
-    fd = os.memfd_create("amas-seccomp")
-    try:
-        if lib.seccomp_export_bpf(context, fd) != 0:
-            return b""
-        size = os.lseek(fd, 0, os.SEEK_CUR)
-        return os.pread(fd, size, 0)
-    finally:
-        os.close(fd)
-
-
-def _hidden(places=(*redact.CREDENTIALS, *RC_FILES)) -> list[str]:
-    """Mounts that hide each credential place that exists: an empty folder, or an empty file."""
-    args = []
-    for place in places:
-        if place in SKIP or place.startswith("/proc"):
-            continue
-        path = os.path.realpath(os.path.expanduser(place))
-        if os.path.isdir(path):
-            args += ["--tmpfs", path]
-        elif os.path.exists(path):
-            args += ["--ro-bind", "/dev/null", path]
-    return args
-
-
-def files(root: Path, box: Box) -> list[str]:
-    """What the box sees of the files, as bubblewrap's arguments after / read-only and /tmp: of
-    the home only the toolchains' places, the project writable (read-only where it holds the home,
-    see writable_root), credential places hidden, and in the project the repository and what
-    steers amas or the user's tools read-only. One value, built from what is on disk now."""
-    root = Path(root)
-    writable = writable_root(root)
-    hidden = _home() if writable else None  # else the project shows the home, read-only
-    shown = _shown(hidden, box.read) if hidden else []
-    args = _home_view(hidden, shown)
-    if writable:
-        args += ["--bind", str(root), str(root)]
-    elif str(root) != "/":  # / is there, read-only; bound again, it would bring the host's /proc
-        args += ["--ro-bind", str(root), str(root)]
-    if hidden:  # of the credential places, only those the box shows need hiding
-        args += _in_sight(_hidden(), hidden, [*shown, str(root)])
-    else:  # the home is in sight: other tools' tokens and browser profiles hidden too
-        args += _hidden() + _hidden(TOOL_CREDENTIALS)
-    if writable:
-        args += _repository(root, box.grant) + _steering_read_only(root)
-    if box.grant.startswith("/"):  # a folder the person made writable for one run
-        args += ["--bind", box.grant, box.grant]
-    return args + (["--remount-ro", hidden] if hidden else [])
-
-
-def _repository(root: Path, grant: str) -> list[str]:
-    """The repository read-only; for one run granted "repository", only its config and hooks."""
-    if grant != "repository":
-        return _git_read_only(root)
-    gitdir, common, hooks = _git_places(root)
-    places = {str(p / name) for p in (gitdir, common) if p for name in ("config", "hooks")}
-    args = []
-    for place in sorted(p for p in places if os.path.exists(p)):
-        args += ["--ro-bind", place, place]
-    return args + _hooks_read_only(root, hooks, set())
-
-
-def writable_root(root: Path) -> bool:
-    """Whether the box may make a project writable: never the home folder, `/`, or a folder above
-    the home (what the user runs later is there: ~/.bashrc, ~/.local/bin, ~/.config/autostart)."""
-    real = Path(os.path.realpath(root))
-    home = Path(os.path.realpath(os.path.expanduser("~")))
-    return real != home and real not in home.parents
-
-
-def _home() -> str | None:
-    """The user's home as it really is, or None when there is none to hide (missing, or /)."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    return home if home != "/" and os.path.isdir(home) else None
-
-
-def _home_view(home: str | None, shown: list[str]) -> list[str]:
-    """The home hidden: an empty folder (made read-only last, see files) in which only the
-    toolchains' places and the user's own `sandbox_read` ones (shown) are mounted, read-only."""
-    if not home:
-        return []
-    args = ["--tmpfs", home]
-    for place in shown:
-        args += ["--ro-bind", os.path.realpath(place), place]
-    return args
-
-
-def _in_sight(hiding: list[str], home: str, shown: list[str]) -> list[str]:
-    """Of the mounts that hide credential places (see _hidden), those the box would show: outside
-    the hidden home, or in a place of it that is shown (~/.cargo/credentials.toml)."""
-    kept, at = [], 0
-    while at < len(hiding):
-        width = 2 if hiding[at] == "--tmpfs" else 3
-        place = Path(hiding[at + width - 1])
-        if not place.is_relative_to(home) or any(place.is_relative_to(p) for p in shown):
-            kept += hiding[at : at + width]
-        at += width
-    return kept
-
-
-def _shown(home: str, read: tuple[str, ...] = ()) -> list[str]:
-    """The places of HOME_READ and of read that exist in the home, each before what it holds."""
-    places = set()
-    for place in [*HOME_READ, *read]:
-        path = os.path.join(home, place[2:]) if place.startswith("~/") else os.path.abspath(place)
-        if path.startswith(home + "/") and os.path.exists(path):
-            places.add(os.path.normpath(path))
-    return sorted(places, key=lambda path: Path(path).parts)
-
-
-def _git_read_only(root: Path) -> list[str]:
-    """The project's repositories read-only, each a mount point, so it can neither be written
-    nor renamed away and replaced: the .git (a folder, or a gitfile and the gitdir and commondir
-    it names), the nested repositories git finds (see _nested_read_only), and the folder
-    core.hooksPath names."""
-    gitdir, common, hooks = _git_places(root)
-    places = {str(p) for p in (root / ".git", gitdir, common) if p and os.path.exists(p)}
-    args = []
-    for place in sorted(places):
-        args += ["--ro-bind", place, place]
-    return args + _nested_read_only(root) + _hooks_read_only(root, hooks, places)
-
-
-def _git(root: Path, *args: str) -> str | None:
-    """What git says on the user's repository, reading only; None when it fails or is missing."""
-    env = project.git_env(GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
-    try:
-        done = project.git(root, *args, env=env)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return os.fsdecode(done.stdout) if done.returncode == 0 else None
-
-
-def _git_places(root: Path) -> tuple[Path | None, Path | None, Path | None]:
-    """The repository's gitdir, its commondir and the folder it takes hooks from (hooksPath),
-    asked again only when the .git or the user's git config changed (the box cannot change them;
-    a worktree's shared config, changed outside, is seen at amas's next start)."""
-    marks = [root / ".git", *map(Path, ("~/.gitconfig", "~/.config/git/config"))]
-    changed = []
-    for mark in marks:
-        with contextlib.suppress(OSError):
-            info = mark.expanduser().lstat()
-            changed += [str(mark), info.st_ino, info.st_mtime_ns]
-    return _asked_places(str(root), tuple(changed))
-
-
-@functools.lru_cache(maxsize=16)
-def _asked_places(root: str, changed: tuple) -> tuple[Path | None, Path | None, Path | None]:
-    """What git says of the repository at root (see _git_places)."""
-    paths = "--git-dir", "--git-common-dir"
-    said = _git(Path(root), "rev-parse", "--path-format=absolute", *paths)
-    lines = said.splitlines() if said else []
-    if len(lines) != 2:
-        return None, None, None
-    common = Path(lines[1])
-    return Path(lines[0]), common, _hooks_path(Path(root), common)
-
-
-def _hooks_path(root: Path, common: Path) -> Path:
-    """The folder git takes hooks from: the one core.hooksPath names (amas's own -c, of scope
-    "command", is not the repository's), else the common dir's hooks."""
-    said = _git(root, "config", "--path", "--show-scope", "--get-all", "core.hooksPath") or ""
-    lines = said.splitlines()
-    named = [line.split("\t", 1)[1] for line in lines if not line.startswith("command\t")]
-    return root / named[-1] if named and named[-1] else common / "hooks"
-
-
-def _nested_read_only(root: Path) -> list[str]:
-    """Each nested repository's .git read-only, in its folder bound to itself (a mount point: it
-    cannot be renamed away and replaced), as are the folders above a gitlink: the user's `git
-    status` goes into a gitlink's repository. A gitlink not checked out is read-only whole."""
-    links, others = _nested(root)
-    marks = {}
-    for rel in links:
-        marks.update((str(parent), "--bind") for parent in Path(rel).parents if str(parent) != ".")
-    for rel in [*links, *others]:
-        if os.path.lexists(root / rel / ".git"):
-            marks[rel] = "--bind"
-            marks[os.path.join(rel, ".git")] = "--ro-bind"
-        else:
-            marks[rel] = "--ro-bind"
-    args = []
-    for rel in sorted(marks, key=lambda rel: Path(rel).parts):  # what holds, before what it holds
-        path = root / rel
-        if (path.is_dir() and not path.is_symlink()) or (rel.endswith(".git") and path.exists()):
-            args += [marks[rel], str(path), str(path)]
-    return args
-
-
-def _nested(root: Path) -> tuple[list[str], list[str]]:
-    """The project's nested repositories, relative to it: the gitlinks in its index (submodules,
-    and repositories staged as ones) and the untracked repositories git finds (not in ignored
-    folders)."""
-    listed = _git(root, "ls-files", "-z", "--others", "--exclude-standard") or ""
-    others = [name.rstrip("/") for name in listed.split("\0") if name.endswith("/")]
-    return list(_gitlinks(str(root), _index(root))), others
-
-
-def _index(root: Path) -> tuple:
-    """The identity of the index of the project's repository (None in it while there is none)."""
-    gitdir = root / ".git"
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        if gitdir.is_file():  # a gitfile: `gitdir: <path>`, relative to the project
-            gitdir = root / gitdir.read_text().removeprefix("gitdir:").strip()
-        info = (gitdir / "index").stat()
-        return str(gitdir), info.st_ino, info.st_mtime_ns, info.st_size
-    return str(gitdir), None
-
-
-@functools.lru_cache(maxsize=16)
-def _gitlinks(root: str, index: tuple) -> tuple[str, ...]:
-    """The paths of the gitlinks (mode 160000) in the index of the repository at root, read again
-    only when the index changed (the box keeps it read-only)."""
-    listed = _git(Path(root), "ls-files", "-z", "--stage") or ""
-    return tuple(e.split("\t", 1)[1] for e in listed.split("\0") if e.startswith("160000 "))
-
-
-def _hooks_read_only(root: Path, hooks: Path | None, gitdirs: set[str]) -> list[str]:
-    """The folder core.hooksPath names, where it is in the project: read-only (husky's .husky/_:
-    all of .husky, whose hook bodies its shims run); missing, an empty read-only stand-in."""
-    if hooks is None or not hooks.is_relative_to(root) or hooks == root:
-        return []
-    if any(hooks.is_relative_to(gitdir) for gitdir in gitdirs):
-        return []  # .git/hooks: read-only with the repository
-    hooks = hooks.parent if hooks.name == "_" and hooks.parent != root else hooks
-    if hooks.parent == root and hooks.name in HOOK_TOOLS:
-        return []  # read-only with what steers (see _steering_read_only)
-    if hooks.exists():
-        return ["--ro-bind", str(hooks), str(hooks)]
-    while not hooks.parent.exists():
-        hooks = hooks.parent
-    return _stand_in(str(hooks)) if os.access(root, os.W_OK) else []
-
-
-def _steering_read_only(root: Path) -> list[str]:
-    """What steers amas or the user's tools read-only (STEERING, HOOK_TOOLS), and the project
-    config empty in the box (its key unreadable). A steering place that does not exist gets an
-    empty read-only stand-in, so none can be made: bubblewrap leaves it on disk, and run()
-    removes it after (see _remove_stand_ins; one an amas killed mid-command left is removed after the next)."""
-    # bubblewrap makes them, in the box's user namespace: the folder must be writable, and ours
-    # (as root in that namespace, a folder of another user's is not)
-    stand_ins = os.access(root, os.W_OK) and os.stat(root).st_uid == os.geteuid()
-    args = []
-    for path in [str(root / name) for name in STEERING]:
-        left = path.endswith(FILES) and os.path.isdir(path) and not os.listdir(path)
-        if os.path.exists(path) and not left:
-            args += ["--ro-bind", path, path]
-        elif stand_ins and (left or not os.path.lexists(path)):
-            args += _stand_in(path)
-    for path in [str(root / name) for name in HOOK_TOOLS if (root / name).exists()]:
-        args += ["--ro-bind", path, path]
-    if (root / ".amas" / "config.yaml").is_file():
-        args += ["--ro-bind", "/dev/null", str(root / ".amas" / "config.yaml")]
-    return args
-
-
-def _stand_in(path: str) -> list[str]:
-    """An empty read-only folder where path is missing, so nothing of that name can be made:
-    bubblewrap makes the folder on disk to mount it, and run() removes it after (see _remove_stand_ins)."""
-    return ["--tmpfs", path, "--remount-ro", path]
-
-
-def _remove_stand_ins(argv: list[str], root: Path) -> None:
-    """The stand-ins bubblewrap made in the project for the box's mounts, removed while empty."""
-    for at, arg in enumerate(argv[:-3]):
-        path = argv[at + 1]
-        stand_in = arg == "--tmpfs" and argv[at + 2 : at + 4] == ["--remount-ro", path]
-        if stand_in and Path(path).is_relative_to(root) and Path(path) != root:
-            with contextlib.suppress(OSError):
-                os.rmdir(path)  # only if empty
-
-
-def planted(root: Path, since: int) -> list[str]:
-    """What a boxed command left that runs at the user's next ordinary action outside amas and
-    that the box cannot stop, relative to the project: *.pth, sitecustomize.py or usercustomize.py
-    made or changed in a virtual environment of the project, a new nested .git. since: when the
-    command started (time.time_ns()); what the box keeps read-only cannot have changed."""
-    found = []
-    for path in [*_startup_files(root), *_git_folders(root)]:
-        # a repository's .git folder changes whenever git locks its index: its HEAD is as old as it
-        mark = os.path.join(path, "HEAD") if path.endswith(".git") and os.path.isdir(path) else path
-        with contextlib.suppress(OSError):
-            if os.lstat(mark).st_ctime_ns >= since - CLOCK:
-                found.append(os.path.relpath(path, root))
-    return sorted(found)
-
-
-def _startup_files(root: Path) -> list[str]:
-    """*.pth, sitecustomize.py and usercustomize.py in the site-packages of each virtual
-    environment at the project's top (a folder holding pyvenv.cfg: .venv, venv, env)."""
-    import glob
-
-    found = []
-    with contextlib.suppress(OSError):
-        venvs = [e.path for e in os.scandir(root) if os.path.isfile(Path(e.path, "pyvenv.cfg"))]
-        sites = [glob.glob(f"{glob.escape(venv)}/lib/python*/site-packages") for venv in venvs]
-        for site in [path for paths in sites for path in paths]:
-            names = os.listdir(site)
-            found += [os.path.join(site, n) for n in names if n.endswith(".pth") or n in STARTUP]
-    return found
-
-
-def _git_folders(root: Path) -> list[str]:
-    """The .git of the project, of its nested repositories (see _nested) and of its top folders (a
-    repository there may be one git ignores)."""
-    links, others = _nested(root) if os.path.exists(root / ".git") else ([], [])
-    with contextlib.suppress(OSError):
-        others += [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
-    return [os.path.join(root, rel, ".git") for rel in dict.fromkeys(["", *links, *others])]
-
-
-def _planted_note(paths: list[str]) -> str:
-    """The note a command's result ends with, naming what it left that runs outside amas."""
-    if not paths:
-        return ""
-    shown = ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
-    return (
-        "\n[left in the project, and run by python or git outside amas at their next start: "
-        f"{shown}; look at them before you use that environment or repository]"
-    )
-
-
 def _limits(box: Box) -> list[str]:
     """prlimit run inside the box: processes are counted in the box's own user namespace, so the user's other
-    processes do not count against it (as root the cgroup is what holds, see _cgroups)."""
-    memory = box.memory or _memory() * 3 // 4
-    limits = [f"--nproc={box.procs}", f"--data={memory}", f"--fsize={box.file_size}", "--core=0"]
+    processes do not count against it (as root the cgroup is what holds, see cgroups.limited)."""
+    limits = [f"--nproc={box.procs}", f"--data={_memory(box)}", f"--fsize={box.file_size}"]
     # by its path: a prlimit of the project's, first on PATH, would run the command without limits
-    return [project.program("prlimit") or "prlimit", *limits, "--"]
+    return [project.program("prlimit") or "prlimit", *limits, "--core=0", "--"]
 
 
-def _memory() -> int:
-    """The machine's memory in bytes."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-@functools.cache
-def _cgroups(box: Box) -> list[Path]:
-    """A cgroup per controller with the box's limits, where amas may make one (root; cgroup v1 or v2): root
-    ignores the process rlimit, a cgroup does not. Made once per process (one command runs at a time; making
-    and removing one per command costs ~50 ms) and removed when amas exits."""
-    import atexit
-
-    limits = {"pids": box.procs, "memory": box.memory or _memory() * 3 // 4}
-    made = []
-    for controller, folder in _own_cgroups().items():
-        _sweep(folder)
-        path = folder / f"amas-{os.getpid()}-{box.procs}-{limits['memory']}"
-        with contextlib.suppress(OSError):
-            path.mkdir(exist_ok=True)
-            made.append(path)
-            _set_limit(path, controller, limits[controller])
-    atexit.register(_remove, made)
-    return made
-
-
-def _sweep(folder: Path) -> None:
-    """The empty cgroups an amas killed with -9 left behind, removed."""
-    import psutil
-
-    for stale in folder.glob("amas-*-*"):
-        if not psutil.pid_exists(int(stale.name.split("-")[1])):
-            with contextlib.suppress(OSError):
-                stale.rmdir()
-
-
-def _own_cgroups() -> dict[str, Path]:
-    """The folder of amas's own cgroup for each controller that limits, if amas may write there."""
-    found = {}
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, names, path = line.split(":", 2)
-            for controller in CGROUP:
-                folder = _cgroup_folder(controller, names, path.lstrip("/"))
-                if folder and os.access(folder, os.W_OK):
-                    found.setdefault(controller, folder)
-    return found
-
-
-def _cgroup_folder(controller: str, names: str, path: str) -> Path | None:
-    """Where a line of /proc/self/cgroup puts amas for a controller (v1: one tree each; v2: one tree)."""
-    if not names:
-        base = Path("/sys/fs/cgroup")
-        return base / path if (base / "cgroup.controllers").exists() else None
-    return Path("/sys/fs/cgroup", controller, path) if controller in names.split(",") else None
-
-
-def _set_limit(path: Path, controller: str, value: int) -> None:
-    """Write the limit into whichever file this cgroup version has."""
-    for name in CGROUP[controller]:
-        if (path / name).exists():
-            (path / name).write_text(str(value))
-            return
-
-
-def _remove(groups: list[Path]) -> None:
-    """amas's cgroups, removed once their last process is gone (bounded: two seconds at most)."""
-    for path in groups:
-        for _ in range(200):
-            try:
-                path.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.01)  # the kernel frees a killed process shortly after the kill
-
-
-def _child(groups: list[Path]) -> None:
-    """In the child before it runs: it dies when amas dies (kill -9 too), and joins the command's cgroups."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    for path in groups:
-        with contextlib.suppress(OSError):
-            (path / "cgroup.procs").write_text("0")
+def _memory(box: Box) -> int:
+    """The bytes a process in the box may allocate: the box's, or three quarters of the machine's."""
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return box.memory or machine * 3 // 4
 
 
 def _harden() -> None:

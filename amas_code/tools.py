@@ -73,13 +73,13 @@ class Tools:
     a Command) for the agent to ask about, checkpoint and perform; reads outside the project and new
     hosts are judged by the gate and asked through `permit`, the agent's one question."""
 
-    def __init__(self, config: dict, gate: policy.Gate, permit):
+    def __init__(self, config: dict, gate: policy.Gate, permit, box: sandbox.Box | None):
         self.root = gate.root
         self.config = config
         self.gate = gate
         self.permit = permit  # the one question to the person: (yes, what they said instead)
         self.secrets = redact.Secrets(config)  # hidden from whatever a tool shows
-        self.box = sandbox.session(config)  # the box commands run in, with the session's /tmp
+        self.box = box  # the box commands run in, with the session's /tmp (None: unboxed)
         self.browser = None
         self.browser_used = False  # in this turn: a browser unused for a whole turn is closed
         self.touched = set()  # files read or changed in this conversation, for the map's ranking

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from amas_code import config, sandbox
+from amas_code import boxview, config, sandbox
 
 
 @pytest.fixture
@@ -57,29 +57,29 @@ def test_the_mounts_are_one_value(layout):
     for name in (".vscode", ".idea", ".envrc"):
         expected += ["--tmpfs", f"{r}/{name}", "--remount-ro", f"{r}/{name}"]
     expected += [*bind(f"{r}/.husky"), *bind(f"{r}/.amas/config.yaml", source="/dev/null")]
-    assert sandbox.files(root, sandbox.Box(read=("~/.m2",))) == [*expected, "--remount-ro", h]
-    assert f"{h}/.ssh" in sandbox._hidden() and f"{h}/.ssh" not in expected  # the home hides it
+    assert boxview.files(root, read=("~/.m2",)) == [*expected, "--remount-ro", h]
+    assert f"{h}/.ssh" in boxview._hidden() and f"{h}/.ssh" not in expected  # the home hides it
 
 
 def test_a_project_that_holds_the_home_is_read_only_and_shows_no_token(layout):
     home, _ = layout
-    args = sandbox.files(home, sandbox.Box())
+    args = boxview.files(home)
     assert args[:3] == ["--ro-bind", str(home), str(home)]
     # hidden in it: credential places, amas's own state, other tools' tokens
     assert f"{home}/.codex" in args and f"{home}/.ssh" in args and f"{home}/.amas" in args
     assert "--bind" not in args and "--remount-ro" not in args
-    assert sandbox.files(Path("/"), sandbox.Box())[:1] != ["--ro-bind"]  # / is there already
+    assert boxview.files(Path("/"))[:1] != ["--ro-bind"]  # / is there already
 
 
 def test_the_home_and_what_holds_it_are_never_writable(layout):
     home, root = layout
-    assert not sandbox.writable_root(home)
-    assert not sandbox.writable_root(home.parent)
-    assert not sandbox.writable_root(Path("/"))
-    assert sandbox.writable_root(root)
-    assert sandbox.writable_root(home.parent / "elsewhere")
+    assert not boxview.writable_root(home)
+    assert not boxview.writable_root(home.parent)
+    assert not boxview.writable_root(Path("/"))
+    assert boxview.writable_root(root)
+    assert boxview.writable_root(home.parent / "elsewhere")
     (home.parent / "link").symlink_to(home)
-    assert not sandbox.writable_root(home.parent / "link")
+    assert not boxview.writable_root(home.parent / "link")
 
 
 def test_a_gitfile_and_the_folders_it_names_are_read_only(layout, tmp_path):
@@ -87,7 +87,7 @@ def test_a_gitfile_and_the_folders_it_names_are_read_only(layout, tmp_path):
     work = tmp_path / "work"
     git(root, "-c", "user.name=a", "-c", "user.email=b", "commit", "-qm", "x", "--allow-empty")
     git(root, "worktree", "add", "-q", str(work))
-    args = sandbox.files(work, sandbox.Box())
+    args = boxview.files(work)
     for place in (work / ".git", root / ".git", root / ".git" / "worktrees" / "work"):
         assert ["--ro-bind", str(place), str(place)] == args[args.index(str(place)) - 1 :][:3]
 
@@ -95,7 +95,7 @@ def test_a_gitfile_and_the_folders_it_names_are_read_only(layout, tmp_path):
 def test_a_missing_hooks_folder_gets_a_stand_in(layout):
     _, root = layout
     git(root, "config", "core.hooksPath", "tools/hooks/git")
-    args = sandbox.files(root, sandbox.Box())
+    args = boxview.files(root)
     hooks = f"{root}/tools/hooks"  # the topmost folder missing of tools/hooks/git
     at = args.index(hooks)
     assert args[at - 1 : at + 3] == ["--tmpfs", hooks, "--remount-ro", hooks]
@@ -125,7 +125,7 @@ def test_sandbox_read_is_the_users_own(layout):
     merged, _, ignored = config.load(root)
     assert merged["sandbox_read"] == ["~/.m2"] and "sandbox_read" in ignored
     if not sandbox.probe():
-        assert sandbox.box(merged).read == ("~/.m2",)
+        assert sandbox.open(merged).box.read == ("~/.m2",)
     (home / ".amas" / "config.yaml").write_text("sandbox_read: ~/.m2\n")
     with pytest.raises(config.ConfigError, match="sandbox_read should be a list of paths"):
         config.load(root)
@@ -136,9 +136,9 @@ def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
     (root / "AGENTS.md").unlink()
     (root / "AGENTS.md").mkdir()
     (root / ".vscode").mkdir()  # yours, empty: kept
-    args = sandbox.files(root, sandbox.Box())
+    args = boxview.files(root)
     agents = f"{root}/AGENTS.md"
     at = args.index(agents)
     assert args[at - 1 : at + 3] == ["--tmpfs", agents, "--remount-ro", agents]
-    sandbox._remove_stand_ins(args, root)
+    boxview.remove_stand_ins(args, root)
     assert not (root / "AGENTS.md").exists() and (root / ".vscode").is_dir()

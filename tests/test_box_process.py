@@ -14,7 +14,7 @@ import pytest
 from conftest import make_config, run_amas
 from test_sandbox import boxed, place, user  # noqa: F401 (place, user: fixtures)
 
-from amas_code import effects, sandbox
+from amas_code import boxview, effects, netstack, sandbox, seccomp
 
 EPERM = 0x00050001  # SECCOMP_RET_ERRNO | EPERM
 ALLOW = 0x7FFF0000
@@ -88,7 +88,7 @@ def test_the_process_flags_are_a_value():
 @pytest.mark.parametrize("abi", ABIS)
 def test_the_filter_refuses_unix_sockets_on_each_abi(abi):
     arches = tuple(FAMILY.get(abi, "aarch64 arm").split())
-    program = sandbox._seccomp_filter(arches)
+    program = seccomp.program(arches)
     assert program, "libseccomp2 is needed (apt install libseccomp2)"
     arch, nr = ABIS[abi]
     assert run_bpf(program, nr["socket"], arch, [AF_UNIX, 1, 0]) == EPERM
@@ -107,7 +107,7 @@ def test_the_filter_refuses_unix_sockets_on_each_abi(abi):
 def test_without_a_filter_the_box_hides_the_sockets_and_says_it_is_weaker(monkeypatch, tmp_path):
     if sandbox.probe():
         pytest.skip(f"no box here: {sandbox.probe()}")
-    monkeypatch.setattr(sandbox, "_seccomp_filter", lambda *arches: b"")
+    monkeypatch.setattr(seccomp, "program", lambda *arches: b"")
     line = sandbox.status(make_config())[1]
     assert line.endswith(
         "; weaker: no seccomp filter (install libseccomp2), "
@@ -117,7 +117,7 @@ def test_without_a_filter_the_box_hides_the_sockets_and_says_it_is_weaker(monkey
     (run / "user" / "1000").mkdir(parents=True)
     (run / "docker.sock").touch()
     places = (str(run / "user"), str(run / "dbus"), str(run / "docker.sock"))
-    monkeypatch.setattr(sandbox, "UNIX_SOCKET_PLACES", places)
+    monkeypatch.setattr(boxview, "UNIX_SOCKET_PLACES", places)
     args = sandbox._bwrap(tmp_path, sandbox.Box(), {})
     assert ["--tmpfs", str(run / "user")] == args[args.index(str(run / "user")) - 1 :][:2]
     assert args[args.index(str(run / "docker.sock")) - 2 :][:3] == [
@@ -131,7 +131,7 @@ def test_without_a_filter_the_box_hides_the_sockets_and_says_it_is_weaker(monkey
 def test_network_mode_without_its_stack_says_so(monkeypatch, tmp_path):
     if sandbox.probe():
         pytest.skip(f"no box here: {sandbox.probe()}")
-    monkeypatch.setattr(sandbox, "NETWORK_STACK", "no-such-stack")
+    monkeypatch.setattr(netstack, "NETWORK_STACK", "no-such-stack")
     line = sandbox.status(make_config(sandbox_network=True))[1]
     assert line.startswith(
         "commands run in a sandbox (bubblewrap): no network (no-such-stack missing)"
@@ -252,8 +252,8 @@ def test_dev_shm_stops_at_its_size_and_dev_takes_no_file(user, place):  # noqa: 
 
 
 def test_the_hosts_abstract_sockets_are_not_in_the_network_box(user, place):  # noqa: F811
-    if not shutil.which(sandbox.NETWORK_STACK):
-        pytest.skip(f"{sandbox.NETWORK_STACK} is not installed")
+    if not shutil.which(netstack.NETWORK_STACK):
+        pytest.skip(f"{netstack.NETWORK_STACK} is not installed")
     name = f"amas-test-{os.getpid()}"
     held = socket.socket(socket.AF_UNIX)
     held.bind(f"\0{name}")  # abstract: an X server's, a desktop's; no file to hide
@@ -305,15 +305,15 @@ def test_a_host_resolving_on_its_loopback_gives_the_network_box_slirps_resolver(
 ):
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("# systemd-resolved\nnameserver 127.0.0.53\noptions edns0\n")
-    assert sandbox._loopback_resolver(resolv)
+    assert netstack.loopback_resolver(resolv)
     resolv.write_text("nameserver 192.0.2.1\nsearch 127.example\n")
-    assert not sandbox._loopback_resolver(resolv)
-    assert not sandbox._loopback_resolver(tmp_path / "missing")
+    assert not netstack.loopback_resolver(resolv)
+    assert not netstack.loopback_resolver(tmp_path / "missing")
     args = sandbox._process(sandbox.Box(network=True), {"ro-bind-data": 5})
     assert args[-3:] == ["--ro-bind-data", "5", "/etc/resolv.conf"]
-    if sandbox.probe() or not shutil.which(sandbox.NETWORK_STACK):
+    if sandbox.probe() or not shutil.which(netstack.NETWORK_STACK):
         pytest.skip("no box with a network here")
-    monkeypatch.setattr(sandbox, "_loopback_resolver", lambda path: True)
+    monkeypatch.setattr(netstack, "loopback_resolver", lambda path: True)
     command = effects.Command("cat /etc/resolv.conf", 10)
     result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box(network=True))
     assert result == "$ cat /etc/resolv.conf\nnameserver 10.0.2.3\n[exit code 0]"
@@ -324,8 +324,8 @@ def test_without_a_filter_a_session_bus_is_not_there(monkeypatch, tmp_path):
     base = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="amas-run-"))  # outside the box's /tmp
     (base / "user" / "1000").mkdir(parents=True)
     server = UnixServer(str(base / "user" / "1000" / "bus"))
-    monkeypatch.setattr(sandbox, "_seccomp_filter", lambda *arches: b"")
-    monkeypatch.setattr(sandbox, "UNIX_SOCKET_PLACES", (str(base / "user"),))
+    monkeypatch.setattr(seccomp, "program", lambda *arches: b"")
+    monkeypatch.setattr(boxview, "UNIX_SOCKET_PLACES", (str(base / "user"),))
     dial = f"s = socket.socket(socket.AF_UNIX); s.connect('{base}/user/1000/bus'); s.sendall(b'hi')"
     command = effects.Command(f'python3 -c "import socket; {dial}"', 10)
     try:

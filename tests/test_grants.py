@@ -11,7 +11,7 @@ import pexpect
 import pytest
 from conftest import make_config, run_amas
 
-from amas_code import effects, policy, sandbox
+from amas_code import boxview, effects, policy, sandbox
 from amas_code import home as amas_home
 
 
@@ -37,16 +37,15 @@ def test_a_folder_grant_is_never_the_home_a_key_or_the_project(home, bare):
 
 
 def test_each_grant_opens_one_thing(project):
-    box = sandbox.Box()
-    closed = sandbox.files(project, box)
+    closed = boxview.files(project)
     git = str(project / ".git")
     assert ["--ro-bind", git, git] == closed[closed.index(git) - 1 : closed.index(git) + 2]
-    opened = sandbox.files(project, sandbox.Box(grant="repository"))
+    opened = boxview.files(project, grant="repository")
     assert git not in opened  # the .git as the project's: writable
     for kept in (project / ".git" / "config", project / ".git" / "hooks"):
         at = opened.index(str(kept))
         assert opened[at - 1 : at + 2] == ["--ro-bind", str(kept), str(kept)]
-    folder = sandbox.files(project, sandbox.Box(grant="/var/cache/x"))
+    folder = boxview.files(project, grant="/var/cache/x")
     assert folder[-3:] == ["--bind", "/var/cache/x", "/var/cache/x"] or "--remount-ro" in folder
 
 

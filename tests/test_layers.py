@@ -14,8 +14,12 @@ FLOORS = {
     "toolcalls": 0,  # text tool calls both ways
     "report": 0,  # the JSON contract for scripts
     "ui": 0,  # every line the user sees
+    "seccomp": 0,  # the box's seccomp filter, built with libseccomp
+    "cgroups": 0,  # the box's limits that hold for root too; a child's start
     "home": 1,  # amas's own state in ~/.amas: identity, trust, remembered answers, private files
     "sandbox": 1,  # run one command, boxed or not
+    "netstack": 1,  # the box's network: slirp4netns on its own namespace
+    "boxview": 1,  # what the box sees of the files: its mounts as a value
     "browser": 1,  # search, fetch, Chromium
     "config": 2,  # settings: defaults, checks, layers
     "policy": 2,  # the gate: judge an effect
@@ -34,6 +38,7 @@ FLOORS = {
     "__init__": 0,
 }
 NEIGHBOURS = {("agent", "act"), ("agent", "context"), ("agent", "history")}  # the loop's own parts
+NEIGHBOURS |= {("sandbox", "netstack"), ("sandbox", "boxview")}  # the box's own parts
 
 
 def imports(path: Path) -> set[str]:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from conftest import git, make_config, run_amas
 
-from amas_code import effects, providers, redact, sandbox
+from amas_code import effects, netstack, providers, redact, sandbox
 
 REPO = str(Path(__file__).parents[1])
 NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
@@ -295,8 +295,8 @@ def test_the_network_is_not_there(user, place, llm):
     result = boxed(user, place, command, box={})
     assert "[exit code 1]" in result and sandbox.refused(result) == ["network"]
     # with the network on, the box has a network of its own: the host's loopback is not in it
-    if not shutil.which(sandbox.NETWORK_STACK):
-        pytest.skip(f"{sandbox.NETWORK_STACK} is not installed")
+    if not shutil.which(netstack.NETWORK_STACK):
+        pytest.skip(f"{netstack.NETWORK_STACK} is not installed")
     routes = boxed(user, place, f"{command}; cat /proc/net/route", box={"network": True})
     assert "Connection refused" in routes and "[exit code 0]" in routes
     assert "\ntap0\t00000000\t" in routes  # a default route, out through the user-mode stack
@@ -396,27 +396,29 @@ def test_a_file_grows_no_further_than_the_limit(user, place):
     assert "[exit code 0]" not in result
 
 
-def test_status_says_which_mode_is_in_force(monkeypatch, tmp_path):
+def test_the_sandbox_says_which_mode_is_in_force(monkeypatch, tmp_path):
     if sandbox.probe():
         pytest.skip(f"no box here: {sandbox.probe()}")
     config = make_config()
-    assert sandbox.status(config) == (
+    on = sandbox.open(config)
+    assert (on.mode, on.line) == (
         "on",
         "commands run in a sandbox (bubblewrap): no network, writes only in the project",
     )
-    assert sandbox.box(config) == sandbox.Box()
-    assert sandbox.box({**config, "sandbox_network": True}).network
-    off = sandbox.status({**config, "sandbox": False})  # YAML reads `sandbox: off` as false
-    assert off == (
+    assert on.box == sandbox.Box(scratch=on.box.scratch)  # the session's /tmp: a folder of its own
+    assert not os.path.exists(on.box.scratch)  # made at the first command
+    assert sandbox.open({**config, "sandbox_network": True}).box.network
+    off = sandbox.open({**config, "sandbox": False})  # YAML reads `sandbox: off` as false
+    assert off == sandbox.Sandbox(
         "off",
         "no sandbox: sandbox is off in the config; every command will be asked, allow rules off",
     )
     monkeypatch.setenv("PATH", str(tmp_path))
     sandbox.probe.cache_clear()
     try:
-        mode, line = sandbox.status(config)
-        assert mode == "unavailable" and line.startswith("no sandbox: bwrap not found")
-        assert sandbox.box(config) is None
+        unavailable = sandbox.open(config)
+        assert unavailable.mode == "unavailable" and unavailable.box is None
+        assert unavailable.line.startswith("no sandbox: bwrap not found")
     finally:
         sandbox.probe.cache_clear()
 

@@ -7,12 +7,28 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from conftest import run_amas
+from conftest import run_amas, toolbox
 
 from amas_code import home as amas_home
 from amas_code import sandbox
 
 needs_box = pytest.mark.skipif(bool(sandbox.probe()), reason="bubblewrap cannot run here")
+
+
+def test_the_sandbox_is_decided_once_for_the_gate_the_tools_and_the_start_line(bare, monkeypatch):
+    """Whether the box can run is asked once: asked again, a second answer could leave the gate
+    applying allow rules (mode on) to commands the tools then run unboxed."""
+    asked = []
+
+    def probe() -> str:
+        asked.append("bwrap")
+        return "bwrap not found (install bubblewrap and util-linux)" if len(asked) > 1 else ""
+
+    monkeypatch.setattr(sandbox, "probe", probe)
+    agent = toolbox(bare)
+    assert asked == ["bwrap"]
+    assert agent.sandbox_status()[0] == "on" and agent.gate.sandbox == "on"
+    assert agent.tools.box is not None
 
 
 @pytest.fixture
