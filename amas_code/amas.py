@@ -103,18 +103,17 @@ def home_root(root: Path) -> None:
 
 def read_piped(stream, keep: int = 30_000) -> str:
     """What was piped in, in bounded memory: if long, its head and its end (where a log's errors are)."""
-    head = stream.read(keep)
-    tail = b""
-    size = 0
+    from amas_code import sandbox
+
+    piped = sandbox.Capped(keep, what="piped input")
     while chunk := stream.read(1 << 20):
-        size, tail = size + len(chunk), (tail + chunk)[-keep:]
-    cut = f"\n[… {size - len(tail):,} bytes of piped input cut …]\n".encode()
-    if size > len(tail):  # said, not only to the model
-        kept = f"its first {len(head) // 1000} KB and last {len(tail) // 1000} KB"
-        ui.warning(f"piped input is {len(head) + size:,} bytes: only {kept} are sent")
-    return (
-        (head + (cut if size > len(tail) else b"") + tail).decode("utf-8", errors="replace").strip()
-    )
+        piped.add(chunk)
+    if piped.cut:  # said, not only to the model
+        ui.warning(
+            f"piped input is {piped.size():,} bytes: only its first {keep // 1000} KB and last "
+            f"{keep // 1000} KB are sent"
+        )
+    return piped.text().strip()
 
 
 def find_root(here: Path) -> Path:

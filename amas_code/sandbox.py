@@ -356,14 +356,16 @@ def _harden() -> None:
 
 
 class Capped:
-    """A stream's bytes in bounded memory: its head and its tail, and a count of what was cut between."""
+    """A stream's bytes in bounded memory: its first `keep` bytes and its last, and a count of what
+    was cut between (a command's output; what was piped into amas)."""
 
-    def __init__(self, keep: int = KEEP, watch=None):
+    def __init__(self, keep: int = KEEP, watch=None, what: str = "output"):
         self.keep = keep
         self.head = bytearray()
         self.tail = bytearray()
-        self.cut = 0
+        self.dropped = 0
         self.watch = watch  # shown live, as it comes
+        self.what = what  # named where the cut is said
 
     def add(self, data: bytes) -> None:
         if self.watch:
@@ -373,12 +375,21 @@ class Capped:
         self.tail += data[room:]
         if len(self.tail) > 2 * self.keep:  # trimmed in batches: cheap, and never above 3 × keep
             drop = len(self.tail) - self.keep
-            self.cut += drop
+            self.dropped += drop
             del self.tail[:drop]
 
+    @property
+    def cut(self) -> int:
+        """Bytes left out between the head and the last `keep` bytes."""
+        return self.dropped + max(0, len(self.tail) - self.keep)
+
+    def size(self) -> int:
+        return len(self.head) + len(self.tail) + self.dropped
+
     def text(self) -> str:
-        cut = f"\n[… {self.cut:,} bytes of output cut …]\n".encode() if self.cut else b""
-        raw = bytes(self.head + cut + self.tail).decode(errors="replace")
+        said = f"\n[… {self.cut:,} bytes of {self.what} cut …]\n".encode() if self.cut else b""
+        tail = self.tail[len(self.tail) - self.keep :] if self.cut else self.tail
+        raw = bytes(self.head + said + tail).decode(errors="replace")
         return raw.replace("\r\n", "\n").replace("\r", "\n")
 
 
