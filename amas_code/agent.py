@@ -289,8 +289,8 @@ class Agent(Commands):
         try:
             self.loop()
             self.ok = True
-        except KeyboardInterrupt:
-            self.repair()
+        except KeyboardInterrupt as e:
+            self.repair(e.output if isinstance(e, effects.Stopped) else "")
             ui.console.print()
             self.warn("cancelled; the conversation is kept")
             return False
@@ -310,7 +310,6 @@ class Agent(Commands):
 
     def mark_turn(self, text: str) -> None:
         """A new turn: its checkpoints carry it (/undo takes back a turn) and its request."""
-        ui.STOPPED.clear()  # a `!command` stopped before is not this turn's
         if self.checkpoint:
             self.checkpoint.request = text[:300]
             self.checkpoint.turn = history.new_session()
@@ -473,17 +472,19 @@ class Agent(Commands):
         """Free what the tools hold (the browser) and the session's /tmp."""
         self.tools.close()
 
-    def repair(self) -> None:
-        """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid."""
+    def repair(self, stopped: str = "") -> None:
+        """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid; the
+        first one not answered, the output of the command Ctrl+C `stopped`, if it was one."""
         at = max((i for i, m in enumerate(self.messages) if m.get("tool_calls")), default=None)
         done = {m.get("tool_call_id") for m in self.messages[at:]} if at is not None else set()
-        # a command Ctrl+C stopped: its output so far, for the call it answers
-        stopped = [tools.cap(self.redact(s), self.result_limit()) for s in ui.STOPPED]
-        ui.STOPPED.clear()
+        said = tools.cap(self.redact(stopped), self.result_limit()) if stopped else ""
         for call in self.messages[at]["tool_calls"] if at is not None else []:
             if call["id"] not in done:
-                said = stopped.pop(0) if stopped else "Cancelled by the user."
-                self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": said})
+                content = said or "Cancelled by the user."
+                self.messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": content}
+                )
+                said = ""
 
     # -- the request --------------------------------------------------------------------------------
     def prompted(self) -> list[dict]:

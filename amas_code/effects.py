@@ -56,3 +56,11 @@ class Answer(NamedTuple):
 
     yes: bool
     said: str
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl+C while a command ran: what it printed until then, for the model."""
+
+    def __init__(self, output: str):
+        super().__init__(output)
+        self.output = output

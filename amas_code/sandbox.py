@@ -396,14 +396,27 @@ class Capped:
 def _collect(
     proc: subprocess.Popen, timeout: float, before: set[int], watch
 ) -> tuple[str, str, str]:
-    """The command's output, and a note if it ran past its timeout and was killed with its children."""
+    """The command's output, and a note if it ran past its timeout and was killed with its children;
+    on Ctrl+C, effects.Stopped with what it printed until then."""
     out = Capped(watch=watch)
     err = Capped(watch=watch)
+    start = time.monotonic()
+    try:
+        note = _pump(proc, timeout, before, (out, err))
+    except KeyboardInterrupt:
+        printed = "\n".join(text.rstrip() for text in (out.text(), err.text()) if text.strip())
+        took = time.monotonic() - start
+        raise effects.Stopped(f"{printed}\n[stopped by the user after {took:.1f} s]") from None
+    return out.text(), err.text(), note
+
+
+def _pump(proc: subprocess.Popen, timeout: float, before: set[int], into: tuple) -> str:
+    """The command's streams read into their Capped until both end; a note on a timeout."""
     note = ""
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as streams:
-        streams.register(proc.stdout, selectors.EVENT_READ, out)
-        streams.register(proc.stderr, selectors.EVENT_READ, err)
+        streams.register(proc.stdout, selectors.EVENT_READ, into[0])
+        streams.register(proc.stderr, selectors.EVENT_READ, into[1])
         while streams.get_map():
             _read(streams, 0.1)
             if not streams.get_map() or (proc.poll() is None and time.monotonic() < deadline):
@@ -415,8 +428,7 @@ def _collect(
                 note += f"\n[still held open after {timeout}s by a process it started that amas cannot stop]"
                 break
             _kill(proc.pid, before)
-    note += _wait(proc, deadline, timeout) if not note else ""
-    return out.text(), err.text(), note
+    return note + (_wait(proc, deadline, timeout) if not note else "")
 
 
 def _read(streams: selectors.BaseSelector, wait: float) -> None:

@@ -566,18 +566,12 @@ class Tail:
     LINES = 5  # lines of output kept on screen
     WIDE = 2000  # characters kept of a line that never ends
 
-    KEEP = 20_000  # characters of output kept from each end, for the model when Ctrl+C stops it
-
     def __init__(self, title: str, hide=str):
         self.title = one_line(title)
         self.lines = [""]
         self.count = 0
         self.live = None
         self.hide = hide  # secrets redacted from the lines shown (a chunk may split one)
-        # the output so far, bounded: its head, its end, and how much was cut between
-        self.head = ""
-        self.end = ""
-        self.cut = 0
 
     def __enter__(self):
         self.start = time.monotonic()
@@ -591,25 +585,11 @@ class Tail:
     def feed(self, chunk: str) -> None:
         """More output: the partial last line grows, whole lines scroll."""
         chunk = chunk.replace("\r\n", "\n").replace("\r", "\n")
-        self.keep(chunk)
         text = self.lines[-1] + chunk
         parts = text.split("\n")
         self.count += len(parts) - 1
         self.lines = [*self.lines[:-1], *parts][-(self.LINES + 1) :]
         self.lines[-1] = self.lines[-1][-self.WIDE :]
-
-    def keep(self, chunk: str) -> None:
-        room = self.KEEP - len(self.head)
-        self.head += chunk[:room]
-        self.end += chunk[room:] if room < len(chunk) else ""
-        if len(self.end) > 2 * self.KEEP:
-            self.cut += len(self.end) - self.KEEP
-            self.end = self.end[-self.KEEP :]
-
-    def output(self) -> str:
-        """What the command printed until now (its middle cut when long)."""
-        cut = f"\n[… {self.cut:,} characters of output cut …]\n" if self.cut else ""
-        return self.head + cut + self.end
 
     def _view(self) -> Text:
         lines = self.hide("\n".join(self.lines)).split("\n")
@@ -621,18 +601,14 @@ class Tail:
 
     def __exit__(self, kind, *exc) -> None:
         took = time.monotonic() - self.start
-        if kind is KeyboardInterrupt:  # for the model: what it printed until then
-            STOPPED.append(f"{self.output().rstrip()}\n[stopped by the user after {took:.1f} s]")
         if not self.live:
             return
         self.live.stop()
         lines = plural(self.count + bool(self.lines[-1]), "line")
-        how = ", stopped" if kind is KeyboardInterrupt else ""
-        if kind is KeyboardInterrupt:  # what was shown stays
+        stopped = kind is not None and issubclass(kind, KeyboardInterrupt)  # Ctrl+C, or Stopped
+        how = ", stopped" if stopped else ""
+        if stopped:  # what was shown stays
             shown = [line for line in self.hide("\n".join(self.lines)).split("\n") if line]
             for line in shown[-self.LINES :]:
                 console.print(Text(f"  │ {clean(line)}", "dim"), overflow="fold")
         console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), overflow="fold")
-
-
-STOPPED = []  # the output of a command Ctrl+C stopped, until the conversation takes it
