@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from amas_code import project, redact
+from amas_code import project, redact, webproxy
 
 MAX_BYTES = 2_000_000  # stop downloading a page past this
 MAX_CHARS = 20_000  # characters of a fetched page the model gets
@@ -305,11 +305,16 @@ def chromium_args() -> list[str]:
 class Browser:
     """A lazily started Chromium with one page kept across calls; close() leaves no process behind. `visit(url)`
     is asked before every request the page makes itself (a link, a form, a script, an image, a fetch) and
-    refuses with PermissionError."""
+    refuses with PermissionError; with it, Chromium connects only through a proxy (webproxy) that
+    reaches only the hosts and ports those requests reached, or that `known(host_port)` allows
+    unasked (connections no route sees: a Web Worker's WebSocket, a service worker's fetch)."""
 
-    def __init__(self, config: dict, visit=None):
+    def __init__(self, config: dict, visit=None, known=None):
         self.config = config
         self.visit = visit
+        self.known = known
+        self.reached = set()  # host:port of each request visit let through: all the proxy lets out
+        self.proxy = None
         self.notes = []
         self.playwright = None
         self.browser = None
@@ -327,7 +332,7 @@ class Browser:
                 self.browser = self.playwright.chromium.launch(
                     executable_path=path,
                     headless=self.config.get("browser_headless", True),
-                    args=chromium_args(),
+                    args=chromium_args() + self.proxied(),
                     env=redact.child_env(self.config),
                 )
                 self.page = self.browser.new_page()
@@ -357,13 +362,30 @@ class Browser:
         self.notes = []
         return "\n".join([said, *(f"({note})" for note in notes)])
 
+    def proxied(self) -> list[str]:
+        """Chromium's flags for the proxy, started here when requests are gated."""
+        if self.visit is None:
+            return []
+        self.proxy = webproxy.Proxy(self.reachable)
+        return self.proxy.args()
+
+    def reachable(self, where: str) -> bool:
+        """Whether the proxy may connect to host:port (asked from its threads: never a question)."""
+        return where in self.reached or bool(self.known and self.known(where))
+
+    def let(self, url: str) -> None:
+        """A request the page makes, past visit (PermissionError if refused); the proxy then lets
+        its host and port out."""
+        self.visit(url)
+        self.reached.add(webproxy.place(url))
+
     def guard(self, route) -> None:
         """Let a request through unless `visit` refuses it: a navigation, or anything a page loads or sends (an
         image, a script, a fetch can carry data out as well). Redirect hops, which Playwright does not route,
         are judged in `hop`."""
         url, navigation = route.request.url, route.request.is_navigation_request()
         try:
-            self.visit(url)
+            self.let(url)
         except PermissionError as e:
             if not navigation:
                 self.notes.append(f"a request of the page stopped: {e}")
@@ -386,7 +408,7 @@ class Browser:
         answer = {"requestId": event["requestId"]}
         try:
             if event.get("redirectedRequestId"):
-                self.visit(event["request"]["url"])
+                self.let(event["request"]["url"])
         except Exception as e:  # refused, or the question failed: the hop does not go out
             self.notes.append(f"a redirect of the page stopped: {e}")
             answer["errorReason"] = "BlockedByClient"
@@ -400,7 +422,7 @@ class Browser:
         connection is made; refused, the page sees the socket close."""
         url = "http" + ws.url[2:] if ws.url.startswith(("ws:", "wss:")) else ws.url
         try:
-            self.visit(url)
+            self.let(url)
         except PermissionError as e:
             self.notes.append(f"a WebSocket of the page stopped: {e}")
             return ws.close(code=4003, reason="refused by amas")
@@ -409,6 +431,9 @@ class Browser:
     @_tool
     def navigate(self, page, url: str) -> str:
         response = page.goto(url, timeout=LOAD)
+        unreachable = response and response.headers.get("x-amas-unreachable")
+        if unreachable:  # the proxy could not connect: as an error, as without it
+            raise ValueError(f"Page.goto: {unreachable} (at {url})")
         status = f" (HTTP {response.status})" if response and not response.ok else ""
         return (
             f"{page.title()}\n{page.url}{status}\n\n{_cap(page.inner_text('body', timeout=WAIT))}"
@@ -435,12 +460,16 @@ class Browser:
         return _cap(page.inner_text(selector, timeout=WAIT)) or f"(no visible text in {selector})"
 
     def close(self) -> None:
-        """Stop Chromium, then Playwright's driver; safe to call twice."""
+        """Stop Chromium, then Playwright's driver, then the proxy; safe to call twice."""
         browser = self.browser
         playwright = self.playwright
+        proxy = self.proxy
         self.browser = None
         self.playwright = None
         self.page = None
+        self.proxy = None
+        if proxy:
+            proxy.close()
         with contextlib.suppress(Exception):  # already gone: nothing left to free
             if browser:
                 browser.close()

@@ -305,7 +305,7 @@ class Tools:
     def page(self) -> browser.Browser:
         """The browser, started on first use; every navigation, the page's own too, goes through visit."""
         self.browser, self.browser_used = (
-            self.browser or browser.Browser(self.config, self.visit),
+            self.browser or browser.Browser(self.config, self.visit, self.known),
             True,
         )
         return self.browser
@@ -326,6 +326,12 @@ class Tools:
                 f"the browser opens http, https, file, about, data and blob URLs, not {scheme}:"
             )
         return url
+
+    def known(self, where: str) -> bool:
+        """Whether the gate lets the browser reach host:port without asking: the proxy's question for
+        a connection no route saw (it cannot ask the person)."""
+        verdicts = (self.gate.judge_host(f"{scheme}://{where}") for scheme in ("http", "https"))
+        return any(verdict.decision == "allow" for verdict in verdicts)
 
     def reach(self, url: str) -> None:
         """A request to a host: the first one in a session is asked about (PermissionError if declined)."""

@@ -35,6 +35,18 @@ ws.onmessage = (e) => { log.textContent += ' got ' + e.data; ws.close(); };
 ws.onerror = () => { log.textContent += ' error'; };
 ws.onclose = (e) => done('closed ' + e.code);
 </script>"""
+# a page whose Web Worker opens the WebSocket (Playwright routes only the page's own)
+WORKER = """<title>Worker</title><p id="log">opening</p><script>
+const log = document.querySelector('#log');
+const code = "const ws = new WebSocket('ws://127.0.0.1:PORT/live');"
+  + "ws.onmessage = (e) => { postMessage('got ' + e.data); ws.close(); };"
+  + "ws.onclose = (e) => postMessage('closed ' + e.code);";
+const worker = new Worker(URL.createObjectURL(new Blob([code])));
+worker.onmessage = (e) => {
+  log.textContent += ' ' + e.data;
+  if (e.data.startsWith('closed')) log.insertAdjacentHTML('afterend', '<p id=done>done</p>');
+};
+</script>"""
 TEXT = "Just plain text.\n  Indented   spacing stays.\n"
 ROUTES = {  # path -> (status, content type, body, extra headers)
     "/": (200, "text/html; charset=utf-8", FORM.encode(), {}),
@@ -101,6 +113,9 @@ class Pages:
             return self.send(
                 h, 200, "text/html", SOCKET.replace("PORT", parse_qs(query)["port"][0]).encode()
             )
+        if path == "/worker":  # the same, from a Web Worker
+            page = WORKER.replace("PORT", parse_qs(query)["port"][0])
+            return self.send(h, 200, "text/html", page.encode())
         if path == "/picture":  # a page showing the image at ?src=
             html = f"<title>Pic</title><img src='{parse_qs(query)['src'][0]}'>"
             return self.send(h, 200, "text/html", html.encode())

@@ -180,8 +180,9 @@ def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, 
         with socket.socket() as s:  # a port nothing listens on (port 1 Chromium refuses as unsafe)
             s.bind(("127.0.0.1", 0))
             dead_url = f"http://127.0.0.1:{s.getsockname()[1]}/"
-        assert answered(guarded.navigate, dead_url).startswith(
-            f"Error: Page.goto: net::ERR_CONNECTION_REFUSED at {dead_url}"
+        # through the proxy in front of Chromium, which says why it could not connect
+        assert answered(guarded.navigate, dead_url) == (
+            f"Error: Page.goto: cannot connect to {dead_url[7:-1]}: Connection refused (at {dead_url})"
         )
         monkeypatch.setattr(browser, "LOAD", 500)
         assert answered(guarded.navigate, pages.url + "/slow").startswith(
@@ -353,6 +354,26 @@ def test_an_approved_websocket_connects(shared, pages):
         service.close()
     assert service.accepted == 1
     assert "got hello" in said
+
+
+@needs_chromium
+@pytest.mark.parametrize("approved", [False, True])
+def test_a_web_workers_websocket_reaches_only_an_approved_port(shared, pages, approved):
+    """Playwright routes only the page's own WebSockets: a Web Worker's goes to the proxy in front
+    of Chromium, which connects only where the page's gated requests went, or where the gate
+    allows without asking (here: `known`)."""
+    shared.close()
+    service, asked = Sockets(), []
+    known = (lambda where: where == f"127.0.0.1:{service.port}") if approved else None
+    guarded = Browser(make_config(), only(pages.url, asked), known)
+    try:
+        answered(guarded.navigate, f"{pages.url}/worker?port={service.port}")
+        said = answered(guarded.get_text, "#done") + answered(guarded.get_text, "#log")
+    finally:
+        guarded.close()
+        service.close()
+    assert service.accepted == (1 if approved else 0)
+    assert ("got hello" in said) == approved and "closed" in said
 
 
 @needs_chromium

@@ -13,6 +13,7 @@ FLOORS = {
     "project": 0,  # the user's tree and git: the only git argv, file listing, atomic writes
     "toolcalls": 0,  # text tool calls both ways
     "report": 0,  # the JSON contract for scripts
+    "webproxy": 0,  # the browser's way out: only to hosts its gated requests reached
     "ui": 0,  # every line the user sees
     "seccomp": 0,  # the box's seccomp filter, built with libseccomp
     "cgroups": 0,  # the box's limits that hold for root too; a child's start
