@@ -254,7 +254,7 @@ def test_browser_unused_for_a_whole_turn_is_closed(agent, llm, monkeypatch, caps
     closed = []
 
     class FakeBrowser:  # the real one is tested in test_browser.py; here only its lifetime matters
-        def __init__(self, config, visit):
+        def __init__(self, config, visit, known):
             pass
 
         def navigate(self, url):
