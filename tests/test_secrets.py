@@ -115,7 +115,8 @@ def test_a_secret_name_in_any_case_and_style(bare, secret):
     assert hidden == (lines if secret else [])
     # in a text that is not all ASCII too (its secret names are found another way)
     said = secrets.redact("# café crème\n" + "\n".join(lines)).split("\n")[1:]
-    assert [line for line, shown in zip(lines, said) if "Zx9Qw7eP4mK2" not in shown] == hidden
+    pairs = zip(lines, said, strict=True)
+    assert [line for line, shown in pairs if "Zx9Qw7eP4mK2" not in shown] == hidden
 
 
 # -- edits on lines that hold hidden values --------------------------------------------------------
