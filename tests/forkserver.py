@@ -139,8 +139,9 @@ class Forkserver:
         if self.proc.stdout.readline() != b"ready\n":
             raise RuntimeError("the fork server did not start")
 
-    def run(self, args, input: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
-        """As subprocess.run(..., input=input, capture_output=True, text=True, timeout=timeout)."""
+    def run(self, args, input, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        """As subprocess.run(..., input=input, capture_output=True, text=True, timeout=timeout);
+        input is text, or bytes fed as they are (stdout and stderr are text either way)."""
         body = json.dumps({"args": list(args), "env": env, "cwd": os.getcwd()}).encode()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             read, write = os.pipe()
@@ -155,7 +156,8 @@ class Forkserver:
                 )
                 conn.sendall(body)
                 os.close(read)
-                threading.Thread(target=_feed, args=(write, input.encode()), daemon=True).start()
+                data = input if isinstance(input, bytes) else input.encode()
+                threading.Thread(target=_feed, args=(write, data), daemon=True).start()
                 code = self._wait(conn, timeout)
             result = [_text(f) for f in (out, err)]
         if code is None:
