@@ -96,13 +96,8 @@ def child(request: dict, fds: list[int], conn: socket.socket) -> None:
             os.dup2(fd, target)
         for fd in fds:
             os.close(fd)
-        if request.get("tty"):  # the terminal the client was started on becomes this run's own
-            fcntl.ioctl(0, termios.TIOCSCTTY, 1)  # taken from the client's session (we are root)
-            os.tcsetpgrp(0, os.getpid())  # Ctrl+C and window sizes reach this run
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's program
-            signal.signal(
-                signal.SIGHUP, signal.SIG_DFL
-            )  # starts, even if the server's ignored them
+        if request.get("tty"):
+            take_terminal()
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -120,6 +115,19 @@ def child(request: dict, fds: list[int], conn: socket.socket) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def take_terminal() -> None:
+    """The terminal the client was started on becomes this run's own: the first of stdin, stdout
+    and stderr that is one (stdin may be a pipe, stdout a file, as a shell's redirections make)."""
+    tty = next((fd for fd in (0, 1, 2) if os.isatty(fd)), None)
+    if tty is None:
+        return
+    fcntl.ioctl(tty, termios.TIOCSCTTY, 1)  # taken from the client's session (we are root)
+    os.tcsetpgrp(tty, os.getpid())  # Ctrl+C and window sizes reach this run
+    # as a terminal's program starts, even if the server ignored them
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 class Forkserver:

@@ -136,7 +136,7 @@ def test_with_stdout_redirected_the_diff_and_question_stay_on_the_terminal(term,
     llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project").reply(
         text="Retitled."
     )
-    amas = f"{shlex.quote(sys.executable)} -m amas_code 'fix the title' > out.txt"
+    amas = f"{shlex.join(amas_argv())} 'fix the title' > out.txt"
     child = term(argv=["bash", "-c", amas], wait=False)
     seen = upto(child, QUESTION)
     assert "-# demo" in seen and "+# Demo Project" in seen and "Apply edit to README.md?" in seen
@@ -158,7 +158,7 @@ def test_with_stdin_piped_or_stderr_redirected_the_question_is_asked_on_the_term
         text="Retitled."
     )
     child = term(
-        argv=["bash", "-c", shape.format(amas=f"{shlex.quote(sys.executable)} -m amas_code")],
+        argv=["bash", "-c", shape.format(amas=shlex.join(amas_argv()))],
         wait=False,
     )
     seen = upto(child, QUESTION)
