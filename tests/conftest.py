@@ -170,7 +170,8 @@ def amas_argv(*args) -> list[str]:
 
 def run_amas(*args, llm=None, input=None, env=None, timeout=120):
     """Run `python -m amas_code` as a user would, in the current directory: its own process and
-    session (no controlling terminal: amas asks no one), stdin a pipe, stdout and stderr captured."""
+    session (no controlling terminal: amas asks no one), stdin a pipe (input: text or bytes),
+    stdout and stderr captured as text."""
     env = {**amas_env(llm), **(env or {})}
     return fork_server().run(args, "" if input is None else input, env, timeout)
 

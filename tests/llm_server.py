@@ -34,12 +34,14 @@ class ScriptedLLM:
         wait: float = 0,
         finish: str | None = None,
         usage: bool = True,
+        piece: int = 7,
         **args,
     ):
         """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
         `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a hung one;
         `finish` overrides the finish_reason ("length": cut at max_tokens); `usage=False` sends no
-        token counts (llama-cpp-python sends none)."""
+        token counts (llama-cpp-python sends none); `piece` is how many characters of text each
+        chunk carries (a long text in big pieces spares litellm's per-chunk work)."""
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
@@ -51,6 +53,7 @@ class ScriptedLLM:
                 "wait": wait,
                 "finish": finish,
                 "usage": usage,
+                "piece": piece,
             }
         )
         return self
@@ -169,9 +172,12 @@ class ScriptedLLM:
                 for chunk in (
                     chunks(cut, [])[:-2]
                     if cut
-                    else chunks(step["text"], step.get("calls", []), step.get("finish"))[
-                        : None if step.get("usage", True) else -1
-                    ]
+                    else chunks(
+                        step["text"],
+                        step.get("calls", []),
+                        step.get("finish"),
+                        step.get("piece", 7),
+                    )[: None if step.get("usage", True) else -1]
                 ):
                     time.sleep(step.get("delay", 0))
                     self._send(f"data: {json.dumps(chunk)}\n\n".encode())
@@ -203,10 +209,10 @@ def _chunk(delta: dict, finish=None) -> dict:
     }
 
 
-def chunks(text: str, calls: list, finish: str | None = None) -> list[dict]:
+def chunks(text: str, calls: list, finish: str | None = None, piece: int = 7) -> list[dict]:
     """Text in small pieces, then each tool call's arguments split across several deltas."""
     out = [_chunk({"role": "assistant", "content": ""})]
-    out += [_chunk({"content": text[i : i + 7]}) for i in range(0, len(text), 7)]
+    out += [_chunk({"content": text[i : i + piece]}) for i in range(0, len(text), piece)]
     for n, (name, args) in enumerate(calls):
         out.append(
             _chunk(

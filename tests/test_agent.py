@@ -64,7 +64,7 @@ def test_prompt_stays_under_budget_with_a_huge_map(agent, project, llm):
 
 def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
     for i in range(3):
-        llm.reply(text=f"answer {i} " + "words " * 400)
+        llm.reply(text=f"answer {i} " + "words " * 400, piece=1024)  # long: in big chunks
         agent.turn(f"question {i} " + "context " * 400)
     llm.reply(text="SUMMARY: three questions were answered.")
     freed = agent.compact()
@@ -86,7 +86,7 @@ def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
 def test_auto_compaction_past_max_context_tokens(agent, llm):
     agent.config["max_context_tokens"] = 1500
     for i in range(3):
-        llm.reply(text="long answer " * 300)
+        llm.reply(text="long answer " * 300, piece=1024)  # long: in big chunks
         agent.turn(f"turn {i}")
     summaries = [
         r for r in llm.requests if "Summarize this conversation" in r["messages"][0]["content"]

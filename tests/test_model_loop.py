@@ -325,7 +325,9 @@ def test_llama_cpp_context_from_props_compacts_before_the_server_refuses(agent, 
     llm.props = {
         "default_generation_settings": {"n_ctx": 4096}
     }  # smaller than max_context_tokens (32000)
-    llm.reply(text="first answer " + words(600)).reply(text="second answer " + words(600, 1))
+    first = "first answer " + words(600)
+    second = "second answer " + words(600, 1)
+    llm.reply(text=first, piece=1024).reply(text=second, piece=1024)  # long: in big chunks
     llm.reply(text="SUMMARY: two questions answered.").reply(text="third answer")
     for question in ("first question", "second question", "third question"):
         agent.turn(question)
@@ -417,7 +419,9 @@ def test_a_message_too_long_for_the_server_does_not_break_the_next_turn(agent, l
 
 
 def test_compact_command_after_two_long_turns(agent, llm, capsys):
-    llm.reply(text="first answer " + words(600)).reply(text="second answer " + words(600, 1))
+    first = "first answer " + words(600)
+    second = "second answer " + words(600, 1)
+    llm.reply(text=first, piece=1024).reply(text=second, piece=1024)  # long: in big chunks
     agent.turn("first question")
     agent.turn("second question")
     llm.reply(text="SUMMARY: the first question was answered.")

@@ -136,7 +136,7 @@ def test_with_stdout_redirected_the_diff_and_question_stay_on_the_terminal(term,
     llm.reply(tool="edit_file", path="README.md", old_str="# demo", new_str="# Demo Project").reply(
         text="Retitled."
     )
-    amas = f"{shlex.quote(sys.executable)} -m amas_code 'fix the title' > out.txt"
+    amas = f"{shlex.join(amas_argv())} 'fix the title' > out.txt"
     child = term(argv=["bash", "-c", amas], wait=False)
     seen = upto(child, QUESTION)
     assert "-# demo" in seen and "+# Demo Project" in seen and "Apply edit to README.md?" in seen
@@ -158,7 +158,7 @@ def test_with_stdin_piped_or_stderr_redirected_the_question_is_asked_on_the_term
         text="Retitled."
     )
     child = term(
-        argv=["bash", "-c", shape.format(amas=f"{shlex.quote(sys.executable)} -m amas_code")],
+        argv=["bash", "-c", shape.format(amas=shlex.join(amas_argv()))],
         wait=False,
     )
     seen = upto(child, QUESTION)
@@ -469,14 +469,8 @@ def test_a_model_without_a_provider_is_one_clear_line(project, llm, amas):
 
 def test_binary_piped_in_is_read_as_text_not_blamed_on_the_server(project, llm):
     llm.reply(text="Random bytes.")
-    done = subprocess.run(
-        [sys.executable, "-m", "amas_code", "what is this"],
-        input=bytes(range(256)) * 8,
-        capture_output=True,
-        env=amas_env(llm),
-        timeout=120,
-    )
-    assert done.returncode == 0 and done.stdout.decode() == "Random bytes.\n"
+    done = run_amas("what is this", llm=llm, input=bytes(range(256)) * 8)
+    assert done.returncode == 0 and done.stdout == "Random bytes.\n"
     assert "\ufffd" in llm.requests[0]["messages"][-1]["content"]
 
 
@@ -485,21 +479,15 @@ def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
     log = (
         b"first line of the log\n" + b"INFO all is well\n" * 600_000 + b"ERROR disk full\n"
     )  # 10 MB
-    done = subprocess.run(
-        [sys.executable, "-m", "amas_code", "why did it fail?"],
-        input=log,
-        capture_output=True,
-        env=amas_env(llm),
-        timeout=120,
-    )
-    assert done.returncode == 0 and done.stdout.decode() == "The disk is full.\n"
+    done = run_amas("why did it fail?", llm=llm, input=log)
+    assert done.returncode == 0 and done.stdout == "The disk is full.\n"
     sent = llm.requests[0]["messages"][-1]["content"]
     assert (
         sent.startswith("why did it fail?\n\n```\nfirst line of the log\n")
         and "ERROR disk full\n```" in sent
     )
     assert len(sent) < 70_000 and re.search(r"\[… [\d,]+ bytes of piped input cut …\]", sent)
-    said = [line for line in done.stderr.decode().splitlines() if "piped input" in line]
+    said = [line for line in done.stderr.splitlines() if "piped input" in line]
     assert said == [
         f"⚠ piped input is {len(log):,} bytes: only its first 30 KB and last 30 KB are sent"
     ]

@@ -28,6 +28,8 @@ SHELL = [
     ("echo hi > out.txt", ALLOW),
     ("make", ASK),
     ("echo ok; make", ASK),
+    ("echo ok && make", ASK),
+    ("echo ok || make", ASK),
     ("echo ok | make", ASK),
     ("echo ok & make", ASK),
     ("PATH=. ls -la", ASK),  # an assignment is a word of the command: no rule says `PATH=. ls *`
@@ -63,6 +65,7 @@ SHELL = [
     ("touch .*/pwned", ASK),
     ("touch .gi?/pwned", ASK),
     ("touch .G[I]T/pwned", ASK),
+    ("touch l?k/pwned", ASK),  # `lnk`, a link out of the project (without it: allowed)
     ("echo ok > ../pwned", ASK),
     ("echo ok >> /tmp/amas-pwned-$$", ASK),
     ("echo '[core] fsmonitor = touch pwned' >> .git/config", ASK),
@@ -143,6 +146,7 @@ def gate(bare):
     """The gate of a fresh project with RULES, in a home of its own, with what the rows name made."""
     (bare / "pwned.src").write_text("x\n")
     (bare / "echo ").mkdir()
+    (bare / "lnk").symlink_to(bare.parent)
 
     def made(**config) -> policy.Gate:
         return policy.Gate(make_config(permissions=RULES, **config), bare)
@@ -163,6 +167,17 @@ def test_shell_lines(gate, line, verdict):
 def test_deny_rules_refuse_under_yes(gate, line):
     refused = gate(**YES).judge(Command(line, LIMIT))
     assert refused.decision == "deny" and "deny rule" in refused.reason
+
+
+@pytest.mark.parametrize(
+    "line", ["sudo rm -rf victim", "sudo -u a bash -c 'rm -fr victim'", "nohup rm -fr victim"]
+)
+def test_a_wrapper_is_judged_by_the_command_it_runs(bare, line):
+    """With only `rm -rf *` denied, sudo and its like are seen through to the rm they run."""
+    rules = {"allow": [], "deny": ["rm -rf *"], "env": []}
+    gate = policy.Gate(make_config(permissions=rules, **YES), bare)
+    refused = gate.judge(Command(line, LIMIT))
+    assert refused.decision == "deny" and "the deny rule 'rm -rf *'" in refused.reason
 
 
 @pytest.mark.parametrize(
@@ -211,6 +226,24 @@ def test_reads(gate, path, plain, under_yes):
 
 
 @pytest.mark.parametrize(
+    "where",
+    [
+        ".pgpass",
+        ".vault-token",
+        ".config/rclone/rclone.conf",
+        ".bash_history",
+        ".config/git/credentials",
+        ".config/containers/auth.json",
+        ".m2/settings.xml",
+        ".gradle/gradle.properties",
+    ],
+)
+def test_more_credential_places_are_asked_even_under_yes(gate, where):
+    asked = gate(**YES).judge_path(gate().resolve(f"~/{where}"))
+    assert shown(asked) == ("ask", "secret") and "which holds credentials" in asked.reason
+
+
+@pytest.mark.parametrize(
     "path, verb, old, plain, under_yes",
     [
         ("src/new.py", "create", None, ("ask", "edit"), ALLOW),
@@ -219,6 +252,8 @@ def test_reads(gate, path, plain, under_yes):
         ("shot.png", "screenshot", b"png", ("ask", "edit"), ALLOW),
         (".git/config", "write", b"", ("ask", "write"), ("ask", "write")),  # git runs what it names
         (".GIT/hooks/pre-commit", "create", None, ("ask", "write"), ("ask", "write")),
+        (".git/hooks/pre-commit", "create", None, ("ask", "write"), ("ask", "write")),
+        ("vendor/lib/.git/hooks/post-checkout", "create", None, ("ask", "write"), ("ask", "write")),
         ("../outside.txt", "write", None, ("ask", "write"), ("ask", "write")),  # all writes outside
         ("~/.bashrc", "edit", b"", ("ask", "secret"), ("ask", "secret")),
         ("~/.ssh/authorized_keys", "edit", b"", ("ask", "secret"), ("ask", "secret")),

@@ -7,14 +7,12 @@ would receive: the tool result in its own shape, the key in its own header, Olla
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
-from conftest import amas_env
+from conftest import run_amas
 
 KEY = "sk-provider-test-key-123"
 
@@ -636,30 +634,16 @@ def test_auth_error_is_one_clear_line(serve, case):
 
 
 def test_auth_errors_in_a_real_process_exit_1_without_traceback(project, home):
-    servers, runs = [Ollama(key="proxy-token"), Anthropic(), Gemini()], []
+    """Each run is its own process (forked from the tests' fork server, litellm imported)."""
+    servers = [Ollama(key="proxy-token"), Anthropic(), Gemini()]
     try:
-        for s in servers:  # side by side: each process pays litellm's import
-            env = amas_env(AMAS_MODEL=s.model, AMAS_API_BASE=s.api_base, AMAS_API_KEY="wrong-key")
-            runs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "amas_code", "hello"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    cwd=project,
-                    env=env,
-                )
-            )
-        outputs = [run.communicate(timeout=90) for run in runs]
+        for server in servers:
+            env = {"AMAS_MODEL": server.model, "AMAS_API_BASE": server.api_base}
+            run = run_amas("hello", env={**env, "AMAS_API_KEY": "wrong-key"}, timeout=90)
+            assert run.returncode == 1, run.stderr
+            assert f"authentication failed for {server.model}" in run.stderr
+            assert "Traceback" not in run.stdout + run.stderr
+            assert len(run.stderr.strip().splitlines()) == 1, run.stderr  # one clear line
     finally:
-        for run in runs:
-            if run.poll() is None:
-                run.kill()
         for server in servers:
             server.close()
-    for run, (out, err), server in zip(runs, outputs, servers, strict=True):
-        assert run.returncode == 1, err
-        assert f"authentication failed for {server.model}" in err
-        assert "Traceback" not in out + err
-        assert len(err.strip().splitlines()) == 1, err  # one clear line

@@ -116,7 +116,7 @@ def test_a_piped_answer_is_plain_text(project, llm):
 def test_with_stdout_redirected_the_file_gets_plain_text_and_the_screen_no_copy(term, project, llm):
     answer = ANSWER + "\n".join(f"- item {n}" for n in range(30))  # taller than the live tail
     llm.reply(text=answer, delay=0.06)
-    amas = f"{shlex.quote(sys.executable)} -m amas_code explain > out.txt"
+    amas = f"{shlex.join(amas_argv())} explain > out.txt"
     child = term(argv=["bash", "-c", amas], wait=False)
     child.expect(pexpect.EOF)
     assert (project / "out.txt").read_text() == answer + "\n"

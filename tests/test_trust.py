@@ -186,24 +186,10 @@ def test_a_project_cannot_drop_your_deny_rules(project, home, llm, amas):
 # -- 2. allow rules match every simple command, and only plain lines -----------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "echo ok; touch pwned",
-        "echo $(touch pwned)",
-        "echo `touch pwned`",
-        "echo ok && touch pwned",
-        "echo ok || touch pwned",
-        "echo ok | touch pwned",
-        "echo ok & touch pwned",
-        "echo ok\ntouch pwned",
-        "echo ok > ../pwned",
-        "echo ok >> /tmp/amas-pwned-$$",
-        "echo '[core] fsmonitor = touch pwned' >> .git/config",  # git would run it at the user's next status
-        "echo '[core] fsmonitor = touch pwned' >> .Git/config",  # the same .git where case is not told apart
-    ],
-)
-def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
+# The wiring, once: every other line (substitutions, chains, newlines, redirections out of the project or into
+# .git) is a row of test_policy_table.test_shell_lines, judged by the same Gate.
+def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas):
+    line = "echo ok; touch pwned"
     (home / ".amas").mkdir()
     (home / ".amas/config.yaml").write_text("permissions:\n  allow: ['echo *']\n")
     attack(
@@ -219,31 +205,14 @@ def test_allow_rules_do_not_stretch_over_a_line(project, home, llm, amas, line):
     )
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "touch ../pwned",  # an allowed program's own arguments reach outside the project, or into .git
-        "touch .git/pwned",
-        "touch ~/pwned",
-        "touch --reference=README.md ../pwned",
-        "touch x --no-create=../pwned",
-        "'echo /../../../../../../../../../../../../usr/bin/touch' pwned",  # a folder named `echo `
-        "touch .?/pwned",  # the shell expands the glob: `.?` is `..`, `.gi?` is `.git`, `l?k` the link out
-        "touch .*/pwned",
-        "touch .gi?/pwned",
-        "touch .G[I]T/pwned",
-        "touch l?k/pwned",
-        "cp -t.. pwned.src",  # an option's value written with it: `-t..` is `-t ..`
-    ],
-)
-def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, amas, line):
+# The wiring, once, with a glob the shell expands to `..`: the other spellings (options' values, ~, .git, a
+# folder named `echo `, a link out) are rows of test_policy_table.test_shell_lines.
+def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, amas):
+    line = "touch .?/pwned"
     (home / ".amas").mkdir()
     (home / ".amas/config.yaml").write_text(
         "permissions:\n  allow: ['echo *', 'touch *', 'cp *']\n"
     )
-    (project / "echo ").mkdir()
-    (project / "lnk").symlink_to(project.parent)
-    (project / "pwned.src").write_text("x\n")
     attack(
         llm,
         amas,
@@ -253,7 +222,6 @@ def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, a
     assert not [
         p for p in (project.parent, project, project / ".git", home) if (p / "pwned").exists()
     ]
-    assert not (project.parent / "pwned.src").exists()
     assert (
         results(llm)[0] == "Command declined (no terminal to ask the user on)."
         and (project / "made.txt").exists()
@@ -263,48 +231,11 @@ def test_an_allowed_programs_arguments_stay_in_the_project(project, home, llm, a
 # -- 3. deny rules survive respelling --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "rm  -rf victim",
-        "rm\t-rf victim",
-        "rm -fr victim",
-        "rm -r -f victim",
-        "/bin/rm -rf victim",
-        "\\rm -rf victim",
-        "'rm' -rf victim",
-        "bash -c 'rm -rf victim'",
-        'sh -c "rm -rf victim"',
-        "true; rm -rf victim",
-        "env rm -rf victim",
-        "env FOO=1 rm -rf victim",
-        "echo victim | xargs rm -rf",
-        "command rm -rf victim",
-        "echo $(rm -rf victim)",
-        "find . -name victim -exec rm -rf {} +",
-        "sudo rm -rf victim",
-        "rm victim -rf",
-        "r\\\nm -rf victim",  # a line continuation inside the name
-        "env -S'rm -rf victim'",
-        "echo 'rm -rf victim' | sh",  # a shell reading its commands from stdin
-        "printf 'rm -rf victim\\n' | bash -s",
-        "bash <<< 'rm -rf victim'",
-        "/bin/r? -rf victim",  # the shell finds the program a glob names
-        "/usr/bin/r[m] -rf victim",
-        '"$(echo rm)" -rf victim',  # a program named by a substitution or a variable could be any program
-        "X=rm; $X -rf victim",
-        "git -c 'alias.x=!rm -rf victim' x",  # a git alias runs a shell line
-        ":; rm -rf victim #'",  # a quote the parser cannot close, in a comment
-        "rm -Rf victim",
-        "rm --recursive --force victim",
-        "sh -c -- 'rm -rf victim'",
-        "printf '%s\\n' 'rm -rf victim' | sh",
-        "echo 'rm -rf victim' | . /dev/stdin",
-        "ionice rm -rf victim",
-        "flock /tmp/amas-probe-lock rm -rf victim",
-    ],
-)
-def test_deny_rules_are_not_fooled(project, home, llm, amas, line):
+# The wiring, once, with a shell reading its commands from its input: every other respelling is a row of
+# test_policy_table (DENIED, and the wrappers without their own rule in
+# test_a_wrapper_is_judged_by_the_command_it_runs).
+def test_deny_rules_are_not_fooled(project, home, llm, amas):
+    line = "echo 'rm -rf victim' | sh"
     (home / ".amas").mkdir()
     (home / ".amas/config.yaml").write_text("permissions:\n  deny: ['rm -rf *']\n")
     (project / "victim").mkdir()
@@ -396,26 +327,15 @@ def test_navigate_file_urls_outside_ask(project, llm, amas):
     assert "hunter2-outside" not in json.dumps(llm.requests) and "declined" in results(llm)[0]
 
 
-@pytest.mark.parametrize(
-    "target",
-    [
-        ".git/hooks/pre-commit",
-        ".git/config",
-        "vendor/lib/.git/hooks/post-checkout",
-        ".GIT/hooks/pre-commit",
-    ],
-)
-def test_writing_into_git_asks_even_under_yes(project, llm, amas, target):
-    (project / "vendor/lib/.git/hooks").mkdir(parents=True)
+# The wiring, once: hooks, a nested repository's .git and .GIT are rows of test_policy_table.test_writes.
+def test_writing_into_git_asks_even_under_yes(project, llm, amas):
     config = (project / ".git/config").read_bytes()
-    attack(
-        llm, amas, [("write_file", {"path": target, "content": "#!/bin/sh\ntouch pwned\n"})], "-y"
-    )
+    call = ("write_file", {"path": ".git/config", "content": "[core]\n\tfsmonitor = touch pwned\n"})
+    attack(llm, amas, [call], "-y")
     assert (
         "inside .git" in results(llm)[0] and "declined" in results(llm)[0]
     )  # asked; no terminal: no
     assert (project / ".git/config").read_bytes() == config
-    assert target == ".git/config" or not (project / target).exists()
 
 
 def test_proc_and_credentials_are_asked_even_under_yes(project, home, llm, amas):
@@ -429,20 +349,10 @@ def test_proc_and_credentials_are_asked_even_under_yes(project, home, llm, amas)
     assert all("which holds credentials" in r and "declined" in r for r in results(llm)[:2])
 
 
-@pytest.mark.parametrize(
-    "where",
-    [
-        ".pgpass",
-        ".vault-token",
-        ".config/rclone/rclone.conf",
-        ".bash_history",
-        ".config/git/credentials",
-        ".config/containers/auth.json",
-        ".m2/settings.xml",
-        ".gradle/gradle.properties",
-    ],
-)
-def test_more_credential_files_are_asked_even_under_yes(project, home, llm, amas, where):
+# The wiring, once: the other places are rows of
+# test_policy_table.test_more_credential_places_are_asked_even_under_yes.
+def test_more_credential_files_are_asked_even_under_yes(project, home, llm, amas):
+    where = ".pgpass"
     (home / where).parent.mkdir(parents=True, exist_ok=True)
     (home / where).write_text("db:5432:app:alice:Pr0dPassw0rd-x9\n")
     attack(llm, amas, [("read_file", {"path": f"~/{where}"})], "-y")
