@@ -595,9 +595,7 @@ def finish(box, result: str) -> str:
     """What Agent.execute does to every result: secrets redacted, then capped."""
     from amas_code import tools
 
-    return tools.cap(
-        box.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT
-    )
+    return tools.cap(box.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT)
 
 
 PATTERNS = {
