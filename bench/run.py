@@ -311,9 +311,8 @@ def bench_repl(proj, n):
 
 
 # -- the one-shot -------------------------------------------------------------------------------------------------
-# amas run in-process under a probe: RSS and the packages new since the last mark, at each stage; with
-# PROBE_NOCOUNT, litellm.disable_token_counter is set once litellm is imported (amas's own exact count, which it
-# makes only near the context limit, would then need to switch it back on around its token_counter call).
+# amas run in-process under a probe: RSS and the packages new since the last mark, at each stage (each tool
+# call marked where Act runs it).
 PROBE = r"""
 import atexit, collections, json, os, sys
 MARKS, SEEN, DONE = [], set(), set()
@@ -337,8 +336,6 @@ def patched():
     first = "litellm" not in sys.modules
     litellm = load()
     if first:
-        if os.environ.get("PROBE_NOCOUNT"):
-            litellm.disable_token_counter = True
         mark("litellm imported")
         completion = litellm.completion
         def wrapped(*a, **k):
@@ -410,43 +407,23 @@ def bench_oneshot(proj, n, llm, calls=3):
     row(f"one-shot, {calls} tool calls: peak RSS", rss, "MB", "≤ 200 MB", 200)
     row("one-shot: process start → first request at server", first, "s")
     row("one-shot: last request → process exited", last, "s")
-    # where it goes: the same one-shot under the probe, as is and with litellm's token counter off
-    probes, out = {}, Path(tempfile.mkdtemp()) / "probe.json"
-    for label, extra in (("as is", {}), ("token counter off", {"PROBE_NOCOUNT": "1"})):
-        peaks = []
-        for _run in range(min(n, 3)):  # memory varies little
-            env = {**os.environ, "PROBE_OUT": str(out), **extra}
-            peaks.append(oneshot(proj, llm, calls, [sys.executable, "-c", PROBE], env)[2])
-        probes[label] = json.loads(out.read_text())
-        if extra:
-            row(
-                "one-shot peak RSS, litellm's token counter kept off all run (for comparison)",
-                peaks,
-                "MB",
-                "≤ 200 MB",
-                200,
-            )
-    stages = {label: {m[0]: m for m in probe["marks"]} for label, probe in probes.items()}
+    # where it goes: the same one-shot under the probe, which marks the RSS at each stage
+    out = Path(tempfile.mkdtemp()) / "probe.json"
+    env = {**os.environ, "PROBE_OUT": str(out)}
+    oneshot(proj, llm, calls, [sys.executable, "-c", PROBE], env)
+    probe = json.loads(out.read_text())
     lines = [
-        "| stage (first time reached) | RSS as is | RSS, token counter off | modules | new packages (modules) |",
-        "|---|---|---|---|---|",
+        "| stage (first time reached) | RSS | modules | new packages (modules) |",
+        "|---|---|---|---|",
     ]
     prev = 0.0
-    for name, rss_now, count, new in probes["as is"]["marks"]:
-        off = stages["token counter off"].get(name)
-        lines.append(
-            f"| {name} | {rss_now:.1f} MB (+{rss_now - prev:.1f}) | {f'{off[1]:.1f} MB' if off else '–'} | "
-            f"{count} | {', '.join(new)} |"
-        )
+    for name, rss_now, count, new in probe["marks"]:
+        growth = f"{rss_now:.1f} MB (+{rss_now - prev:.1f})"
+        lines.append(f"| {name} | {growth} | {count} | {', '.join(new)} |")
         prev = rss_now
-    for label, probe in probes.items():
-        loaded = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in probe["loaded"].items())
-        lines.append(
-            f"\n{label}: peak {probe['peak']:.1f} MB, {probe['modules']} modules; loaded: {loaded}."
-        )
-    SECTIONS.append(
-        ("One-shot memory by stage (RSS of the amas process, last of the probed runs)", lines)
-    )
+    loaded = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in probe["loaded"].items())
+    lines.append(f"\npeak {probe['peak']:.1f} MB, {probe['modules']} modules; loaded: {loaded}.")
+    SECTIONS.append(("One-shot memory by stage (RSS of the amas process, a probed run)", lines))
 
 
 # -- file tools ---------------------------------------------------------------------------------------------------
@@ -610,7 +587,9 @@ def search_rows(root: Path, where: str, n: int) -> None:
         today = box.execute("search_files", json.dumps({"pattern": pattern}))
         same = "same output ✓" if search_git(box, pattern) == today else "OUTPUT DIFFERS ✗"
         scan, grep = [], []
-        for _ in range(max(n, 5) * 2):  # interleaved, so load from elsewhere falls on both alike
+        for _ in range(
+            2 * n if n > 1 else 2
+        ):  # interleaved, so load from elsewhere falls on both alike
             scan += timed_ms(
                 lambda p=pattern: box.execute("search_files", json.dumps({"pattern": p})), 1
             )
