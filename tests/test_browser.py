@@ -322,6 +322,16 @@ def only(origin: str, asked: list):
     return visit
 
 
+def visited(page: Browser, url: str, service: Sockets) -> str:
+    """What the page said once it opened url (its log, when done); the browser and service closed."""
+    try:
+        opened = answered(page.navigate, url)
+        return opened + answered(page.get_text, "#done") + answered(page.get_text, "#log")
+    finally:
+        page.close()
+        service.close()
+
+
 @needs_chromium
 def test_a_pages_websocket_to_an_unapproved_port_never_connects(shared, pages):
     """A page on an allowed origin opens a WebSocket to a local service on another port: the
@@ -329,12 +339,7 @@ def test_a_pages_websocket_to_an_unapproved_port_never_connects(shared, pages):
     shared.close()  # one Playwright per thread
     service, asked = Sockets(), []
     guarded = Browser(make_config(), only(pages.url, asked))
-    try:
-        opened = answered(guarded.navigate, f"{pages.url}/socket?port={service.port}")
-        said = opened + answered(guarded.get_text, "#done") + answered(guarded.get_text, "#log")
-    finally:
-        guarded.close()
-        service.close()
+    said = visited(guarded, f"{pages.url}/socket?port={service.port}", service)
     assert service.accepted == 0
     assert "hello" not in said and "closed" in said
     assert f"http://127.0.0.1:{service.port}/live" in asked
@@ -346,12 +351,7 @@ def test_an_approved_websocket_connects(shared, pages):
     shared.close()
     service = Sockets()
     allowed = Browser(make_config(), lambda url: url)
-    try:
-        answered(allowed.navigate, f"{pages.url}/socket?port={service.port}")
-        said = answered(allowed.get_text, "#done") + answered(allowed.get_text, "#log")
-    finally:
-        allowed.close()
-        service.close()
+    said = visited(allowed, f"{pages.url}/socket?port={service.port}", service)
     assert service.accepted == 1
     assert "got hello" in said
 
@@ -366,12 +366,7 @@ def test_a_web_workers_websocket_reaches_only_an_approved_port(shared, pages, ap
     service, asked = Sockets(), []
     known = (lambda where: where == f"127.0.0.1:{service.port}") if approved else None
     guarded = Browser(make_config(), only(pages.url, asked), known)
-    try:
-        answered(guarded.navigate, f"{pages.url}/worker?port={service.port}")
-        said = answered(guarded.get_text, "#done") + answered(guarded.get_text, "#log")
-    finally:
-        guarded.close()
-        service.close()
+    said = visited(guarded, f"{pages.url}/worker?port={service.port}", service)
     assert service.accepted == (1 if approved else 0)
     assert ("got hello" in said) == approved and "closed" in said
 
