@@ -303,13 +303,7 @@ class Model:
         self.check_key()
         try:
             streamed = litellm.completion(**self.kwargs(messages, tools))
-            for chunk in streamed:
-                chunks.append(chunk)
-                if _past_the_cap(chunk):  # the rest is not read: bounded time and memory
-                    break
-                text = chunk.choices[0].delta.content if chunk.choices else None
-                if text and on_text:
-                    on_text(text)
+            _gather(streamed, chunks, on_text)
         except Exception as e:
             partial = self.explain(e, messages)
             if not any(c.choices and c.choices[0].delta.content for c in chunks):
@@ -574,6 +568,17 @@ def _get_json(url: str, data: bytes | None = None):
 
     with urllib.request.urlopen(url, data, timeout=3) as answer:
         return json.load(answer)
+
+
+def _gather(streamed, chunks: list, on_text) -> None:
+    """The stream's chunks added to chunks, each one's text shown as it comes, up to the cap."""
+    for chunk in streamed:
+        chunks.append(chunk)
+        if _past_the_cap(chunk):  # the rest is not read: bounded time and memory
+            return
+        text = chunk.choices[0].delta.content if chunk.choices else None
+        if text and on_text:
+            on_text(text)
 
 
 def _past_the_cap(chunk) -> bool:

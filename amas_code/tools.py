@@ -202,15 +202,8 @@ class Tools:
             new_str = new_str.replace("\r\n", "\n")
         # the file as the model sees it, where [REDACTED] stands for the value at its place
         view = redact.Masked(self.secrets, text)
-        found = view.find(old_str)
-        # outside: no line of it reaches the model unasked
-        if len(found) != 1 and self.gate.where(p):
-            raise ValueError(f"old_str is not found exactly once in {path}")
-        if len(found) > 1:
-            raise ValueError(_ambiguous(view.shown, found, path))
-        if not found:
-            raise ValueError(f"old_str not found in {path}. " + _closest(view.shown, old_str))
-        new = view.replace(found[0], old_str, new_str)
+        at = _found_once(view, old_str, path, bool(self.gate.where(p)))
+        new = view.replace(at, old_str, new_str)
         if new is None:
             raise ValueError(
                 f"this edit would leave a hidden secret without the name that hides it, or change it. {KEEP}"
@@ -630,6 +623,20 @@ def _common(a: list[str], b: list[str]) -> int:
             break
         n += 1
     return n
+
+
+def _found_once(view: redact.Masked, old_str: str, path: str, outside: bool) -> int:
+    """Where old_str is in the file as the model sees it; ValueError unless it is there once, saying
+    where it is or what is most like it (outside the project, nothing: no line reaches the model
+    unasked)."""
+    found = view.find(old_str)
+    if len(found) != 1 and outside:
+        raise ValueError(f"old_str is not found exactly once in {path}")
+    if len(found) > 1:
+        raise ValueError(_ambiguous(view.shown, found, path))
+    if not found:
+        raise ValueError(f"old_str not found in {path}. " + _closest(view.shown, old_str))
+    return found[0]
 
 
 def _ambiguous(shown: str, found: list[int], path: str) -> str:
