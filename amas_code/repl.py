@@ -3,6 +3,7 @@
 import glob
 import os
 import shlex
+import signal
 import time
 from pathlib import Path
 
@@ -350,6 +351,8 @@ def prompt_session(agent):
 
 def interact(agent) -> None:
     """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
+    # a REPL started from a script's background job inherits SIGINT ignored: Ctrl+C is taken back
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     prompt = prompt_session(agent)
     preload(agent, prompt.app)
     banner(agent)

@@ -69,6 +69,20 @@ def test_one_undo_after_edit_then_tests_takes_back_the_edit(term, project, llm):
     assert (project / "README.md").read_text() == "# demo\n"
 
 
+def test_ctrl_c_cancels_a_turn_even_when_amas_was_started_with_it_ignored(term, llm):
+    """A script's background job starts its children with SIGINT ignored; a REPL on a terminal
+    started that way still stops a turn on Ctrl+C."""
+    from conftest import FRESH
+
+    llm.reply(text="Too late.", wait=10)
+    child = term(argv=["/bin/sh", "-c", 'trap "" INT; exec "$0" "$@"', *FRESH])
+    child.sendline("a slow question")
+    child.expect("thinking")
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect("›")
+
+
 def test_waiting_says_how_long_and_how_to_stop(term, llm):
     llm.reply(text="Late answer " * 40, wait=2.5, delay=0.05)
     child = term()
