@@ -444,7 +444,8 @@ def test_a_page_cannot_take_the_browser_to_a_file_outside(project, home, llm, am
     )
     assert "aHVudGVyMi1kb2NrZXI" not in json.dumps(llm.requests)
     said = results(llm)
-    assert "holds credentials" in said[1] + said[2] and "view-source" in said[2]
+    # the page's own move is refused (noted with whichever call Playwright next hands it to)
+    assert "holds credentials" in "".join(said[1:]) and "view-source" in said[2], said
 
 
 # -- 7. secrets never reach the model --------------------------------------------------------------------------------
