@@ -354,3 +354,35 @@ def test_redirects_are_bounded_and_each_hop_is_judged():
     assert said == f"Error: stopped after {browser.MAX_HOPS} redirects, at {server.url}/loop"
     assert asked == [f"{server.url}/loop"] * (browser.MAX_HOPS + 1)
     assert len(server.requests) == browser.MAX_HOPS + 1
+
+
+def test_the_browsers_proxy_reaches_only_the_places_it_knows(pages):
+    """What Chromium connects to goes through amas's proxy (webproxy): a plain request and a CONNECT
+    tunnel (https, wss) reach a host and port only once the gate's requests reached it."""
+    import http.client
+
+    from amas_code import webproxy
+
+    known = set()
+    proxy = webproxy.Proxy(known.__contains__)
+    port = int(proxy.args()[0].rsplit(":", 1)[1])
+    place = pages.url.split("//", 1)[1]
+
+    def status(tunnel: bool) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            if tunnel:
+                conn.set_tunnel(place.split(":")[0], int(place.split(":")[1]))
+            conn.request("GET", "/text" if tunnel else f"{pages.url}/text")
+            return conn.getresponse().status
+        except OSError as e:  # a tunnel refused: "Tunnel connection failed: 403 Forbidden"
+            return int(str(e).split(": ", 1)[1][:3])
+        finally:
+            conn.close()
+
+    try:
+        assert [status(False), status(True)] == [403, 403]
+        known.add(place)
+        assert [status(False), status(True)] == [200, 200]
+    finally:
+        proxy.close()
