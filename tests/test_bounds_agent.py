@@ -18,7 +18,9 @@ def test_more_than_fifty_calls_in_one_reply_are_asked_about_first(project, llm):
     assert len(results) == 51 and all(m["content"].startswith("Cancelled") for m in results)
 
 
-def test_fifty_calls_run_unasked_when_the_rules_allow_them(project, llm):
+def test_fifty_calls_run_unasked_when_the_rules_allow_them(project, llm, home):
+    (home / ".amas").mkdir()  # outside the box: this is about asking, and 50 boxes take 10 s
+    (home / ".amas" / "config.yaml").write_text("sandbox: off\n")
     calls = [("shell_command", json.dumps({"command": f"touch f{i}"})) for i in range(50)]
     llm.reply(calls=calls).reply(text="done")
     (project / ".amas").mkdir(exist_ok=True)
