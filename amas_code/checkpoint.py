@@ -512,7 +512,8 @@ class Checkpoint(Shadow):
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
                 return ""
             changes, made, gone, unkept = self.changed(pending)
-            left = self.left_out(pending, made)
+            big, ignored = self.unheld(pending)
+            left = _left_out(big, _under(ignored, made))
             if not changes and _caches(self.root, made):  # /undo would leave them: no change
                 made = []
             moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
@@ -521,7 +522,7 @@ class Checkpoint(Shadow):
             if not (changes or made or gone):
                 return _note(said, left)
             meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
-            meta["left"] = self.leaves(pending)  # /undo names what it leaves
+            meta["left"] = sorted({*big, *ignored})  # /undo names what it leaves
             self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
             what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
             return _note([f"checkpoint: {what}; /undo takes it back", *said], left)
@@ -537,29 +538,15 @@ class Checkpoint(Shadow):
         kept = pending.get("kept", {})
         return [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)]
 
-    def left_out(self, pending: dict, made: list[str]) -> list[str]:
-        """What a command made that no checkpoint holds, said: files too big to read, and files git
-        ignores (never copied: a new .env may hold a key), those in a folder it made named by that
-        folder (`.pytest_cache/`, not each file of the cache)."""
+    def unheld(self, pending: dict) -> tuple[list[str], list[str]]:
+        """What a command made that no checkpoint holds, so /undo leaves it: new files too big to
+        read, and files git ignores (never copied: a new .env may hold a key)."""
         if "tree" not in pending:
-            return []
+            return [], []
         big = [p for p in self.huge if p not in pending.get("huge", [])]
-        ignored = _under(self.ignored_made(pending), made)
-        too_big = f"over {HUGE >> 20} MB or sparse, not kept"
-        return [f"{p} ({too_big})" for p in big] + [f"{p} (git ignores it)" for p in ignored]
-
-    def ignored_made(self, pending: dict) -> list[str]:
-        """Files a command made that git ignores (never copied: a new .env may hold a key)."""
         was = set(pending.get("ignored", []))
-        return [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
-
-    def leaves(self, pending: dict) -> list[str]:
-        """What a command made that no checkpoint holds, so /undo leaves it: ignored files, and
-        new files too big to read."""
-        if "tree" not in pending:
-            return []
-        big = [p for p in self.huge if p not in pending.get("huge", [])]
-        return sorted({*big, *self.ignored_made(pending)})
+        ignored = [p for p in self.untracked("-i") if p not in was and not p.endswith("/")]
+        return big, ignored
 
     def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
         """Files changed, folders made and folders gone since the kept before state, and the changed files whose
@@ -802,6 +789,13 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
         # what changed while no amas watched
         between |= set(cp["files"]) if cp.get("interrupted") else set()
     return plan, dirs, between
+
+
+def _left_out(big: list[str], ignored: list[str]) -> list[str]:
+    """What a command made that no checkpoint holds, said: files too big to read, and files git
+    ignores, those in a folder it made named by that folder (`.pytest_cache/`, not each file)."""
+    too_big = f"over {HUGE >> 20} MB or sparse, not kept"
+    return [f"{p} ({too_big})" for p in big] + [f"{p} (git ignores it)" for p in ignored]
 
 
 def _note(said: list[str], left: list[str]) -> str:
