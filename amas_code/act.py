@@ -4,7 +4,6 @@ out of the box; then redact, cap once and report what the model reads."""
 
 import contextlib
 import dataclasses
-import json
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -59,10 +58,9 @@ class Act:
     def call(self, call: dict, go_on: bool = True) -> dict:
         """The tool message answering one call: shown, run, redacted, capped and reported."""
         name, raw = call["function"]["name"], call["function"]["arguments"]
-        target = self.secrets.redact(_target(raw))
+        target = _target(raw)
         ui.show_call(name, target)
-        shown = raw if isinstance(raw, str) else json.dumps(raw)
-        self.report.call(call["id"], name, _arguments(self.secrets.redact(shown)))
+        self.report.call(call["id"], name, _arguments(raw))
         cancelled = effects.Outcome("Cancelled: too many calls at once.", "declined")
         outcome = self.outcome(name, raw) if go_on else cancelled
         self.report.result(call["id"], name, target, outcome)
@@ -82,10 +80,13 @@ class Act:
             done = effects.Outcome(f"Error: {e}", "failed")
         except Exception as e:  # the model reads this and tries again
             done = effects.Outcome(f"Error: {type(e).__name__}: {e}", "failed")
-        text = done.text or "Tool executed successfully (no output)"
-        return effects.Outcome(
-            tools.cap(self.secrets.redact(text), self.result_limit()), done.status
-        )
+        return effects.Outcome(self.said(done.text), done.status)
+
+    def said(self, text: str) -> str:
+        """What a tool or command printed, as the model may read it: the secrets amas knows hidden,
+        then capped (after: a cut could halve a secret, and the half would not be found)."""
+        text = text or "Tool executed successfully (no output)"
+        return tools.cap(self.secrets.redact(text), self.result_limit())
 
     def run(self, name: str, raw) -> effects.Outcome:
         """One call run: what its tool returned, or the outcome of the effect it wants."""
@@ -123,7 +124,7 @@ class Act:
         if project.looks_binary(effect.new) or project.looks_binary(old):
             return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
         old_text, new_text = old.decode(errors="replace"), effect.new.decode(errors="replace")
-        return ui.diff(old_text, new_text, name, self.secrets.redact)
+        return ui.diff(old_text, new_text, name)
 
     def escape(
         self, effect: effects.Change | effects.Command, done: tuple[str, bool]
@@ -192,8 +193,7 @@ class Act:
         """The command, its output shown live while it runs."""
         box = self.tools.box and dataclasses.replace(self.tools.box, grant=grant)
         env = redact.child_env(self.config)
-        hide = self.secrets.redact
-        with ui.Tail(ui.command_summary(hide(command.line)), hide) as tail:
+        with ui.Tail(ui.command_summary(command.line)) as tail:
             return sandbox.run(command, self.root, env, box, watch=tail.feed)
 
     def recording(self, effect: effects.Change | effects.Command):

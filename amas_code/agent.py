@@ -54,6 +54,11 @@ class Commands:
         """Something the user did (/undo, !command), told the model before their next message."""
         self.notes.append(text)
 
+    def ran(self, output: str) -> None:
+        """A command the user ran themselves (!command): its output told the model before their
+        next message, as a tool's would be (secrets hidden, then capped)."""
+        self.note(f"The user ran a command themselves:\n```\n{self.act.said(output)}\n```")
+
     def attach(self, path: Path) -> str:
         """A file added to the next message (redacted, capped); its name as shown. ValueError or
         OSError when it cannot be."""
@@ -65,7 +70,9 @@ class Commands:
         data = project.regular(path, path.name).read_bytes()
         if project.looks_binary(data):
             raise ValueError("it is a binary file")
-        text = self.redact(data[: tools.MAX_READ].decode(errors="replace"))
+        text = data[: tools.MAX_READ].decode(
+            errors="replace"
+        )  # its secrets hidden with the message
         if len(data) > tools.MAX_READ:
             whole = f"{len(data) // 1000} KB"
             text += f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
@@ -142,7 +149,7 @@ class Commands:
 
     def model_line(self) -> str:
         base = self.model.config.get("api_base")
-        return self.redact(f"model: {self.model.name}" + (f" at {base}" if base else ""))
+        return f"model: {self.model.name}" + (f" at {base}" if base else "")
 
     def token_report(self) -> str:
         """Tokens used and cost so far, and the conversation's size now (/tokens)."""
@@ -280,9 +287,20 @@ class Agent(Commands):
     # -- the loop -----------------------------------------------------------------------------------
     def turn(self, text: str) -> bool:
         """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
+        with ui.hiding(self.redact):  # all the turn shows, its secrets hidden
+            return self.run_turn(text)
+
+    def add(self, message: dict) -> None:
+        """A message into the conversation, which the model reads and the history keeps: its text
+        with the secrets amas knows hidden (in place: the loop goes on with the reply it adds)."""
+        if isinstance(message.get("content"), str):
+            message["content"] = self.redact(message["content"])
+        self.messages.append(message)
+
+    def run_turn(self, text: str) -> bool:
         start = len(self.messages)
-        text = self.redact(text)  # piped in too: a log with a token in it
-        self.messages.append({"role": "user", "content": self.preamble() + text})
+        # piped in too: a log with a token in it
+        self.add({"role": "user", "content": self.preamble() + text})
         self.attachments, self.notes = [], []
         self.mark_turn(text)
         self.ok = False
@@ -311,7 +329,7 @@ class Agent(Commands):
     def mark_turn(self, text: str) -> None:
         """A new turn: its checkpoints carry it (/undo takes back a turn) and its request."""
         if self.checkpoint:
-            self.checkpoint.request = text[:300]
+            self.checkpoint.request = self.redact(text)[:300]  # on disk, with its checkpoints
             self.checkpoint.turn = history.new_session()
 
     def preamble(self) -> str:
@@ -347,9 +365,9 @@ class Agent(Commands):
         go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
         for call in wanted:
             calls.append(call["function"])
-            self.messages.append(self.tool_message(call, _repeats(calls), go_on))
+            self.add(self.tool_message(call, _repeats(calls), go_on))
         if cut:
-            self.messages.append({"role": "user", "content": cut})
+            self.add({"role": "user", "content": cut})
 
     def stuck(self, calls: list[dict]) -> bool:
         """The same call REPEATS times in a row: the turn ends, said."""
@@ -410,7 +428,7 @@ class Agent(Commands):
             except KeyboardInterrupt:
                 self.keep_partial(stream.text)
                 raise
-            self.report.reply(self.redact(reply["content"]))
+            self.report.reply(reply["content"])
             if self.report.fmt == "text":
                 stream.show(reply["content"])  # the answer, rendered once
         return self.keep_reply(reply)
@@ -420,7 +438,7 @@ class Agent(Commands):
         lost = reply.pop("lost", None)
         if lost:  # the partial answer is kept, and the model told where it stopped
             said = f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"
-            self.messages.append(reply | {"content": said})
+            self.add(reply | {"content": said})
             raise lost
         if reply.pop("cut", False):
             cap = self.config["max_tokens"]
@@ -429,7 +447,7 @@ class Agent(Commands):
         if empty and not reply.get("unreadable"):
             self.warn("the model sent an empty reply")
             return reply
-        self.messages.append(reply)
+        self.add(reply)
         return reply
 
     def unread(self, reply: dict) -> bool:
@@ -438,14 +456,14 @@ class Agent(Commands):
         line = reply.pop("unreadable", None)
         if line:
             self.warn(line)
-            self.messages.append({"role": "user", "content": toolcalls.error(self.tools.names)})
+            self.add({"role": "user", "content": toolcalls.error(self.tools.names)})
         return bool(line)
 
     def keep_partial(self, text: str) -> None:
         """An answer cut by Ctrl+C stays in the conversation, marked so."""
         if text.strip():
             said = f"{text}\n\n[interrupted by the user]"
-            self.messages.append({"role": "assistant", "content": said})
+            self.add({"role": "assistant", "content": said})
 
     def wait_for_preload(self) -> None:
         """The spinner from the first Enter while a preloading litellm finishes (Ctrl+C here is clean;
@@ -477,13 +495,11 @@ class Agent(Commands):
         first one not answered, the output of the command Ctrl+C `stopped`, if it was one."""
         at = max((i for i, m in enumerate(self.messages) if m.get("tool_calls")), default=None)
         done = {m.get("tool_call_id") for m in self.messages[at:]} if at is not None else set()
-        said = tools.cap(self.redact(stopped), self.result_limit()) if stopped else ""
+        said = self.act.said(stopped) if stopped else ""
         for call in self.messages[at]["tool_calls"] if at is not None else []:
             if call["id"] not in done:
                 content = said or "Cancelled by the user."
-                self.messages.append(
-                    {"role": "tool", "tool_call_id": call["id"], "content": content}
-                )
+                self.add({"role": "tool", "tool_call_id": call["id"], "content": content})
                 said = ""
 
     # -- the request --------------------------------------------------------------------------------

@@ -231,12 +231,16 @@ def choose(root: Path) -> str | bool:
 
 def converse(agent, text: str, typed: str = "") -> int:
     """The agent on one task (with its report), or the REPL; the exit code."""
+    with ui.hiding(agent.redact):  # the session's secrets, never on the screen
+        return interactive(agent) if not text else one_shot(agent, text, typed)
+
+
+def one_shot(agent, text: str, typed: str) -> int:
+    """The agent on one task, with its report; the exit code."""
     from amas_code import providers
 
     report = agent.report
-    if not text:
-        return interactive(agent)
-    report.start(agent.session, agent.model.name)
+    report.start(agent.session, agent.model.name, agent.redact)
     if agent.sandbox.mode != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox.line)
     if not attach_mentioned(agent, typed):
@@ -245,8 +249,8 @@ def converse(agent, text: str, typed: str = "") -> int:
     try:
         outcome = "done" if agent.turn(text) else "interrupted"
     except providers.ProviderError as e:
-        message = agent.redact(str(e))  # credentials in api_base, a key echoed back
-        message = message.replace("/model another", "run with -m another model")  # no REPL here
+        # credentials in api_base or a key echoed back: hidden by the screen and the report
+        message = str(e).replace("/model another", "run with -m another model")  # no REPL here
         ui.error(message)
         report.error(message)
         outcome = "error"

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.text import Text
 
 from amas_code import history as chat_log
-from amas_code import home, project, providers, tools, ui
+from amas_code import home, project, providers, ui
 from amas_code.checkpoint import CheckpointError
 
 
@@ -118,12 +118,7 @@ def cmd_diff(agent, arg):
         if project.looks_binary(old) or project.looks_binary(new):
             ui.info(f"{path}: binary file, {len(old):,} → {len(new):,} bytes")
         elif old != new or old_mode == new_mode:
-            shown = ui.diff(
-                old.decode(errors="replace"),
-                new.decode(errors="replace"),
-                path,
-                agent.redact,
-            )
+            shown = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), path)
             ui.console.print(shown)
     if not changes:
         ui.info("the agent changed nothing in this session")
@@ -160,12 +155,10 @@ def shell(agent, line: str) -> None:
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
     # as the user: no box
-    with ui.Tail(ui.command_summary(line), agent.redact) as tail:
+    with ui.Tail(ui.command_summary(line)) as tail:
         result = agent.run_as_user(line, tail.feed)
-    shown = agent.redact(result)
-    ui.console.print(Text(ui.clean(shown.split("\n", 1)[-1])), overflow="fold")
-    capped = tools.cap(shown, agent.result_limit())
-    agent.note(f"The user ran a command themselves:\n```\n{capped}\n```")
+    ui.show_output(result.split("\n", 1)[-1])
+    agent.ran(result)
 
 
 def mentioned(agent, line: str) -> bool:
@@ -466,7 +459,7 @@ def step(agent, line: str) -> bool:
         ui.console.print()
         ui.warning("cancelled")
     except providers.ProviderError as e:
-        ui.error(agent.redact(str(e)))
+        ui.error(str(e))
     except Exception as e:  # a bug must not end the session or show a traceback
-        ui.error(agent.redact(f"{type(e).__name__}: {e}"))
+        ui.error(f"{type(e).__name__}: {e}")
     return True

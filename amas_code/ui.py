@@ -35,6 +35,31 @@ SHORT = 200  # characters of a command shown whole; a longer one is summarized
 HEAD = 80  # characters of a summarized command shown before the summary
 
 
+# what the screen must never show: the session's secrets, hidden by the function hiding() was
+# given (it keeps lines); only this module reads it, inside the with-block of whoever runs a session
+_HIDERS = [str]
+
+
+@contextlib.contextmanager
+def hiding(hide):
+    """Inside: every text this module shows passes `hide` first (secrets as [REDACTED], lines kept)."""
+    _HIDERS.append(hide)
+    try:
+        yield
+    finally:
+        _HIDERS.remove(hide)
+
+
+def hidden(text: str) -> str:
+    """Text as the screen may show it: the secrets of the session running now hidden."""
+    return _HIDERS[-1](text)
+
+
+def _shown(text: str) -> str:
+    """Text from outside as the screen may show it: secrets hidden, control characters escaped."""
+    return clean(hidden(text))
+
+
 def clean(text: str) -> str:
     """Control, bidi and zero-width characters shown escaped, so text from outside cannot fake the screen."""
     return INVISIBLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
@@ -49,6 +74,7 @@ def one_line(text: str) -> str:
 def command_summary(line: str) -> str:
     """A command as the person reads it: whole when short and plain, else its start, the programs
     it runs and how much more there is, so blank-drawing characters cannot hide part of it."""
+    line = hidden(line)  # before it is cut: a cut could halve a secret
     plain = not BLANK.search(line) and not INVISIBLE.search(line)
     if len(line) <= HEAD or (len(line) <= SHORT and plain):  # whole: escaped, nothing can hide
         return one_line(line)
@@ -71,13 +97,14 @@ def _programs(line: str) -> list[str]:
 def row(*parts) -> None:
     """One line on the work console from parts (text, or (text, style)), each escaped and on one
     line: names from outside (skills, files, rules) cannot fake the screen."""
-    pieces = [(one_line(p), "") if isinstance(p, str) else (one_line(p[0]), p[1]) for p in parts]
+    pieces = [(p, "") if isinstance(p, str) else p for p in parts]
+    pieces = [(one_line(hidden(text)), style) for text, style in pieces]
     console.print(Text.assemble(*pieces), overflow="fold")
 
 
 def _say(mark: str, style: str, msg: str) -> None:
     # wrapped at words to the terminal (never to a file or pipe: see UNWRAPPED)
-    console.print(Text.assemble((mark + " ", style), clean(msg)), overflow="fold")
+    console.print(Text.assemble((mark + " ", style), _shown(msg)), overflow="fold")
 
 
 info, success = functools.partial(_say, "ℹ", "blue"), functools.partial(_say, "✓", "green")
@@ -91,14 +118,14 @@ def plural(n: int, word: str) -> str:
 def show_call(name: str, target: str) -> None:
     """One line per tool call: what it is about, escaped, never interpreted as markup."""
     console.print(
-        Text.assemble(("● ", "cyan"), (one_line(name), "bold"), " ", one_line(target)),
+        Text.assemble(("● ", "cyan"), (one_line(name), "bold"), " ", one_line(hidden(target))),
         overflow="fold",
     )
 
 
 def show_result(text: str, lines: int = 3) -> None:
     """A short excerpt of a result: its first and last lines (errors and exit codes), or with lines=0 its first."""
-    rows = [clean(r) for r in text.rstrip("\n").split("\n")]
+    rows = [clean(r) for r in hidden(text).rstrip("\n").split("\n")]
     if not lines and len(rows) > 1:
         rows = [rows[0], f"… {plural(len(rows) - 1, 'more line')}"]
     elif len(rows) > 2 * lines + 1:
@@ -106,15 +133,20 @@ def show_result(text: str, lines: int = 3) -> None:
     console.print(Text("\n".join(f"  │ {r}" for r in rows), style="dim"), overflow="fold")
 
 
+def show_output(text: str) -> None:
+    """A command's whole output, as the person who ran it wants it: escaped, secrets hidden."""
+    console.print(Text(_shown(text)), overflow="fold")
+
+
 def _lines(text: str) -> list[str]:
     return text.removesuffix("\n").split("\n") if text else []
 
 
-def diff(old: str, new: str, path: str, hide=str) -> Text:
-    """A unified diff with every byte of every changed line visible (wrapped, escaped, never cropped) but secrets:
-    `hide` redacts, keeping lines, so a line whose secret changed shows changed, as [REDACTED]."""
+def diff(old: str, new: str, path: str) -> Text:
+    """A unified diff with every byte of every changed line visible (wrapped, escaped, never cropped) but secrets,
+    hidden with their lines kept: a line whose secret changed shows changed, as [REDACTED]."""
     real = (_lines(old), _lines(new))
-    shown = (_lines(hide(old)), _lines(hide(new)))
+    shown = (_lines(hidden(old)), _lines(hidden(new)))
     # lines kept, as redact does
     real = real if list(map(len, real)) == list(map(len, shown)) else shown
     text = Text()
@@ -206,15 +238,15 @@ def question(
 ) -> tuple[str, str]:
     """The person's choice, and their words when they typed something other than an answer (which
     declines: the words are feedback for the model); without a terminal, 'n' and a warning."""
-    prompt = _prompt(question, choices, "")
+    prompt = _prompt(question, choices)
     if always and "a" in choices:  # on its own line: the question itself fits one
-        detail = _with_line(detail, f"[a]lways: {one_line(always)}")
+        detail = _with_line(detail, f"[a]lways: {one_line(hidden(always))}")
     return _answer(question, choices, detail, prompt.append(INSTEAD + ": "))
 
 
 def _with_line(detail, line: str) -> Text:
     """What a question shows before it, and one dim line more."""
-    shown = Text(clean(detail)) if isinstance(detail, str) else (detail or Text())
+    shown = Text(_shown(detail)) if isinstance(detail, str) else (detail or Text())
     shown = shown.copy()
     if shown.plain and not shown.plain.endswith("\n"):
         shown.append("\n")
@@ -223,14 +255,12 @@ def _with_line(detail, line: str) -> Text:
 
 def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
     """One of choices from the person at the terminal (any other text declines)."""
-    return _answer(question, choices, detail, _prompt(question, choices, "").append(": "))[0]
+    return _answer(question, choices, detail, _prompt(question, choices).append(": "))[0]
 
 
-def _prompt(question: str, choices: str, always: str) -> Text:
+def _prompt(question: str, choices: str) -> Text:
     labels = [LABELS[c] for c in choices]
-    if always and "a" in choices:
-        labels[choices.index("a")] += f" ({one_line(always)})"
-    return Text.assemble((one_line(question), "bold"), " ", "/".join(labels))
+    return Text.assemble((one_line(hidden(question)), "bold"), " ", "/".join(labels))
 
 
 def _answer(question: str, choices: str, detail, prompt: Text) -> tuple[str, str]:
@@ -376,7 +406,7 @@ def _show_detail(con: Console, detail) -> None:
     """What the question is about (a diff); when taller than the screen, its summary after it."""
     if detail is None:
         return
-    detail = Text(clean(detail)) if isinstance(detail, str) else detail
+    detail = Text(_shown(detail)) if isinstance(detail, str) else detail
     con.print(detail, overflow="fold")
     tall = len(detail.wrap(con, con.width, overflow="fold")) > con.height
     if tall and re.search(
@@ -397,7 +427,7 @@ def diff_summary(diff_text: str) -> str:
 def show_answer(text: str) -> None:
     """The model's answer as plain text: names like __init__.py and code keep every character."""
     if text.strip():
-        out.print(Text(clean(text.strip("\n"))), soft_wrap=True)
+        out.print(Text(_shown(text.strip("\n"))), soft_wrap=True)
 
 
 def warm() -> None:
@@ -485,7 +515,7 @@ class Stream:
 
     def _peek(self) -> None:
         """With stdout elsewhere: the last lines of the text, plain, until the answer is done."""
-        shown = self.visible(self.text[-4000:])  # O(1) a token
+        shown = hidden(self.visible(self.text[-4000:]))  # O(1) a token
         self.current = Text(clean("\n".join(shown.splitlines()[-12:])))
 
     def _draw(self, final: bool) -> None:
@@ -532,7 +562,7 @@ def _markdown_lines(con: Console, text: str) -> list:
     """Markdown rendered into lines of the console's width (rich.markdown loads on first use)."""
     if not text.strip():
         return []
-    markdown = _steady()(keep_names(clean(text.strip("\n"))))
+    markdown = _steady()(keep_names(_shown(text.strip("\n"))))
     return con.render_lines(markdown, con.options, pad=False)
 
 
@@ -566,12 +596,11 @@ class Tail:
     LINES = 5  # lines of output kept on screen
     WIDE = 2000  # characters kept of a line that never ends
 
-    def __init__(self, title: str, hide=str):
-        self.title = one_line(title)
+    def __init__(self, title: str):
+        self.title = one_line(hidden(title))
         self.lines = [""]
         self.count = 0
         self.live = None
-        self.hide = hide  # secrets redacted from the lines shown (a chunk may split one)
 
     def __enter__(self):
         self.start = time.monotonic()
@@ -592,7 +621,8 @@ class Tail:
         self.lines[-1] = self.lines[-1][-self.WIDE :]
 
     def _view(self) -> Text:
-        lines = self.hide("\n".join(self.lines)).split("\n")
+        # hidden together: a chunk may split a secret
+        lines = hidden("\n".join(self.lines)).split("\n")
         shown = [line for line in lines if line][-self.LINES :]
         text = Text(f"  {self.title} ({time.monotonic() - self.start:.0f} s)", "dim")
         for line in shown:
@@ -608,7 +638,7 @@ class Tail:
         stopped = kind is not None and issubclass(kind, KeyboardInterrupt)  # Ctrl+C, or Stopped
         how = ", stopped" if stopped else ""
         if stopped:  # what was shown stays
-            shown = [line for line in self.hide("\n".join(self.lines)).split("\n") if line]
+            shown = [line for line in hidden("\n".join(self.lines)).split("\n") if line]
             for line in shown[-self.LINES :]:
                 console.print(Text(f"  │ {clean(line)}", "dim"), overflow="fold")
         console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), overflow="fold")

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import git, make_config, toolbox
+from conftest import git, history_file, make_config, run_amas, toolbox
 
 from amas_code import redact
 
@@ -229,3 +229,35 @@ def test_a_codecov_line_is_removed_through_the_model(project, llm, amas):
     result = amas("-y", "remove codecov from CI")
     assert result.exit_code == 0 and (project / "ci.yml").read_text() == case["after"]
     assert "CODECOV_TOKEN: '$(codecov.token)'" in llm.requests[1]["messages"][-1]["content"]
+
+
+# -- where text crosses out of amas: the screen, the model, the disk --------------------------------
+
+TOKEN = "dpl-5e3cr3t-value-42"  # in amas's environment as DEPLOY_TOKEN: a secret amas knows
+
+
+def test_a_secret_the_model_writes_is_hidden_where_text_leaves_amas(project, llm):
+    """Whoever wrote it (here the model itself: a guess, a copy it decoded), a secret amas knows is
+    hidden on the screen (the answer, a question), in what the model is sent back, and on disk."""
+    command = f"echo {TOKEN}"  # asked, and declined: no terminal
+    llm.reply(text=f"The token is {TOKEN}.", tool="shell_command", command=command)
+    llm.reply(text=f"Done: {TOKEN}")
+    done = run_amas("go", llm=llm, env={"DEPLOY_TOKEN": TOKEN})
+    assert done.returncode == 2, done.stderr
+    assert "Done: [REDACTED]" in done.stdout and "Run `echo [REDACTED]`" in done.stderr
+    assert TOKEN not in done.stdout + done.stderr
+    sent_back = [m["content"] for m in llm.requests[1]["messages"] if m.get("content")]
+    assert "The token is [REDACTED]." in sent_back and TOKEN not in json.dumps(sent_back)
+    kept = [json.loads(line) for line in history_file(project).read_text().splitlines()]
+    assert "Done: [REDACTED]" in [e.get("content") for e in kept]
+    assert TOKEN not in json.dumps([e.get("content") for e in kept])
+
+
+def test_the_report_hides_every_string_of_every_event(project, llm):
+    """The command's output, the answer, the arguments: each event for scripts, and the result."""
+    for form in ("stream-json", "json"):
+        llm.reply(text=f"The token is {TOKEN}.", tool="shell_command", command=f"echo {TOKEN}")
+        llm.reply(text=f"Done: {TOKEN}")
+        done = run_amas("-y", "--output-format", form, "go", llm=llm, env={"DEPLOY_TOKEN": TOKEN})
+        assert done.returncode == 0, done.stderr
+        assert TOKEN not in done.stdout and "[REDACTED]" in done.stdout
