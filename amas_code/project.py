@@ -196,16 +196,23 @@ def program(name: str) -> str | None:
 def outside_path() -> list[str]:
     """PATH's folders a program amas starts may come from: absolute, and not in the project."""
     entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
-    return [e for e in entries if os.path.isabs(e) and not in_project(e)]
+    here = _project_here()  # once: every git amas runs looks git up
+    return [e for e in entries if os.path.isabs(e) and not _within(os.path.realpath(e), here)]
 
 
 def in_project(path: str) -> bool:
     """Whether path (links followed) is in the project amas runs in: the nearest folder up from
     here with .git or .amas/ (not the home's), else this folder."""
+    return _within(os.path.realpath(path), _project_here())
+
+
+def _project_here() -> str:
     here = Path.cwd()
     marked = (f for f in [here, *here.parents] if _marks_project(f))
-    project = os.path.realpath(next(marked, here))
-    real = os.path.realpath(path)
+    return os.path.realpath(next(marked, here))
+
+
+def _within(real: str, project: str) -> bool:
     return project != "/" and (real == project or real.startswith(project + "/"))
 
 
