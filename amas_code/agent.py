@@ -29,13 +29,7 @@ from amas_code.report import Report
 
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
-SUMMARY_TOKENS = 1500  # cap on a compaction summary
 SUMMARY_WORDS = 2  # one word ("OK.", "Done.") is not a summary
-SUMMARIZE = (
-    "Summarize this conversation between a user and a coding agent for the agent's own memory: the goals, decisions, "
-    "files touched and their state, commands run and results, and open problems. Be concise and concrete; keep paths,"
-    " names and numbers exact."
-)
 USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 # calls of one reply past this are not run nor answered: the model is told in one line
@@ -413,7 +407,11 @@ class Agent(Commands):
                     raise
                 self.model.text_tools, switched = True, e
             except providers.ProviderError as e:
-                if e.kind != "context" or attempt or not (self.compact() or self.shrink()):
+                if (
+                    e.kind != "context"
+                    or attempt
+                    or not (self.compact() or self.context.shrink(self.messages))
+                ):
                     # they did not help: native tools again next time
                     self.model.text_tools &= switched is None
                     raise
@@ -514,7 +512,9 @@ class Agent(Commands):
         """The system prompt and the conversation, compacted first when it passed the limit."""
         messages = self.prompted()
         limit = self.context.limit()
-        if self.context.tokens(messages, limit) > limit and (self.compact() or self.shrink()):
+        if self.context.tokens(messages, limit) > limit and (
+            self.compact() or self.context.shrink(self.messages)
+        ):
             return self.prompted()
         return messages
 
@@ -529,7 +529,7 @@ class Agent(Commands):
         if start == 0:
             return ui.info("nothing before the latest turn to compact") or 0
         old = self.messages[:start]
-        new = self.summary(old)
+        new = self.context.summary(old)
         freed = self.context.tokens(old) - self.context.tokens(new)
         said = new[0]["content"].split("\n", 1)[-1]
         if len(said.split()) < SUMMARY_WORDS:
@@ -544,43 +544,6 @@ class Agent(Commands):
         self.new_session()
         ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
         return freed
-
-    def summary(self, old: list[dict]) -> list[dict]:
-        """The messages that stand for `old`: the model's summary of them, and a reply that takes it."""
-        transcript = "\n\n".join(
-            f"{m['role']}: {m.get('content') or ''} {m.get('tool_calls', '')}"[:4000] for m in old
-        )
-        # its head and its end, in what the context leaves beside the instructions and the summary
-        room = self.model.context_limit() - SUMMARY_TOKENS - context.estimate(SUMMARIZE) - 100
-        transcript = tools.cap(transcript, max(room, 500) * context.CHARS_PER_TOKEN)
-        config = {**self.config, "max_tokens": SUMMARY_TOKENS}
-        summarizer = providers.Model(config, self.model.usage, self.model.known)
-        with ui.Stream(self.config["stream"]):
-            said = summarizer.complete(
-                [{"role": "system", "content": SUMMARIZE}, {"role": "user", "content": transcript}]
-            )
-        return [
-            {
-                "role": "user",
-                "content": f"[Summary of the earlier conversation]\n{said['content']}",
-            },
-            {"role": "assistant", "content": "Understood. I will continue from that summary."},
-        ]
-
-    def shrink(self) -> int:
-        """When the latest turn alone is too long: its longest tool results cut to a share of the context."""
-        share, long = (
-            max(2000, self.context.limit() // 4) * 3,
-            [m for m in self.messages if m["role"] == "tool"],
-        )
-        long = [m for m in long if len(m["content"]) > share]
-        for m in long:
-            m["content"] = tools.cap(m["content"], share)
-        if long:
-            self.warn(
-                f"cut {ui.plural(len(long), 'long tool result')} so the conversation fits the context"
-            )
-        return len(long)
 
 
 def _repeats(calls: list[dict]) -> int:

@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-from amas_code import home, providers, repomap, skills
+from amas_code import home, providers, repomap, skills, tools, ui
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
@@ -13,6 +13,12 @@ RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a usefu
 # margin rather than a tokenizer's count (tiktoken's encoding costs 35 MB)
 MAP_MARGIN = 0.95
 CHARS_PER_TOKEN = providers.CHARS_PER_TOKEN  # a rough, high-side estimate without a tokenizer
+SUMMARY_TOKENS = 1500  # cap on a compaction summary
+SUMMARIZE = (
+    "Summarize this conversation between a user and a coding agent for the agent's own memory: the "
+    "goals, decisions, files touched and their state, commands run and results, and open problems. "
+    "Be concise and concrete; keep paths, names and numbers exact."
+)
 
 
 def estimate(text: str) -> int:
@@ -99,3 +105,38 @@ class Context:
         if message not in self.warned:
             self.warned.add(message)
             self.warn(message)
+
+    # -- when the conversation outgrows the context -------------------------------------------------
+    def summary(self, old: list[dict]) -> list[dict]:
+        """The messages that stand for `old`: the model's summary of them, and a reply that takes it."""
+        transcript = "\n\n".join(
+            f"{m['role']}: {m.get('content') or ''} {m.get('tool_calls', '')}"[:4000] for m in old
+        )
+        # its head and its end, in what the context leaves beside the instructions and the summary
+        room = self.model.context_limit() - SUMMARY_TOKENS - estimate(SUMMARIZE) - 100
+        transcript = tools.cap(transcript, max(room, 500) * CHARS_PER_TOKEN)
+        config = {**self.config, "max_tokens": SUMMARY_TOKENS}
+        summarizer = providers.Model(config, self.model.usage, self.model.known)
+        asked = [{"role": "system", "content": SUMMARIZE}, {"role": "user", "content": transcript}]
+        with ui.Stream(self.config["stream"]):
+            said = summarizer.complete(asked)
+        return [
+            {
+                "role": "user",
+                "content": f"[Summary of the earlier conversation]\n{said['content']}",
+            },
+            {"role": "assistant", "content": "Understood. I will continue from that summary."},
+        ]
+
+    def shrink(self, messages: list[dict]) -> int:
+        """When the latest turn alone is too long: its longest tool results cut to a share of the
+        context; how many."""
+        share = max(2000, self.limit() // 4) * 3
+        long = [m for m in messages if m["role"] == "tool" and len(m["content"]) > share]
+        for m in long:
+            m["content"] = tools.cap(m["content"], share)
+        if long:
+            self.warn(
+                f"cut {ui.plural(len(long), 'long tool result')} so the conversation fits the context"
+            )
+        return len(long)

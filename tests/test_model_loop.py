@@ -11,7 +11,8 @@ import pytest
 from conftest import API_KEY, amas_env, make_config, run_amas
 
 from amas_code import providers, repl, toolcalls, ui
-from amas_code.agent import SUMMARY_TOKENS, Agent
+from amas_code.agent import Agent
+from amas_code.context import SUMMARY_TOKENS
 
 README_RESPONSE = '<tool_response name="read_file">\n     1\t# demo\n</tool_response>'
 BROWSER_TOOLS = {"navigate", "click", "type", "screenshot", "get_text"}
