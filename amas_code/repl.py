@@ -389,11 +389,9 @@ def typed_during(agent, line: str) -> tuple[bool, list[str], str]:
     is sent by itself: all of it goes back into the prompt."""
     if line.startswith(("/", "!")) or not line:  # typed ahead, the next prompt reads it
         return step(agent, line), [], ""
-    try:
-        ui.typed.start()
+    with ui.typed_meanwhile() as got:
         go_on = step(agent, line)
-    finally:
-        lines, typing = ui.typed.stop()
+    lines, typing = got
     if lines and not agent.last_turn_ok():
         return go_on, [], "\n".join([*lines, typing] if typing else lines)
     if lines:

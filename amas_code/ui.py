@@ -272,7 +272,7 @@ def _answer(question: str, choices: str, detail, prompt: Text) -> tuple[str, str
         warning(f"{question} declined: no terminal to ask on{always}")
         return "n", ""
     try:
-        with typed.paused():
+        with _TYPED.paused():
             _drop_typed_ahead(stream)
             return _read_answer(con, stream, prompt, choices)
     finally:
@@ -372,7 +372,19 @@ class Typed:
                 tty.setcbreak(sys.stdin.fileno(), termios.TCSANOW)
 
 
-typed = Typed()
+_TYPED = Typed()  # one terminal: read only inside typed_meanwhile(), shown by the live areas
+
+
+@contextlib.contextmanager
+def typed_meanwhile():
+    """Inside: lines the person types are read without echo and shown queued under the live area.
+    Yields a list that holds, after the block, the lines typed and the line being typed."""
+    got = []
+    _TYPED.start()
+    try:
+        yield got
+    finally:
+        got.extend(_TYPED.stop())
 
 
 def _read_answer(con: Console, stream, prompt: Text, choices: str) -> tuple[str, str]:
@@ -503,7 +515,7 @@ class Stream:
         from rich.console import Group
 
         parts = [self.current, self._status()] if self.current else [self._status()]
-        return Group(*parts, typed.view()) if typed.lines or typed.partial else Group(*parts)
+        return Group(*parts, _TYPED.view()) if _TYPED.lines or _TYPED.partial else Group(*parts)
 
     def _status(self):
         """The spinner's line: how long since the request, tokens so far, how to stop."""
@@ -627,7 +639,7 @@ class Tail:
         text = Text(f"  {self.title} ({time.monotonic() - self.start:.0f} s)", "dim")
         for line in shown:
             text.append(f"\n  │ {clean(line)[: max(console.width - 6, 10)]}", "dim")
-        return text + typed.view()
+        return text + _TYPED.view()
 
     def __exit__(self, kind, *exc) -> None:
         took = time.monotonic() - self.start
