@@ -57,7 +57,8 @@ class Act:
 
     def call(self, call: dict, go_on: bool = True) -> dict:
         """The tool message answering one call: shown, run, redacted, capped and reported."""
-        name, raw = call["function"]["name"], call["function"]["arguments"]
+        name = call["function"]["name"]
+        raw = call["function"]["arguments"]
         target = _target(raw)
         ui.show_call(name, target)
         self.report.call(call["id"], name, _arguments(raw))
@@ -120,10 +121,12 @@ class Act:
         """What the person sees before deciding: a change's diff (a picture's size)."""
         if isinstance(effect, effects.Command):
             return None
-        name, old = self.tools.show(effect.path), effect.old or b""
+        name = self.tools.show(effect.path)
+        old = effect.old or b""
         if project.looks_binary(effect.new) or project.looks_binary(old):
             return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
-        old_text, new_text = old.decode(errors="replace"), effect.new.decode(errors="replace")
+        old_text = old.decode(errors="replace")
+        new_text = effect.new.decode(errors="replace")
         return ui.diff(old_text, new_text, name)
 
     def escape(

@@ -230,7 +230,8 @@ class Agent(Commands):
     def __init__(
         self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
     ):
-        self.config, self.root = config, Path(root).resolve()
+        self.config = config
+        self.root = Path(root).resolve()
         self.history = history.Log(self.root)
         chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
         self.session, self.messages = (
@@ -295,7 +296,8 @@ class Agent(Commands):
         start = len(self.messages)
         # piped in too: a log with a token in it
         self.add({"role": "user", "content": self.preamble() + text})
-        self.attachments, self.notes = [], []
+        self.attachments = []
+        self.notes = []
         self.mark_turn(text)
         self.ok = False
         try:
@@ -338,7 +340,8 @@ class Agent(Commands):
         self.report.warning(message)
 
     def loop(self) -> None:
-        calls, unread = [], False
+        calls = []
+        unread = False
         for step in itertools.count(1):
             if step == WARN_STEPS + 1:
                 self.warn(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
@@ -405,7 +408,8 @@ class Agent(Commands):
             except providers.NoNativeTools as e:
                 if self.model.text_tools:
                     raise
-                self.model.text_tools, switched = True, e
+                self.model.text_tools = True
+                switched = e
             except providers.ProviderError as e:
                 if (
                     e.kind != "context"

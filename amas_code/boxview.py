@@ -42,7 +42,8 @@ UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/do
 def unix_sockets_hidden() -> list[str]:
     """Without a seccomp filter: the places of the sockets that run programs outside the box (the
     session bus, systemd's, docker's), hidden. The private /tmp already hides X11's."""
-    args, own = [], os.environ.get("XDG_RUNTIME_DIR")  # where it is not under /run/user
+    args = []
+    own = os.environ.get("XDG_RUNTIME_DIR")  # where it is not under /run/user
     for place in [*UNIX_SOCKET_PLACES, *([own] if own else [])]:
         path = os.path.realpath(place)
         if os.path.isdir(path):
@@ -132,7 +133,8 @@ def _home_view(home: str | None, shown: list[str]) -> list[str]:
 def _in_sight(hiding: list[str], home: str, shown: list[str]) -> list[str]:
     """Of the mounts that hide credential places (see _hidden), those the box would show: outside
     the hidden home, or in a place of it that is shown (~/.cargo/credentials.toml)."""
-    kept, at = [], 0
+    kept = []
+    at = 0
     while at < len(hiding):
         width = 2 if hiding[at] == "--tmpfs" else 3
         place = Path(hiding[at + width - 1])

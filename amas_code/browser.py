@@ -37,10 +37,8 @@ AS_ROOT = [
     "--no-sandbox",
     "--no-zygote",
 ]  # Chromium's own sandbox cannot run as root; without it, no zygote
-WAIT, LOAD = (
-    5_000,
-    30_000,
-)  # ms for a selector to appear (a wrong one should fail fast); for a page to load
+WAIT = 5_000  # ms for a selector to appear (a wrong one should fail fast)
+LOAD = 30_000  # ms for a page to load
 INSTALL = (
     "no Chromium found. Install the light headless one with `sudo apt install chromium-headless-shell` "
     "(Debian, Raspberry Pi OS), or `chromium`, or set `browser_path` in ~/.amas/config.yaml"
@@ -383,7 +381,8 @@ class Browser:
         """Let a request through unless `visit` refuses it: a navigation, or anything a page loads or sends (an
         image, a script, a fetch can carry data out as well). Redirect hops, which Playwright does not route,
         are judged in `hop`."""
-        url, navigation = route.request.url, route.request.is_navigation_request()
+        url = route.request.url
+        navigation = route.request.is_navigation_request()
         try:
             self.let(url)
         except PermissionError as e:

@@ -337,7 +337,8 @@ class Shadow:
             for p, s in zip("ba", sides, strict=True)
             if s
         }
-        parent, who = self.ref(MAIN), f"Amas Code <amas@localhost> {int(time.time())} +0000"
+        parent = self.ref(MAIN)
+        who = f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
         body = f"{head}author {who}\ncommitter {who}\n\n{ui.one_line(label)}\n\n{json.dumps(meta | dirs)}\n"
         sha = self.store(body.encode(errors="surrogateescape"), "commit")
@@ -368,7 +369,8 @@ class Shadow:
 
     def set_ref(self, name: str, sha: str | None) -> None:
         """Point a ref at a commit, or delete it (None): written aside and renamed, so it is whole or not at all."""
-        path, lock = self.dir / name, self.dir / f"{name}.lock"
+        path = self.dir / name
+        lock = self.dir / f"{name}.lock"
         if sha is None:
             return path.unlink(missing_ok=True)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -377,7 +379,8 @@ class Shadow:
 
     def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
         """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
-        done, out = self.run_git("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev), []
+        done = self.run_git("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev)
+        out = []
         for entry in filter(
             str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []
         ):
@@ -663,7 +666,8 @@ class Checkpoint(Shadow):
         """The checkpoints of the last n turns, newest first (a checkpoint made outside a turn is a
         turn of its own); a turn whose undo would change nothing (only folders /undo leaves) is not
         counted, and each checkpoint whose undo changes nothing is marked idle."""
-        chain, counted = [], 0
+        chain = []
+        counted = 0
         for group in self.groups():
             marked = [cp | {"idle": self.idle(cp)} for cp in group]
             idle = all(cp["idle"] for cp in marked)
@@ -724,7 +728,8 @@ class Checkpoint(Shadow):
 
     def redoable(self) -> dict | None:
         """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""
-        head, redo = self.ref(MAIN), self.ref(REDO)
+        head = self.ref(MAIN)
+        redo = self.ref(REDO)
         if not redo or redo == head:
             return None
         ahead = self.history(f"{head}..{redo}" if head else redo)
@@ -756,7 +761,8 @@ class Checkpoint(Shadow):
     def changes(self) -> list[tuple[str, tuple, tuple]]:
         """What the agent changed in this session, per file: (path, first before, last after), each (mode, bytes);
         an absent file is (None, b"")."""
-        first, last = {}, {}
+        first = {}
+        last = {}
         for cp in reversed([cp for cp in self.history() if cp.get("session") == self.session]):
             for rel, (before, after) in cp["files"].items():
                 first.setdefault(rel, before)

@@ -228,10 +228,12 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
     """Merge every layer; return the config, warnings, and the project settings ignored until trusted."""
     warnings = []
     user_file = Path.home() / ".amas" / "config.yaml"
-    user, project_file = layer(user_file, warnings), root / ".amas" / "config.yaml"
+    user = layer(user_file, warnings)
+    project_file = root / ".amas" / "config.yaml"
     # amas run in your home: its .amas/ holds your own settings
     own = project_file.resolve() == user_file.resolve()
-    project, ignored = {} if own else layer(project_file, warnings), []
+    project = {} if own else layer(project_file, warnings)
+    ignored = []
     if project.get("api_key"):
         home.ignore_config(root)
     secrets = [str(project["api_key"])] if project.get("api_key") else []

@@ -45,7 +45,8 @@ class Log:
             seen = found.setdefault(
                 e["session"], {"session": e["session"], "first": "", "count": 0}
             )
-            seen["time"], seen["count"] = e["time"], seen["count"] + 1
+            seen["time"] = e["time"]
+            seen["count"] = seen["count"] + 1
             if e["role"] == "user" and not seen["first"]:
                 seen["first"] = " ".join(said(str(e["content"])).split())[:80]
         return sorted(found.values(), key=lambda c: c["time"], reverse=True)

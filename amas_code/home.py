@@ -144,7 +144,8 @@ def remembered(root: Path) -> dict:
 
 def remember(root: Path, key: str, value) -> None:
     """Record a decision for this project (trust, approved commands or hosts) in ~/.amas/projects.json."""
-    data, name = _projects(), project_id(root)
+    data = _projects()
+    name = project_id(root)
     data[name] = {**remembered(root), "path": str(Path(root).resolve()), key: value}
     write_private(Path.home() / ".amas" / "projects.json", json.dumps(data, indent=1))
 

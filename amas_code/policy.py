@@ -260,7 +260,8 @@ def denied(words: list[str], rule: str) -> bool:
     """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the program; a program
     named by a glob (`/bin/r?`) matches what the glob finds, one named by a variable or substitution any rule."""
     pattern = next(iter(parse(rule).commands), None) or [rule]
-    (name, flags, rest), (want, need, args) = _parts(words), _parts(pattern)
+    (name, flags, rest) = _parts(words)
+    (want, need, args) = _parts(pattern)
     flags |= {f.lower() for f in flags} | {
         f"-{f[2].lower()}" for f in flags if f.startswith("--")
     }  # -R, --force
@@ -287,7 +288,8 @@ class Gate:
         self.last = None
         self.sandbox = sandbox
         saved = home.remembered(self.root)
-        self.commands, self.hosts = list(saved.get("commands", [])), set(saved.get("hosts", []))
+        self.commands = list(saved.get("commands", []))
+        self.hosts = set(saved.get("hosts", []))
         self.scripts = dict(saved.get("scripts", {}))  # a remembered command -> the script it ran
 
     def settled(self, verdict: Verdict) -> Verdict:
@@ -306,7 +308,8 @@ class Gate:
         return self.settled(self.judge_change(effect))
 
     def judge_change(self, change: Change) -> Verdict:
-        path, name = change.path, self.show(change.path)
+        path = change.path
+        name = self.show(change.path)
         place = self.where(path, write=True)
         if place:
             kind = "secret" if "credentials" in place else "write"
@@ -504,7 +507,8 @@ class Gate:
         origin = _origin(url)  # scheme, host and port: http://a:80 is not https://a:443
         if origin in self.hosts:
             return ALLOW
-        question, reason = f"Let the agent connect to {origin}?", f"connecting to {origin}"
+        question = f"Let the agent connect to {origin}?"
+        reason = f"connecting to {origin}"
         return self.settled(Verdict("ask", "net", question, key=origin, reason=reason))
 
 

@@ -89,7 +89,8 @@ class ProviderError(Exception):
 
     def __init__(self, line: str, kind=None, partial: bool = False):
         super().__init__(line)
-        self.kind, self.partial = kind, partial
+        self.kind = kind
+        self.partial = partial
         self.said = ""  # the server's own words, whole (the line may cut them)
 
 
@@ -168,7 +169,8 @@ def precheck(config: dict) -> None:
     """What can be known wrong without litellm (its import is ~3 s here, 3-4x that on a Pi), said
     before it loads: a malformed api_base, an unknown provider prefix, no key for a provider whose
     variables are known. Anything this cannot place is left to litellm's own check."""
-    model, base = config["model"], config.get("api_base")
+    model = config["model"]
+    base = config.get("api_base")
     if base:
         _check_base(str(base))
     prefix = model.split("/", 1)[0] if "/" in model else ""
@@ -253,8 +255,10 @@ class Model:
     def __init__(self, config: dict, usage: dict | None = None, known: dict | None = None):
         """usage and known are shared by the models of one session: the tokens and cost so far,
         and (api_base, model) -> the context size a server's overflow error said."""
-        self.config, self.name = config, config["model"]
-        self.text_tools, self.context = config.get("text_tools") is True, None
+        self.config = config
+        self.name = config["model"]
+        self.text_tools = config.get("text_tools") is True
+        self.context = None
         self.names = {}  # the tools offered in this request, by name: the text reader reads only these
         self.known = {} if known is None else known
         # the context size a server's overflow error gave: for the session, and every Model on it
@@ -279,7 +283,8 @@ class Model:
             )
         self.names = {t["function"]["name"]: t for t in tools or []}
         if self.text_tools:
-            messages, tools = toolcalls.to_text(messages), None
+            messages = toolcalls.to_text(messages)
+            tools = None
         with lent(self.config.get("env_keys", {})):
             for attempt in itertools.count():
                 try:
@@ -359,7 +364,8 @@ class Model:
 
     def kwargs(self, messages: list[dict], tools: list | None) -> dict:
         """litellm.completion's arguments for one streamed reply."""
-        base, key = self.config.get("api_base"), self.config.get("api_key")
+        base = self.config.get("api_base")
+        key = self.config.get("api_key")
         kwargs = dict(model=self.name, messages=self.sent(messages), stream=True, timeout=TIMEOUT)
         kwargs.update(api_key=key, api_base=base, stream_options={"include_usage": True})
         kwargs.update(max_retries=0, max_tokens=self.answer_room())
@@ -449,12 +455,14 @@ class Model:
             _number_calls(chunks)
         built = litellm.stream_chunk_builder(chunks, messages=messages)
         self.count(litellm, built, messages)
-        msg, finish = built.choices[0].message, built.choices[0].finish_reason
+        msg = built.choices[0].message
+        finish = built.choices[0].finish_reason
         calls = [
             toolcalls.native(c.function.name, c.function.arguments or "", c.id or f"call_{i}")
             for i, c in enumerate(msg.tool_calls or [])
         ]
-        content, unreadable = msg.content or "", None
+        content = msg.content or ""
+        unreadable = None
         if partial:  # the text so far is the answer; the caller says what went wrong
             calls = []
         elif not calls and self.names:  # text mode, or a native server that left a call in the text
@@ -613,4 +621,5 @@ def _number_calls(chunks: list) -> None:
         c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or []
     ]
     for i, call in enumerate(calls):
-        call.index, call.id = i, call.id or f"call_{i}"
+        call.index = i
+        call.id = call.id or f"call_{i}"

@@ -267,7 +267,8 @@ class Secrets:
     @staticmethod
     def spellings(value: str) -> list[str]:
         """The value as is, split across lines, reversed, and base64-encoded at any alignment."""
-        raw, out = value.encode(), [r"\s*".join(map(re.escape, value)), re.escape(value[::-1])]
+        raw = value.encode()
+        out = [r"\s*".join(map(re.escape, value)), re.escape(value[::-1])]
         for pad in range(3):
             encoded = base64.b64encode(b"\0" * pad + raw).decode()
             out.append(re.escape(encoded[(8 * pad + 5) // 6 : 8 * (pad + len(raw)) // 6]))
@@ -287,7 +288,8 @@ class Secrets:
     def concealed(self, old: str, new: str) -> list[int]:
         """Lines the model writes (not in the old text) where hiding secrets would hide more than a secret: spaces or
         shell characters, which no secret needs (a key block with no END line, `KEY=1;curl …|sh`)."""
-        out, known = [], set(old.split("\n"))
+        out = []
+        known = set(old.split("\n"))
         for n, (real, shown) in enumerate(
             zip(new.split("\n"), self.redact(new).split("\n"), strict=False), 1
         ):
@@ -324,7 +326,8 @@ class Masked:
 
     def find(self, old: str) -> list[int]:
         """Where old occurs in the shown text, each [REDACTED] in it taken whole or not at all."""
-        found, at = [], self.shown.find(old) if old else -1
+        found = []
+        at = self.shown.find(old) if old else -1
         while at >= 0:
             if self._edge(at) and self._edge(at + len(old)):
                 found.append(at)
@@ -334,12 +337,14 @@ class Masked:
     def replace(self, at: int, old: str, new: str) -> str | None:
         """The real text with old (found at `at`) replaced by new, each hidden value new names put back whole;
         None when a hidden value would change or show (moved away from the name that hides it)."""
-        lo, hi = self._real(at, first=False), self._real(at + len(old), first=True)
+        lo = self._real(at, first=False)
+        hi = self._real(at + len(old), first=True)
         inside = [i for i in self._hidden() if lo <= self.reals[i] < self.reals[i + 1] <= hi]
         middle, placed = _place(
             new, [self._context(i) for i in inside], self.shown[:at].rpartition("\n")[2]
         )
-        text, moved = self.text[:lo] + middle + self.text[hi:], len(middle) - (hi - lo)
+        text = self.text[:lo] + middle + self.text[hi:]
+        moved = len(middle) - (hi - lo)
         before = {(a, b) for a, b in self.spans() if b <= lo}
         after = {(a + moved, b + moved) for a, b in self.spans() if a >= hi}
         placed = {(a + lo, b + lo) for a, b in placed}

@@ -349,7 +349,8 @@ def interact(agent) -> None:
     prompt = prompt_session(agent)
     preload(agent, prompt.app)
     banner(agent)
-    queued, typing = [], ""
+    queued = []
+    typing = ""
     while True:
         try:
             # Ctrl+C at the prompt is a key; a SIGINT just after Enter, while the prompt closes, is

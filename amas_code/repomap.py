@@ -16,14 +16,13 @@ from amas_code import project, ui
 from amas_code.home import ConfigError, private_dir, write_private
 
 MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
-SIGNATURE, LINE = 120, 90  # characters of a signature kept in the cache, and shown in the prompt
+SIGNATURE = 120  # characters of a signature kept in the cache
+LINE = 90  # characters of a signature shown in the prompt
 PER_FILE = 4  # symbols shown per file in the prompt, then "(+N more)"
 NAMES = 0.6  # share of the budget kept to name more files (less when naming them all costs less); blocks get the rest
 DEMOTED = 0.1  # rank factor of tests, examples, docs, vendored and generated code
-TOUCHED, MENTIONED = (
-    1.5,
-    10.0,
-)  # rank added to a file read or changed in the conversation, or named by path
+TOUCHED = 1.5  # rank added to a file read or changed in the conversation
+MENTIONED = 10.0  # rank added to a file named by path
 # a cache entry; a symbol is [depth, line, name, signature, refs]
 MTIME, SIZE, LANG, LOW, WORDS, SYMS = range(6)
 DEF = "def"  # list it
@@ -279,7 +278,8 @@ def _signature(node, source: bytes) -> str:
     cut = body[0] if body else end
     noise = _noise(node, cut) if NOISY.search(source, at, cut) else ()
     for cut_start, cut_end in sorted([*noise, *([body] if body else [])]):
-        text, at = text + source[at : max(at, cut_start)] + b" ", max(at, cut_end)
+        text = text + source[at : max(at, cut_start)] + b" "
+        at = max(at, cut_end)
     text += source[
         at : max(at, end)
     ]  # C's `typedef struct {...} name;` keeps the name after the body
@@ -373,7 +373,8 @@ def _reader(path: Path):
         kinds = {kind for (kind,) in db.execute("SELECT type FROM sqlite_master")}
         version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
     except sqlite3.Error:
-        kinds, version = {"damaged"}, None
+        kinds = {"damaged"}
+        version = None
     if kinds <= {"table", "index"} and version == (INDEX_VERSION,):
         return db
     db.close()
@@ -403,8 +404,10 @@ def _writable(root: Path, tmp: Path):
 
 def init(root: Path, ignore: list[str]) -> int:
     """Map the project into .amas/map_index.db and project_map.md, parsing only files changed since the last run."""
-    began, root = time.perf_counter(), Path(root).resolve()
-    stats, sqlite3 = Counter(), _sqlite()
+    began = time.perf_counter()
+    root = Path(root).resolve()
+    stats = Counter()
+    sqlite3 = _sqlite()
     tmp = root / ".amas" / f".map_index.db.{os.getpid()}.tmp"
     try:
         found = _sources(root, ignore)
@@ -429,7 +432,8 @@ def init(root: Path, ignore: list[str]) -> int:
 def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
     """The project's files in a language the map reads, by path relative to root: (path, (mtime_ns, size)), the
     stamp None for a link that cannot be followed (then counted unreadable). One lstat a file."""
-    found, cut = {}, len(str(root).rstrip("/")) + 1
+    found = {}
+    cut = len(str(root).rstrip("/")) + 1
     for name in project.project_files(root, [*ignore, ".amas"]):
         path = Path(name)
         if path.suffix.lower() not in EXTENSIONS:
@@ -490,7 +494,8 @@ def _drop(db, keys: list[int]) -> Counter:
 def _add(db, scanned, stats: Counter, counts: Counter) -> list[int]:
     """Index the files parsed (rows, symbols, word postings, mentions), adding to the counts of the names they
     mention and define; their ids."""
-    fresh, mentioned = [], Counter()
+    fresh = []
+    mentioned = Counter()
     for rel, entry, what in scanned:
         stats[what] += 1
         if entry:
@@ -601,7 +606,8 @@ def _write_map(root: Path, db, stats: Counter, seconds: float) -> None:
 
 def _listed(db) -> set[int]:
     """The files project_map.md lists with their symbols: the best-ranked, until MAP_BYTES."""
-    listed, used = set(), 0
+    listed = set()
+    used = 0
     for key, size in db.execute(BY_RANK):
         if used + size > MAP_BYTES:
             break
@@ -612,7 +618,8 @@ def _listed(db) -> set[int]:
 
 def _by_folder(db, listed: set[int]) -> list[str]:
     """The files not listed, counted by folder."""
-    files, symbols_in = Counter(), Counter()
+    files = Counter()
+    symbols_in = Counter()
     for key, rel, count in db.execute("SELECT id, rel, nsyms FROM files WHERE nsyms > 0"):
         if key not in listed:
             folder = rel.rpartition("/")[0] or "."
@@ -645,7 +652,8 @@ def _words(text: str) -> set[str]:
 def _query_scores(db, query: str, groups: int) -> tuple[Counter, frozenset]:
     """Rank added to files by the words of the user's message and the files it names; the message's word roots.
     A word's rarity counts a group of look-alikes once, and the group's first file takes its score."""
-    scores, words = Counter(), query
+    scores = Counter()
+    words = query
     # a whole path, or a file name not in a longer name
     for token in re.findall(r"(?:\./)?([\w./-]+\.\w+)", query):
         same_name = db.execute(NAMED, (token.rpartition("/")[2],))
@@ -699,7 +707,8 @@ def _keys(db, sql: str, values: list) -> set[int]:
 
 def _rows(db, keys: set[int]) -> dict[int, tuple]:
     """{id: (path, static rank, group, look-alikes, symbols)} of these files."""
-    rows, keys = {}, sorted(keys)
+    rows = {}
+    keys = sorted(keys)
     for at in range(0, len(keys), 500):
         chunk = keys[at : at + 500]
         found = db.execute(ROW.format(",".join("?" * len(chunk))), chunk)

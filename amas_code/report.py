@@ -15,12 +15,14 @@ class Report:
     """The record of a run: model calls, tool calls and their outcomes, checkpoints, warnings."""
 
     def __init__(self, fmt: str = "text", out=None):
-        self.fmt, self.out = fmt, out or sys.stdout
+        self.fmt = fmt
+        self.out = out or sys.stdout
         self.started = time.monotonic()
         self.model_calls = 0
         self.tool_calls = []
         self.files = []
-        self.answer, self.refused = "", False
+        self.answer = ""
+        self.refused = False
         self.hide = str  # the run's secrets, hidden from every event and the result (see start)
 
     def emit(self, kind: str, **fields) -> None:

@@ -308,13 +308,15 @@ def _tidy_tmp(box: Box | None) -> str:
 def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | None]:
     """The descriptors the box is given, by bwrap's option, and those amas keeps to start the
     network stack: the read end of --info-fd and the write end of --block-fd."""
-    given, kept = {}, None
+    given = {}
+    kept = None
     program = seccomp.program() if box else b""
     if program:
         given["seccomp"] = _data(program)
     online = box and (box.network or box.grant == "network")
     if online and project.program(netstack.NETWORK_STACK):
-        info, block = os.pipe(), os.pipe()
+        info = os.pipe()
+        block = os.pipe()
         given.update({"info-fd": info[1], "block-fd": block[0]})
         kept = (info[0], block[1])
         if netstack.loopback_resolver(Path("/etc/resolv.conf")):  # systemd-resolved's 127.0.0.53

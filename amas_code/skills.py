@@ -31,7 +31,8 @@ def rules(root: Path, trusted: bool | None = None) -> str:
 def parse(path: Path) -> dict:
     """One skill file: optional YAML front matter (name, description, keywords), then the body."""
     text = _read(path)
-    meta, match = {}, FRONT.match(text)
+    meta = {}
+    match = FRONT.match(text)
     if match:
         try:
             meta = config_file.parse_yaml(match.group(1), str(path)) or {}
@@ -55,7 +56,8 @@ def parse(path: Path) -> dict:
 def load(root: Path, trusted: bool | None = None) -> list[dict]:
     """User-wide skills, then the project's; a project skill wins over a user skill of the same name only in a
     folder the user trusts (untrusted, its skills are not read at all)."""
-    found, folders = {}, [Path.home() / ".amas" / "skills"]
+    found = {}
+    folders = [Path.home() / ".amas" / "skills"]
     if home.trusted(root) if trusted is None else trusted:
         folders.append(root / ".amas" / "skills")
     for folder in folders:

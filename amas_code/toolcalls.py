@@ -91,10 +91,12 @@ def read(text: str, names) -> tuple[list[dict], str, str | None]:
 
 def _spans(text: str, code: list, names) -> tuple[list, list]:
     """What every row finds: call spans, and where unreadable call markup starts."""
-    spans, broken = [], []
+    spans = []
+    broken = []
     for row in FORMATS:
         found, lost = _row_spans(text, row, code, names)
-        spans, broken = spans + found, broken + lost
+        spans = spans + found
+        broken = broken + lost
     return spans, broken
 
 
@@ -129,8 +131,10 @@ class Row:
     """One format: where a call starts, how its body is read, what may close it, whether it is surely a call."""
 
     def __init__(self, start: str, body, close: str = "", strong: bool = True):
-        self.start, self.body = re.compile(start), body
-        self.close, self.strong = re.compile(r"\s*" + close) if close else None, strong
+        self.start = re.compile(start)
+        self.body = body
+        self.close = re.compile(r"\s*" + close) if close else None
+        self.strong = strong
 
 
 def _in_code(at: int, code: list, fenced: bool = False) -> bool:
@@ -351,9 +355,11 @@ def _json_body(text: str, at: int, match=None):
 
 def _json_calls(text: str, at: int):
     """Call objects one after another (Llama writes `{…}; {…}`); None unless the first is a call."""
-    calls, end = [], at
+    calls = []
+    end = at
     while (found := _json_at(text, at)) and (more := _as_calls(found[0])):
-        calls, end = calls + more, found[1]
+        calls = calls + more
+        end = found[1]
         at = SEPARATOR.match(text, end).end()
     return (calls, end) if calls else None
 
@@ -393,10 +399,12 @@ def _function_body(text: str, at: int, match):
     args = arguments(found[0]) if found else None
     if args is not None:
         return [(match[1], args)], found[1]
-    args, end = {}, at
+    args = {}
+    end = at
     while item := PARAM.match(text, end):
         key, value = (item[2], item[3]) if item[2] else (item[4], item[5])
-        args[key.strip()], end = _xml_value(value), item.end()
+        args[key.strip()] = _xml_value(value)
+        end = item.end()
     closing = re.compile(r"\s*</function>").match(text, end)
     return ([(match[1], args)], closing.end()) if closing else None
 
@@ -417,9 +425,11 @@ def _invoke_body(text: str, at: int, match):
     """MiniMax-M2's, Step-3's and DeepSeek's DSML <invoke name=…><parameter name=…>, any prefix."""
     ns = re.escape(match["ns"])
     param = re.compile(rf'\s*<{ns}parameter name="([^"]*)"([^>]*)>(.*?)</{ns}parameter>', re.S)
-    args, end = {}, at
+    args = {}
+    end = at
     while item := param.match(text, end):
-        args[item[1]], end = _dsml_value(item[3], item[2]), item.end()
+        args[item[1]] = _dsml_value(item[3], item[2])
+        end = item.end()
     closing = re.compile(rf"\s*</{ns}invoke>").match(text, end)
     return ([(match["name"], args)], closing.end()) if closing else None
 
@@ -433,7 +443,8 @@ def _dsml_value(raw: str, attributes: str):
 def _gemma_body(text: str, at: int, match):
     """Gemma 4's and FunctionGemma's call:name{key:<|"|>text<|"|>,n:42}, one or more in a block."""
     masked = GEMMA_STRING.sub(_blanked, text)  # strings hold any brace; blanked, lengths kept
-    calls, end = [], at
+    calls = []
+    end = at
     while item := GEMMA_CALL.match(text, end):
         close = _balanced(masked, item.end())
         body = text[item.end() : close] if close else ""
@@ -477,9 +488,11 @@ def _glm_body(text: str, match):
     """GLM's name then <arg_key>/<arg_value> pairs; a value written as a JSON string is decoded, as
     GLM-4.7's parser does; a name alone is a call without arguments."""
     pairs = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
-    args, end = {}, match.end()
+    args = {}
+    end = match.end()
     while item := pairs.match(text, end):
-        args[item[1].strip()], end = _glm_value(item[2]), item.end()
+        args[item[1].strip()] = _glm_value(item[2])
+        end = item.end()
     return [(match[1], args)], end
 
 
@@ -494,7 +507,8 @@ def _mistral_body(text: str, at: int, match=None):
     if text.startswith("[", BLANKS.match(text, at).end()):
         return _json_body(text, at)
     head = re.compile(r"\s*(?:\[TOOL_CALLS\])?\s*([\w.-]+)(?:\[CALL_ID\]\w+)?\[ARGS\]")
-    calls, end = [], at
+    calls = []
+    end = at
     while (item := head.match(text, end)) and (found := _json_at(text, item.end())):
         args = arguments(found[0])
         if args is None:
@@ -697,7 +711,8 @@ def error(names) -> str:
 
 def to_text(messages: list[dict]) -> list[dict]:
     """Native calls and results rewritten as text, never two user messages in a row."""
-    out, names = [], {}
+    out = []
+    names = {}
     for message in messages:
         if message.get("tool_calls"):
             names.update({c["id"]: c["function"]["name"] for c in message["tool_calls"]})

@@ -212,7 +212,8 @@ class Tools:
 
     def propose(self, p: Path, old: bytes | None, new: bytes, verb: str) -> Change:
         """The change a file tool wants; ValueError when writing it would lose or hide a secret."""
-        name, before = self.show(p), old or b""
+        name = self.show(p)
+        before = old or b""
         if new.count(b"[REDACTED]") > before.count(b"[REDACTED]"):
             # copied from a redacted read: the secret is lost
             raise ValueError(
@@ -239,7 +240,8 @@ class Tools:
         """Regex search in project files (ignored files left out); returns path:line: text."""
         import regex  # re has no time limit: `(-+)+\d$` would hold amas for ever
 
-        search, base = _Search(regex.compile(pattern)), self.path(path)
+        search = _Search(regex.compile(pattern))
+        base = self.path(path)
         if not base.exists():
             raise ValueError(f"{path} does not exist")
         literal = pattern if re.fullmatch(r"[\w\s\-:=,;'\"/<>@#%&!~`]+", pattern) else None
@@ -297,10 +299,8 @@ class Tools:
 
     def page(self) -> browser.Browser:
         """The browser, started on first use; every navigation, the page's own too, goes through visit."""
-        self.browser, self.browser_used = (
-            self.browser or browser.Browser(self.config, self.visit, self.known),
-            True,
-        )
+        self.browser = self.browser or browser.Browser(self.config, self.visit, self.known)
+        self.browser_used = True
         return self.browser
 
     def visit(self, url: str) -> str:
@@ -383,7 +383,8 @@ class _Search:
         """Add the lines of a file the pattern finds; TimeoutError once the time is up."""
         start = 1
         for text in blocks:
-            first, start = start, start + text.count("\n")
+            first = start
+            start = start + text.count("\n")
             if self.block and not self.block.search(text, timeout=self.left()):
                 continue
             pieces = text.split("\n")
@@ -413,7 +414,8 @@ class _Search:
 
 def _tree(rels: list[str]) -> list[str]:
     """Paths as an indented tree, each folder named once."""
-    lines, shown = [], set()
+    lines = []
+    shown = set()
     for rel in rels:
         parts = rel.split("/")
         for depth in range(len(parts) - 1):
@@ -467,14 +469,16 @@ class _Window:
     any size costs a bounded buffer (each line cut, a byte budget for the part shown)."""
 
     def __init__(self, offset: int, limit: int):
-        self.offset, self.end = offset, offset + limit  # lines shown: offset to end - 1
+        self.offset = offset
+        self.end = offset + limit  # lines shown: offset to end - 1
         self.first = max(0, offset - CONTEXT)
         self.lines = []
         self.size = 0
 
     def read(self, f) -> int:
         """Read the file through; the number of lines it has (counted, never held)."""
-        count, line = 0, b""
+        count = 0
+        line = b""
         while chunk := f.read(1 << 16):
             n = chunk.count(b"\n")
             if count + n < self.first or count >= self.end + CONTEXT:
@@ -650,7 +654,8 @@ def _ambiguous(shown: str, found: list[int], path: str) -> str:
 
 def _closest(content: str, old: str) -> str:
     """The file region most like old as the model sees it, with line numbers and a hint that works."""
-    lines, k = content.splitlines(), max(1, len(old.splitlines()))
+    lines = content.splitlines()
+    k = max(1, len(old.splitlines()))
     if not lines:
         return "The file is empty."
     starts = max(1, len(lines) - k + 1)
@@ -686,5 +691,6 @@ def _by_lines(lines: list[str], old: str, k: int) -> int:
     for i in range(1, len(lines) - k + 1):
         score += hits[i + k - 1] - hits[i - 1]
         if (score, hits[i]) > (best_score, hits[best]):  # a tie: the region that starts alike
-            best, best_score = i, score
+            best = i
+            best_score = score
     return best

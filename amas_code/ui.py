@@ -107,8 +107,10 @@ def _say(mark: str, style: str, msg: str) -> None:
     console.print(Text.assemble((mark + " ", style), _shown(msg)), overflow="fold")
 
 
-info, success = functools.partial(_say, "ℹ", "blue"), functools.partial(_say, "✓", "green")
-warning, error = functools.partial(_say, "⚠", "yellow"), functools.partial(_say, "✗", "red")
+info = functools.partial(_say, "ℹ", "blue")
+success = functools.partial(_say, "✓", "green")
+warning = functools.partial(_say, "⚠", "yellow")
+error = functools.partial(_say, "✗", "red")
 
 
 def plural(n: int, word: str) -> str:
@@ -189,14 +191,16 @@ def _unified(real: tuple, shown: tuple, path: str):
     its autojunk: in a file of repeated lines (data, fixtures) that marks the repeated lines junk, and a one-line
     change is shown as the whole file removed and added. The lines both ends share are left out of the matching,
     which is quadratic in repeated lines (10,000 took 13 s)."""
-    (old, new), (old_shown, new_shown) = real, shown
+    old, new = real
+    old_shown, new_shown = shown
     matcher = _matcher(old, new)
     for n, group in enumerate(matcher.get_grouped_opcodes(2) if old != new else []):
         if n == 0 and path.startswith("/"):  # a place outside the project: its own path
             yield from (f"--- {path}", f"+++ {path}")
         elif n == 0:
             yield from (f"--- a/{path}", f"+++ b/{path}")
-        (_, a1, _, b1, _), (_, _, a2, _, b2) = group[0], group[-1]
+        _, a1, _, b1, _ = group[0]
+        _, _, a2, _, b2 = group[-1]
         yield f"@@ -{_span(a1, a2)} +{_span(b1, b2)} @@"
         for tag, i1, i2, j1, j2 in group:
             yield from (f"{' ' if tag == 'equal' else '-'}{ln}" for ln in old_shown[i1:i2])
@@ -352,7 +356,8 @@ class Typed:
                 self.on = False
                 termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, self.saved)
         taken = (self.lines, self.partial)
-        self.lines, self.partial = [], ""
+        self.lines = []
+        self.partial = ""
         return taken
 
     @contextlib.contextmanager
@@ -464,7 +469,8 @@ class Stream:
         self.due = 0.0
         self.current = None  # the answer's live tail, once there is one
         self.pieces = 0  # chunks received: about a token each
-        self.visible, self.answered = visible or str, False
+        self.visible = visible or str
+        self.answered = False
         self.markdown = out.is_terminal  # else plain text at the end, as a pipe wants it
         self.screen = out if self.markdown else console
         self.show_live = live and self.screen.is_terminal
@@ -498,7 +504,8 @@ class Stream:
 
     def show(self, answer: str) -> None:
         """The whole answer, once: the rest of its rendered lines, or as plain text."""
-        self.text, self.answered = answer, True
+        self.text = answer
+        self.answered = True
         if self.markdown:
             self._draw(final=True)
         else:
@@ -540,7 +547,8 @@ class Stream:
             # cursor, and a refresh between that and the print's text showed lines twice
             if settled > self.shown:
                 # counted first: a Ctrl+C inside the print must not print these lines again
-                start, self.shown = self.shown, settled
+                start = self.shown
+                self.shown = settled
                 self.screen.print(_segment_lines(lines[start:settled]))
             if self.live and lines:
                 self.current = _segment_lines(lines[settled:])
@@ -586,7 +594,8 @@ INNER = re.compile(r"[^\W_]_+[^\W_]|__[^\W_]")  # an underscore inside a word, o
 def keep_names(markdown: str) -> str:
     """Markdown whose names keep their underscores (__init__.py, snake_case): Markdown reads
     `__init__` as bold, so those underscores are escaped, outside code, where escapes show."""
-    lines, fenced = [], False
+    lines = []
+    fenced = False
     for line in markdown.split("\n"):
         fence = FENCE.match(line)
         fenced = fenced != bool(fence)
