@@ -86,6 +86,18 @@ def ON(v) -> bool:  # checkpoint_on_edit turned off
     return v is False
 
 
+def OFF(v) -> bool:  # the sandbox turned off: a clone may not take its commands out of the box
+    return v in ("off", False)
+
+
+def TRUE(v) -> bool:  # sandbox_network turned on
+    return v is True
+
+
+def MORE(v) -> bool:  # ignore naming more than the defaults: outside git, what /undo leaves
+    return not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
+
+
 LOOSER = dict(  # what an untrusted project may not set: each loosens a guard or sends your work elsewhere
     auto_accept=bool,
     browser_path=SET,
@@ -94,14 +106,11 @@ LOOSER = dict(  # what an untrusted project may not set: each loosens a guard or
     api_base=SET,
     model=SET,
     api_key=SET,
+    sandbox=OFF,
+    sandbox_network=TRUE,
+    sandbox_read=bool,
+    ignore=MORE,
 )
-# a clone may not take its commands out of the box
-LOOSER["sandbox"] = lambda v: v in ("off", False)
-LOOSER["sandbox_network"] = lambda v: v is True
-LOOSER["sandbox_read"] = bool
-# outside git: what /undo covers
-LOOSER["ignore"] = lambda v: not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
-
 
 WHAT = {  # what a setting an untrusted project may not make does, once the folder is trusted
     "sandbox": "commands run outside the box",
