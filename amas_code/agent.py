@@ -245,10 +245,7 @@ class Agent(Commands):
         self.report = report or Report()
         self.notes = []  # what the user did since the last turn (/undo, !command)
         self.context = context.Context(self.root, config, self.model, self.warn)
-        self.checkpoint = None
-        # never a checkpoint of the home (or / or above it): the box keeps it read-only
-        if config["checkpoint_on_edit"] and sandbox.writable_root(self.root):
-            self.checkpoint = Checkpoint(self.root, config["ignore"], self.session)
+        self.checkpoint = _checkpoints(config, self.root, self.session)
         ask = functools.partial(act.ask, self.gate)
         self.tools = tools.Tools(config, self.gate, ask, self.sandbox.box)
         self.act = act.Act(self.tools, self.checkpoint, self.report, self.context.limit)
@@ -548,6 +545,14 @@ class Agent(Commands):
         self.new_session()
         ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
         return freed
+
+
+def _checkpoints(config: dict, root: Path, session: str) -> Checkpoint | None:
+    """The project's checkpoints, if on; never of the home (or / or above it), which the box keeps
+    read-only."""
+    if config["checkpoint_on_edit"] and sandbox.writable_root(root):
+        return Checkpoint(root, config["ignore"], session)
+    return None
 
 
 def _repeats(calls: list[dict]) -> int:

@@ -250,15 +250,22 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
         project, ignored = untrusted(project)
         user = _without_allow(user, warnings)
     env = {key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)}
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    config = _merged([user, project, env, given], secrets)
+    check("model", config["model"], "the model setting")
+    return config, warnings, ignored
+
+
+def _merged(sources: list[dict], secrets: list[str]) -> dict:
+    """The defaults, then each source over them; permission rules add up (a project cannot drop
+    yours), and so do the keys to hide."""
     config = {**DEFAULT_CONFIG, "permissions": {}, "secrets": secrets}
-    for source in (user, project, env, {k: v for k, v in (flags or {}).items() if v is not None}):
+    for source in sources:
         config.update({k: v for k, v in source.items() if k != "permissions"})
-        # rules add up: a project cannot drop yours
         for kind, rules in (source.get("permissions") or {}).items():
             config["permissions"][kind] = [*config["permissions"].get(kind, []), *rules]
         config["secrets"] += [str(source["api_key"])] if source.get("api_key") else []
-    check("model", config["model"], "the model setting")
-    return config, warnings, ignored
+    return config
 
 
 def _without_allow(user: dict, warnings: list) -> dict:

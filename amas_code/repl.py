@@ -353,14 +353,7 @@ def interact(agent) -> None:
     typing = ""
     while True:
         try:
-            # Ctrl+C at the prompt is a key; a SIGINT just after Enter, while the prompt closes, is
-            # Python's KeyboardInterrupt (prompt_toolkit's own handler would run after it closed and
-            # print a traceback)
-            line = (
-                queued.pop(0)
-                if queued
-                else prompt.prompt("› ", default=typing, handle_sigint=False)
-            )
+            line = _read(prompt, queued, typing)
         except KeyboardInterrupt:
             continue
         except EOFError:
@@ -368,6 +361,16 @@ def interact(agent) -> None:
         go_on, queued, typing = typed_during(agent, line.strip())
         if not go_on:
             return goodbye()
+
+
+def _read(prompt, queued: list[str], typing: str) -> str:
+    """The next line: one typed during the last turn, else what the person types now (starting
+    from what they were typing then). Ctrl+C at the prompt is a key; a SIGINT just after Enter,
+    while the prompt closes, is Python's KeyboardInterrupt (prompt_toolkit's own handler would run
+    after it closed and print a traceback)."""
+    if queued:
+        return queued.pop(0)
+    return prompt.prompt("› ", default=typing, handle_sigint=False)
 
 
 def goodbye() -> None:

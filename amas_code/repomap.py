@@ -284,16 +284,16 @@ def _signature(node, source: bytes) -> str:
         at : max(at, end)
     ]  # C's `typedef struct {...} name;` keeps the name after the body
     line = SPACES.sub("", " ".join(text.decode("utf-8", errors="replace").split())).rstrip(" {:;=,")
-    # a node walked has one
-    around = node.parent.children if node.parent.type == "decorated_definition" else ()
-    tags = [
-        m[0].decode() + " "
-        for d in around
-        if d.type == "decorator" and (m := re.match(rb"@\s*[\w.]+", d.text))
-    ]
-    # `@x.setter def x(self, v)`
-    line = "type " * (node.type in ("type_spec", "type_alias")) + "".join(tags) + line
+    line = "type " * (node.type in ("type_spec", "type_alias")) + _decorators(node) + line
     return line if len(line) <= SIGNATURE else line[: SIGNATURE - 1] + "…"
+
+
+def _decorators(node) -> str:
+    """What goes before a decorated definition's signature: `@x.setter ` of `def x(self, v)`."""
+    # a node walked has a parent
+    around = node.parent.children if node.parent.type == "decorated_definition" else ()
+    found = [re.match(rb"@\s*[\w.]+", d.text) for d in around if d.type == "decorator"]
+    return "".join(m[0].decode() + " " for m in found if m)
 
 
 def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
