@@ -486,6 +486,17 @@ def bench_tools(proj, n):
         "ms",
     )
 
+    def command(box):
+        call(box, "shell_command", {"command": f"echo {next(counter)} > out.txt"})
+
+    # a file written each time: the box, the checkpoint before and after, the planted-file check
+    row(
+        "tool shell_command with its box and checkpoint, in-process",
+        timed_ms(lambda: command(with_cp), runs),
+        "ms",
+    )
+    (proj / "out.txt").unlink(missing_ok=True)
+
 
 def bench_syntax(n):
     """The syntax check after an edit (issue 39): parsed before and after, the first error found."""
