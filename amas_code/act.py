@@ -174,7 +174,7 @@ class Act:
         any); the result with the checkpoint's note, and whether a command ran in the box."""
         boxed = isinstance(effect, effects.Command) and bool(self.tools.box)
         before = self.checkpoint.latest() if self.checkpoint else None
-        with self.recording(effect) as record:
+        with self.recording(effect, grant) as record:
             if isinstance(effect, effects.Command):
                 done = self.run_command(effect, grant)
             else:
@@ -199,13 +199,15 @@ class Act:
         with ui.Tail(ui.command_summary(command.line)) as tail:
             return sandbox.run(command, self.root, env, box, watch=tail.feed)
 
-    def recording(self, effect: effects.Change | effects.Command):
+    def recording(self, effect: effects.Change | effects.Command, grant: str = ""):
         if self.checkpoint is None:
             return contextlib.nullcontext()
         if isinstance(effect, effects.Command) and self.copies_too_much(effect.line):
             return contextlib.nullcontext(types.SimpleNamespace(note=NOT_COPIED))
         if isinstance(effect, effects.Command):
-            return self.checkpoint.recording(f"[amas] shell: {effect.line[:200]}")
+            # the box keeps the repository read-only but for its grant: git's state stays put there
+            git = not self.tools.box or grant == "repository"
+            return self.checkpoint.recording(f"[amas] shell: {effect.line[:200]}", git=git)
         if not effect.path.is_relative_to(self.root):
             return contextlib.nullcontext()
         label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"

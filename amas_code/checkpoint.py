@@ -462,14 +462,15 @@ class Checkpoint(Shadow):
 
     # -- recording ------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def recording(self, label: str, paths: list[Path] | None = None):
-        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note."""
+    def recording(self, label: str, paths: list[Path] | None = None, git: bool = True):
+        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note.
+        paths None: anything in the project may change (a shell command), and with git its
+        repository too (said in the note when it did)."""
         rec = SimpleNamespace(note="")
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.locked())
-                # paths None: anything in the project may change (a shell command)
-                self.begin(label, paths)
+                self.begin(label, paths, git)
             except TROUBLE as e:
                 rec.note = _failed(e)
             _pause("before")
@@ -480,21 +481,24 @@ class Checkpoint(Shadow):
                     _pause("after")
                     rec.note = self.finish()
 
-    def begin(self, label: str, paths: list[Path] | None) -> None:
+    def begin(self, label: str, paths: list[Path] | None, git: bool = True) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
-        before = self.before_command() if paths is None else self.before_files(paths)
+        before = self.before_command(git) if paths is None else self.before_files(paths)
         home.write_private(
             self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
         )
 
-    def before_command(self) -> dict:
-        """The project before a shell command: its snapshot, and what git ignores. That is not
-        snapshotted, but must not count as made by the command if it shows (`cp .env.example .env`):
-        it is listed, and its small files are kept here (not copied) until the command ends."""
+    def before_command(self, git: bool = True) -> dict:
+        """The project before a shell command: its snapshot, what git ignores, and with git a
+        fingerprint of the user's repository. What git ignores is not snapshotted, but must not
+        count as made by the command if it shows (`cp .env.example .env`): it is listed, and its
+        small files are kept here (not copied) until the command ends."""
         before = self.snapshot()
         ignored = self.untracked("-i")  # listed once the shadow tracks what git does
         kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
-        before |= {"ignored": ignored, "git": self.user_git()}
+        before["ignored"] = ignored
+        if git:
+            before["git"] = self.user_git()
         before["kept"] = {
             rel: [side[0], side[1].decode("latin-1")] for rel, side in kept.items() if side
         }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from conftest import make_config, run_amas
+from conftest import make_config, run_amas, toolbox
 
 from amas_code import boxview, effects, policy, sandbox
 from amas_code import home as amas_home
@@ -72,6 +72,18 @@ def test_a_repository_grant_lets_a_commit_through_but_no_hook(project):
     log = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True)
     assert log.stdout.splitlines()[0] == "boxed", out
     assert not Path(project / ".git" / "hooks" / "post-commit").exists()
+
+
+def test_what_a_repository_grant_lets_a_command_change_in_git_is_named(project):
+    """In the box git's state cannot move, and is not looked at; with the repository granted it
+    can, and the result says /undo does not put it back."""
+    if sandbox.probe():
+        pytest.skip(f"no box here: {sandbox.probe()}")
+    (project / "a.txt").write_text("a\n")
+    agent = toolbox(project, checkpoint=True, auto_accept=True)
+    commit = effects.Command("git add a.txt && git commit -qm boxed", 20)
+    said, boxed = agent.act.perform(commit, "repository")
+    assert boxed and "git's HEAD, branches or index changed too" in said, said
 
 
 # -- trust covers what steers, and says what it turns on -------------------------------------------
