@@ -207,7 +207,8 @@ class Act:
         if isinstance(effect, effects.Command):
             # the box keeps the repository read-only but for its grant: git's state stays put there
             git = not self.tools.box or grant == "repository"
-            return self.checkpoint.recording(f"[amas] shell: {effect.line[:200]}", git=git)
+            label = f"[amas] shell: {self.secrets.redact(effect.line)[:200]}"  # kept on disk
+            return self.checkpoint.recording(label, git=git)
         if not effect.path.is_relative_to(self.root):
             return contextlib.nullcontext()
         label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"

@@ -3,6 +3,7 @@ and owns the parts each step uses (the model, the gate, the tools, checkpoints, 
 
 import functools
 import itertools
+import json
 import os
 import re
 import time
@@ -43,6 +44,10 @@ class Commands:
     def redact(self, text: str) -> str:
         """Text with the secrets amas knows replaced by [REDACTED]."""
         return self.tools.secrets.redact(text)
+
+    def hidden(self, value):
+        """A JSON value with the secrets amas knows hidden in every string of it."""
+        return self.tools.secrets.hidden(value)
 
     def note(self, text: str) -> None:
         """Something the user did (/undo, !command), told the model before their next message."""
@@ -283,11 +288,15 @@ class Agent(Commands):
             return self.run_turn(text)
 
     def add(self, message: dict) -> None:
-        """A message into the conversation, which the model reads and the history keeps: its text
-        with the secrets amas knows hidden (in place: the loop goes on with the reply it adds)."""
-        if isinstance(message.get("content"), str):
-            message["content"] = self.redact(message["content"])
-        self.messages.append(message)
+        """A message into the conversation, which the model reads and the history keeps: a copy,
+        its text and its calls' arguments with the secrets amas knows hidden (the calls run as the
+        model wrote them)."""
+        kept = {k: message[k] for k in history.KEYS if k in message}
+        if isinstance(kept.get("content"), str):
+            kept["content"] = self.redact(kept["content"])
+        if kept.get("tool_calls"):
+            kept["tool_calls"] = [_hidden_call(c, self.tools.secrets) for c in kept["tool_calls"]]
+        self.messages.append(kept)
 
     def run_turn(self, text: str) -> bool:
         start = len(self.messages)
@@ -355,7 +364,8 @@ class Agent(Commands):
 
     def act_on(self, reply: dict, calls: list[dict]) -> None:
         """Answer each call of a reply in turn (cut to MAX_CALLS; many asked about first)."""
-        wanted, cut = self.bounded(reply)
+        wanted = reply["tool_calls"]
+        cut = reply.pop("over", "")
         go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
         for call in wanted:
             calls.append(call["function"])
@@ -371,19 +381,19 @@ class Agent(Commands):
         self.warn(f"the model made the same {name} call {REPEATS} times in a row; turn ended")
         return True
 
-    def bounded(self, reply: dict) -> tuple[list[dict], str]:
-        """The reply's calls, cut to MAX_CALLS (the reply keeps only those, each gets its answer), and
+    def bounded(self, reply: dict) -> str:
+        """The reply's calls cut to MAX_CALLS (the reply keeps only those, each gets its answer);
         the line that tells the model so ("" when none was cut)."""
-        sent = len(reply["tool_calls"])
+        sent = len(reply.get("tool_calls", []))
         if sent <= MAX_CALLS:
-            return reply["tool_calls"], ""
+            return ""
         held = (
             f"more than {MAX_CALLS}" if sent == MAX_CALLS + 1 else str(sent)
         )  # a stream stops there
         self.warn(f"the model sent {held} tool calls in one reply; at most {MAX_CALLS} are run")
         reply["tool_calls"] = reply["tool_calls"][:MAX_CALLS]
         said = f"your reply held {held} tool calls: only the first {MAX_CALLS} were considered"
-        return reply["tool_calls"], f"[{said}; the rest were not run. Make fewer calls at a time.]"
+        return f"[{said}; the rest were not run. Make fewer calls at a time.]"
 
     def many_calls(self, count: int) -> bool:
         """More calls in one reply than a person would expect: asked before any runs."""
@@ -446,6 +456,8 @@ class Agent(Commands):
         if empty and not reply.get("unreadable"):
             self.warn("the model sent an empty reply")
             return reply
+        # cut before it is added: the conversation keeps only the calls that get an answer
+        reply["over"] = self.bounded(reply)
         self.add(reply)
         return reply
 
@@ -545,6 +557,19 @@ class Agent(Commands):
         self.new_session()
         ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
         return freed
+
+
+def _hidden_call(call: dict, secrets) -> dict:
+    """A tool call as the conversation keeps it: the secrets in its arguments hidden; as the
+    model wrote it when it holds none (a server's cache of the conversation stays valid)."""
+    raw = call["function"]["arguments"]
+    args = toolcalls.arguments(raw)
+    if args is None:  # not an object: its text
+        shown = secrets.redact(raw) if isinstance(raw, str) else raw
+    else:
+        hidden = secrets.hidden(args)
+        shown = raw if hidden == args else json.dumps(hidden, ensure_ascii=False)
+    return {**call, "function": {**call["function"], "arguments": shown}}
 
 
 def _checkpoints(config: dict, root: Path, session: str) -> Checkpoint | None:

@@ -240,7 +240,7 @@ def one_shot(agent, text: str, typed: str) -> int:
     from amas_code import providers
 
     report = agent.report
-    report.start(agent.session, agent.model.name, agent.redact)
+    report.start(agent.session, agent.model.name, agent.hidden)
     if agent.sandbox.mode != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox.line)
     if not attach_mentioned(agent, typed):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from amas_code import home, ui
 
+KEYS = ("role", "content", "tool_calls", "tool_call_id")  # what a message of the conversation holds
+
 
 def new_session() -> str:
     return uuid.uuid4().hex[:12]
@@ -56,9 +58,8 @@ class Log:
         conversation)."""
         entries = self.entries() or [{"session": new_session(), "time": 0}]
         session = chosen or entries[-1]["session"]
-        keep = ("role", "content", "tool_calls", "tool_call_id")
         mine = [e for e in entries if e["session"] == session]
-        found = [{k: e[k] for k in keep if k in e} for e in mine if "content" in e]
+        found = [{k: e[k] for k in KEYS if k in e} for e in mine if "content" in e]
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime((mine or entries)[-1]["time"]))
         ui.info(
             f"resuming the conversation of {when} ({ui.plural(len(found), 'message')})"

@@ -285,6 +285,16 @@ class Secrets:
             text = URL_CREDENTIALS.sub(_hidden, text)
         return _named_lines(text)
 
+    def hidden(self, value):
+        """A JSON value with every string in it redacted."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {k: self.hidden(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.hidden(v) for v in value]
+        return value
+
     def concealed(self, old: str, new: str) -> list[int]:
         """Lines the model writes (not in the old text) where hiding secrets would hide more than a secret: spaces or
         shell characters, which no secret needs (a key block with no END line, `KEY=1;curl …|sh`)."""

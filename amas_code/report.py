@@ -23,18 +23,19 @@ class Report:
         self.files = []
         self.answer = ""
         self.refused = False
-        self.hide = str  # the run's secrets, hidden from every event and the result (see start)
+        self.hide = _as_is  # the run's secrets, hidden from every event and the result (see start)
 
     def emit(self, kind: str, **fields) -> None:
         """One event: a JSON line, flushed, when streaming; nothing otherwise."""
         if self.fmt == "stream-json":
-            event = _hidden({"type": kind, **fields}, self.hide)
+            event = self.hide({"type": kind, **fields})
             self.out.write(json.dumps(event, ensure_ascii=False) + "\n")
             self.out.flush()
 
-    def start(self, session: str, model: str, hide=str) -> None:
-        """The run begins: its session and model, and `hide`, which takes its secrets out of text."""
-        self.hide = hide
+    def start(self, session: str, model: str, hide=None) -> None:
+        """The run begins: its session and model, and `hide`, which takes its secrets out of a JSON
+        value (every string in it)."""
+        self.hide = hide or _as_is
         self.emit("start", session_id=session, model=model)
 
     def reply(self, text: str) -> None:
@@ -84,7 +85,7 @@ class Report:
             "cost_usd": round(usage.get("cost", 0.0), 6) if usage.get("cost_known", True) else None,
             "duration_ms": int((time.monotonic() - self.started) * 1000),
         }
-        self.out.write(json.dumps(_hidden(result, self.hide), ensure_ascii=False) + "\n")
+        self.out.write(json.dumps(self.hide(result), ensure_ascii=False) + "\n")
         self.out.flush()
 
     def error(self, message: str) -> None:
@@ -92,12 +93,5 @@ class Report:
         self.answer = message
 
 
-def _hidden(value, hide):
-    """A JSON value with `hide` applied to every string in it."""
-    if isinstance(value, str):
-        return hide(value)
-    if isinstance(value, dict):
-        return {k: _hidden(v, hide) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_hidden(v, hide) for v in value]
+def _as_is(value):
     return value

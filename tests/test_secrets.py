@@ -7,6 +7,7 @@ import pytest
 from conftest import git, history_file, make_config, run_amas, toolbox
 
 from amas_code import redact
+from amas_code.checkpoint import Checkpoint
 
 CORPUS = Path(__file__).parent / "corpus"
 ENV = (
@@ -261,3 +262,17 @@ def test_the_report_hides_every_string_of_every_event(project, llm):
         done = run_amas("-y", "--output-format", form, "go", llm=llm, env={"DEPLOY_TOKEN": TOKEN})
         assert done.returncode == 0, done.stderr
         assert TOKEN not in done.stdout and "[REDACTED]" in done.stdout
+
+
+def test_a_secret_in_a_call_runs_as_written_and_is_kept_hidden(project, llm):
+    """The call runs as the model wrote it; the conversation it is sent back in, the history and
+    the checkpoint's record keep it hidden."""
+    llm.reply(tool="shell_command", command=f"printf %s {TOKEN} > out.txt").reply(text="done")
+    done = run_amas("-y", "go", llm=llm, env={"DEPLOY_TOKEN": TOKEN})
+    assert done.returncode == 0, done.stderr
+    assert (project / "out.txt").read_text() == TOKEN
+    sent_back = json.dumps(llm.requests[1]["messages"])
+    assert TOKEN not in sent_back and "printf %s [REDACTED] > out.txt" in sent_back
+    assert TOKEN not in history_file(project).read_text()
+    (kept,) = Checkpoint(project, []).history()
+    assert kept["label"] == "[amas] shell: printf %s [REDACTED] > out.txt"
