@@ -69,9 +69,8 @@ class Commands:
         data = project.regular(path, path.name).read_bytes()
         if project.looks_binary(data):
             raise ValueError("it is a binary file")
-        text = data[: tools.MAX_READ].decode(
-            errors="replace"
-        )  # its secrets hidden with the message
+        # its secrets are hidden with the message it goes in
+        text = data[: tools.MAX_READ].decode(errors="replace")
         if len(data) > tools.MAX_READ:
             whole = f"{len(data) // 1000} KB"
             text += f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
@@ -300,7 +299,7 @@ class Agent(Commands):
 
     def run_turn(self, text: str) -> bool:
         start = len(self.messages)
-        # piped in too: a log with a token in it
+        # hidden as it is added (piped in too: a log with a token in it)
         self.add({"role": "user", "content": self.preamble() + text})
         self.attachments = []
         self.notes = []
