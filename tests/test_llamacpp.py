@@ -122,7 +122,7 @@ class Server:
             except ProcessLookupError:
                 break
             try:
-                self.proc.wait(3)  # uvicorn waits for the connection a cut test left open: no need
+                self.proc.wait(0.5)  # uvicorn waits for the connection a cut test left open: no need
                 break
             except subprocess.TimeoutExpired:
                 continue
