@@ -122,7 +122,8 @@ class Server:
             except ProcessLookupError:
                 break
             try:
-                self.proc.wait(0.5)  # uvicorn waits for the connection a cut test left open: no need
+                # uvicorn waits for the connection a cut test left open: no need
+                self.proc.wait(0.5)
                 break
             except subprocess.TimeoutExpired:
                 continue
