@@ -350,10 +350,13 @@ def proxy():
 
 @pytest.fixture
 def user(project, home):
-    """The tmp project, with a README that has a first word, and a user config that caps a rambling small model."""
+    """The tmp project, with a README that has a first word, and a user config that caps a rambling
+    small model and finds no browser."""
     (project / "README.md").write_text("Amas demo project.\n\nIt has one file.\n")
     (home / ".amas").mkdir(exist_ok=True)
-    (home / ".amas" / "config.yaml").write_text("max_tokens: 64\n")
+    # no browser: its tools and its part of the prompt would double what a 135M model reads on one
+    # thread before it answers (these tests are about what amas sends, not which tools)
+    (home / ".amas" / "config.yaml").write_text("max_tokens: 64\nbrowser_path: /nonexistent\n")
     return project
 
 
