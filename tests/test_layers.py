@@ -44,17 +44,33 @@ NEIGHBOURS |= {("sandbox", "netstack"), ("sandbox", "boxview")}  # the box's own
 
 def imports(path: Path) -> set[str]:
     """The amas modules a file imports, anywhere in it."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            parts = node.module.split(".")
-            if parts[0] == "amas_code" or node.level:
-                found |= {parts[-1]} if parts[-1] != "amas_code" else set()
-                found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("amas_code.")}
     modules = {p.stem for p in PACKAGE.glob("*.py")}
-    return (found & modules) - {path.stem}
+    return (imported(path.read_text()) & modules) - {path.stem}
+
+
+def imported(source: str) -> set[str]:
+    """Every name an import in source may bring from amas_code, in every form: `import amas_code.x`,
+    `from amas_code import x`, `from amas_code.x import y`, `from . import x`, `from .x import y`,
+    and `importlib.import_module("amas_code.x")` or `__import__` with a written name."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            parts = (node.module or "").split(".")
+            if parts[0] == "amas_code" or node.level:
+                found |= {parts[-1]} | {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[-1] for a in node.names if a.name.startswith("amas_code.")}
+        elif isinstance(node, ast.Call) and _dynamic(node):
+            found.add(node.args[0].value.split(".")[-1])
+    return found - {"", "amas_code"}
+
+
+def _dynamic(node: ast.Call) -> bool:
+    """importlib.import_module("amas_code.x") or __import__("amas_code.x")."""
+    name = ast.unparse(node.func)
+    written = node.args and isinstance(node.args[0], ast.Constant)
+    named = written and str(node.args[0].value).startswith("amas_code.")
+    return name in ("importlib.import_module", "import_module", "__import__") and bool(named)
 
 
 def edges() -> set[tuple[str, str]]:
@@ -73,3 +89,19 @@ def upward() -> set[tuple[str, str]]:
 
 def test_imports_go_only_down():
     assert upward() == set()
+
+
+def test_every_import_form_counts():
+    """An upward import cannot hide in another spelling: each form names the module it brings."""
+    forms = {
+        "from . import agent": {"agent"},
+        "from .agent import Agent": {"agent", "Agent"},
+        "from amas_code import agent as a": {"agent"},
+        "from amas_code.agent import Agent": {"agent", "Agent"},
+        "import amas_code.agent": {"agent"},
+        "def f():\n    from .. import agent": {"agent"},
+        "import importlib\nimportlib.import_module('amas_code.agent')": {"agent"},
+        "__import__('amas_code.agent')": {"agent"},
+    }
+    for source, names in forms.items():
+        assert imported(source) == names, source
