@@ -4,6 +4,7 @@ out of the box; then redact, cap once and report what the model reads."""
 
 import contextlib
 import dataclasses
+import functools
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -40,20 +41,22 @@ def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> effects.Ans
 
 
 class Act:
-    """The tool calls of one conversation: its tools (and their gate), checkpoints and report; `limit`
-    says how many tokens the conversation may take, of which one result gets a share."""
+    """The tool calls of one conversation, and the parts they go through, made here: the sandbox
+    (decided once), the gate, the tools (which hold the session's box and browser) and the
+    checkpoints. `limit` says how many tokens the conversation may take, of which one result gets a
+    share."""
 
-    def __init__(
-        self, toolbox: tools.Tools, checkpoint: Checkpoint | None, report: Report, limit: Callable
-    ):
-        self.tools = toolbox
-        self.gate = toolbox.gate
-        self.secrets = toolbox.secrets
-        self.config = toolbox.config
-        self.root = toolbox.root
-        self.checkpoint = checkpoint
+    def __init__(self, config: dict, root: Path, report: Report, limit: Callable):
+        self.config = config
+        self.root = root
         self.report = report
         self.limit = limit
+        self.sandbox = sandbox.open(config)
+        self.gate = policy.Gate(config, root, self.sandbox.mode)
+        ask_gate = functools.partial(ask, self.gate)
+        self.tools = tools.Tools(config, self.gate, ask_gate, self.sandbox.box)
+        self.secrets = self.tools.secrets
+        self.checkpoint = _checkpoints(config, root)
 
     def call(self, call: dict, go_on: bool = True) -> dict:
         """The tool message answering one call: shown, run, redacted, capped and reported."""
@@ -287,3 +290,11 @@ def _declined(effect: effects.Change | effects.Command) -> str:
     if isinstance(effect, effects.Command):
         return "Command"
     return "Screenshot" if effect.verb == "screenshot" else "Edit"
+
+
+def _checkpoints(config: dict, root: Path) -> Checkpoint | None:
+    """The project's checkpoints, if on; never of the home (or / or above it), which the box keeps
+    read-only."""
+    if config["checkpoint_on_edit"] and sandbox.writable_root(root):
+        return Checkpoint(root, config["ignore"])
+    return None

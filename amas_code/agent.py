@@ -1,7 +1,6 @@
 """The agent: one conversation and its loop over model calls and tool calls, with compaction; it makes
 and owns the parts each step uses (the model, the gate, the tools, checkpoints, the context, the log)."""
 
-import functools
 import itertools
 import json
 import os
@@ -9,45 +8,53 @@ import re
 import time
 from pathlib import Path
 
-from amas_code import (
-    act,
-    context,
-    effects,
-    history,
-    home,
-    policy,
-    project,
-    providers,
-    redact,
-    sandbox,
-    skills,
-    toolcalls,
-    tools,
-    ui,
-)
-from amas_code.checkpoint import Checkpoint
+from amas_code import act, context, effects, history, project, providers, toolcalls, tools, ui
 from amas_code.report import Report
 
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
 SUMMARY_WORDS = 2  # one word ("OK.", "Done.") is not a summary
-USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 # calls of one reply past this are not run nor answered: the model is told in one line
 MAX_CALLS = toolcalls.MAX_CALLS
 
 
-class Commands:
-    """What the REPL and the command line ask of a conversation, by name (the Agent's parts stay
-    its own): redact, note, attach, clear, switch the model, tokens, checkpoints."""
+class Agent:
+    """One conversation with the model in one project. Its parts, made here or by the orchestrator
+    (act.Act: the sandbox, gate, tools and checkpoints), are attributes the REPL may read; what a
+    session does is a verb: turn, note, attach, clear, compact, use_model, close."""
 
+    def __init__(
+        self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
+    ):
+        self.config = config
+        self.root = Path(root).resolve()
+        self.history = history.Log(self.root)
+        self.session = history.new_session()
+        self.messages = []
+        if resume is True:  # -c: the latest conversation
+            self.session, self.messages = self.history.resume()
+        elif resume:  # --resume: the one the person picked
+            self.session, self.messages = self.history.resume(resume)
+        self.attachments = []
+        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
+        self.notes = []  # what the user did since the last turn (/undo, !command)
+        self.report = report or Report()
+        self.model = providers.Model(config)
+        self.context = context.Context(self.root, config, self.model, self.warn)
+        self.act = act.Act(config, self.root, self.report, self.context.limit)
+        self.sandbox = self.act.sandbox
+        self.gate = self.act.gate
+        self.tools = self.act.tools
+        self.secrets = self.tools.secrets
+        self.checkpoint = self.act.checkpoint
+        self.bind_session()
+        self.repair()
+
+    # -- what the person does between turns --------------------------------------------------------
     def redact(self, text: str) -> str:
         """Text with the secrets amas knows replaced by [REDACTED]."""
-        return self.tools.secrets.redact(text)
-
-    def hidden(self, value):
-        """A JSON value with the secrets amas knows hidden in every string of it."""
-        return self.tools.secrets.hidden(value)
+        return self.secrets.redact(text)
 
     def note(self, text: str) -> None:
         """Something the user did (/undo, !command), told the model before their next message."""
@@ -77,192 +84,30 @@ class Commands:
         self.attachments.append((self.tools.show(path), text))
         return self.tools.show(path)
 
-    def last_turn_ok(self) -> bool:
-        """Whether the last turn ended by itself (not by Ctrl+C or an error)."""
-        return self.ok
-
     def mentions(self, line: str) -> list[tuple[str, Path]]:
         """The files a message names with @path (@property, @someone: words, not files)."""
         found = []
         for word in re.findall(r"(?<!\S)@(\S+)", line):
             name = word.rstrip(".,;:!?)")
-            path = self.cwd() / os.path.expanduser(name)
+            path = self.context.cwd / os.path.expanduser(name)
             if path.exists() or "/" in name or "." in name:
                 found.append((name, path))
         return found
-
-    def drop_attachments(self) -> None:
-        self.attachments = []
-        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
-
-    def cwd(self) -> Path:
-        """Where the user is (paths they type are from here)."""
-        return self.context.cwd
-
-    def setting(self, name: str):
-        return self.config.get(name)
 
     def clear(self) -> None:
         """A new conversation (/clear)."""
         self.messages.clear()
         self.new_session()
 
-    def forget_history(self) -> None:
-        """Nothing more is written to the history (its folder cannot hold it)."""
-        self.history.path = None
-
-    def state_file(self, name: str) -> Path:
-        return home.state_file(self.root, name)
-
-    def sandbox_status(self) -> tuple[str, str]:
-        """The sandbox mode in force (on, off, unavailable) and the line saying so."""
-        return self.sandbox.mode, self.sandbox.line
-
-    def endpoint(self) -> str:
-        """The banner's words for where prompts go: the model and its server."""
-        from amas_code import config as config_file
-
-        return config_file.endpoint(self.config)
-
-    def run_as_user(self, line: str, watch) -> str:
-        """`!command`: run as the user typed it, unboxed and unasked, from where they are."""
-        env = redact.child_env(self.config)
-        command = effects.Command(line, USER_TIMEOUT)
-        return sandbox.run(command, self.cwd(), env, watch=watch)
-
-    def conversation(self) -> list[dict]:
-        """The messages so far (a copy), for the preview after --continue."""
-        return list(self.messages)
-
-    def result_limit(self) -> int:
-        return self.act.result_limit()
-
-    def switch_model(self, name: str) -> None:
-        """/model NAME: another model; the configured server and key only for the same provider."""
+    def use_model(self, name: str) -> None:
+        """/model NAME: another model from the next request on; the configured server and key only
+        for the same provider (ProviderError for a model string no provider takes)."""
         providers.check(name)
-        same = name.split("/")[0] == self.config["model"].split("/")[0]
-        keep = {k: self.config[k] for k in ("api_base", "api_key") if same}
-        config = {**self.config, "api_base": None, "api_key": None, **keep, "model": name}
-        self.use_model(providers.Model(config, self.model.usage, self.model.known))
-
-    def model_line(self) -> str:
-        base = self.model.config.get("api_base")
-        return f"model: {self.model.name}" + (f" at {base}" if base else "")
-
-    def token_report(self) -> str:
-        """Tokens used and cost so far, and the conversation's size now (/tokens)."""
-        u = self.model.usage
-        cost = f"${u['cost']:.4f}" + ("" if u["cost_known"] else " (some calls had no known price)")
-        now = self.context.tokens(self.prompted(), 10**9)  # counted, never compacted
-        # a server that sends no counts (llama-cpp-python) leaves amas's estimates, marked ~
-        guess = "~" if u.get("estimated") else ""
-        said = f"prompt {guess}{u['prompt_tokens']} + completion {guess}{u['completion_tokens']} tokens"
-        said += " (estimated: the server sends no counts)" if guess else ""
-        return f"{said}; cost {cost}; conversation now ~{now} tokens of {self.context.limit()}"
-
-    def map_project(self) -> int:
-        """/init: the project map written; its exit code."""
-        from amas_code import repomap
-
-        return repomap.init(self.root, self.config["ignore"])
-
-    def skills(self) -> list[tuple[dict, bool]]:
-        """The skills there are, each with whether the last message makes it active."""
-        found = skills.load(self.root, self.context.trusted)
-        return [(s, skills.matches(s, self.last_user())) for s in found]
-
-    def permissions(self) -> list[tuple[str, list]]:
-        """The shell rules: deny, allow, and the commands and hosts you allowed."""
-        perms = self.config["permissions"]
-        return [
-            ("deny", perms.get("deny") or []),
-            ("allow", perms.get("allow") or []),
-            ("allowed", list(self.gate.commands)),
-            ("hosts", sorted(self.gate.hosts)),
-        ]
-
-    def last_verdict(self):
-        """(command, verdict, rule) of the last shell judgement, or None."""
-        return self.gate.last
-
-    def close_browser(self) -> None:
-        self.tools.close()
-
-    # -- checkpoints, for /undo, /redo, /checkpoint, /diff -----------------------------------------
-    def exists(self, rel: str) -> bool:
-        """Whether a path of the project (as checkpoints name it) is there."""
-        return os.path.lexists(self.root / rel)
-
-    def checkpointing(self) -> bool:
-        return self.checkpoint is not None
-
-    def checkpoints(self, limit: int = 20) -> list[dict]:
-        """Single checkpoints, newest first."""
-        return self.checkpoint.history(limit=limit) if self.checkpoint else []
-
-    def earlier(self, n: int) -> list[dict]:
-        return self.checkpoint.earlier(n) if self.checkpoint else []
-
-    def checkpoints_size(self) -> int | None:
-        """Bytes the checkpoints take in ~/.amas (None: no checkpoints kept)."""
-        return self.checkpoint.size() if self.checkpoint else None
-
-    def redoable(self) -> dict | None:
-        return self.checkpoint.redoable() if self.checkpoint else None
-
-    def changes(self) -> list:
-        return self.checkpoint.changes() if self.checkpoint else []
-
-    def turns(self, n: int) -> list[dict]:
-        """The checkpoints of the last n turns, newest first (CheckpointError: fewer turns)."""
-        return self.checkpoint.turns(n) if self.checkpoint else []
-
-    def undo(self, n: int, ask) -> list[str]:
-        """Take back the last n checkpoints."""
-        return self.checkpoint.undo(n, ask)
-
-    def redo(self, ask) -> list[str]:
-        return self.checkpoint.redo(ask)
-
-    def restore(self, cid: str, ask) -> list[str]:
-        return self.checkpoint.restore(cid, ask)
-
-
-class Agent(Commands):
-    """One conversation with the model in one project; it makes and owns its model, gate, tools and checkpoints."""
-
-    def __init__(
-        self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
-    ):
-        self.config = config
-        self.root = Path(root).resolve()
-        self.history = history.Log(self.root)
-        chosen = resume if isinstance(resume, str) else None  # --resume picked one; -c the latest
-        self.session, self.messages = (
-            self.history.resume(chosen) if resume else (history.new_session(), [])
-        )
-        self.attachments = []
-        self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
-        self.sandbox = sandbox.open(config)  # decided once: the mode, the line saying so, the box
-        self.model = providers.Model(config)
-        self.gate = policy.Gate(config, self.root, self.sandbox.mode)
-        self.report = report or Report()
-        self.notes = []  # what the user did since the last turn (/undo, !command)
-        self.context = context.Context(self.root, config, self.model, self.warn)
-        self.checkpoint = _checkpoints(config, self.root, self.session)
-        ask = functools.partial(act.ask, self.gate)
-        self.tools = tools.Tools(config, self.gate, ask, self.sandbox.box)
-        self.act = act.Act(self.tools, self.checkpoint, self.report, self.context.limit)
-        self.repair()
-
-    def use_model(self, model: providers.Model) -> None:
-        """Talk to another model from the next request on (/model)."""
-        self.model = model
-        self.context.model = model
-
-    def forget(self, what: str) -> list[str]:
-        """Forget remembered answers (a command, a host, or all); what was forgotten."""
-        return self.gate.forget(what)
+        config = {**self.config, "api_base": None, "api_key": None, "model": name}
+        if name.split("/")[0] == self.config["model"].split("/")[0]:
+            config.update(api_base=self.config["api_base"], api_key=self.config["api_key"])
+        self.model = providers.Model(config, self.model.usage, self.model.known)
+        self.context.model = self.model
 
     # -- history ----------------------------------------------------------------------------------
     def flush(self, marker: bool = False) -> None:
@@ -274,11 +119,16 @@ class Agent(Commands):
     def new_session(self) -> None:
         """A fresh session in the history (after /clear or /compact), so --continue resumes what comes next."""
         self.session = history.new_session()
-        if self.checkpoint:
-            self.checkpoint.session = self.session
+        self.bind_session()
         self.flush(marker=True)
         self.history.logged = 0
         self.flush()
+
+    def bind_session(self) -> None:
+        """The checkpoints made from now on belong to this session (/diff shows them; /undo asks
+        about those of other sessions)."""
+        if self.checkpoint:
+            self.checkpoint.session = self.session
 
     # -- the loop -----------------------------------------------------------------------------------
     def turn(self, text: str) -> bool:
@@ -325,7 +175,7 @@ class Agent(Commands):
     def end_turn(self) -> None:
         """The turn kept in the history; a browser unused for a whole turn gives its memory back."""
         self.flush()
-        self.tools.close(idle_only=True)
+        self.tools.close_browser(idle_only=True)
 
     def mark_turn(self, text: str) -> None:
         """A new turn: its checkpoints carry it (/undo takes back a turn) and its request."""
@@ -569,14 +419,6 @@ def _hidden_call(call: dict, secrets) -> dict:
         hidden = secrets.hidden(args)
         shown = raw if hidden == args else json.dumps(hidden, ensure_ascii=False)
     return {**call, "function": {**call["function"], "arguments": shown}}
-
-
-def _checkpoints(config: dict, root: Path, session: str) -> Checkpoint | None:
-    """The project's checkpoints, if on; never of the home (or / or above it), which the box keeps
-    read-only."""
-    if config["checkpoint_on_edit"] and sandbox.writable_root(root):
-        return Checkpoint(root, config["ignore"], session)
-    return None
 
 
 def _repeats(calls: list[dict]) -> int:

@@ -240,7 +240,7 @@ def one_shot(agent, text: str, typed: str) -> int:
     from amas_code import providers
 
     report = agent.report
-    report.start(agent.session, agent.model.name, agent.hidden)
+    report.start(agent.session, agent.model.name, agent.secrets.hidden)
     if agent.sandbox.mode != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox.line)
     if not attach_mentioned(agent, typed):

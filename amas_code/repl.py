@@ -9,9 +9,12 @@ from pathlib import Path
 
 from rich.text import Text
 
+from amas_code import config as config_file
+from amas_code import effects, home, project, providers, redact, sandbox, skills, ui
 from amas_code import history as chat_log
-from amas_code import home, project, providers, ui
 from amas_code.checkpoint import CheckpointError
+
+USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press Ctrl+C
 
 
 def cmd_help(agent, arg):
@@ -26,17 +29,21 @@ def cmd_undo(agent, arg):
         return ui.error(
             f"/undo takes a number of turns (1 or more), not {arg.strip()!r}; nothing changed"
         )
+    checkpoint = agent.checkpoint
+    if checkpoint is None:
+        return _off()
     try:
-        chain = agent.turns(int(arg.strip() or 1))
+        chain = checkpoint.turns(int(arg.strip() or 1))
     except CheckpointError as e:
         return ui.error(str(e))
-    if chain:
-        ui.info("taking back: " + "; ".join(cp["label"] for cp in chain if not cp["idle"]))
-        earlier = [cp for cp in agent.earlier(len(chain)) if cp["files"]]
-        if earlier and not _ask(_made_before(earlier)):
-            return ui.error("cancelled; nothing changed")
-    done = _checkpoints(agent, "undone", lambda: agent.undo(len(chain), _ask))
-    left = sorted({p for cp in chain for p in cp.get("left", []) if agent.exists(p)})
+    ui.info("taking back: " + "; ".join(cp["label"] for cp in chain if not cp["idle"]))
+    earlier = [cp for cp in checkpoint.earlier(len(chain)) if cp["files"]]
+    if earlier and not _ask(_made_before(earlier)):
+        return ui.error("cancelled; nothing changed")
+    done = _checkpoints(agent, "undone", lambda: checkpoint.undo(len(chain), _ask))
+    left = sorted(
+        {p for cp in chain for p in cp.get("left", []) if os.path.lexists(agent.root / p)}
+    )
     if done and left:
         ui.info(
             f"left in place: {', '.join(map(ui.clean, left))}: made by a command, but git ignores "
@@ -60,37 +67,42 @@ def _made_before(chain: list[dict]) -> str:
 
 def cmd_redo(agent, arg):
     """Re-apply what /undo took back."""
-    _checkpoints(agent, "redone", lambda: agent.redo(_ask))
+    if agent.checkpoint is None:
+        return _off()
+    _checkpoints(agent, "redone", lambda: agent.checkpoint.redo(_ask))
 
 
 def cmd_checkpoint(agent, arg):
     """List checkpoints; /checkpoint <id> goes back to that one (undoes those after it)."""
+    checkpoint = agent.checkpoint
+    if checkpoint is None:
+        return _off()
     if arg.strip():
-        return _checkpoints(agent, "restored", lambda: agent.restore(arg.strip(), _ask))
-    listed = agent.checkpoints(limit=20)
+        return _checkpoints(agent, "restored", lambda: checkpoint.restore(arg.strip(), _ask))
+    listed = checkpoint.history(limit=20)
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
         ui.row((cp["id"][:8], "yellow"), f" {when} {cp['label']}  ", (files, "dim"))
-    ahead = agent.redoable()
+    ahead = checkpoint.redoable()
     if not listed:
         ui.info("no checkpoints: every one was undone" if ahead else "no checkpoints yet")
     if ahead:
         files = ", ".join(ahead.get("files", [])) or "folders only"
         ui.info(f"/redo brings back {ui.clean(ahead['label'])} ({ui.clean(files)})")
-    size = agent.checkpoints_size()
-    if size is not None:
-        ui.info(f"checkpoints take {size / 2**20:.1f} MB in ~/.amas")
+    ui.info(f"checkpoints take {checkpoint.size() / 2**20:.1f} MB in ~/.amas")
 
 
 def _ask(question: str) -> bool:
     return ui.ask(question, "yn") == "y"
 
 
+def _off() -> None:
+    ui.warning("checkpoints are off (checkpoint_on_edit: false)")
+
+
 def _checkpoints(agent, verb: str, action) -> bool | None:
     """Undo, redo or restore, said; True when it was done."""
-    if not agent.checkpointing():
-        return ui.warning("checkpoints are off (checkpoint_on_edit: false)")
     try:
         files = action()
     except (CheckpointError, home.ConfigError, OSError) as e:
@@ -111,7 +123,9 @@ _DID = {  # what the model is told after the user moved files back or forth
 
 def cmd_diff(agent, arg):
     """Show what the agent changed in this session."""
-    changes = agent.changes()
+    if agent.checkpoint is None:
+        return _off()
+    changes = agent.checkpoint.changes()
     for path, (old_mode, old), (new_mode, new) in changes:
         if old_mode and new_mode and old_mode != new_mode:
             ui.info(f"{path}: mode {old_mode} → {new_mode}")
@@ -122,7 +136,7 @@ def cmd_diff(agent, arg):
             ui.console.print(shown)
     if not changes:
         ui.info("the agent changed nothing in this session")
-    if others := agent.earlier(200):
+    if others := agent.checkpoint.earlier(200):
         which = ui.plural(len(others), "checkpoint")
         ui.info(
             f"not shown: {which} from before this session, which /undo asks about (see /checkpoint)"
@@ -138,7 +152,7 @@ def cmd_attach(agent, arg):
     except ValueError:
         patterns = arg.split()
     for pattern in patterns:
-        full = str(agent.cwd() / os.path.expanduser(pattern))  # from where the user is
+        full = str(agent.context.cwd / os.path.expanduser(pattern))  # from where the user is
         for path in sorted(glob.glob(full, recursive=True)) or [full]:
             try:
                 _attach(agent, Path(path))
@@ -155,8 +169,10 @@ def shell(agent, line: str) -> None:
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
     # as the user: no box
+    command = effects.Command(line, USER_TIMEOUT)
+    env = redact.child_env(agent.config)
     with ui.Tail(ui.command_summary(line)) as tail:
-        result = agent.run_as_user(line, tail.feed)
+        result = sandbox.run(command, agent.context.cwd, env, watch=tail.feed)
     ui.show_output(result.split("\n", 1)[-1])
     agent.ran(result)
 
@@ -169,7 +185,7 @@ def mentioned(agent, line: str) -> bool:
             _attach(agent, path)
         except (OSError, PermissionError, ValueError) as e:
             ui.error(f"cannot attach @{name}: {e}; your message was not sent (↑ brings it back)")
-            agent.drop_attachments()
+            agent.attachments.clear()
             return False
     return True
 
@@ -183,13 +199,24 @@ def cmd_clear(agent, arg):
 def cmd_model(agent, arg):
     """Show the model, or switch: /model <provider/name>."""
     if arg.strip():
-        agent.switch_model(arg.strip())
-    ui.info(agent.model_line())
+        agent.use_model(arg.strip())
+    base = agent.model.config.get("api_base")
+    at = f" at {base}" if base else ""
+    ui.info(f"model: {agent.model.name}{at}")
 
 
 def cmd_tokens(agent, arg):
     """Tokens used and cost so far."""
-    ui.info(agent.token_report())
+    usage = agent.model.usage
+    cost = f"${usage['cost']:.4f}"
+    if not usage["cost_known"]:
+        cost += " (some calls had no known price)"
+    now = agent.context.tokens(agent.prompted(), 10**9)  # counted, never compacted
+    counts = f"prompt {usage['prompt_tokens']} + completion {usage['completion_tokens']} tokens"
+    if usage.get("estimated"):  # a server that sends no counts (llama-cpp-python): amas's guesses
+        counts = counts.replace("prompt ", "prompt ~").replace("+ completion ", "+ completion ~")
+        counts += " (estimated: the server sends no counts)"
+    ui.info(f"{counts}; cost {cost}; conversation now ~{now} tokens of {agent.context.limit()}")
 
 
 def cmd_compact(agent, arg):
@@ -199,14 +226,19 @@ def cmd_compact(agent, arg):
 
 def cmd_init(agent, arg):
     """Map the project for the model (.amas/project_map.md)."""
-    agent.map_project()
+    from amas_code import repomap
+
+    repomap.init(agent.root, agent.config["ignore"])
 
 
 def cmd_skills(agent, arg):
     """List skills; those matching your last message are active."""
-    found = agent.skills()
-    for s, active in found:
-        mark = ("active ", "green") if active else ("       ", "")
+    found = skills.load(agent.root, agent.context.trusted)
+    latest = agent.last_user()
+    for s in found:
+        mark = ("       ", "")
+        if skills.matches(s, latest):
+            mark = ("active ", "green")
         ui.row("  ", mark, (s["name"], "bold"), f": {s['description']}")
     if not found:
         ui.info("no skills in .amas/skills/ or ~/.amas/skills/")
@@ -217,16 +249,18 @@ def cmd_permissions(agent, arg):
     <command|host|all>` forgets what you allowed."""
     if arg.strip().startswith("forget"):
         what = arg.strip()[len("forget") :].strip()
-        gone = agent.forget(what) if what else []
+        gone = agent.gate.forget(what) if what else []
         return ui.info(
             f"forgotten: {', '.join(gone)}" if gone else f"nothing remembered as {what!r}"
         )
-    for kind, rules in agent.permissions():
-        ui.row(f"  {kind}: {', '.join(rules) or '(none)'}")
-    mode, line = agent.sandbox_status()
-    (ui.info if mode == "on" else ui.warning)(line)
-    if agent.last_verdict():
-        command, verdict, rule = agent.last_verdict()
+    rules = agent.config["permissions"]
+    listed = [("deny", rules.get("deny") or []), ("allow", rules.get("allow") or [])]
+    listed += [("allowed", agent.gate.commands), ("hosts", sorted(agent.gate.hosts))]
+    for kind, said in listed:
+        ui.row(f"  {kind}: {', '.join(said) or '(none)'}")
+    _sandbox_line(agent)
+    if agent.gate.last:
+        command, verdict, rule = agent.gate.last
         ui.info(f"last: {command!r} -> {verdict}" + (f" by {rule!r}" if rule else ""))
 
 
@@ -234,7 +268,7 @@ def cmd_browser(agent, arg):
     """Close the browser to free its memory: /browser close."""
     if arg.strip() not in ("", "close"):  # the agent opens it when it needs it
         return ui.error(f"/browser takes only close, not {arg.strip()!r}; the browser is as it was")
-    agent.close_browser()
+    agent.tools.close_browser()
     ui.success("browser closed")
 
 
@@ -264,7 +298,7 @@ def command(agent, line: str) -> None:
 
 def preload(agent, app) -> None:
     """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
-    want = agent.setting("preload")
+    want = agent.config.get("preload")
     if want in (None, "auto"):
         want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
     if want is not True:
@@ -307,11 +341,11 @@ def history(agent):
 
     class PrivateHistory(FileHistory):
         def store_string(self, string: str) -> None:
-            string = agent.redact(string)  # as private as history.jsonl
+            string = agent.secrets.redact(string)  # as private as history.jsonl
             lines = "".join(f"+{line}\n" for line in string.split("\n"))
             home.append_private(Path(self.filename), f"\n# {time.ctime()}\n{lines}")
 
-    path = agent.state_file("input_history")
+    path = home.state_file(agent.root, "input_history")
     try:
         home.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
@@ -320,7 +354,7 @@ def history(agent):
         home.ConfigError,
     ) as e:  # one warning: the agent will not try to log either
         ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
-        agent.forget_history()
+        agent.history.path = None  # the agent will not try to log either
         return InMemoryHistory()
 
 
@@ -379,12 +413,18 @@ def goodbye() -> None:
 
 def banner(agent) -> None:
     """Where prompts go, how to leave, the sandbox, and after -c the last exchanges."""
-    ui.info(
-        f"amas · {agent.endpoint()} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit"
-    )
-    mode, line = agent.sandbox_status()
-    (ui.info if mode == "on" else ui.warning)(line)
+    where = config_file.endpoint(agent.config)
+    ui.info(f"amas · {where} · /help for commands, Esc-Enter for a new line, Ctrl+D to quit")
+    _sandbox_line(agent)
     last_exchange(agent)
+
+
+def _sandbox_line(agent) -> None:
+    """The sandbox in force, in one line: a warning unless commands are boxed."""
+    if agent.sandbox.mode == "on":
+        ui.info(agent.sandbox.line)
+    else:
+        ui.warning(agent.sandbox.line)
 
 
 def typed_during(agent, line: str) -> tuple[bool, list[str], str]:
@@ -396,7 +436,7 @@ def typed_during(agent, line: str) -> tuple[bool, list[str], str]:
     with ui.typed_meanwhile() as got:
         go_on = step(agent, line)
     lines, typing = got
-    if lines and not agent.last_turn_ok():
+    if lines and not agent.ok:
         return go_on, [], "\n".join([*lines, typing] if typing else lines)
     if lines:
         ui.console.print(Text.assemble(("› ", "bold"), ui.clean("\n".join(lines))))
@@ -436,7 +476,7 @@ def _pick(count: int) -> int | None:
 def last_exchange(agent) -> None:
     """After -c or --resume: the last few exchanges as the user typed them, the tools that ran and
     the answers, shortened."""
-    for who, text in chat_log.preview(agent.conversation()):
+    for who, text in chat_log.preview(agent.messages):
         text = " ".join(text.split())
         short = text if len(text) <= 300 else f"{text[:300]}…"
         ui.console.print(Text.assemble((f"  {who}: ", "dim"), ui.clean(short)), overflow="fold")
@@ -450,7 +490,7 @@ def step(agent, line: str) -> bool:
         elif line.startswith("!"):
             shell(agent, line[1:].strip())
         elif line and mentioned(agent, line):
-            if agent.redact(line) != line:
+            if agent.secrets.redact(line) != line:
                 ui.info(
                     "a secret in your message is hidden: the model and the history see [REDACTED]"
                 )

@@ -330,13 +330,18 @@ class Tools:
         """A request to a host: the first one in a session is asked about (PermissionError if declined)."""
         self.allow(self.gate.judge_host(url))
 
-    def close(self, idle_only: bool = False) -> None:
-        """Free the browser (hundreds of MB); with idle_only, only if no tool used it since the last call."""
+    def close_browser(self, idle_only: bool = False) -> None:
+        """Free the browser (hundreds of MB); with idle_only, only if no tool used it since the
+        last call (a browser unused for a whole turn)."""
         if self.browser is not None and not (idle_only and self.browser_used):
             self.browser.close()
             self.browser = None
         self.browser_used = False
-        if self.box and not idle_only:  # the session ends: its /tmp goes
+
+    def close(self) -> None:
+        """The session ends: the browser and the session's /tmp go."""
+        self.close_browser()
+        if self.box:
             self.box.close()
 
     def navigate(self, url: str) -> str:

@@ -5,7 +5,7 @@ import json
 from conftest import count_tokens, history_file, make_config
 
 from amas_code import home as amas_home
-from amas_code import providers, repomap
+from amas_code import repomap
 from amas_code.context import PROMPT_BUDGET
 
 
@@ -208,7 +208,9 @@ def test_attach_puts_files_in_the_next_message(agent, project, llm):
 
 def test_text_tools_when_litellm_says_the_model_cannot_call_functions(agent, llm, capsys):
     # supports_function_calling: false in litellm's map
-    agent.use_model(providers.Model({**agent.config, "model": "deepseek/deepseek-reasoner"}))
+    from amas_code.agent import Agent
+
+    agent = Agent({**agent.config, "model": "deepseek/deepseek-reasoner"}, agent.root)
     llm.reply(text='<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').reply(
         text="listed"
     )

@@ -112,9 +112,9 @@ def test_an_overflow_in_each_servers_words_teaches_the_context_and_is_retried_on
     agent.turn("third question")  # the learned size stays for the session
     assert llm.requests[-1]["max_tokens"] == LEARNED // 4
     model = agent.model.name
-    agent.switch_model("openai/other-model")  # another model on the same server learns its own
+    agent.use_model("openai/other-model")  # another model on the same server learns its own
     assert agent.model.context_limit() != LEARNED
-    agent.switch_model(model)  # and this one's, learned, stays for the session
+    agent.use_model(model)  # and this one's, learned, stays for the session
     assert agent.model.context_limit() == LEARNED
 
 

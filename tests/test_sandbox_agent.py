@@ -27,7 +27,7 @@ def test_the_sandbox_is_decided_once_for_the_gate_the_tools_and_the_start_line(b
     monkeypatch.setattr(sandbox, "probe", probe)
     agent = toolbox(bare)
     assert asked == ["bwrap"]
-    assert agent.sandbox_status()[0] == "on" and agent.gate.sandbox == "on"
+    assert agent.sandbox.mode == "on" and agent.gate.sandbox == "on"
     assert agent.tools.box is not None
 
 
