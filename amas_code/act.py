@@ -58,26 +58,27 @@ class Act:
         self.secrets = self.tools.secrets
         self.checkpoint = _checkpoints(config, root)
 
-    def call(self, call: dict, go_on: bool = True) -> dict:
+    def answer(self, call: toolcalls.Call, go_on: bool = True) -> dict:
         """The tool message answering one call: shown, run, redacted, capped and reported."""
-        name = call["function"]["name"]
-        raw = call["function"]["arguments"]
-        target = _target(raw)
-        ui.show_call(name, target)
-        self.report.call(call["id"], name, _arguments(raw))
-        cancelled = effects.Outcome("Cancelled: too many calls at once.", "declined")
-        outcome = self.outcome(name, raw) if go_on else cancelled
-        self.report.result(call["id"], name, target, outcome)
+        target = _target(call)
+        ui.show_call(call.name, target)
+        self.report.call(call.id, call.name, _arguments(call))
+        outcome = effects.Outcome("Cancelled: too many calls at once.", "declined")
+        if go_on:
+            outcome = self.outcome(call)
+        self.report.result(call.id, call.name, target, outcome)
         text = outcome.text
-        shell = name == "shell_command"
-        ui.show_result(text.split("\n", 1)[-1] if shell else text, 3 * shell)
-        return {"role": "tool", "tool_call_id": call["id"], "content": text}
+        if call.name == "shell_command":  # its first line is the command, shown above already
+            ui.show_result(text.split("\n", 1)[-1], 3)
+        else:
+            ui.show_result(text, 0)
+        return {"role": "tool", "tool_call_id": call.id, "content": text}
 
-    def outcome(self, name: str, raw) -> effects.Outcome:
+    def outcome(self, call: toolcalls.Call) -> effects.Outcome:
         """One call from the model: its result or error as text, secrets redacted, then capped once;
         and how it went: ok, failed, declined or denied."""
         try:
-            done = self.run(name, raw)
+            done = self.dispatch(call)
         except effects.Declined as e:
             done = effects.Outcome(f"Error: {e}", "declined")
         except (ValueError, PermissionError) as e:  # the tools' way of saying what they cannot do
@@ -92,10 +93,10 @@ class Act:
         text = text or "Tool executed successfully (no output)"
         return tools.cap(self.secrets.redact(text), self.result_limit())
 
-    def run(self, name: str, raw) -> effects.Outcome:
+    def dispatch(self, call: toolcalls.Call) -> effects.Outcome:
         """One call run: what its tool returned, or the outcome of the effect it wants."""
-        args = self.tools.check(name, raw)
-        done = getattr(self.tools, name)(**args)
+        args = self.tools.check(call)
+        done = getattr(self.tools, call.name)(**args)
         if isinstance(done, (effects.Change, effects.Command)):
             return self.effect(done)
         return effects.Outcome(str(done), "ok")
@@ -270,20 +271,19 @@ def _printed(text: str) -> str:
     return f"The command printed: {last}" if last else ""
 
 
-def _target(raw) -> str:
+def _target(call: toolcalls.Call) -> str:
     """What a call is about (its path, command, url...), for the line that shows it."""
-    args = toolcalls.arguments(raw)
-    if isinstance(args, dict):
-        found = [str(args[k]) for k in TARGETS if k in args]
-        if found:
-            return found[0]
-    return str(raw)[:80]
+    found = [str(call.args[k]) for k in TARGETS if k in (call.args or {})]
+    if found:
+        return found[0]
+    return str(call.raw)[:80]
 
 
-def _arguments(raw):
+def _arguments(call: toolcalls.Call):
     """A call's arguments for the scripting events: the object, or the text when it is not one."""
-    args = toolcalls.arguments(raw)
-    return args if isinstance(args, dict) else str(raw)
+    if call.args is None:
+        return str(call.raw)
+    return call.args
 
 
 def _declined(effect: effects.Change | effects.Command) -> str:

@@ -143,8 +143,8 @@ class Agent:
         kept = {k: message[k] for k in history.KEYS if k in message}
         if isinstance(kept.get("content"), str):
             kept["content"] = self.redact(kept["content"])
-        if kept.get("tool_calls"):
-            kept["tool_calls"] = [_hidden_call(c, self.tools.secrets) for c in kept["tool_calls"]]
+        if message.get("calls"):
+            kept["tool_calls"] = [_hidden_call(c, self.secrets) for c in message["calls"]]
         self.messages.append(kept)
 
     def run_turn(self, text: str) -> bool:
@@ -211,22 +211,23 @@ class Agent:
             if self.stuck(calls):
                 return
 
-    def act_on(self, reply: dict, calls: list[dict]) -> None:
-        """Answer each call of a reply in turn (cut to MAX_CALLS; many asked about first)."""
-        wanted = reply["tool_calls"]
+    def act_on(self, reply: dict, made: list[toolcalls.Call]) -> None:
+        """Answer each call of a reply in turn (cut to MAX_CALLS; many asked about first); made:
+        the turn's calls so far."""
+        calls = reply["calls"]
         cut = reply.pop("over", "")
-        go_on = len(wanted) <= MANY_CALLS or self.many_calls(len(wanted))
-        for call in wanted:
-            calls.append(call["function"])
-            self.add(self.tool_message(call, _repeats(calls), go_on))
+        go_on = len(calls) <= MANY_CALLS or self.many_calls(len(calls))
+        for call in calls:
+            made.append(call)
+            self.add(self.tool_message(call, _repeats(made), go_on))
         if cut:
             self.add({"role": "user", "content": cut})
 
-    def stuck(self, calls: list[dict]) -> bool:
+    def stuck(self, calls: list[toolcalls.Call]) -> bool:
         """The same call REPEATS times in a row: the turn ends, said."""
         if _repeats(calls) < REPEATS:
             return False
-        name = calls[-1]["name"]
+        name = calls[-1].name
         self.warn(f"the model made the same {name} call {REPEATS} times in a row; turn ended")
         return True
 
@@ -307,6 +308,7 @@ class Agent:
             return reply
         # cut before it is added: the conversation keeps only the calls that get an answer
         reply["over"] = self.bounded(reply)
+        reply["calls"] = [toolcalls.Call.of(c) for c in reply.get("tool_calls", [])]
         self.add(reply)
         return reply
 
@@ -334,9 +336,9 @@ class Agent:
                 time.sleep(0.05)
 
     # -- tools: each call goes through the orchestrator (act.py) --------------------------------------
-    def tool_message(self, call: dict, repeats: int, go_on: bool = True) -> dict:
+    def tool_message(self, call: toolcalls.Call, repeats: int, go_on: bool = True) -> dict:
         """The tool message answering one call, with a note when the same call repeats."""
-        message = self.act.call(call, go_on)
+        message = self.act.answer(call, go_on)
         if repeats == REPEATS - 1:
             note = f"you have made this same call {repeats} times in a row; change your approach"
             message["content"] += f"\n[note: {note}]"
@@ -344,7 +346,7 @@ class Agent:
 
     def execute(self, name: str, raw) -> str:
         """One call from the model: its result as the model reads it."""
-        return self.act.outcome(name, raw).text
+        return self.act.outcome(toolcalls.Call.of(toolcalls.native(name, raw))).text
 
     def close(self) -> None:
         """Free what the tools hold (the browser) and the session's /tmp."""
@@ -408,21 +410,19 @@ class Agent:
         return freed
 
 
-def _hidden_call(call: dict, secrets) -> dict:
+def _hidden_call(call: toolcalls.Call, secrets) -> dict:
     """A tool call as the conversation keeps it: the secrets in its arguments hidden; as the
     model wrote it when it holds none (a server's cache of the conversation stays valid)."""
-    raw = call["function"]["arguments"]
-    args = toolcalls.arguments(raw)
-    if args is None:  # not an object: its text
-        shown = secrets.redact(raw) if isinstance(raw, str) else raw
-    else:
-        hidden = secrets.hidden(args)
-        shown = raw if hidden == args else json.dumps(hidden, ensure_ascii=False)
-    return {**call, "function": {**call["function"], "arguments": shown}}
+    shown = call.raw
+    if call.args is None and isinstance(call.raw, str):  # not an object: its text
+        shown = secrets.redact(call.raw)
+    elif call.args is not None and secrets.hidden(call.args) != call.args:
+        shown = json.dumps(secrets.hidden(call.args), ensure_ascii=False)
+    return toolcalls.native(call.name, shown, call.id)
 
 
 def _repeats(calls: list[dict]) -> int:
     """How many times in a row the last call was made, with the same arguments up to case, spaces and `./`."""
     calls = calls[-REPEATS:]  # the last few are enough, however long the turn
-    same = [c["name"] + ":" + re.sub(r"\s+|\./", "", str(c["arguments"])).lower() for c in calls]
+    same = [c.name + ":" + re.sub(r"\s+|\./", "", str(c.raw)).lower() for c in calls]
     return next((n for n in range(1, len(same)) if same[-1 - n] != same[-1]), len(same))

@@ -6,6 +6,7 @@ import keyword
 import random
 import re
 import string
+from typing import NamedTuple
 
 EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
 SERVER_LINE = (
@@ -250,6 +251,23 @@ def native(name: str, args: dict | str, cid: str = "") -> dict:
     cid = cid or "".join(random.choices(string.ascii_letters + string.digits, k=9))
     arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+class Call(NamedTuple):
+    """One tool call, read once: its id, the tool's name, its arguments as the model wrote them
+    (raw) and as an object (None when they are not one)."""
+
+    id: str
+    name: str
+    raw: str | dict
+    args: dict | None
+
+    @classmethod
+    def of(cls, call: dict) -> "Call":
+        """A call in OpenAI's shape, read."""
+        function = call["function"]
+        raw = function["arguments"]
+        return cls(call["id"], function["name"], raw, arguments(raw))
 
 
 # -- reading JSON leniently ----------------------------------------------------------------------

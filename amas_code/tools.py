@@ -2,7 +2,6 @@
 
 import difflib
 import inspect
-import json
 import os
 import re
 import time
@@ -11,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import browser, effects, policy, redact, sandbox, ui
+from amas_code import browser, effects, policy, redact, sandbox, toolcalls, ui
 from amas_code.effects import Change, Command, Verdict
 from amas_code.project import looks_binary, project_files, regular
 
@@ -107,11 +106,17 @@ class Tools:
             },
         }
 
-    def check(self, name: str, raw) -> dict:
+    def check(self, call: toolcalls.Call) -> dict:
         """The call's arguments, bound to the handler's signature; ValueError with what to fix otherwise."""
+        name = call.name
         if name not in self.names:
             raise ValueError(f"unknown tool {name!r}; available tools: {', '.join(self.names)}")
-        args = _arguments(name, raw)
+        if call.args is None:
+            written = str(call.raw)[:200]
+            raise ValueError(
+                f"arguments for {name} are not a JSON object ({written!r}); send one JSON object"
+            )
+        args = call.args
         sig = inspect.signature(getattr(self, name))
         if missing := [
             p.name for p in sig.parameters.values() if p.default is p.empty and p.name not in args
@@ -550,19 +555,6 @@ def _numbered(lines: list[str], offset: int, total: int) -> str:
             f"[{why}: lines {offset + 1}-{end} of {total} shown; read_file offset={end} reads on]"
         )
     return "\n".join(out)
-
-
-def _arguments(name: str, raw) -> dict:
-    """A call's arguments as a dict: read from JSON text, or as the reader found them."""
-    try:
-        args = json.loads(raw or "{}") if isinstance(raw, str) else raw
-    except ValueError as e:
-        raise ValueError(
-            f"arguments for {name} are not valid JSON ({e}); send one JSON object"
-        ) from None
-    if not isinstance(args, dict):
-        raise ValueError(f"arguments for {name} must be a JSON object, got {type(args).__name__}")
-    return args
 
 
 def _refuse_mistyped(name: str, sig: inspect.Signature, args: dict) -> None:

@@ -133,13 +133,13 @@ def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys)
 def test_ctrl_c_during_a_tool_keeps_messages_valid(agent, llm, monkeypatch):
     llm.reply(calls=[("read_file", '{"path": "README.md"}'), ("list_files", "{}")])
     real = agent.act.outcome
-    monkeypatch.setattr(
-        agent.act,
-        "outcome",
-        lambda name, raw: (
-            (_ for _ in ()).throw(KeyboardInterrupt) if name == "list_files" else real(name, raw)
-        ),
-    )
+
+    def outcome(call):
+        if call.name == "list_files":
+            raise KeyboardInterrupt
+        return real(call)
+
+    monkeypatch.setattr(agent.act, "outcome", outcome)
     assert agent.turn("look around") is False
     calls = agent.messages[1]["tool_calls"]
     results = {m["tool_call_id"]: m["content"] for m in agent.messages if m["role"] == "tool"}

@@ -100,7 +100,7 @@ def test_malformed_tool_calls_become_tool_results(agent, llm):
     llm.reply(text="recovered")
     agent.turn("go")
     results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
-    assert results[0].startswith("Error: arguments for read_file are not valid JSON")
+    assert results[0].startswith("Error: arguments for read_file are not a JSON object")
     assert results[1] == "Error: argument 'path' of read_file must be a string, got int"
     assert results[2] == "Error: edit_file is missing required argument(s): old_str, new_str"
     assert results[3].startswith("Error: unknown tool 'teleport'")
