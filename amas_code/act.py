@@ -125,7 +125,7 @@ class Act:
         """What the person sees before deciding: a change's diff (a picture's size)."""
         if isinstance(effect, effects.Command):
             return None
-        name = self.tools.show(effect.path)
+        name = project.shown(self.root, effect.path)
         old = effect.old or b""
         if project.looks_binary(effect.new) or project.looks_binary(old):
             return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
@@ -215,7 +215,7 @@ class Act:
             return self.checkpoint.recording(label, git=git)
         if not effect.path.is_relative_to(self.root):
             return contextlib.nullcontext()
-        label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"
+        label = f"[amas] {effect.verb} {project.shown(self.root, effect.path)}"
         return self.checkpoint.recording(label, [effect.path])
 
     def copies_too_much(self, line: str) -> bool:
@@ -234,7 +234,7 @@ class Act:
         since (the project's, or the filesystem's root for a path outside)."""
         inside = change.path.is_relative_to(self.root)
         project.write(change.path, [change.new], self.root if inside else Path("/"))
-        name = self.tools.show(change.path)
+        name = project.shown(self.root, change.path)
         self.tools.touched.add(name)
         if change.verb == "screenshot":
             return str(change.path)

@@ -81,8 +81,8 @@ class Agent:
         if len(data) > tools.MAX_READ:
             whole = f"{len(data) // 1000} KB"
             text += f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
-        self.attachments.append((self.tools.show(path), text))
-        return self.tools.show(path)
+        self.attachments.append((project.shown(self.root, path), text))
+        return project.shown(self.root, path)
 
     def mentions(self, line: str) -> list[tuple[str, Path]]:
         """The files a message names with @path (@property, @someone: words, not files)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from amas_code import home
+from amas_code import home, project
 from amas_code.effects import ALLOW, Change, Command, Verdict
 from amas_code.redact import CREDENTIALS
 
@@ -309,7 +309,7 @@ class Gate:
 
     def judge_change(self, change: Change) -> Verdict:
         path = change.path
-        name = self.show(change.path)
+        name = project.shown(self.root, change.path)
         place = self.where(path, write=True)
         if place:
             kind = "secret" if "credentials" in place else "write"
@@ -463,22 +463,6 @@ class Gate:
             v and not self.inside(v) and os.path.realpath(self.root / v) != str(self.root)
             for v in values
         )
-
-    def show(self, path: Path | str) -> str:
-        """A path as the user thinks of it: relative inside the project."""
-        inside = os.path.isabs(path) and os.path.commonpath((path, self.root)) == str(self.root)
-        if inside:
-            return os.path.relpath(path, self.root)
-        return str(path)
-
-    def resolve(self, raw: str, write: bool = False) -> Path:
-        """The absolute path a tool names (ValueError for a name no file can have)."""
-        if write and raw.endswith("/"):
-            example = f"{raw}file.txt"
-            raise ValueError(
-                f"{raw} ends with /, which names a folder; give the file's name, e.g. {example}"
-            )
-        return (self.root / Path(raw).expanduser()).resolve()
 
     def where(self, path: Path, write: bool = False) -> str:
         """Why a path needs a question: credentials, inside .git (for a write), outside the project; or ''."""

@@ -124,6 +124,25 @@ def _walk(base: Path, ignore: list[str]) -> Iterator[str]:
         yield from (os.path.join(folder, n) for n in sorted(names) if not skip.match(n))
 
 
+def shown(root: Path, path: Path | str) -> str:
+    """A path as the user thinks of it: relative inside the project, whole outside it."""
+    inside = os.path.isabs(path) and os.path.commonpath((path, root)) == str(root)
+    if inside:
+        return os.path.relpath(path, root)
+    return str(path)
+
+
+def resolved(root: Path, raw: str, write: bool = False) -> Path:
+    """The absolute path a tool names, from the project's root (ValueError for a name no file can
+    have)."""
+    if write and raw.endswith("/"):
+        example = f"{raw}file.txt"
+        raise ValueError(
+            f"{raw} ends with /, which names a folder; give the file's name, e.g. {example}"
+        )
+    return (root / Path(raw).expanduser()).resolve()
+
+
 class Moved(PermissionError):
     """A folder on the way to a write is no longer one (a link put in its place since the question):
     nothing is written."""

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 from amas_code import browser, effects, policy, redact, sandbox, toolcalls, ui
 from amas_code.effects import Change, Command, Verdict
-from amas_code.project import looks_binary, project_files, regular
+from amas_code.project import looks_binary, project_files, regular, resolved, shown
 
 MAX_READ = 50_000  # bytes of a file shown at once
 LINE_CAP = 4 * MAX_READ + 4  # bytes of one line kept: more than MAX_READ characters, however wide
@@ -132,13 +132,9 @@ class Tools:
         _refuse_mistyped(name, sig, args)
         return args
 
-    def show(self, path: Path) -> str:
-        """A path as the user thinks of it: relative inside the project."""
-        return self.gate.show(path)
-
     def path(self, raw: str) -> Path:
         """A path to read: outside the project (or in a place holding credentials) it is asked about."""
-        path = self.gate.resolve(raw)
+        path = resolved(self.root, raw)
         self.allow(self.gate.judge_path(path))
         return path
 
@@ -162,19 +158,21 @@ class Tools:
             f.seek(0)
             window = _Window(max(0, offset), max(1, limit))
             total = window.read(f)
-        self.touched.add(self.show(p))
+        self.touched.add(shown(self.root, p))
         if not total:
-            return f"(empty file: {self.show(p)})"
+            return f"(empty file: {shown(self.root, p)})"
         if window.offset >= total:
             raise ValueError(f"{path} has {total} lines; offset {offset} is past its end")
         # redacted with the lines around it, then cut: a part of a secret (a key without its BEGIN
         # line) is hidden too
-        shown = _numbered(window.shown(self.secrets.redact), window.offset, total)
-        return shown if window.utf8() else f"{shown}\n{NOT_UTF8_NOTE}"
+        numbered = _numbered(window.shown(self.secrets.redact), window.offset, total)
+        if not window.utf8():
+            return f"{numbered}\n{NOT_UTF8_NOTE}"
+        return numbered
 
     def write_file(self, path: str, content: str) -> str:
         """Replace a file's whole content (give the FULL content)."""
-        p = regular(self.gate.resolve(path, write=True), path)
+        p = regular(resolved(self.root, path, write=True), path)
         old = p.read_bytes() if p.is_file() else None
         try:  # the model saw it with U+FFFD in place of each byte it could not read
             (old or b"").decode("utf-8")
@@ -186,7 +184,7 @@ class Tools:
 
     def create_file(self, path: str, content: str) -> str:
         """Create a new file; fails if it exists."""
-        p = self.gate.resolve(path, write=True)
+        p = resolved(self.root, path, write=True)
         if os.path.lexists(p):
             raise ValueError(
                 f"{path} already exists; use edit_file to change it or write_file to replace it"
@@ -195,7 +193,7 @@ class Tools:
 
     def edit_file(self, path: str, old_str: str, new_str: str) -> str:
         """Replace one exact, unique occurrence of old_str with new_str."""
-        p = self.gate.resolve(path, write=True)
+        p = resolved(self.root, path, write=True)
         data = regular(p, path).read_bytes()
         text = _text(data)
         if text is None:
@@ -217,7 +215,7 @@ class Tools:
 
     def propose(self, p: Path, old: bytes | None, new: bytes, verb: str) -> Change:
         """The change a file tool wants; ValueError when writing it would lose or hide a secret."""
-        name = self.show(p)
+        name = shown(self.root, p)
         before = old or b""
         if new.count(b"[REDACTED]") > before.count(b"[REDACTED]"):
             # copied from a redacted read: the secret is lost
@@ -256,7 +254,7 @@ class Tools:
             files = [str(regular(base, path))]
         for f in files:
             try:
-                search.lines(self.searchable(f, base), self.show(f))
+                search.lines(self.searchable(f, base), shown(self.root, f))
             except TimeoutError:  # an OSError too: first
                 return search.report(pattern, stopped=True)
             except (OSError, UnicodeDecodeError):  # unreadable, or not text: not searched
@@ -288,10 +286,10 @@ class Tools:
             )
         cut = len(str(base)) + 1
         rels = (f[cut:] for f in project_files(base, self.config["ignore"]))
-        shown, rest = _first(rels)
-        if not shown:
+        listed, rest = _first(rels)
+        if not listed:
             return f"No files under {path}"
-        return "\n".join(_tree(shown)) + _counted(rest)
+        return "\n".join(_tree(listed)) + _counted(rest)
 
     # -- the web ------------------------------------------------------------------------------------
     def search_google(self, query: str, num_results: int = 5) -> str:
@@ -364,7 +362,7 @@ class Tools:
 
     def screenshot(self, path: str = "screenshot.png") -> Change | str:
         """Browser: save a PNG of the page; returns its path."""
-        p = regular(self.gate.resolve(path, write=True), path)
+        p = regular(resolved(self.root, path, write=True), path)
         png = self.page().png()
         if isinstance(png, str):  # the browser's error
             return png

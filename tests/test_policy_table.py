@@ -4,7 +4,7 @@ model, nothing run). One end-to-end test per rule kind stays beside the CLI (tes
 import pytest
 from conftest import make_config
 
-from amas_code import policy
+from amas_code import policy, project
 from amas_code.effects import Change, Command, Verdict
 
 RULES = {
@@ -220,9 +220,9 @@ def test_without_a_sandbox_every_command_is_asked_even_allowed_and_under_yes(bar
     ],
 )
 def test_reads(gate, path, plain, under_yes):
-    asked = gate().judge_path(gate().resolve(path))
+    asked = gate().judge_path(project.resolved(gate().root, path))
     assert shown(asked) == plain
-    assert shown(gate(**YES).judge_path(gate().resolve(path))) == under_yes
+    assert shown(gate(**YES).judge_path(project.resolved(gate().root, path))) == under_yes
 
 
 @pytest.mark.parametrize(
@@ -239,7 +239,7 @@ def test_reads(gate, path, plain, under_yes):
     ],
 )
 def test_more_credential_places_are_asked_even_under_yes(gate, where):
-    asked = gate(**YES).judge_path(gate().resolve(f"~/{where}"))
+    asked = gate(**YES).judge_path(project.resolved(gate().root, f"~/{where}"))
     assert shown(asked) == ("ask", "secret") and "which holds credentials" in asked.reason
 
 
@@ -260,7 +260,7 @@ def test_more_credential_places_are_asked_even_under_yes(gate, where):
     ],
 )
 def test_writes(gate, path, verb, old, plain, under_yes):
-    change = Change(gate().resolve(path, write=True), old, b"new", verb)
+    change = Change(project.resolved(gate().root, path, write=True), old, b"new", verb)
     assert shown(gate().judge(change)) == plain
     assert shown(gate(**YES).judge(change)) == under_yes
 
