@@ -91,7 +91,7 @@ class Act:
         """What a tool or command printed, as the model may read it: the secrets amas knows hidden,
         then capped (after: a cut could halve a secret, and the half would not be found)."""
         text = text or "Tool executed successfully (no output)"
-        return tools.cap(self.secrets.redact(text), self.result_limit())
+        return effects.cap(self.secrets.redact(text), self.result_limit())
 
     def dispatch(self, call: toolcalls.Call) -> effects.Outcome:
         """One call run: what its tool returned, or the outcome of the effect it wants."""

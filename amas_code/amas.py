@@ -103,9 +103,9 @@ def home_root(root: Path) -> None:
 
 def read_piped(stream, keep: int = 30_000) -> str:
     """What was piped in, in bounded memory: if long, its head and its end (where a log's errors are)."""
-    from amas_code import sandbox
+    from amas_code import effects
 
-    piped = sandbox.Capped(keep, what="piped input")
+    piped = effects.Capped(keep, keep, "characters of piped input")
     while chunk := stream.read(1 << 20):
         piped.add(chunk)
     if piped.cut:  # said, not only to the model
@@ -113,7 +113,7 @@ def read_piped(stream, keep: int = 30_000) -> str:
             f"piped input is {piped.size():,} bytes: only its first {keep // 1000} KB and last "
             f"{keep // 1000} KB are sent"
         )
-    return piped.text().strip()
+    return piped.text().replace("\r\n", "\n").strip()
 
 
 def find_root(here: Path) -> Path:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from amas_code import project, redact, webproxy
+from amas_code import effects, project, redact, webproxy
 
 MAX_BYTES = 2_000_000  # stop downloading a page past this
 MAX_CHARS = 20_000  # characters of a fetched page the model gets
@@ -118,13 +118,7 @@ def fetch(url: str, reach) -> str:
         converter = html2text.HTML2Text(baseurl=final_url, bodywidth=0)
         converter.ignore_images = True
         text = converter.handle(text).strip()
-    size = f"{len(text):,} characters" + (
-        f" from the first {MAX_BYTES:,} bytes" if len(body) > MAX_BYTES else ""
-    )
-    if len(text) > MAX_CHARS:
-        return f"{text[:MAX_CHARS]}\n\n[page capped at {MAX_CHARS:,} of {size}]"
-    stopped = f"\n\n[download stopped at {MAX_BYTES:,} bytes]"
-    return text + stopped * (len(body) > MAX_BYTES)
+    return _page(text, MAX_CHARS, len(body) > MAX_BYTES)
 
 
 def _download(url: str, reach) -> tuple[bytearray, str, str, str]:
@@ -286,13 +280,13 @@ def _tool(method):
     return guarded
 
 
-def _cap(text: str) -> str:
-    text = text.strip()
-    return (
-        text
-        if len(text) <= MAX_TEXT
-        else f"{text[:MAX_TEXT]}\n[capped at {MAX_TEXT} of {len(text)} characters]"
-    )
+def _page(text: str, limit: int, stopped: bool = False) -> str:
+    """A page's text up to limit characters (its head: what a page says first), the cut said, and
+    whether its download stopped before its end."""
+    said = effects.Capped(limit, 0, "characters of the page").add(text).text()
+    if stopped:
+        said += f"\n[download stopped at {MAX_BYTES:,} bytes]"
+    return said
 
 
 def chromium_args() -> list[str]:
@@ -434,9 +428,8 @@ class Browser:
         if unreachable:  # the proxy could not connect: as an error, as without it
             raise ValueError(f"Page.goto: {unreachable} (at {url})")
         status = f" (HTTP {response.status})" if response and not response.ok else ""
-        return (
-            f"{page.title()}\n{page.url}{status}\n\n{_cap(page.inner_text('body', timeout=WAIT))}"
-        )
+        text = _page(page.inner_text("body", timeout=WAIT).strip(), MAX_TEXT)
+        return f"{page.title()}\n{page.url}{status}\n\n{text}"
 
     @_tool
     def click(self, page, selector: str) -> str:
@@ -456,7 +449,10 @@ class Browser:
 
     @_tool
     def get_text(self, page, selector: str = "body") -> str:
-        return _cap(page.inner_text(selector, timeout=WAIT)) or f"(no visible text in {selector})"
+        text = page.inner_text(selector, timeout=WAIT).strip()
+        if not text:
+            return f"(no visible text in {selector})"
+        return _page(text, MAX_TEXT)
 
     def close(self) -> None:
         """Stop Chromium, then Playwright's driver, then the proxy; safe to call twice."""

@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-from amas_code import home, providers, repomap, skills, tools, ui
+from amas_code import effects, home, providers, repomap, skills, ui
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
@@ -114,7 +114,7 @@ class Context:
         )
         # its head and its end, in what the context leaves beside the instructions and the summary
         room = self.model.context_limit() - SUMMARY_TOKENS - estimate(SUMMARIZE) - 100
-        transcript = tools.cap(transcript, max(room, 500) * CHARS_PER_TOKEN)
+        transcript = effects.cap(transcript, max(room, 500) * CHARS_PER_TOKEN)
         config = {**self.config, "max_tokens": SUMMARY_TOKENS}
         summarizer = providers.Model(config, self.model.usage, self.model.known)
         asked = [{"role": "system", "content": SUMMARIZE}, {"role": "user", "content": transcript}]
@@ -134,7 +134,7 @@ class Context:
         share = max(2000, self.limit() // 4) * 3
         long = [m for m in messages if m["role"] == "tool" and len(m["content"]) > share]
         for m in long:
-            m["content"] = tools.cap(m["content"], share)
+            m["content"] = effects.cap(m["content"], share)
         if long:
             self.warn(
                 f"cut {ui.plural(len(long), 'long tool result')} so the conversation fits the context"

@@ -357,59 +357,26 @@ def _harden() -> None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<amas>/environ is root's
 
 
-class Capped:
-    """A stream's bytes in bounded memory: its first `keep` bytes and its last, and a count of what
-    was cut between (a command's output; what was piped into amas)."""
-
-    def __init__(self, keep: int = KEEP, watch=None, what: str = "output"):
-        self.keep = keep
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-        self.watch = watch  # shown live, as it comes
-        self.what = what  # named where the cut is said
-
-    def add(self, data: bytes) -> None:
-        if self.watch:
-            self.watch(data.decode(errors="replace"))
-        room = max(0, self.keep - len(self.head))
-        self.head += data[:room]
-        self.tail += data[room:]
-        if len(self.tail) > 2 * self.keep:  # trimmed in batches: cheap, and never above 3 × keep
-            drop = len(self.tail) - self.keep
-            self.dropped += drop
-            del self.tail[:drop]
-
-    @property
-    def cut(self) -> int:
-        """Bytes left out between the head and the last `keep` bytes."""
-        return self.dropped + max(0, len(self.tail) - self.keep)
-
-    def size(self) -> int:
-        return len(self.head) + len(self.tail) + self.dropped
-
-    def text(self) -> str:
-        said = f"\n[… {self.cut:,} bytes of {self.what} cut …]\n".encode() if self.cut else b""
-        tail = self.tail[len(self.tail) - self.keep :] if self.cut else self.tail
-        raw = bytes(self.head + said + tail).decode(errors="replace")
-        return raw.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def _collect(
     proc: subprocess.Popen, timeout: float, before: set[int], watch
 ) -> tuple[str, str, str]:
     """The command's output, and a note if it ran past its timeout and was killed with its children;
     on Ctrl+C, effects.Stopped with what it printed until then."""
-    out = Capped(watch=watch)
-    err = Capped(watch=watch)
+    out = effects.Capped(KEEP, KEEP, "characters of output", watch)
+    err = effects.Capped(KEEP, KEEP, "characters of output", watch)
     start = time.monotonic()
     try:
         note = _pump(proc, timeout, before, (out, err))
     except KeyboardInterrupt:
-        printed = "\n".join(text.rstrip() for text in (out.text(), err.text()) if text.strip())
+        printed = "\n".join(text.rstrip() for text in (_said(out), _said(err)) if text.strip())
         took = time.monotonic() - start
         raise effects.Stopped(f"{printed}\n[stopped by the user after {took:.1f} s]") from None
-    return out.text(), err.text(), note
+    return _said(out), _said(err), note
+
+
+def _said(stream: effects.Capped) -> str:
+    """A stream's text, its line ends as a terminal would show them."""
+    return stream.text().replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _pump(proc: subprocess.Popen, timeout: float, before: set[int], into: tuple) -> str:

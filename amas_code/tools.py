@@ -59,14 +59,6 @@ NAMES = (
 NAMES += ("search_google", "fetch_url", *BROWSER)
 
 
-def cap(text: str, limit: int) -> str:
-    """Text cut to limit characters, keeping its head and its tail (where errors and exit codes are)."""
-    if len(text) <= limit:
-        return text
-    cut = len(text) - limit
-    return f"{text[: limit // 2]}\n[… {cut} characters cut; ask for less, e.g. a line range …]\n{text[-limit // 2 :]}"
-
-
 class Tools:
     """The tools of one project. A tool that changes something returns what it wants done (a Change or
     a Command) for the agent to ask about, checkpoint and perform; reads outside the project and new

@@ -486,7 +486,7 @@ def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
         sent.startswith("why did it fail?\n\n```\nfirst line of the log\n")
         and "ERROR disk full\n```" in sent
     )
-    assert len(sent) < 70_000 and re.search(r"\[… [\d,]+ bytes of piped input cut …\]", sent)
+    assert len(sent) < 70_000 and re.search(r"\[… [\d,]+ characters of piped input cut …\]", sent)
     said = [line for line in done.stderr.splitlines() if "piped input" in line]
     assert said == [
         f"⚠ piped input is {len(log):,} bytes: only its first 30 KB and last 30 KB are sent"

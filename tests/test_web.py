@@ -98,17 +98,15 @@ def test_http_error_status(pages):
 def test_long_page_is_capped_with_its_size(pages):
     out = answered(browser.fetch, pages.url + "/long", ASK_NOTHING)
     assert out.startswith("0123456789" * 100)
-    assert out.endswith("\n\n[page capped at 20,000 of 100,000 characters]")
+    assert out.endswith("\n[… 80,000 characters of the page cut …]\n")
     assert len(out) < browser.MAX_CHARS + 100
 
 
 def test_download_stops_at_the_size_cap(pages):
     pages.requests.clear()
     out = answered(browser.fetch, pages.url + "/huge", ASK_NOTHING)  # 3 MB
-    assert (
-        out
-        == "x" * 20_000
-        + "\n\n[page capped at 20,000 of 2,000,000 characters from the first 2,000,000 bytes]"
+    assert out == "x" * 20_000 + (
+        "\n[… 1,980,000 characters of the page cut …]\n\n[download stopped at 2,000,000 bytes]"
     )
     assert pages.requests == ["/huge"]
 
