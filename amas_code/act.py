@@ -31,7 +31,8 @@ def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> effects.Ans
     question = verdict.question
     # a command cannot hide in blank characters
     if verdict.kind in ("shell", "unboxed", "grant", "timeout"):
-        question = question.replace(verdict.key, ui.command_summary(verdict.key))
+        summary = ui.command_summary(verdict.key, policy.programs(verdict.key))
+        question = question.replace(verdict.key, summary)
     choice, feedback = ui.question(question, choices, detail, always)
     if choice in ("y", "a"):
         note = gate.granted(verdict, always=choice == "a")
@@ -200,7 +201,8 @@ class Act:
         """The command, its output shown live while it runs."""
         box = self.tools.box and dataclasses.replace(self.tools.box, grant=grant)
         env = redact.child_env(self.config)
-        with ui.Tail(ui.command_summary(command.line)) as tail:
+        title = ui.command_summary(command.line, policy.programs(command.line))
+        with ui.Tail(title) as tail:
             return sandbox.run(command, self.root, env, box, watch=tail.feed)
 
     def recording(self, effect: effects.Change | effects.Command, grant: str = ""):

@@ -18,10 +18,7 @@ RC_FILES = (
 SKIP = {"/proc", "/sys", "/dev"}  # replaced whole in the box, not hidden one by one
 # of the home, only these are in the box, read-only (with the user's own `sandbox_read` places):
 # the toolchains and git's identity; credential places among them stay hidden (redact.CREDENTIALS)
-HOME_READ = (
-    "~/.local/bin ~/.local/lib ~/.local/share/pipx ~/.local/share/uv ~/.cargo ~/.rustup ~/.pyenv "
-    "~/.nvm ~/.npm ~/.cache/pip ~/.cache/uv ~/.gitconfig ~/.config/git"
-).split()
+HOME_READ = (*redact.TOOLCHAINS, "~/.gitconfig", "~/.config/git")
 # what steers amas or the user's tools: read-only in the box; where missing, an empty read-only
 # folder stands in for it (git shows no empty folder; no file of that name can be made)
 STEERING = ("AGENTS.md", ".amas", ".vscode", ".idea", ".envrc")

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from amas_code import home, project
+from amas_code import home, project, webproxy
 from amas_code.effects import ALLOW, Change, Command, Verdict
-from amas_code.redact import CREDENTIALS
+from amas_code.redact import CREDENTIALS, TOOLCHAINS
 
 GRANTS = {  # what a grant lets a command do, in amas's words, for one run
     "network": "the network (still in the box)",
@@ -35,13 +35,6 @@ KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'alw
         "",
     ),  # a command given longer than shell_timeout, the ceiling set in the config
 }
-# the dot-folders of the home a build reads, read unasked under --yes (other dot-files are asked)
-TOOLCHAIN = (
-    "~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv ~/.nvm ~/.npm/_cacache ~/.m2/repository "
-    "~/.gradle/caches ~/.gradle/wrapper ~/.local/lib ~/.local/bin ~/.rbenv ~/.gem ~/.sdkman "
-    "~/.deno ~/.bun ~/.volta ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip "
-    "~/.cache/go-build ~/.dotnet"
-).split()
 WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
@@ -176,6 +169,16 @@ def split(line: str) -> tuple[list[list[str]], list[str], bool]:
     rule)."""
     found = parse(line)
     return [list(c) for c in found.commands], list(found.targets), found.plain
+
+
+def programs(line: str) -> list[str]:
+    """The program of each simple command of a line, in order, once each (assignments skipped)."""
+    found = []
+    for words in parse(line).commands:
+        named = _unassigned(list(words))
+        if named and named[0] not in found:
+            found.append(named[0])
+    return found
 
 
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
@@ -505,7 +508,7 @@ def _dotted(path: Path) -> str:
     if not path.is_relative_to(home_dir):
         return ""
     first = path.relative_to(home_dir).parts[0]
-    toolchain = any(path.is_relative_to(Path(t).expanduser().resolve()) for t in TOOLCHAIN)
+    toolchain = any(path.is_relative_to(Path(t).expanduser().resolve()) for t in TOOLCHAINS)
     if not first.startswith(".") or toolchain:
         return ""
     return f"outside the project: ~/{first} in your home, which may hold credentials"
@@ -517,14 +520,7 @@ def _first_match(command: str, rules: list[str]) -> str | None:
 
 def _origin(url: str) -> str:
     """scheme://host:port of a URL, the port written out (http://a and http://a:80 are one place)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    try:
-        port = parts.port or {"http": 80, "https": 443}.get(scheme, 0)
-    except ValueError:  # a port that is not a number
-        port = 0
-    host = (parts.hostname or "").lower()
-    return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+    return f"{urlsplit(url).scheme.lower()}://{webproxy.place(url)}"
 
 
 def _local(host: str) -> bool:

@@ -17,6 +17,17 @@ CREDENTIALS = (
     "~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history ~/.mysql_history ~/.python_history"
 ).split()
 
+# the places of the home a build reads, which hold no credentials: the box shows them read-only
+# (boxview), and reading them is not asked under --yes (policy); credential places inside any of
+# them stay hidden (CREDENTIALS)
+TOOLCHAINS = (
+    "~/.local/bin ~/.local/lib ~/.local/share/pipx ~/.local/share/uv/python ~/.local/share/uv/tools "
+    "~/.cargo/bin ~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv ~/.nvm ~/.npm/_cacache "
+    "~/.m2/repository ~/.gradle/caches ~/.gradle/wrapper ~/.rbenv ~/.gem ~/.sdkman ~/.deno ~/.bun "
+    "~/.volta ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip ~/.cache/uv ~/.cache/go-build "
+    "~/.dotnet"
+).split()
+
 
 # a secret-named environment variable (withheld from commands, its value hidden): a wider net
 # than secret_name(), as a variable costs nothing to withhold; GIT_AUTHOR_NAME, KEYBOARD,

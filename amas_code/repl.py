@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.text import Text
 
 from amas_code import config as config_file
-from amas_code import effects, home, project, providers, redact, sandbox, skills, ui
+from amas_code import effects, home, policy, project, providers, redact, sandbox, skills, ui
 from amas_code import history as chat_log
 from amas_code.checkpoint import CheckpointError
 
@@ -171,7 +171,7 @@ def shell(agent, line: str) -> None:
     # as the user: no box
     command = effects.Command(line, USER_TIMEOUT)
     env = redact.child_env(agent.config)
-    with ui.Tail(ui.command_summary(line)) as tail:
+    with ui.Tail(ui.command_summary(line, policy.programs(line))) as tail:
         result = sandbox.run(command, agent.context.cwd, env, watch=tail.feed)
     ui.show_output(result.split("\n", 1)[-1])
     agent.ran(result)

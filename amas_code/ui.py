@@ -71,27 +71,22 @@ def one_line(text: str) -> str:
     return text.replace("\n", "\\n").replace("\t", "\\t")
 
 
-def command_summary(line: str) -> str:
+def command_summary(line: str, programs: list[str] = ()) -> str:
     """A command as the person reads it: whole when short and plain, else its start, the programs
-    it runs and how much more there is, so blank-drawing characters cannot hide part of it."""
+    it runs (as the shell grammar reads them: policy.programs) and how much more there is, so
+    blank-drawing characters cannot hide part of it."""
     line = hidden(line)  # before it is cut: a cut could halve a secret
     plain = not BLANK.search(line) and not INVISIBLE.search(line)
     if len(line) <= HEAD or (len(line) <= SHORT and plain):  # whole: escaped, nothing can hide
         return one_line(line)
-    programs = [one_line(p)[:40] for p in _programs(line)]
     head = one_line(line[:HEAD])[:HEAD]
-    runs = f"; runs {', '.join(programs[:8])}" + (" …" if len(programs) > 8 else "")
-    return f"{head} … (+{len(line) - HEAD:,} characters{runs if programs else ''})"
-
-
-def _programs(line: str) -> list[str]:
-    """The first word of each command in a shell line, in order, once each (variables skipped)."""
-    found = []
-    for part in re.split(r"[;&|()\n`]+|\$\(", line):
-        words = [w for w in part.split() if not re.fullmatch(r"\w+=\S*", w)]
-        if words and words[0] not in found:
-            found.append(words[0])
-    return found
+    runs = ""
+    if programs:
+        shown = [one_line(p)[:40] for p in programs[:8]]
+        runs = f"; runs {', '.join(shown)}"
+    if len(programs) > 8:
+        runs += " …"
+    return f"{head} … (+{len(line) - HEAD:,} characters{runs})"
 
 
 def row(*parts) -> None:

@@ -44,12 +44,13 @@ def test_the_mounts_are_one_value(layout):
     def bind(path: str, kind: str = "--ro-bind", source: str = "") -> list[str]:
         return [kind, source or path, path]
 
-    expected = ["--tmpfs", h, *bind(f"{h}/.cargo"), *bind(f"{h}/.gitconfig"), *bind(f"{h}/.m2")]
-    # of the credential places, only those the box would show: the system's, and one in a toolchain
+    # of cargo, its programs: not its config or credentials
+    expected = ["--tmpfs", h, *bind(f"{h}/.cargo/bin"), *bind(f"{h}/.gitconfig"), *bind(f"{h}/.m2")]
+    # of the credential places, only those the box would show: the system's
     expected += bind(r, "--bind")
     for place in ("/etc/shadow", "/etc/sudoers", "/etc/ssh"):
         expected += hidden(place)
-    expected += [*bind(f"{h}/.cargo/credentials.toml", source="/dev/null"), *bind(f"{r}/.git")]
+    expected += bind(f"{r}/.git")
     # the submodule's folder, not checked out, read-only whole; the untracked repository's .git
     expected += [*bind(f"{r}/lib"), *bind(f"{r}/tools/x", "--bind"), *bind(f"{r}/tools/x/.git")]
     expected += [*bind(f"{r}/AGENTS.md"), *bind(f"{r}/.amas")]
