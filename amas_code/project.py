@@ -115,13 +115,48 @@ def _globs(patterns: list[str]) -> re.Pattern:
 
 
 def _walk(base: Path, ignore: list[str]) -> Iterator[str]:
-    """Files under a folder that is not in git: `ignore` and its .gitignore's names honoured."""
-    gitignore = base / ".gitignore"
-    listed = gitignore.read_text(errors="replace").split() if gitignore.is_file() else []
-    skip = _globs(ignore + listed)
+    """Files under a folder that is not in git: `ignore` and every .gitignore on the way read as git
+    reads them (pathspec: negations, anchors, `dir/*.md`, a .gitignore in a subfolder)."""
+    import pathspec
+
+    chains = {".": [(".", pathspec.GitIgnoreSpec.from_lines(ignore))]}
     for folder, dirs, names in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if not skip.match(d))
-        yield from (os.path.join(folder, n) for n in sorted(names) if not skip.match(n))
+        here = os.path.relpath(folder, base)
+        chain = chains.pop(here, [])  # the rules of the folders above, nearest last
+        own = _gitignore(Path(folder))
+        if own is not None:
+            chain = [*chain, (here, own)]
+        dirs[:] = sorted(d for d in dirs if not _ignored(chain, _joined(here, d) + "/"))
+        chains.update((_joined(here, d), chain) for d in dirs)
+        kept = sorted(n for n in names if not _ignored(chain, _joined(here, n)))
+        yield from (os.path.join(folder, n) for n in kept)
+
+
+def _joined(here: str, name: str) -> str:
+    return os.path.normpath(os.path.join(here, name))
+
+
+def _gitignore(folder: Path):
+    """The rules of a folder's own .gitignore, or None."""
+    import pathspec
+
+    path = folder / ".gitignore"
+    if not path.is_file():
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(path.read_text(errors="replace").splitlines())
+
+
+def _ignored(chain: list, path: str) -> bool:
+    """Whether git would ignore path: the nearest .gitignore whose patterns decide wins, each
+    matched from its own folder."""
+    for folder, spec in reversed(chain):
+        rel = path
+        if folder != ".":
+            rel = path[len(folder) + 1 :]
+        decided = spec.check_file(rel).include
+        if decided is not None:
+            return decided
+    return False
 
 
 def shown(root: Path, path: Path | str) -> str:

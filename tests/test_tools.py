@@ -10,7 +10,7 @@ import time
 
 import psutil
 import pytest
-from conftest import toolbox
+from conftest import git, toolbox
 
 from amas_code import tools
 
@@ -380,3 +380,28 @@ def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeo
     finally:
         with contextlib.suppress(OSError, ValueError):
             os.killpg(int((bare / "daemon.pid").read_text()), signal.SIGKILL)
+
+
+def test_outside_git_every_gitignore_is_read_as_git_reads_it(bare, run):
+    """Negations, anchors, `dir/*.txt` and a .gitignore in a subfolder: list_files and search_files
+    outside a repository leave out exactly what git would (git itself is asked on a copy)."""
+    import shutil
+
+    (bare / ".gitignore").write_text("*.md\n!keep.md\n/out\ndocs/*.txt\n")
+    (bare / "sub" / "deep").mkdir(parents=True)
+    (bare / "sub" / ".gitignore").write_text("!again.md\n*.log\n")
+    names = "a.md keep.md b.py docs/x.txt docs/y.py sub/again.md sub/c.md sub/x.log sub/deep/d.log"
+    for name in [*names.split(), "sub/deep/e.md", "out/o", "sub/out"]:
+        (bare / name).parent.mkdir(parents=True, exist_ok=True)
+        (bare / name).write_text("needle\n")
+    copy = bare.parent / "copy"
+    shutil.copytree(bare, copy)
+    git(copy, "init", "-q")
+    listed = git(copy, "ls-files", "-co", "--exclude-standard").split()
+    assert sorted(listed) == [
+        ".gitignore", "b.py", "docs/y.py", "keep.md", "sub/.gitignore", "sub/again.md", "sub/out"
+    ]  # fmt: skip
+    found = run("search_files", pattern="needle").splitlines()
+    needles = [name for name in listed if not name.endswith(".gitignore")]
+    assert sorted(line.split(":")[0] for line in found) == sorted(needles)
+    assert "a.md" not in run("list_files") and "keep.md" in run("list_files")
