@@ -23,7 +23,10 @@ MAX_LINES = 300  # lines of search and list output
 # held twice more; 1 MiB blocks cost a one-shot's search 8.6 MB of RSS in git/git, 64 KiB 3.2 MB
 # (and no time: 3.9 s for its 4,847 files either way, most of it redaction)
 BLOCK = 1 << 16
-SEARCH_SECONDS = 10  # search_files' time limit, for every regex together
+SEARCH_SECONDS = 10  # CPU seconds search_files may spend, every regex (and redaction) together
+# and its limit in wall time, however busy the machine: stopped there, the machine is said, not
+# the pattern
+SEARCH_WALL = 60
 CLOSEST_BUDGET = 500_000  # characters edit_file's closest-region search compares (~0.2 s)
 PARAMS = dict(  # what a parameter means, where its name is not enough
     path="File path, relative to the project root",
@@ -372,12 +375,14 @@ class _Search:
         import regex
 
         self.pattern = pattern
-        self.deadline = time.monotonic() + SEARCH_SECONDS
+        self.started = time.thread_time()  # CPU time: a busy machine does not use it up
+        self.deadline = time.monotonic() + SEARCH_WALL
         self.hits = []
         # a block of lines none of which matches is passed over in one search, where `^` and `$`
         # mean a line's ends; an anchor on the whole text (\A, \Z) would miss there
-        whole = re.search(r"\\[AZzG]", pattern.pattern)
-        self.block = None if whole else regex.compile(pattern.pattern, pattern.flags | regex.M)
+        self.block = None
+        if not re.search(r"\\[AZzG]", pattern.pattern):
+            self.block = regex.compile(pattern.pattern, pattern.flags | regex.M)
 
     def lines(self, blocks: Iterator[str], name: str) -> None:
         """Add the lines of a file the pattern finds; TimeoutError once the time is up."""
@@ -385,29 +390,50 @@ class _Search:
         for text in blocks:
             first = start
             start = start + text.count("\n")
-            if self.block and not self.block.search(text, timeout=self.left()):
+            if self.block and not self.found(self.block, text):
                 continue
             pieces = text.split("\n")
-            for n, line in enumerate(pieces[:-1] if text.endswith("\n") else pieces, first):
-                if self.pattern.search(line.removesuffix("\r"), timeout=self.left()):
+            if text.endswith("\n"):
+                pieces.pop()
+            for n, line in enumerate(pieces, first):
+                if self.found(self.pattern, line.removesuffix("\r")):
                     self.hits.append(f"{name}:{n}: {line.strip()[:200]}")
 
+    def found(self, pattern, text: str) -> bool:
+        """Whether pattern is in text, within the CPU time left. regex's own limit is wall time: a
+        search it stops while CPU time is left (the machine was busy) is tried again."""
+        while True:
+            try:
+                return bool(pattern.search(text, timeout=self.left()))
+            except TimeoutError:
+                self.left()  # raises when the time is really up
+
+    def spent(self) -> float:
+        return time.thread_time() - self.started
+
     def left(self) -> float:
-        """Seconds left; TimeoutError when there are none."""
-        left = self.deadline - time.monotonic()
+        """CPU seconds left (at most the wall time left); TimeoutError when there are none."""
+        left = min(SEARCH_SECONDS - self.spent(), self.deadline - time.monotonic())
         if left <= 0:
             raise TimeoutError
         return left
 
     def report(self, pattern: str, stopped: bool = False) -> str:
-        """The lines found, capped, and whether the time ran out."""
+        """The lines found, capped, and whether the time ran out: the pattern's CPU time, or the
+        machine's load."""
         out = self.hits[:MAX_LINES] or [f"No matches for {pattern!r}"]
         if len(self.hits) > MAX_LINES:
             out.append(f"[capped at {MAX_LINES} matches; narrow the pattern or path]")
-        if stopped:
+        if stopped and self.spent() >= SEARCH_SECONDS:
             out.append(
                 f"[stopped after {SEARCH_SECONDS} s, not every file searched: the pattern is too slow "
                 "(a nested repeat such as (a+)+ backtracks); simplify it or search a narrower path]"
+            )
+        elif stopped:
+            out.append(
+                f"[stopped after {SEARCH_WALL} s, not every file searched: the machine is too busy "
+                "to finish in time (the pattern used little of it); try again, or search a narrower "
+                "path]"
             )
         return "\n".join(out)
 

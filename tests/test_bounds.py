@@ -97,6 +97,17 @@ def test_a_catastrophic_regex_is_answered_or_stopped_at_the_time_limit(run, proj
     assert out.startswith("No matches for '(a|aa)+$'\n[stopped after 1 s, not every file searched")
 
 
+def test_a_busy_machine_is_not_blamed_on_the_pattern(run, project, monkeypatch):
+    """The limit is CPU time: a search stopped by the wall-clock ceiling while the pattern had used
+    little CPU (the machine was busy) says so, not that the pattern is too slow."""
+    from amas_code import tools
+
+    (project / "a.txt").write_text("plain\n" * 1000)
+    monkeypatch.setattr(tools, "SEARCH_WALL", 0)  # as if others had taken every second of it
+    out = run("search_files", pattern="needle")
+    assert "the machine is too busy" in out and "too slow" not in out
+
+
 @pytest.mark.timeout(60)  # before, git hashed the 64 GB of zeros for minutes
 def test_a_sparse_file_a_command_makes_is_named_not_hashed(project):
     box = toolbox(project, checkpoint=True, auto_accept=True, shell_timeout=10)
