@@ -104,7 +104,7 @@ def test_a_busy_machine_is_not_blamed_on_the_pattern(run, project, monkeypatch):
 
     (project / "a.txt").write_text("plain\n" * 1000)
     monkeypatch.setattr(tools, "SEARCH_WALL", 0)  # as if others had taken every second of it
-    out = run("search_files", pattern="needle")
+    out = run("search_files", pattern="ne+dle")
     assert "the machine is too busy" in out and "too slow" not in out
 
 
