@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
+# off the default run (2 minutes of one worker for a smoke test): `.ci/run` runs it with -m bench
+pytestmark = pytest.mark.bench
 
 
 def test_the_benchmark_steps_that_reach_into_amas_run_and_report():
