@@ -2,6 +2,7 @@
 
 import difflib
 import inspect
+import json
 import os
 import re
 import time
@@ -49,6 +50,7 @@ KEEP = (  # how to edit around a hidden value (the model cannot copy what it nev
     "new_str to keep the value there (or leave it out of new_str to delete it); the other characters must match"
 )
 JSON_TYPES = {str: "string", int: "integer"}
+TYPE_NAMES = {str: "a string", int: "an integer"}  # for the model, when a value cannot be one
 BROWSER = ("navigate", "click", "type", "screenshot", "get_text")
 NAMES = (
     "read_file",
@@ -111,8 +113,8 @@ class Tools:
             raise ValueError(
                 f"arguments for {name} are not a JSON object ({written!r}); send one JSON object"
             )
-        args = call.args
         sig = inspect.signature(getattr(self, name))
+        args = _tolerant(name, sig, call.args)
         if missing := [
             p.name for p in sig.parameters.values() if p.default is p.empty and p.name not in args
         ]:
@@ -124,7 +126,6 @@ class Tools:
             raise ValueError(
                 f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
             )
-        _refuse_mistyped(name, sig, args)
         return args
 
     def path(self, raw: str) -> Path:
@@ -573,15 +574,32 @@ def _numbered(lines: list[str], offset: int, total: int) -> str:
     return "\n".join(out)
 
 
-def _refuse_mistyped(name: str, sig: inspect.Signature, args: dict) -> None:
-    """Each argument of its parameter's type: a string `timeout` is refused before the command starts."""
-    for key, value in sig.bind(**args).arguments.items():
-        want = sig.parameters[key].annotation
-        if not isinstance(value, want) or isinstance(value, bool):
-            kind = JSON_TYPES[want]
-            raise ValueError(
-                f"argument {key!r} of {name} must be a{'n' * (kind[0] == 'i')} {kind}, got {type(value).__name__}"
-            )
+def _tolerant(name: str, sig: inspect.Signature, args: dict) -> dict:
+    """The arguments as a tolerant reader takes them: a null is the parameter's default (a required
+    one is then missing); a value of another type is converted where that is unambiguous (7 for a
+    string, "30" or 30.0 for an integer), else refused, naming what to send."""
+    typed = {}
+    for key, value in args.items():
+        if value is None:
+            continue
+        want = sig.parameters[key].annotation if key in sig.parameters else None
+        typed[key] = _converted(name, key, value, want)
+    return typed
+
+
+def _converted(name: str, key: str, value, want):
+    """value as the type the parameter wants (want None: no such parameter, kept for its error)."""
+    whole = isinstance(value, float) and value.is_integer()
+    if want is None or (isinstance(value, want) and not isinstance(value, bool)):
+        return value
+    if want is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if want is int and whole:
+        return int(value)
+    if want is int and isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    got = json.dumps(value)[:40]
+    raise ValueError(f"argument {key!r} of {name} must be {TYPE_NAMES[want]}, not {got}")
 
 
 def _text(data: bytes) -> str | None:

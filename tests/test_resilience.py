@@ -92,7 +92,7 @@ def test_malformed_tool_calls_become_tool_results(agent, llm):
     llm.reply(
         calls=[
             ("read_file", "{broken json"),
-            ("read_file", '{"path": 7}'),
+            ("read_file", '{"path": {"file": "x"}}'),
             ("edit_file", '{"path": "x"}'),
             ("teleport", "{}"),
         ]
@@ -101,7 +101,22 @@ def test_malformed_tool_calls_become_tool_results(agent, llm):
     agent.turn("go")
     results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
     assert results[0].startswith("Error: arguments for read_file are not a JSON object")
-    assert results[1] == "Error: argument 'path' of read_file must be a string, got int"
+    assert results[1] == (
+        'Error: argument \'path\' of read_file must be a string, not {"file": "x"}'
+    )
     assert results[2] == "Error: edit_file is missing required argument(s): old_str, new_str"
     assert results[3].startswith("Error: unknown tool 'teleport'")
     assert agent.messages[-1]["content"] == "recovered"
+
+
+def test_null_optional_arguments_are_their_defaults(agent, llm):
+    """Qwen2.5-Coder-1.5B on llama.cpp writes `"limit": null` for every optional argument it does not
+    mean: the call runs with the defaults, and the model reads the file."""
+    nulls = '{"path": "README.md", "offset": null, "limit": null}'
+    llm.reply(
+        calls=[("read_file", nulls), ("shell_command", '{"command": "true", "timeout": null}')]
+    )
+    llm.reply(text="read")
+    agent.turn("read the readme")
+    results = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert results[0] == "     1\t# demo" and results[1] == "$ true\n[exit code 0]"

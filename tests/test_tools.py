@@ -237,8 +237,8 @@ def test_dispatcher_answers_bad_calls_with_text(run, box):
         "Error: arguments for read_file are not a JSON object ('[1]'); send one JSON object"
     )
     assert run("read_file") == "Error: read_file is missing required argument(s): path"
-    assert (
-        run("read_file", path=3) == "Error: argument 'path' of read_file must be a string, got int"
+    assert run("read_file", path=["a"]) == (
+        "Error: argument 'path' of read_file must be a string, not [\"a\"]"
     )
     assert run("read_file", path="x", colour="red").startswith(
         "Error: read_file has no argument(s) colour"
@@ -262,8 +262,8 @@ def test_search_and_list_say_when_the_path_is_not_there(project):
         box.execute("list_files", json.dumps({"path": "README.md"}))
         == "Error: README.md is not a folder"
     )
-    wrong = box.execute("read_file", json.dumps({"path": "README.md", "offset": "3"}))
-    assert wrong == "Error: argument 'offset' of read_file must be an integer, got str"
+    wrong = box.execute("read_file", json.dumps({"path": "README.md", "offset": "three"}))
+    assert wrong == "Error: argument 'offset' of read_file must be an integer, not \"three\""
 
 
 @pytest.mark.parametrize(
@@ -405,3 +405,22 @@ def test_outside_git_every_gitignore_is_read_as_git_reads_it(bare, run):
     needles = [name for name in listed if not name.endswith(".gitignore")]
     assert sorted(line.split(":")[0] for line in found) == sorted(needles)
     assert "a.md" not in run("list_files") and "keep.md" in run("list_files")
+
+
+def test_arguments_are_read_as_a_tolerant_reader_takes_them(run, bare):
+    """A real small model (Qwen2.5-Coder-1.5B) writes every optional argument it does not mean as
+    null: null is the default. A value of another type is converted where that is unambiguous."""
+    (bare / "a.txt").write_text("one\ntwo\nthree\n")
+    whole = run("read_file", path="a.txt")
+    assert run("read_file", path="a.txt", offset=None, limit=None) == whole
+    assert run("read_file", path="a.txt", offset="1", limit=1.0) == run(
+        "read_file", path="a.txt", offset=1, limit=1
+    )
+    assert "2\ttwo" in run("read_file", path="a.txt", offset="1", limit=1.0)
+    (bare / "7").write_text("seven\n")
+    assert "seven" in run("read_file", path=7)
+    assert run("shell_command", command="echo hi", timeout=None).startswith("$ echo hi\nhi")
+    assert run("read_file", path=None) == "Error: read_file is missing required argument(s): path"
+    assert run("read_file", path="a.txt", limit=True).startswith(
+        "Error: argument 'limit' of read_file must be an integer, not true"
+    )
