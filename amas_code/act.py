@@ -237,7 +237,7 @@ class Act:
         inside = change.path.is_relative_to(self.root)
         project.write(change.path, [change.new], self.root if inside else Path("/"))
         name = project.shown(self.root, change.path)
-        self.tools.touched.add(name)
+        self.tools.wrote(change)
         if change.verb == "screenshot":
             return str(change.path)
         new = change.new

@@ -82,6 +82,7 @@ class Agent:
             whole = f"{len(data) // 1000} KB"
             text += f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
         self.attachments.append((project.shown(self.root, path), text))
+        self.tools.saw(path)
         return project.shown(self.root, path)
 
     def mentions(self, line: str) -> list[tuple[str, Path]]:

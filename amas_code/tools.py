@@ -1,5 +1,6 @@
 """The model's tools, bound to one project: each handler's signature and docstring are its schema."""
 
+import contextlib
 import difflib
 import inspect
 import json
@@ -79,6 +80,8 @@ class Tools:
         self.browser = None
         self.browser_used = False  # in this turn: a browser unused for a whole turn is closed
         self.touched = set()  # files read or changed in this conversation, for the map's ranking
+        # what the model has seen of each file: the file as it was when it last read or wrote it
+        self.seen: dict[Path, tuple[int, int]] = {}
         self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
 
     # -- the registry -----------------------------------------------------------------------------
@@ -128,6 +131,38 @@ class Tools:
             )
         return args
 
+    def saw(self, path: Path) -> None:
+        """The model has the file's content now: it read it, it was attached, or its change was
+        written."""
+        self.touched.add(shown(self.root, path))
+        with contextlib.suppress(OSError):
+            self.seen[path] = _version(path)
+
+    def wrote(self, change: Change) -> None:
+        """A change written: the model knows the whole file it wrote or created, and a file it had
+        seen and then edited; one it only edited it has still not seen."""
+        self.touched.add(shown(self.root, change.path))
+        if change.verb != "edit" or change.path in self.seen:
+            self.saw(change.path)
+
+    def unseen(self, path: Path, old: bytes) -> None:
+        """ValueError when replacing a file whose content the model has not seen (never read in
+        this session, or changed since): a small model once wrote `obj['calc.py']` over a file it
+        had only edited."""
+        name = shown(self.root, path)
+        was = self.seen.get(path)
+        if was is None:
+            lines = ui.plural(old.count(b"\n") + (not old.endswith(b"\n")), "line")
+            raise ValueError(
+                f"{name} exists and you have not read it in this session: write_file would replace "
+                f"all {lines} of it. Read it first (read_file), or change a part with edit_file"
+            )
+        if was != _version(path):
+            raise ValueError(
+                f"{name} changed since you last read it (the user, a command or /undo changed it): "
+                "read it again before you replace it"
+            )
+
     def path(self, raw: str) -> Path:
         """A path to read: outside the project (or in a place holding credentials) it is asked about."""
         path = resolved(self.root, raw)
@@ -150,11 +185,12 @@ class Tools:
         p = self.path(path)
         with regular(p, path).open("rb") as f:
             if looks_binary(f.read(8192)):
+                self.saw(p)  # all there is to see of it
                 return "Binary file, cannot display"
             f.seek(0)
             window = _Window(max(0, offset), max(1, limit))
             total = window.read(f)
-        self.touched.add(shown(self.root, p))
+        self.saw(p)
         if not total:
             return f"(empty file: {shown(self.root, p)})"
         if window.offset >= total:
@@ -169,13 +205,17 @@ class Tools:
     def write_file(self, path: str, content: str) -> str:
         """Replace a file's whole content (give the FULL content)."""
         p = regular(resolved(self.root, path, write=True), path)
-        old = p.read_bytes() if p.is_file() else None
+        old = None
+        if p.is_file():
+            old = p.read_bytes()
         try:  # the model saw it with U+FFFD in place of each byte it could not read
             (old or b"").decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError(
                 f"{path} is not UTF-8 text; write_file would re-encode it. {NOT_UTF8}"
             ) from None
+        if old is not None:
+            self.unseen(p, old)
         return self.propose(p, old, _like(old or b"", content), "write")
 
     def create_file(self, path: str, content: str) -> str:
@@ -543,6 +583,12 @@ class _Window:
         text = b"\n".join(self.lines).decode("utf-8", errors="replace")
         lines = redact(text).split("\n")
         return lines[self.offset - self.first : self.end - self.first]
+
+
+def _version(path: Path) -> tuple[int, int]:
+    """What changes when a file's content does: its modification time and size."""
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
 
 
 def _grown(line: bytes, more: bytes) -> bytes:

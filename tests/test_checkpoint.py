@@ -133,6 +133,8 @@ def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
     # unboxed: the box keeps the repository read-only, and these scenarios run git in it
     box = toolbox(root, checkpoint=True, auto_accept=True, sandbox="off")
     for name, args in actions:
+        if name == "write_file":  # it replaces only a file the model has read
+            box.execute("read_file", json.dumps({"path": args["path"]}))
         result = box.execute(name, json.dumps(args))
         assert "Error" not in result and "checkpoint failed" not in result, result
         assert "[checkpoint:" in result, result

@@ -1,5 +1,6 @@
 """One-shot runs end to end through real litellm against the scripted server."""
 
+import json
 import subprocess
 import sys
 
@@ -192,3 +193,38 @@ def test_credentials_in_the_api_base_never_reach_the_screen(project, llm):
         in result.stderr
     )
     assert "S3cretPassw0rd" not in result.stderr + result.stdout
+
+
+def test_write_file_over_a_file_the_model_never_read_is_refused_under_yes(project, llm, amas):
+    """The real 1.5B model applied its edit, then wrote `obj['calc.py']` over the file it had only
+    edited: write_file replaces a file only once the model has read it in this session."""
+    (project / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    llm.reply(tool="edit_file", path="calc.py", old_str="a + b", new_str="b + a")
+    llm.reply(tool="write_file", path="calc.py", content="obj['calc.py']")
+    llm.reply(tool="read_file", path="calc.py")
+    llm.reply(tool="write_file", path="calc.py", content="def add(a, b):\n    return a + b  # +\n")
+    llm.reply(text="done")
+    result = amas("--yes", "--output-format", "json", "fix calc.py")
+    refused = [m for m in llm.requests[2]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert refused == (
+        "Error: calc.py exists and you have not read it in this session: write_file would replace "
+        "all 2 lines of it. Read it first (read_file), or change a part with edit_file"
+    )
+    assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b  # +\n"
+    assert json.loads(result.output.splitlines()[-1])["tool_calls"][1]["status"] == "failed"
+
+
+def test_write_file_over_a_file_changed_since_it_was_read_is_refused(project, llm, amas):
+    (project / "notes.txt").write_text("mine\n")
+
+    def the_user_edits_meanwhile(body):
+        (project / "notes.txt").write_text("the user's edit\n")
+        return "write_file", json.dumps({"path": "notes.txt", "content": "the model's\n"})
+
+    llm.reply(tool="read_file", path="notes.txt")
+    llm.reply_from(the_user_edits_meanwhile)
+    llm.reply(text="done")
+    amas("--yes", "tidy the notes")
+    said = [m for m in llm.requests[2]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert said.startswith("Error: notes.txt changed since you last read it")
+    assert (project / "notes.txt").read_text() == "the user's edit\n"

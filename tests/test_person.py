@@ -400,6 +400,7 @@ def test_edit_refuses_a_file_that_is_not_utf8(project, llm, amas):
 def test_crlf_files_keep_crlf_through_edit_and_write(project, llm, amas):
     (project / "win.txt").write_bytes(b"alpha\r\nbeta\r\ngamma\r\n")
     llm.reply(tool="edit_file", path="win.txt", old_str="beta", new_str="beta\nbeta two")
+    llm.reply(tool="read_file", path="win.txt")
     llm.reply(tool="write_file", path="win.txt", content="alpha\nbeta\nbeta two\nGAMMA\n")
     llm.reply(tool="write_file", path="win.txt", content="alpha\nbeta\nbeta two\nGAMMA\n").reply(
         text="done"

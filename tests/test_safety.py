@@ -63,6 +63,7 @@ def test_writing_outside_asks_even_under_yes_and_symlinks_count(bare, tmp_path):
     target.write_text("original\n")
     (bare / "link.txt").symlink_to(target)
     box = toolbox(bare, auto_accept=True)
+    box.execute("read_file", json.dumps({"path": str(target)}))  # a read outside: --yes answers it
     for args in ({"path": str(target), "content": "x"}, {"path": "link.txt", "content": "x"}):
         assert "(outside the project) was declined by the user" in box.execute(
             "write_file", json.dumps(args)

@@ -54,6 +54,7 @@ def test_a_file_broken_before_the_edit_is_not_blamed_on_it(box, bare):
 
 def test_write_and_create_are_checked_too(box, bare):
     (bare / "calc.js").write_text(JS)
+    box.execute("read_file", json.dumps({"path": "calc.js"}))
     written = box.execute("write_file", json.dumps({"path": "calc.js", "content": "let a = [1,\n"}))
     created = box.execute(
         "create_file", json.dumps({"path": "new.go", "content": "package main\n\nfunc f( {\n}\n"})

@@ -88,6 +88,7 @@ def test_in_a_file_of_mixed_line_endings_an_edit_keeps_every_other_line_ending(r
     assert run("edit_file", path="m.txt", old_str="two\nthree", new_str="2\nthree")
     assert (bare / "m.txt").read_bytes() == b"one\r\n2\nthree\r\nfour\n"
     (bare / "m.txt").write_bytes(mixed)
+    run("read_file", path="m.txt")
     run("write_file", path="m.txt", content="one\ntwo\nthree\nadded\nfour\n")
     assert (bare / "m.txt").read_bytes() == b"one\r\ntwo\nthree\r\nadded\r\nfour\n"
 
@@ -124,6 +125,7 @@ def test_declined_edit_leaves_file_byte_identical(run, box, bare):
         run("edit_file", path="keep.txt", old_str="orig", new_str="new")
         == "Edit declined (no terminal to ask the user on)."
     )
+    run("read_file", path="keep.txt")
     assert (
         run("write_file", path="keep.txt", content="x")
         == "Edit declined (no terminal to ask the user on)."
