@@ -6,6 +6,7 @@ import keyword
 import random
 import re
 import string
+from typing import NamedTuple
 
 EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
 SERVER_LINE = (
@@ -38,11 +39,19 @@ LITTER = re.compile(
 )
 CONTENT_AFTER = re.compile(r"\s*(?:<(?:code|content)>|```)")  # what a call's empty value left out
 QUOTED = re.compile(r"[ \t]*>(?!>>)")  # a Markdown quote, not Functionary's >>>
-# Words right after a call that describe it: "… is what the parser returns", "(an example)"
-AFTER = re.compile(
-    r"(?i)[ \t]*\n?[ \t]*(?:(?:is|are|was|were|would be|becomes|means)\b|\((?:an? )?(?:example|sample))"
+# What may follow a call that ends the reply: blanks, and the tokens that close a call or a turn
+CLOSING = re.compile(r"(?:\s|<[^\s<>]{1,60}>|\[/[A-Z_]+\])*")
+# A result the model went on to make up after its call, at a token where a server stops it (Gemma's
+# <|tool_response>, DeepSeek's tool outputs, Llama's ipython turn): cut with the call
+MADE_UP = re.compile(
+    r"(?:\s|</[^\s<>]{1,60}>|<[|｜][^\s<>]{1,40}[|｜]>)*"
+    r"(?:<\|tool_response>|<[|｜]tool▁outputs▁begin[|｜]>|<\|start_header_id\|>ipython)"
 )
-WRAPPERS_AT_END = re.compile(r"(?:<[^<>\n]*>\s*)+$")
+# The markup a call may open with, on lines of its own (a wrapper, a section token): not prose
+MARKUP_BEFORE = re.compile(r"(?:\s|<[^<>\n]*>)*\Z")
+LAST_MARKUP = re.compile(r"[>}\])]([^>}\])]*)\Z")  # what follows the reply's last tag or bracket
+QUOTED_STRING = re.compile(r'"[^"]*"?')
+WORD = re.compile(r"[^\W\d_]{2}")  # two letters of any script
 SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 # Words that present what follows as a sample, and (before a colon) as a form described
 SAMPLE = re.compile(
@@ -50,10 +59,11 @@ SAMPLE = re.compile(
     r"|as follows|example|sample|template|placeholder)\b(?![./_-]\w)"  # not example.py
 )
 DESCRIBED = re.compile(
-    r"(?i)\b(?:format|syntax|form|shape|schema|structure|pattern|outputs?|returns|produces|yields"
-    r"|emits|prints|parser|parsed|parses|would|typical(?:ly)?|usually|standard|convention|written"
-    r"|writes|signature|becomes|means)\b"
+    r"(?i)\b(?:format|syntax|form|shape|schema|signature|convention|typical(?:ly)?|usually"
+    r"|standard|parser|parsed|parses|written|would)\b"
 )
+# A sentence that says what the model itself is about to do introduces a call, not a form
+INTENT = re.compile(r"(?i)\s*(?:let me|let's|i'll|i will|i need|i'm going|i am going|now i)\b")
 MAX_CALLS = 200  # tool calls of one reply amas considers: the rest are not run, nor read
 MISSES = 20  # starts of one format that read as nothing before it stops looking
 TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
@@ -63,44 +73,95 @@ CALL_KEYS = {
     "name",
     "arguments",
     "parameters",
+    "args",
     "type",
     "id",
     "function",
     "tool_name",
     "tool_call_id",
 }
+# Words of a model's name and the families whose formats it writes; a model named by none of them
+# may write any format. Every model may write the forms amas asks for (rows of no family).
+FAMILIES = [
+    (r"gpt-?oss", ("harmony",)),
+    (r"seed-?oss", ("seed",)),
+    (r"qwen|qwq", ("qwen",)),
+    (r"llama", ("llama",)),
+    (r"m[ia]xtral|mistral|ministral|devstral|codestral|magistral|pixtral|voxtral", ("mistral",)),
+    (r"granite", ("granite",)),
+    (r"deepseek|cogito", ("deepseek",)),
+    (r"glm|laguna", ("glm",)),
+    (r"gemma", ("gemma",)),
+    (r"kimi", ("kimi",)),
+    (r"minimax", ("minimax",)),
+    (r"(?<![a-z])step-?\d", ("step",)),
+    (r"(?<![a-z])phi(?![a-z])|firefunction", ("phi",)),
+    (r"functionary", ("functionary",)),
+    (r"command-?[ar]|c4ai|(?<![a-z])aya(?![a-z])", ("cohere",)),
+    (r"lfm", ("lfm",)),
+    (r"olmo", ("olmo",)),
+    (r"minicpm", ("minicpm",)),
+    (r"intern", ("internlm",)),
+    (r"hunyuan", ("hunyuan",)),
+    (r"longcat", ("longcat",)),
+    (r"gigachat", ("gigachat",)),
+    (r"hermes", ("hermes",)),
+    (r"glimmer|muse", ("atem",)),
+    (r"nemotron", ("qwen",)),
+    (r"xlam|exaone|smollm|falcon|hammer|toolace", ()),
+]
 
 
-def read(text: str, names) -> tuple[list[dict], str, str | None]:
+def read(text: str, names, model: str = "") -> tuple[list[dict], str, str | None]:
     """The calls to known tools in a reply, the text left for the user, and a line when a call was lost.
 
-    `names` holds the tools' names; a dict of name -> schema also types the values written as text."""
+    `names` holds the tools' names; a dict of name -> schema also types the values written as text.
+    `model` is the model's name: where it names a family, only that family's formats count."""
+    families = family(model)
     code = [m.span() for m in FENCES.finditer(text)] + [m.span() for m in INLINE.finditer(text)]
-    spans, broken = _spans(text, code, names)
+    spans, broken = _spans(text, code, names, families)
     free = [block for block in code if not any(s <= block[0] < e for s, e, *_ in spans)]
     if free != code:  # a fence a call opened (DeepSeek R1's ```json) is no code block
         code = free
-        spans, broken = _spans(text, code, names)
-    spans = _first_of_overlaps(spans + _litter(text, code))
+        spans, broken = _spans(text, code, names, families)
+    spans = _grouped(text, _ending(text, _made_up(text, _first_of_overlaps(spans + _litter(text, code)))))
     calls = [
-        native(n, _schema_typed(args, names, n)) for *_, got, run in spans if run for n, args in got
+        native(n, _schema_typed(args, names, n)) for span in spans if span.run for n, args in span.calls
     ]
-    shown = [span for span in spans if span[2] and not span[3]]
+    shown = [span for span in spans if not span.run]
     return _left(text, spans, calls, _lost(text, code, broken, shown))
 
 
-def _spans(text: str, code: list, names) -> tuple[list, list]:
+def family(model: str) -> set | None:
+    """The families whose formats count for a model, from its name; None when its name says none."""
+    name = model.lower()
+    known = [families for pattern, families in FAMILIES if re.search(pattern, name)]
+    if not known:
+        return None
+    return {each for families in known for each in families}
+
+
+class Span(NamedTuple):
+    """Where a call (or the markup around calls) stands, what it calls, and whether it runs."""
+
+    start: int
+    end: int
+    calls: list
+    run: bool
+
+
+def _spans(text: str, code: list, names, families) -> tuple[list, list]:
     """What every row finds: call spans, and where unreadable call markup starts."""
     spans = []
     broken = []
     for row in FORMATS:
-        found, lost = _row_spans(text, row, code, names)
+        found, lost = _row_spans(text, row, code, names, families)
         spans = spans + found
         broken = broken + lost
     return spans, broken
 
 
-def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
+def _row_spans(text: str, row: "Row", code: list, names, families) -> tuple[list, list]:
     """The calls one format finds (each marked run or shown as an example), and where its markup
     holds no readable call."""
     spans = []
@@ -109,17 +170,18 @@ def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
     for match in row.start.finditer(text):
         # inside a call this row read already (a list's items): its span wins anyway, and reading
         # each item to the list's end again would cost the square of a long list
-        if spans and match.start() < spans[-1][1]:
+        if spans and match.start() < spans[-1].end:
             continue
         if _in_code(match.start(), code, fenced=row.body is _fenced):
             continue
         found = row.body(text, match.end(), match)
-        end = _close(text, found[1], row.close) if found else 0
-        example = _example(text, match.start(), end, spans)
-        if found and _known(found[0], names) and not _starved(text, found[0], end):
-            spans.append((match.start(), end, found[0], not example))
-            continue
-        if row.strong and not example and CALL_START.match(text, match.end()):
+        if found and _known(found[0], names):
+            end = _close(text, found[1], row.close)
+            if not _starved(text, found[0], end):
+                run = row.counts(families) and not _example(text, match.start(), spans)
+                spans.append(Span(match.start(), end, found[0], run))
+                continue
+        if row.strong and CALL_START.match(text, match.end()) and not _presented(text, match.start()):
             broken.append(match.start())
         misses += 1
         if misses > MISSES:  # a model repeating itself: each try costs a scan of the rest
@@ -128,13 +190,23 @@ def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
 
 
 class Row:
-    """One format: where a call starts, how its body is read, what may close it, whether it is surely a call."""
+    """One format: where a call starts, how its body is read, what may close it, whether it is surely
+    a call, and the families that write it (none: any model may)."""
 
-    def __init__(self, start: str, body, close: str = "", strong: bool = True):
+    def __init__(self, start: str, body, close: str = "", strong: bool = True, families=()):
         self.start = re.compile(start)
         self.body = body
-        self.close = re.compile(r"\s*" + close) if close else None
+        self.close = None
+        if close:
+            self.close = re.compile(r"\s*" + close)
         self.strong = strong
+        self.families = set(families)
+
+    def counts(self, families) -> bool:
+        """Whether a call in this format counts for a model of these families (None: unknown)."""
+        if families is None or not self.families:
+            return True
+        return bool(self.families & families)
 
 
 def _in_code(at: int, code: list, fenced: bool = False) -> bool:
@@ -150,8 +222,10 @@ def _known(found: list, names) -> bool:
 
 def _schema_typed(args: dict, names, name: str) -> dict:
     """Values as the schema types them: XML text becomes a number, and "5" an integer, when it asks."""
-    schema = names.get(name) if isinstance(names, dict) else None
-    props = (schema or {}).get("function", schema or {}).get("parameters", {}).get("properties", {})
+    schema = {}
+    if isinstance(names, dict):
+        schema = names.get(name) or {}
+    props = schema.get("function", schema).get("parameters", {}).get("properties", {})
     return {key: _value(value, props.get(key, {}).get("type")) for key, value in args.items()}
 
 
@@ -160,38 +234,116 @@ class Written(str):
 
 
 def _value(value, kind: str | None):
-    if kind in (None, "string") or not isinstance(value, str):
-        return str(value) if isinstance(value, Written) else value
-    guess = _lenient(value.strip().lower() if kind == "boolean" else value.strip())
-    return str(value) if guess is None else guess
+    if not isinstance(value, str):
+        return value
+    if kind in (None, "string"):
+        return str(value)
+    raw = value.strip()
+    if kind == "boolean":
+        raw = raw.lower()
+    guess = _lenient(raw)
+    if guess is None:
+        return str(value)
+    return guess
 
 
 def _close(text: str, at: int, close) -> int:
-    match = close.match(text, at) if close else None
-    return match.end() if match else at
+    if close and (match := close.match(text, at)):
+        return match.end()
+    return at
 
 
 def _first_of_overlaps(spans: list) -> list:
     """Spans in order; one starting inside an earlier one is part of it (a tag's body, a list's item)."""
     kept = []
-    for span in sorted(spans, key=lambda s: (s[0], -s[1])):
-        if not kept or span[0] >= kept[-1][1]:
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if not kept or span.start >= kept[-1].end:
             kept.append(span)
     return kept
+
+
+def _made_up(text: str, spans: list) -> list:
+    """A result the model made up after its call, where a server would have stopped it, is cut with
+    the call: the rest of the reply becomes markup."""
+    for span in spans:
+        if span.calls and MADE_UP.match(text, span.end):
+            kept = [each for each in spans if each.start < span.end]
+            return kept + [Span(span.end, len(text), [], True)]
+    return spans
+
+
+def _ending(text: str, spans: list) -> list:
+    """Calls run only where they end the reply (a model that calls a tool stops there): from the end
+    back, while nothing but closing tokens lies between; a call prose follows is an example."""
+    out = []
+    tail = len(text)
+    ending = True
+    for span in reversed(spans):
+        ending = ending and _closing(text, span.end, tail)
+        if span.calls and not ending:
+            span = span._replace(run=False)
+        out.append(span)
+        tail = span.start
+    out.reverse()
+    return out
+
+
+def _closing(text: str, start: int, end: int) -> bool:
+    return CLOSING.match(text, start, end).end() == end
+
+
+def _grouped(text: str, spans: list) -> list:
+    """Calls written together, and the markup around them, share one fate: shown when any is."""
+    out = []
+    group = []
+    for span in spans:
+        if group and not _closing(text, group[-1].end, span.start):
+            out = out + _one_fate(group)
+            group = []
+        group.append(span)
+    return out + _one_fate(group)
+
+
+def _one_fate(group: list) -> list:
+    calls = [span for span in group if span.calls]
+    if not calls:
+        return group
+    run = all(span.run for span in calls)
+    return [span._replace(run=run) for span in group]
 
 
 def _lost(text: str, code: list, strong: list, shown: list) -> tuple[int, str] | None:
     """Where unreadable call markup begins outside code, and the line the user gets about it; a call
     shown as an example that ends the reply may have been meant: kept whole, the model told."""
-    quiet = code + [(start, end) for start, end, *_ in shown]  # code, and calls shown as examples
+    unreadable = _unreadable(text, code, strong, shown)
+    if unreadable:
+        return unreadable
+    last = max((span.end for span in shown if span.calls), default=0)
+    if last and _closing(text, last, len(text)):
+        return len(text), EXAMPLE_LINE
+    return None
+
+
+def _unreadable(text: str, code: list, strong: list, shown: list) -> tuple[int, str] | None:
+    """Call markup amas cannot read, where it ends the reply: markup a sentence follows was quoted."""
+    if _prose_after(text):
+        return None
+    quiet = code + [(span.start, span.end) for span in shown]  # code, and what examples show
     marks = [m.start() for m in SERVER_ONLY.finditer(text) if not _in_code(m.start(), quiet)]
     server = [at for at in marks if not _presented(text, at)]
     if len(server) > 1:
         return min(server), SERVER_LINE
     if strong:
         return min(strong), BROKEN_LINE
-    last = max((end for _, end, *_ in shown), default=0)
-    return (len(text), EXAMPLE_LINE) if shown and not text[last:].strip() else None
+    return None
+
+
+def _prose_after(text: str) -> bool:
+    """Whether words (outside quoted strings) follow the reply's last tag or bracket."""
+    tail = LAST_MARKUP.search(text)
+    if not tail:
+        return True
+    return bool(WORD.search(QUOTED_STRING.sub("", tail[1])))
 
 
 def _left(text: str, spans: list, calls: list, lost) -> tuple[list[dict], str, str | None]:
@@ -199,10 +351,13 @@ def _left(text: str, spans: list, calls: list, lost) -> tuple[list[dict], str, s
     it starts."""
     if not calls and not lost:
         return [], text, None
-    if lost and not calls:
-        return [], text[: lost[0]].strip() if lost[0] < len(text) else text, lost[1]
-    for start, end, _, run in reversed(spans):
-        text = text[:start].rstrip(" \t") + text[end:] if run else text
+    if not calls:
+        if lost[0] < len(text):
+            return [], text[: lost[0]].strip(), lost[1]
+        return [], text, lost[1]
+    for span in reversed(spans):
+        if span.run:
+            text = text[: span.start].rstrip(" \t") + text[span.end :]
     return calls, re.sub(r"\n{3,}", "\n\n", text).strip(), None
 
 
@@ -210,7 +365,7 @@ def _litter(text: str, code: list) -> list:
     """What a server's template leaves around calls (section tokens, a thought channel, role
     headers) outside code: cut with the calls, never shown."""
     found = [m.span() for m in LITTER.finditer(text) if not _in_code(m.start(), code)]
-    return [(start, end, [], True) for start, end in found]
+    return [Span(start, end, [], True) for start, end in found]
 
 
 def _starved(text: str, calls: list, end: int) -> bool:
@@ -220,28 +375,32 @@ def _starved(text: str, calls: list, end: int) -> bool:
     return empty and bool(CONTENT_AFTER.match(text, end))
 
 
-def _example(text: str, at: int, end: int, spans: list) -> bool:
-    """A call shown as an example: presented by the prose around it, or right after one that is."""
-    if spans and not text[spans[-1][1] : at].strip():  # the next of calls written together
-        return not spans[-1][3]
-    return _presented(text, at) or bool(end and AFTER.match(text, end))
+def _example(text: str, at: int, spans: list) -> bool:
+    """A call shown as an example: presented by the prose before it, or right after one that is."""
+    if spans and not text[spans[-1].end : at].strip():  # the next of calls written together
+        return not spans[-1].run
+    return _presented(text, at)
 
 
 def _presented(text: str, at: int) -> bool:
     """A call the prose before it presents as an example: a quoted line, or a last sentence such as
-    "for example", "it looks like" or "the format is:"."""
+    "for example", "it looks like" or "the format is:", past the markup a call may open with."""
     line = text.rfind("\n", 0, at) + 1
     quote = QUOTED.match(text, line)
     if quote and quote.end() <= at:
         return True
-    # the prose on the call's line, before the wrapper tags its markup may open with
-    inline = WRAPPERS_AT_END.sub("", text[line:at]).strip()
-    lead = SENTENCES.split(inline or text[:line].rstrip().rsplit("\n", 1)[-1])[-1]
+    lead = text[: MARKUP_BEFORE.search(text, 0, at).start()]
+    inline = ""
+    if "\n" not in text[len(lead) : at]:  # prose on the call's own line
+        inline = lead[lead.rfind("\n") + 1 :].strip()
     if inline.endswith(('"', "“", "'", "«")):  # in quotation marks
         return True
+    sentence = SENTENCES.split(lead[lead.rfind("\n") + 1 :].strip())[-1]
+    if SAMPLE.search(sentence):
+        return True
     # described before a colon, or mid-sentence ("Qwen-Agent writes ✿FUNCTION✿: … and …")
-    described = lead.endswith(":") or (inline and not inline.endswith(tuple(".!?>)]}")))
-    return bool(SAMPLE.search(lead) or (described and DESCRIBED.search(lead)))
+    described = sentence.endswith(":") or (inline and not inline.endswith(tuple(".!?>)]}")))
+    return bool(described and DESCRIBED.search(sentence) and not INTENT.match(sentence))
 
 
 def native(name: str, args: dict | str, cid: str = "") -> dict:
@@ -324,15 +483,38 @@ def _balanced(text: str, at: int) -> int | None:
 
 
 def _as_call(value) -> tuple[str, dict] | None:
-    """(name, arguments) when a JSON object has the shape of a call and nothing else."""
-    if not isinstance(value, dict) or not set(value) <= CALL_KEYS:
+    """(name, arguments) when a JSON object has the shape of a call and nothing else; the name may
+    stand under "function" (LocalAI's grammar), the arguments under "args"."""
+    if not isinstance(value, dict):
         return None
+    if not set(value) <= CALL_KEYS:
+        return _keyed_call(value)
     inner = value.get("function")
     if isinstance(inner, dict) and "name" in inner:
         return _as_call(inner)
-    name = value.get("name", value.get("tool_name"))
-    args = arguments(value.get("arguments", value.get("parameters", {})))
-    return (name, args) if isinstance(name, str) and args is not None else None
+    name = _first(value, ("name", "tool_name", "function"))
+    args = arguments(_first(value, ("arguments", "parameters", "args")) or {})
+    if isinstance(name, str) and args is not None:
+        return name, args
+    return None
+
+
+def _first(value: dict, keys: tuple):
+    return next((value[key] for key in keys if key in value), None)
+
+
+def _keyed_call(value: dict) -> tuple[str, dict] | None:
+    """{"name": {"args": {…}}}: the tool's name as the only key, its arguments under "args" (a
+    one-key object without "args" is data, not a call)."""
+    if len(value) != 1:
+        return None
+    [(name, inner)] = value.items()
+    if not isinstance(inner, dict) or "args" not in inner or not set(inner) <= {"args", "id"}:
+        return None
+    args = arguments(inner["args"])
+    if args is None:
+        return None
+    return name, args
 
 
 def _as_calls(value) -> list | None:
@@ -347,10 +529,18 @@ def _as_calls(value) -> list | None:
 
 def _json_body(text: str, at: int, match=None):
     """Call objects or lists of them, split by ; or , or blanks, maybe inside a ```json fence."""
-    fence = re.compile(r"\s*```(?:json)?[ \t]*\n?").match(text, at)
-    found = _json_calls(text, fence.end() if fence else at)
-    closing = re.compile(r"\s*```").match(text, found[1]) if found and fence else None
-    return (found[0], closing.end()) if closing else found
+    fence = JSON_FENCE.match(text, at)
+    if not fence:
+        return _json_calls(text, at)
+    found = _json_calls(text, fence.end())
+    closing = found and FENCE_END.match(text, found[1])
+    if closing:
+        return found[0], closing.end()
+    return found
+
+
+JSON_FENCE = re.compile(r"\s*```(?:json)?[ \t]*\n?")
+FENCE_END = re.compile(r"\s*```")
 
 
 def _json_calls(text: str, at: int):
@@ -361,83 +551,143 @@ def _json_calls(text: str, at: int):
         calls = calls + more
         end = found[1]
         at = SEPARATOR.match(text, end).end()
-    return (calls, end) if calls else None
+    if calls:
+        return calls, end
+    return None
 
 
 def _tagged_body(text: str, at: int, match=None):
     """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, GLM's name and <arg_key>s (or a
     name alone), or a Python call."""
-    xml = FUNCTION.match(text, BLANKS.match(text, at).end())
+    xml = FUNCTION.match(text, BLANKS_OR_ESCAPED.match(text, at).end())
     if xml:
         return _function_body(text, xml.end(), xml)
-    glm = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>|</tool_call>)").match(text, at)
+    glm = GLM_NAME.match(text, at)
     if glm:
         return _glm_body(text, glm)
-    if re.compile(r"\s*[A-Za-z_][\w.]*\(").match(text, at):  # name(a='v'), name()
+    if PY_CALL.match(text, at):  # name(a='v'), name()
         return _pythonic_lines(text, at, closing="</tool_call>")
     return _with_code(text, _json_body(text, at))
+
+
+BLANKS_OR_ESCAPED = re.compile(r"(?:\s|\\n)*")  # newlines written as the two characters \n, too
+GLM_NAME = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>|</tool_call>)")
+PY_CALL = re.compile(r"\s*[A-Za-z_][\w.]*\(")
 
 
 def _with_code(text: str, found):
     """Qwen-Agent's code mode: the call's empty value ("code" first) takes the <code> body after it,
     as Qwen-Agent joins it; a body no empty value can take leaves the call unread."""
-    code = CODE.match(text, found[1]) if found and len(found[0]) == 1 else None
+    if not found or len(found[0]) != 1:
+        return found
+    code = CODE.match(text, found[1])
     if not code:
         return found
     name, args = found[0][0]
     empty = [key for key, value in args.items() if value == ""]
-    key = "code" if "code" in empty else (empty[0] if len(empty) == 1 else None)
-    return ([(name, args | {key: code[1]})], code.end()) if key else None
+    if "code" in empty:
+        return [(name, args | {"code": code[1]})], code.end()
+    if len(empty) == 1:
+        return [(name, args | {empty[0]: code[1]})], code.end()
+    return None
 
 
 CODE = re.compile(r"\s*<code>\n?(.*?)\n?</code>", re.S)
 
 
 def _function_body(text: str, at: int, match):
-    """<function=name> then a JSON object or <parameter=x>value</parameter>s, then </function>."""
-    found = _json_at(text, at)
-    args = arguments(found[0]) if found else None
-    if args is not None:
+    """<function=name> then a JSON object (maybe after a [call_id]) or <parameter=x>value</parameter>s,
+    then </function>: left out where the reply (or its <tool_call>) ends after a parameter."""
+    if ESCAPED_LINES.match(text, at):
+        return _escaped_function(text, at, match)
+    found = _json_at(text, CALL_ID.match(text, at).end())
+    if found and (args := arguments(found[0])) is not None:
         return [(match[1], args)], found[1]
     args = {}
     end = at
     while item := PARAM.match(text, end):
-        key, value = (item[2], item[3]) if item[2] else (item[4], item[5])
-        args[key.strip()] = _xml_value(value)
+        key = item[2] or item[4]
+        args[key.strip()] = _xml_value(_param_value(item))
         end = item.end()
-    closing = re.compile(r"\s*</function>").match(text, end)
-    return ([(match[1], args)], closing.end()) if closing else None
+    closing = FUNCTION_END.match(text, end)
+    if closing:
+        return [(match[1], args)], closing.end()
+    if args and CUT_AFTER_PARAMS.match(text, end):
+        return [(match[1], args)], end
+    return None
 
 
+def _param_value(item) -> str:
+    if item[2]:
+        return item[3]
+    return item[5]
+
+
+def _escaped_function(text: str, at: int, match):
+    """Qwen3-Coder XML whose newlines came as the two characters \\n (escaped once too often):
+    read with real newlines, to its </function>."""
+    stop = text.find("</function>", at)
+    end = len(text)
+    if stop >= 0:
+        end = stop + len("</function>")
+    found = _function_body(text[at:end].replace("\\n", "\n"), 0, match)
+    if not found:
+        return None
+    return found[0], end
+
+
+ESCAPED_LINES = re.compile(r"\\n[ \t]*<param")
+CALL_ID = re.compile(r"\s*(?:\[[\w.:-]+\])?")  # LocalAI's [call_abc] before the JSON
+FUNCTION_END = re.compile(r"\s*</function>")
+CUT_AFTER_PARAMS = re.compile(r"\s*(?:</tool_call>|\Z)")  # </function> left out
 # Qwen3-Coder's <parameter=x> (its value on lines of its own), MiniCPM's <param name="x"> and
-# <parameter name="x"> (the value inline, every blank kept)
+# <parameter name="x"> (the value inline, every blank kept); a value may hold </parameter>: it ends
+# at the one the next parameter or the call's end follows
 PARAM = re.compile(
-    r'\s*<(param(?:eter)?)(?:=([^>\n]+)>\n?(.*?)\n?|\s+name="([^"]*)"[^>]*>(.*?))</\1>', re.S
+    r'\s*<(param(?:eter)?)(?:=([^>\n]+)>\n?(.*?)\n?|\s+name="([^"]*)"[^>]*>(.*?))</\1>'
+    r"(?=\s*(?:<param|</function>|</tool_call>|\Z))",
+    re.S,
 )
 
 
 def _xml_value(raw: str) -> "Written":
-    cdata = re.fullmatch(r"\s*<!\[CDATA\[(.*)\]\]>\s*", raw, re.S)
-    return Written(cdata[1] if cdata else raw)
+    cdata = CDATA.fullmatch(raw)
+    if cdata:
+        return Written(cdata[1])
+    return Written(raw)
+
+
+CDATA = re.compile(r"\s*<!\[CDATA\[(.*)\]\]>\s*", re.S)
 
 
 def _invoke_body(text: str, at: int, match):
     """MiniMax-M2's, Step-3's and DeepSeek's DSML <invoke name=…><parameter name=…>, any prefix."""
     ns = re.escape(match["ns"])
-    param = re.compile(rf'\s*<{ns}parameter name="([^"]*)"([^>]*)>(.*?)</{ns}parameter>', re.S)
+    param = re.compile(
+        rf'\s*<{ns}parameter name="([^"]*)"([^>]*)>(.*?)</{ns}parameter>'
+        rf"(?=\s*<(?:{ns}parameter|/{ns}invoke)|\s*\Z)",
+        re.S,
+    )
     args = {}
     end = at
     while item := param.match(text, end):
         args[item[1]] = _dsml_value(item[3], item[2])
         end = item.end()
+    found = not args and _json_at(text, at)  # DeepSeek V3.2 may write a JSON body instead
+    if found and (body := arguments(found[0])) is not None:
+        args = body
+        end = found[1]
     closing = re.compile(rf"\s*</{ns}invoke>").match(text, end)
-    return ([(match["name"], args)], closing.end()) if closing else None
+    if closing:
+        return [(match["name"], args)], closing.end()
+    return None
 
 
 def _dsml_value(raw: str, attributes: str):
     """DeepSeek's DSML writes string="false" on a value written as JSON; other values are text."""
-    value = _lenient(raw) if 'string="false"' in attributes else None
-    return _xml_value(raw) if value is None else value
+    if 'string="false"' in attributes and (value := _lenient(raw)) is not None:
+        return value
+    return _xml_value(raw)
 
 
 def _gemma_body(text: str, at: int, match):
@@ -447,13 +697,16 @@ def _gemma_body(text: str, at: int, match):
     end = at
     while item := GEMMA_CALL.match(text, end):
         close = _balanced(masked, item.end())
-        body = text[item.end() : close] if close else ""
-        value = _lenient(GEMMA_TOKEN.sub(_as_json_token, body)) if body else None
+        if not close:
+            return None
+        value = _lenient(GEMMA_TOKEN.sub(_as_json_token, text[item.end() : close]))
         if not isinstance(value, dict):
             return None
         calls.append((item[1], value))
         end = close
-    return (calls, end) if calls else None
+    if calls:
+        return calls, end
+    return None
 
 
 def _blanked(match) -> str:
@@ -467,7 +720,9 @@ def _as_json_token(match) -> str:
         return json.dumps(match["key"].strip())
     if match["bare"]:
         word = match["bare"].strip()
-        return word if _lenient(word) is not None or word == "null" else json.dumps(word)
+        if _lenient(word) is not None or word == "null":
+            return word
+        return json.dumps(word)
     string = match["string"]
     for mark in ('<|"|>', "<escape>"):
         if string.startswith(mark):
@@ -487,19 +742,29 @@ GEMMA_TOKEN = re.compile(
 def _glm_body(text: str, match):
     """GLM's name then <arg_key>/<arg_value> pairs; a value written as a JSON string is decoded, as
     GLM-4.7's parser does; a name alone is a call without arguments."""
-    pairs = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
     args = {}
     end = match.end()
-    while item := pairs.match(text, end):
+    while item := GLM_PAIR.match(text, end):
         args[item[1].strip()] = _glm_value(item[2])
         end = item.end()
     return [(match[1], args)], end
 
 
+# a value may hold </arg_value>: it ends at the one the next key or the call's end follows
+GLM_PAIR = re.compile(
+    r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>"
+    r"(?=\s*(?:<arg_key>|</tool_call>|\Z))",
+    re.S,
+)
+
+
 def _glm_value(raw: str):
     quoted = raw.strip()
-    decoded = _lenient(quoted) if quoted.startswith('"') and quoted.endswith('"') else None
-    return decoded if isinstance(decoded, str) else _xml_value(raw)
+    if quoted.startswith('"') and quoted.endswith('"'):
+        decoded = _lenient(quoted)
+        if isinstance(decoded, str):
+            return decoded
+    return _xml_value(raw)
 
 
 def _mistral_body(text: str, at: int, match=None):
@@ -515,14 +780,17 @@ def _mistral_body(text: str, at: int, match=None):
             return None
         calls.append((item[1], args))
         end = found[1]
-    return (calls, end) if calls else None
+    if calls:
+        return calls, end
+    return None
 
 
 def _functionary_body(text: str, at: int, match):
     """A name then its JSON arguments: Functionary's >>>name, Kimi-K2, DeepSeek, harmony, …"""
     found = _json_at(text, at)
-    args = arguments(found[0]) if found else None
-    return None if args is None else ([(match[1], args)], found[1])
+    if found and (args := arguments(found[0])) is not None:
+        return [(match[1], args)], found[1]
+    return None
 
 
 def _qwen_agent_body(text: str, at: int, match):
@@ -534,15 +802,17 @@ def _qwen_agent_body(text: str, at: int, match):
 
 def _fenced(text: str, at: int, match=None):
     """A fence that holds call objects and nothing else (a wrapper tag at most) is a call."""
-    wrapper = WRAPPER.match(text, at)
-    found = _json_body(text, wrapper.end() if wrapper else at)
-    end = _close(text, found[1], UNWRAPPER) if found else None
-    closing = re.compile(r"\s*```").match(text, end) if found else None
-    return (found[0], closing.end()) if closing else None
+    found = _json_body(text, WRAPPER.match(text, at).end())
+    if not found:
+        return None
+    closing = FENCE_END.match(text, _close(text, found[1], UNWRAPPER))
+    if closing:
+        return found[0], closing.end()
+    return None
 
 
 # Hermes 2 Pro's wrappers inside a fence; a <tool_call> in a fence is someone showing the format
-WRAPPER = re.compile(r"\s*<(?:function_call|response|json|xml|JSON)>")
+WRAPPER = re.compile(r"\s*(?:<(?:function_call|response|json|xml|JSON)>)?")
 UNWRAPPER = re.compile(r"\s*</(?:function_call|response|json|xml|JSON)>")
 
 
@@ -556,19 +826,24 @@ def _pythonic(text: str, at: int, match):
         calls = [_py_call(node) for node in tree.elts]
     except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
         return None
-    return (calls, end) if calls else None
+    if calls:
+        return calls, end
+    return None
 
 
 def _pythonic_lines(text: str, at: int, match=None, closing: str = "</function_calls>"):
     """OLMo's <function_calls>: one name(a='v') a line, up to the closing tag."""
     end = text.find(closing, at)
-    end = len(text) if end < 0 else end
+    if end < 0:
+        end = len(text)
     try:
         lines = ast.parse(_keywords(text[at:end].strip())).body
         calls = [_py_call(line.value) for line in lines]
     except (SyntaxError, ValueError, TypeError, AttributeError, RecursionError):
         return None
-    return (calls, end) if calls else None
+    if calls:
+        return calls, end
+    return None
 
 
 def _python_fenced(text: str, at: int, match=None):
@@ -602,8 +877,12 @@ class JsonWords(ast.NodeTransformer):
     """true, false and null as the constants they mean."""
 
     def visit_Name(self, node):
-        value = {"true": True, "false": False, "null": None}.get(node.id, node)
-        return node if value is node else ast.Constant(value)
+        if node.id in JSON_WORDS:
+            return ast.Constant(JSON_WORDS[node.id])
+        return node
+
+
+JSON_WORDS = {"true": True, "false": False, "null": None}
 
 
 FUNCTION = re.compile(r"<function=([\w.-]+)>")
@@ -627,48 +906,56 @@ HARMONY = (
     r"(?:<\|start\|>assistant\s*)?(?:<\|channel\|>\s*commentary\s*)?to=(?:functions\.)?([\w.-]+)"
     r"[^<\n]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>[^<]*)?<\|message\|>"
 )
+FUNCTIONARY_V2 = r"(?:<\|recipient\|>|\A)\s*([\w.-]+)\s*<\|content\|>"
+FUNCTIONARY_V25 = r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n"
+LFM2 = r"<\|tool_call_start\|>\s*(?P<list>\[)"
+MINICPM = r"<\|tool_call_start\|>\s*```(?:python)?[ \t]*\n"
+INTERNLM = r"<\|action_start\|>\s*<\|plugin\|>"
+PYTHONIC = r"(?:<\|python_start\|>)?(?P<list>\[)\s*[A-Za-z_][\w.]*\s*\("
+XML_FAMILIES = ["qwen", "functionary", "seed", "llama"]
+PYTHONIC_FAMILIES = ["llama", "lfm", "olmo", "gemma"]
 FORMATS = [  # one row a family; the first to start a span reads it (a tag's body, not its items)
+    # the forms amas asks for in text mode, which any model may write: rows of no family
     Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
-    Row(r"<longcat_tool_call>", _tagged_body, r"</longcat_tool_call>"),  # LongCat-Flash
     Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
-    Row(GEMMA, _gemma_body, r"<tool_call\|>|<end_function_call>"),  # Gemma 4, FunctionGemma
-    Row(KIMI, _functionary_body, r"<\|tool_call_end\|>"),  # Kimi-K2
-    Row(DEEPSEEK, _functionary_body, DEEPSEEK_END),  # DeepSeek R1, V3, V3.1 (V3.2: INVOKE)
-    Row(INVOKE, _invoke_body),  # MiniMax-M2, Step-3 <steptml:…>, Atem <atem:…>, DeepSeek DSML
-    Row(HARMONY, _functionary_body, r"<\|call\|>"),  # gpt-oss
-    Row(GIGACHAT, _json_body),  # GigaChat 3 and 3.1
-    Row(r"(?:<\|recipient\|>|\A)\s*([\w.-]+)\s*<\|content\|>", _functionary_body),  # Functionary v2
-    Row(r"<\|reserved_special_token_249\|>\s*([\w.-]+)\s*\n", _functionary_body),  # its v2.5
-    Row(QWEN_AGENT, _qwen_agent_body, QWEN_AGENT_END),  # Qwen-Agent
-    Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, strong=False),  # Hermes 2
-    Row(r"<\|tool_call\|>", _json_body),  # Granite 3
-    Row(r"<function_call>", _json_body, r"</function_call>"),  # Granite 20b FC
-    Row(r"\bfunctools(?=\[)", _json_body),  # Phi-4-mini, FireFunction v2
-    Row(r"<\|python_tag\|>", _json_body),  # Llama 3.1
-    Row(r"\[TOOL_CALLS\]", _mistral_body, r"\[/TOOL_CALLS\]"),  # Mistral, old and new
-    Row(r"<\|START_ACTION\|>", _json_body, r"<\|END_ACTION\|>"),  # Command R7B
-    Row(r"<function_calls>", _pythonic_lines, r"</function_calls>"),  # OLMo 3
-    Row(r"<\|tool_call_start\|>\s*(?P<list>\[)", _pythonic, r"<\|tool_call_end\|>"),  # LFM2
-    Row(r"<\|tool_call_start\|>\s*```(?:python)?[ \t]*\n", _python_fenced, r"```"),  # MiniCPM 3, 4
-    Row(r"<\|action_start\|>\s*<\|plugin\|>", _json_body, r"<\|action_end\|>"),  # InternLM
-    Row(FUNCTION.pattern, _function_body, r"</function>"),  # Functionary v3.1, Seed-OSS, bare XML
-    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>"),  # Hermes 2 Pro, MiniCPM
-    Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False),  # Functionary v3.2
-    Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False),  # its first call, without >>>
-    Row(r"Action:\s*(?=```)", _json_body, strong=False),  # Command R
     Row(
         r"(?m)^[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{<])",
         _fenced,
         strong=False,
     ),
-    Row(
-        r"(?:<\|python_start\|>)?(?P<list>\[)\s*[A-Za-z_][\w.]*\s*\(",
-        _pythonic,
-        r"<\|python_end\|>",
-        strong=False,
-    ),  # Llama 3.2+/4, LFM2, OLMo
-    # Llama 3.x, xLAM
+    # Llama 3.x, xLAM, LocalAI's grammar
     Row(r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False),
+    # the markup of one family each
+    Row(r"<longcat_tool_call>", _tagged_body, r"</longcat_tool_call>", families=["longcat"]),
+    Row(GEMMA, _gemma_body, r"<tool_call\|>|<end_function_call>", families=["gemma"]),
+    Row(KIMI, _functionary_body, r"<\|tool_call_end\|>", families=["kimi"]),
+    Row(DEEPSEEK, _functionary_body, DEEPSEEK_END, families=["deepseek"]),  # R1, V3, V3.1
+    # MiniMax-M2, Step-3 <steptml:…>, Atem <atem:…>, DeepSeek V3.2's DSML
+    Row(INVOKE, _invoke_body, families=["minimax", "step", "atem", "deepseek"]),
+    Row(HARMONY, _functionary_body, r"<\|call\|>", families=["harmony", "atem"]),  # gpt-oss
+    Row(GIGACHAT, _json_body, families=["gigachat"]),  # GigaChat 3 and 3.1
+    Row(FUNCTIONARY_V2, _functionary_body, families=["functionary"]),
+    Row(FUNCTIONARY_V25, _functionary_body, families=["functionary"]),
+    Row(QWEN_AGENT, _qwen_agent_body, QWEN_AGENT_END, families=["qwen"]),  # Qwen-Agent
+    Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, False, ["hermes"]),
+    Row(r"<\|tool_call\|>", _json_body, families=["granite", "phi"]),  # Granite 3, Phi-4-mini
+    Row(r"<function_call>", _json_body, r"</function_call>", families=["granite"]),  # 20b FC
+    Row(r"\bfunctools(?=\[)", _json_body, families=["phi"]),  # Phi-4-mini, FireFunction v2
+    Row(r"<\|python_tag\|>", _json_body, families=["llama"]),  # Llama 3.1
+    Row(r"\[TOOL_CALLS\]", _mistral_body, r"\[/TOOL_CALLS\]", families=["mistral"]),
+    Row(r"<\|START_ACTION\|>", _json_body, r"<\|END_ACTION\|>", families=["cohere"]),  # R7B
+    Row(r"<function_calls>", _pythonic_lines, r"</function_calls>", families=["olmo"]),  # OLMo 3
+    Row(LFM2, _pythonic, r"<\|tool_call_end\|>", families=["lfm"]),  # LFM2
+    Row(MINICPM, _python_fenced, r"```", families=["minicpm"]),  # MiniCPM 3, 4
+    Row(INTERNLM, _json_body, r"<\|action_end\|>", families=["internlm"]),  # InternLM
+    # Functionary v3.1, Llama 3.1's custom form, Seed-OSS, Qwen3-Coder without its <tool_call>
+    Row(FUNCTION.pattern, _function_body, r"</function>", families=XML_FAMILIES),
+    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>", families=["hermes", "minicpm"]),
+    Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False, families=["functionary"]),
+    # Functionary v3.2's first call, without >>>
+    Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False, families=["functionary"]),
+    Row(r"Action:\s*(?=```)", _json_body, strong=False, families=["cohere"]),  # Command R
+    Row(PYTHONIC, _pythonic, r"<\|python_end\|>", False, PYTHONIC_FAMILIES),  # Llama 3.2+/4, …
 ]
 
 
