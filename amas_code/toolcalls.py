@@ -6,6 +6,7 @@ import keyword
 import random
 import re
 import string
+import textwrap
 from typing import NamedTuple
 
 EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
@@ -40,7 +41,7 @@ LITTER = re.compile(
 CONTENT_AFTER = re.compile(r"\s*(?:<(?:code|content)>|```)")  # what a call's empty value left out
 QUOTED = re.compile(r"[ \t]*>(?!>>)")  # a Markdown quote, not Functionary's >>>
 # What may follow a call that ends the reply: blanks, and the tokens that close a call or a turn
-CLOSING = re.compile(r"(?:\s|<[^\s<>]{1,60}>|\[/[A-Z_]+\])*")
+CLOSING = re.compile(r"(?:\s|\\n|<[^\s<>]{1,60}>|\[/[A-Z_]+\])*")
 # A result the model went on to make up after its call, at a token where a server stops it (Gemma's
 # <|tool_response>, DeepSeek's tool outputs, Llama's ipython turn): cut with the call
 MADE_UP = re.compile(
@@ -48,7 +49,7 @@ MADE_UP = re.compile(
     r"(?:<\|tool_response>|<[|｜]tool▁outputs▁begin[|｜]>|<\|start_header_id\|>ipython)"
 )
 # The markup a call may open with, on lines of its own (a wrapper, a section token): not prose
-MARKUP_BEFORE = re.compile(r"(?:\s|<[^<>\n]*>)*\Z")
+MARKUP_BEFORE = re.compile(r"(?:\s|\\n|<[^<>\n]*>)*\Z")
 LAST_MARKUP = re.compile(r"[>}\])]([^>}\])]*)\Z")  # what follows the reply's last tag or bracket
 QUOTED_STRING = re.compile(r'"[^"]*"?')
 WORD = re.compile(r"[^\W\d_]{2}")  # two letters of any script
@@ -69,47 +70,20 @@ MISSES = 20  # starts of one format that read as nothing before it stops looking
 TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
 BLANKS = re.compile(r"\s*")
 SEPARATOR = re.compile(r"\s*[;,]?\s*")
-CALL_KEYS = {
-    "name",
-    "arguments",
-    "parameters",
-    "args",
-    "type",
-    "id",
-    "function",
-    "tool_name",
-    "tool_call_id",
-}
-# Words of a model's name and the families whose formats it writes; a model named by none of them
-# may write any format. Every model may write the forms amas asks for (rows of no family).
-FAMILIES = [
-    (r"gpt-?oss", ("harmony",)),
-    (r"seed-?oss", ("seed",)),
-    (r"qwen|qwq", ("qwen",)),
-    (r"llama", ("llama",)),
-    (r"m[ia]xtral|mistral|ministral|devstral|codestral|magistral|pixtral|voxtral", ("mistral",)),
-    (r"granite", ("granite",)),
-    (r"deepseek|cogito", ("deepseek",)),
-    (r"glm|laguna", ("glm",)),
-    (r"gemma", ("gemma",)),
-    (r"kimi", ("kimi",)),
-    (r"minimax", ("minimax",)),
-    (r"(?<![a-z])step-?\d", ("step",)),
-    (r"(?<![a-z])phi(?![a-z])|firefunction", ("phi",)),
-    (r"functionary", ("functionary",)),
-    (r"command-?[ar]|c4ai|(?<![a-z])aya(?![a-z])", ("cohere",)),
-    (r"lfm", ("lfm",)),
-    (r"olmo", ("olmo",)),
-    (r"minicpm", ("minicpm",)),
-    (r"intern", ("internlm",)),
-    (r"hunyuan", ("hunyuan",)),
-    (r"longcat", ("longcat",)),
-    (r"gigachat", ("gigachat",)),
-    (r"hermes", ("hermes",)),
-    (r"glimmer|muse", ("atem",)),
-    (r"nemotron", ("qwen",)),
-    (r"xlam|exaone|smollm|falcon|hammer|toolace", ()),
-]
+CALL_KEYS = set("name arguments parameters args type id function tool_name tool_call_id".split())
+# Words of a model's name, each group a family whose formats it writes (a model named by none of
+# them may write any; "any" names models that write only the forms every model may)
+FAMILY_WORDS = re.compile(
+    r"(?P<harmony>gpt-?oss)|(?P<seed>seed-?oss)|(?P<qwen>qwen|qwq|nemotron)|(?P<llama>llama)"
+    r"|(?P<mistral>m[ia]xtral|mistral|ministral|devstral|codestral|magistral|pixtral|voxtral)"
+    r"|(?P<granite>granite)|(?P<deepseek>deepseek|cogito)|(?P<glm>glm|laguna)|(?P<gemma>gemma)"
+    r"|(?P<kimi>kimi)|(?P<minimax>minimax)|(?P<step>(?<![a-z])step-?\d)|(?P<hermes>hermes)"
+    r"|(?P<phi>(?<![a-z])phi(?![a-z])|firefunction)|(?P<functionary>functionary)|(?P<lfm>lfm)"
+    r"|(?P<cohere>command-?[ar]|c4ai|(?<![a-z])aya(?![a-z]))|(?P<olmo>olmo)|(?P<minicpm>minicpm)"
+    r"|(?P<internlm>intern)|(?P<hunyuan>hunyuan)|(?P<longcat>longcat)|(?P<gigachat>gigachat)"
+    r"|(?P<atem>glimmer|muse)|(?P<any>xlam|exaone|smollm|falcon|hammer|toolace)"
+)
+LOOKBACK = 2000  # characters before a call that may present it
 
 
 def read(text: str, names, model: str = "") -> tuple[list[dict], str, str | None]:
@@ -124,21 +98,17 @@ def read(text: str, names, model: str = "") -> tuple[list[dict], str, str | None
     if free != code:  # a fence a call opened (DeepSeek R1's ```json) is no code block
         code = free
         spans, broken = _spans(text, code, names, families)
-    spans = _grouped(text, _ending(text, _made_up(text, _first_of_overlaps(spans + _litter(text, code)))))
-    calls = [
-        native(n, _schema_typed(args, names, n)) for span in spans if span.run for n, args in span.calls
-    ]
+    spans = _first_of_overlaps(spans + _litter(text, code))
+    spans = _grouped(text, _ending(text, _made_up(text, spans)))
+    calls = [native(n, _schema_typed(a, names, n)) for s in spans if s.run for n, a in s.calls]
     shown = [span for span in spans if not span.run]
     return _left(text, spans, calls, _lost(text, code, broken, shown))
 
 
 def family(model: str) -> set | None:
     """The families whose formats count for a model, from its name; None when its name says none."""
-    name = model.lower()
-    known = [families for pattern, families in FAMILIES if re.search(pattern, name)]
-    if not known:
-        return None
-    return {each for families in known for each in families}
+    found = {match.lastgroup for match in FAMILY_WORDS.finditer(model.lower())}
+    return found or None
 
 
 class Span(NamedTuple):
@@ -181,7 +151,11 @@ def _row_spans(text: str, row: "Row", code: list, names, families) -> tuple[list
                 run = row.counts(families) and not _example(text, match.start(), spans)
                 spans.append(Span(match.start(), end, found[0], run))
                 continue
-        if row.strong and CALL_START.match(text, match.end()) and not _presented(text, match.start()):
+        if (
+            row.strong
+            and CALL_START.match(text, match.end())
+            and not _presented(text, match.start())
+        ):
             broken.append(match.start())
         misses += 1
         if misses > MISSES:  # a model repeating itself: each try costs a scan of the rest
@@ -198,7 +172,7 @@ class Row:
         self.body = body
         self.close = None
         if close:
-            self.close = re.compile(r"\s*" + close)
+            self.close = re.compile(r"(?:\s|\\n)*(?:" + close + ")")
         self.strong = strong
         self.families = set(families)
 
@@ -389,9 +363,10 @@ def _presented(text: str, at: int) -> bool:
     quote = QUOTED.match(text, line)
     if quote and quote.end() <= at:
         return True
-    lead = text[: MARKUP_BEFORE.search(text, 0, at).start()]
+    window = text[max(0, at - LOOKBACK) : at]
+    lead = window[: MARKUP_BEFORE.search(window).start()]
     inline = ""
-    if "\n" not in text[len(lead) : at]:  # prose on the call's own line
+    if "\n" not in window[len(lead) :]:  # prose on the call's own line
         inline = lead[lead.rfind("\n") + 1 :].strip()
     if inline.endswith(('"', "“", "'", "«")):  # in quotation marks
         return True
@@ -407,8 +382,9 @@ def native(name: str, args: dict | str, cid: str = "") -> dict:
     """A call in OpenAI's shape; without an id, one strict chat templates accept (Mistral's: nine
     alphanumerics)."""
     cid = cid or "".join(random.choices(string.ascii_letters + string.digits, k=9))
-    arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+    if not isinstance(args, str):
+        args = json.dumps(args, ensure_ascii=False)
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
 
 
 # -- reading JSON leniently ----------------------------------------------------------------------
@@ -421,7 +397,9 @@ def arguments(raw) -> dict | None:
     value = _lenient(raw or "{}")
     if isinstance(value, str):  # arguments sent as a JSON string inside the JSON
         value = _lenient(value)
-    return value if isinstance(value, dict) else None
+    if isinstance(value, dict):
+        return value
+    return None
 
 
 def _lenient(raw: str):
@@ -444,16 +422,16 @@ def _lenient(raw: str):
 SLIPS = re.compile(
     r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|,(?=\s*[}\]])|\b(?:True|False|None|true|false|null)\b'
 )
-JSON_SPELLING = {"True": "true", "False": "false", "None": "null"}
-PYTHON_SPELLING = {json_word: word for word, json_word in JSON_SPELLING.items()}
+JSON_SPELLING = {"True": "true", "False": "false", "None": "null", ",": ""}  # a trailing comma
+PYTHON_SPELLING = {"true": "True", "false": "False", "null": "None", ",": ""}
 
 
 def _as_json(match) -> str:
-    return "" if match[0] == "," else JSON_SPELLING.get(match[0], match[0])
+    return JSON_SPELLING.get(match[0], match[0])
 
 
 def _as_python(match) -> str:
-    return "" if match[0] == "," else PYTHON_SPELLING.get(match[0], match[0])
+    return PYTHON_SPELLING.get(match[0], match[0])
 
 
 def _json_at(text: str, at: int):
@@ -465,8 +443,9 @@ def _json_at(text: str, at: int):
         return json.JSONDecoder(strict=False).raw_decode(text, at)
     except (ValueError, RecursionError):
         end = _balanced(text, at)
-        value = _lenient(text[at:end]) if end else None
-        return None if value is None else (value, end)
+        if not end or (value := _lenient(text[at:end])) is None:
+            return None
+        return value, end
 
 
 def _balanced(text: str, at: int) -> int | None:
@@ -519,9 +498,13 @@ def _keyed_call(value: dict) -> tuple[str, dict] | None:
 
 def _as_calls(value) -> list | None:
     """Calls from one call object or a list of them; None when any item is not a call."""
-    items = value if isinstance(value, list) else [value]
+    items = value
+    if not isinstance(value, list):
+        items = [value]
     calls = [_as_call(item) for item in items]
-    return calls if calls and None not in calls else None
+    if calls and None not in calls:
+        return calls
+    return None
 
 
 # -- the bodies of each format -------------------------------------------------------------------
@@ -618,9 +601,14 @@ def _function_body(text: str, at: int, match):
 
 
 def _param_value(item) -> str:
-    if item[2]:
-        return item[3]
-    return item[5]
+    """A parameter's value; where its closing tag is indented (the call was), less that indentation."""
+    if not item[2]:
+        return item[5]
+    value = item[3]
+    indented = INDENTED_END.search(value)
+    if not indented:
+        return value
+    return textwrap.dedent(value[: indented.start()])
 
 
 def _escaped_function(text: str, at: int, match):
@@ -636,6 +624,7 @@ def _escaped_function(text: str, at: int, match):
     return found[0], end
 
 
+INDENTED_END = re.compile(r"(?:\A|\n)[ \t]+\Z")  # the blanks before an indented </parameter>
 ESCAPED_LINES = re.compile(r"\\n[ \t]*<param")
 CALL_ID = re.compile(r"\s*(?:\[[\w.:-]+\])?")  # LocalAI's [call_abc] before the JSON
 FUNCTION_END = re.compile(r"\s*</function>")
@@ -938,7 +927,7 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(FUNCTIONARY_V25, _functionary_body, families=["functionary"]),
     Row(QWEN_AGENT, _qwen_agent_body, QWEN_AGENT_END, families=["qwen"]),  # Qwen-Agent
     Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, False, ["hermes"]),
-    Row(r"<\|tool_call\|>", _json_body, families=["granite", "phi"]),  # Granite 3, Phi-4-mini
+    Row(r"<\|tool_call\|>", _json_body, r"<\|/tool_call\|>", families=["granite", "phi"]),
     Row(r"<function_call>", _json_body, r"</function_call>", families=["granite"]),  # 20b FC
     Row(r"\bfunctools(?=\[)", _json_body, families=["phi"]),  # Phi-4-mini, FireFunction v2
     Row(r"<\|python_tag\|>", _json_body, families=["llama"]),  # Llama 3.1
@@ -950,7 +939,12 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(INTERNLM, _json_body, r"<\|action_end\|>", families=["internlm"]),  # InternLM
     # Functionary v3.1, Llama 3.1's custom form, Seed-OSS, Qwen3-Coder without its <tool_call>
     Row(FUNCTION.pattern, _function_body, r"</function>", families=XML_FAMILIES),
-    Row(r'<function name="([\w.-]+)">', _function_body, r"</function>", families=["hermes", "minicpm"]),
+    Row(
+        r'<function name="([\w.-]+)">',
+        _function_body,
+        r"</function>",
+        families=["hermes", "minicpm"],
+    ),
     Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False, families=["functionary"]),
     # Functionary v3.2's first call, without >>>
     Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False, families=["functionary"]),
@@ -974,11 +968,15 @@ def _described(function: dict) -> str:
     """- name(param: type, optional?: type): what it does"""
     params = function.get("parameters", {})
     required = params.get("required", [])
-    typed = [
-        f"{key}{'' if key in required else '?'}: {_type(spec)}"
-        for key, spec in params.get("properties", {}).items()
-    ]
+    typed = [_param(key, spec, required) for key, spec in params.get("properties", {}).items()]
     return f"- {function['name']}({', '.join(typed)}): {function.get('description') or ''}"
+
+
+def _param(key: str, spec: dict, required: list) -> str:
+    """path: string, or limit?: integer for a parameter that may be left out."""
+    if key in required:
+        return f"{key}: {_type(spec)}"
+    return f"{key}?: {_type(spec)}"
 
 
 def _type(spec: dict) -> str:
@@ -1016,7 +1014,9 @@ def _calls_as_text(message: dict) -> dict:
     for call in message["tool_calls"]:
         raw = call["function"]["arguments"]
         args = arguments(raw)
-        call = {"name": call["function"]["name"], "arguments": raw if args is None else args}
+        if args is None:  # written back as it came, for the model to see what it sent
+            args = raw
+        call = {"name": call["function"]["name"], "arguments": args}
         lines.append(f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>")
     return {"role": "assistant", "content": "\n".join(lines).strip()}
 
@@ -1028,7 +1028,7 @@ def _result_as_text(message: dict, name: str) -> dict:
 
 def _append(out: list[dict], message: dict) -> None:
     """Gemma's and Mistral's templates refuse two user turns in a row: the second joins the first."""
-    last = out[-1] if out else {}
+    last = (out or [{}])[-1]
     texts = isinstance(last.get("content"), str) and isinstance(message.get("content"), str)
     if last.get("role") == "user" == message["role"] and texts:
         out[-1] = {**last, "content": f"{last['content']}\n\n{message['content']}"}
@@ -1068,7 +1068,9 @@ def visible(text: str) -> str:
     """The streamed text up to anything that may begin call markup, even a mark not yet complete."""
     cuts = [text.find(mark) for mark in MARKS if mark in text]
     found = STARTS.search(text)
-    head = text[: min(cuts + [found.start()] if found else cuts, default=len(text))]
+    if found:
+        cuts.append(found.start())
+    head = text[: min(cuts, default=len(text))]
     for mark in MARKS:  # a mark cut in two by the stream: "<tool_" now, "call>" next
         for size in range(min(len(mark) - 1, len(head)), 0, -1):
             if head.endswith(mark[:size]):
