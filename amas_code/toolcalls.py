@@ -107,7 +107,8 @@ def read(text: str, names, model: str = "") -> tuple[list[dict], str, str | None
 
 def family(model: str) -> set | None:
     """The families whose formats count for a model, from its name; None when its name says none."""
-    found = {match.lastgroup for match in FAMILY_WORDS.finditer(model.lower())}
+    name = model.lower().split("/", 1)[-1]  # not the provider (ollama/, openai/, …)
+    found = {match.lastgroup for match in FAMILY_WORDS.finditer(name)}
     return found or None
 
 
@@ -256,6 +257,8 @@ def _ending(text: str, spans: list) -> list:
         ending = ending and _closing(text, span.end, tail)
         if span.calls and not ending:
             span = span._replace(run=False)
+        if ending and tail == len(text):  # the closing tokens after the last call go with it
+            span = span._replace(end=tail)
         out.append(span)
         tail = span.start
     out.reverse()
