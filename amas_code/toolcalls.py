@@ -26,11 +26,13 @@ SERVER_ONLY = re.compile(
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 INLINE = re.compile(r"(`+)[^`\n]+?\1")
 CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
-# What a server's template writes around calls: thinking (<think>, a thought channel, harmony's
-# analysis), role headers, section tokens, the tags of a call's wrapper; cut with the calls it came with
+# What a server's template writes around calls: thinking (<think> or Seed's <seed:think>, or all
+# before a lone </think> where the template opened it; a thought channel, harmony's analysis), role
+# headers, section tokens, the tags of a call's wrapper; cut with the calls it came with
 LITTER = re.compile(
     r"<\|channel>.*?<channel\|>|<\|channel\|>analysis<\|message\|>.*?<\|end\|>"
-    r"|<\|thought_start\|>.*?<\|thought_end\|>|<think>.*?</think>|</?think>"
+    r"|<\|thought_start\|>.*?<\|thought_end\|>|<(?P<thought>(?:\w+:)?think)>.*?</(?P=thought)>"
+    r"|\A(?:(?!<(?:\w+:)?think>).)*?</(?:\w+:)?think>|</?(?:\w+:)?think>"
     r"|<\|from\|>\s*assistant\s*|(?:<\|recipient\|>|\A)\s*all\s*<\|content\|>|<\|start\|>assistant"
     r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|tool_response|channel)\|?>"
     r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
@@ -53,18 +55,27 @@ MARKUP_BEFORE = re.compile(r"(?:\s|\\n|<[^<>\n]*>)*\Z")
 LAST_MARKUP = re.compile(r"[>}\])]([^>}\])]*)\Z")  # what follows the reply's last tag or bracket
 QUOTED_STRING = re.compile(r'"[^"]*"?')
 WORD = re.compile(r"[^\W\d_]{2}")  # two letters of any script
-SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-# Words that present what follows as a sample, and (before a colon) as a form described
+SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[。！？])")
+# Words that present what follows as a sample, and (before a colon) as a form described, in the
+# languages models answer in most; and words that refuse to run what follows
 SAMPLE = re.compile(
     r"(?i)\be\.g\.|\b(?:for (?:example|instance)|such as|looks? (?:something )?like|like (?:this|so)"
     r"|as follows|example|sample|template|placeholder)\b(?![./_-]\w)"  # not example.py
+    r"|\b(?:por ejemplo|par exemple|zum beispiel|z\. ?b\.|per esempio|por exemplo|например)"
+    r"|例如|比如|示例|例子|样例|范例|例えば|예시|예를 들어"
 )
 DESCRIBED = re.compile(
     r"(?i)\b(?:format|syntax|form|shape|schema|signature|convention|typical(?:ly)?|usually"
-    r"|standard|parser|parsed|parses|written|would)\b"
+    r"|standard|parser|parsed|parses|written|would|like|formato|формат)\b|格式|形式|書式|형식"
+)
+REFUSED = re.compile(
+    r"(?i)\b(?:can't|cannot|can not|won't|will not|wouldn't|shouldn't|should not|must not"
+    r"|refuse to|not going to)\s+(?:\w+\s+){0,2}?(?:run|execute|call|perform|do)\b|不会执行|不能执行"
 )
 # A sentence that says what the model itself is about to do introduces a call, not a form
-INTENT = re.compile(r"(?i)\s*(?:let me|let's|i'll|i will|i need|i'm going|i am going|now i)\b")
+INTENT = re.compile(
+    r"(?i)\s*(?:let me|let's|i'll|i will|i need|i'm going|i am going|now i|i'd like|i would like)\b"
+)
 MAX_CALLS = 200  # tool calls of one reply amas considers: the rest are not run, nor read
 MISSES = 20  # starts of one format that read as nothing before it stops looking
 TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[\[\](){}]')
@@ -74,14 +85,14 @@ CALL_KEYS = set("name arguments parameters args type id function tool_name tool_
 # Words of a model's name, each group a family whose formats it writes (a model named by none of
 # them may write any; "any" names models that write only the forms every model may)
 FAMILY_WORDS = re.compile(
-    r"(?P<harmony>gpt-?oss)|(?P<seed>seed-?oss)|(?P<qwen>qwen|qwq|nemotron)|(?P<llama>llama)"
-    r"|(?P<mistral>m[ia]xtral|mistral|ministral|devstral|codestral|magistral|pixtral|voxtral)"
+    r"(?P<harmony>gpt-?oss)|(?P<seed>seed-?oss)|(?P<qwen>qwen|qwq|nemotron)|(?P<llama>llama|toolace)"
+    r"|(?P<mistral>m[ia]xtral|mistral|ministral|devstral|codestral|magistral|pixtral|voxtral|xlam)"
     r"|(?P<granite>granite)|(?P<deepseek>deepseek|cogito)|(?P<glm>glm|laguna)|(?P<gemma>gemma)"
     r"|(?P<kimi>kimi)|(?P<minimax>minimax)|(?P<step>(?<![a-z])step-?\d)|(?P<hermes>hermes)"
     r"|(?P<phi>(?<![a-z])phi(?![a-z])|firefunction)|(?P<functionary>functionary)|(?P<lfm>lfm)"
     r"|(?P<cohere>command-?[ar]|c4ai|(?<![a-z])aya(?![a-z]))|(?P<olmo>olmo)|(?P<minicpm>minicpm)"
     r"|(?P<internlm>intern)|(?P<hunyuan>hunyuan)|(?P<longcat>longcat)|(?P<gigachat>gigachat)"
-    r"|(?P<atem>glimmer|muse)|(?P<any>xlam|exaone|smollm|falcon|hammer|toolace)"
+    r"|(?P<atem>glimmer|muse)|(?P<apertus>apertus)|(?P<any>exaone|smollm|falcon|hammer)"
 )
 LOOKBACK = 2000  # characters before a call that may present it
 
@@ -249,20 +260,29 @@ def _made_up(text: str, spans: list) -> list:
 
 def _ending(text: str, spans: list) -> list:
     """Calls run only where they end the reply (a model that calls a tool stops there): from the end
-    back, while nothing but closing tokens lies between; a call prose follows is an example."""
+    back, while nothing but closing tokens lies between. A call prose follows is an example, and a
+    reply that shows one call as an example shows its others so too."""
     out = []
     tail = len(text)
     ending = True
+    example = False
     for span in reversed(spans):
         ending = ending and _closing(text, span.end, tail)
-        if span.calls and not ending:
-            span = span._replace(run=False)
+        example = example or (bool(span.calls) and not ending)
         if ending and tail == len(text):  # the closing tokens after the last call go with it
             span = span._replace(end=tail)
         out.append(span)
         tail = span.start
     out.reverse()
-    return out
+    if not example:
+        return out
+    return [_as_example(span) for span in out]
+
+
+def _as_example(span: Span) -> Span:
+    if span.calls:
+        return span._replace(run=False)
+    return span
 
 
 def _closing(text: str, start: int, end: int) -> bool:
@@ -374,10 +394,10 @@ def _presented(text: str, at: int) -> bool:
     if inline.endswith(('"', "“", "'", "«")):  # in quotation marks
         return True
     sentence = SENTENCES.split(lead[lead.rfind("\n") + 1 :].strip())[-1]
-    if SAMPLE.search(sentence):
+    if SAMPLE.search(sentence) or REFUSED.search(sentence):
         return True
     # described before a colon, or mid-sentence ("Qwen-Agent writes ✿FUNCTION✿: … and …")
-    described = sentence.endswith(":") or (inline and not inline.endswith(tuple(".!?>)]}")))
+    described = sentence.endswith((":", "：")) or (inline and not inline.endswith(tuple(".!?>)]}")))
     return bool(described and DESCRIBED.search(sentence) and not INTENT.match(sentence))
 
 
@@ -777,6 +797,26 @@ def _mistral_body(text: str, at: int, match=None):
     return None
 
 
+def _keyed_body(text: str, at: int, match=None):
+    """Apertus's [{"name": {arguments}}, …]: each tool's name the only key of its object."""
+    found = _json_at(text, at)
+    if not found or not isinstance(found[0], list):
+        return None
+    calls = [_named(item) for item in found[0]]
+    if not calls or None in calls:
+        return None
+    return calls, found[1]
+
+
+def _named(item) -> tuple[str, dict] | None:
+    if not isinstance(item, dict) or len(item) != 1:
+        return None
+    [(name, args)] = item.items()
+    if not isinstance(args, dict):
+        return None
+    return name, args
+
+
 def _functionary_body(text: str, at: int, match):
     """A name then its JSON arguments: Functionary's >>>name, Kimi-K2, DeepSeek, harmony, …"""
     found = _json_at(text, at)
@@ -904,8 +944,10 @@ LFM2 = r"<\|tool_call_start\|>\s*(?P<list>\[)"
 MINICPM = r"<\|tool_call_start\|>\s*```(?:python)?[ \t]*\n"
 INTERNLM = r"<\|action_start\|>\s*<\|plugin\|>"
 PYTHONIC = r"(?:<\|python_start\|>)?(?P<list>\[)\s*[A-Za-z_][\w.]*\s*\("
-XML_FAMILIES = ["qwen", "functionary", "seed", "llama"]
-PYTHONIC_FAMILIES = ["llama", "lfm", "olmo", "gemma"]
+PYTHONIC_FAMILIES = ["llama", "lfm", "olmo", "gemma", "granite"]
+APERTUS = r"<\|tools_prefix\|>(?=\s*\[)"
+HERMES_XML = r'<function name="([\w.-]+)">'
+
 FORMATS = [  # one row a family; the first to start a span reads it (a tag's body, not its items)
     # the forms amas asks for in text mode, which any model may write: rows of no family
     Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
@@ -940,17 +982,13 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(LFM2, _pythonic, r"<\|tool_call_end\|>", families=["lfm"]),  # LFM2
     Row(MINICPM, _python_fenced, r"```", families=["minicpm"]),  # MiniCPM 3, 4
     Row(INTERNLM, _json_body, r"<\|action_end\|>", families=["internlm"]),  # InternLM
-    # Functionary v3.1, Llama 3.1's custom form, Seed-OSS, Qwen3-Coder without its <tool_call>
-    Row(FUNCTION.pattern, _function_body, r"</function>", families=XML_FAMILIES),
-    Row(
-        r'<function name="([\w.-]+)">',
-        _function_body,
-        r"</function>",
-        families=["hermes", "minicpm"],
-    ),
+    Row(APERTUS, _keyed_body, r"<\|tools_suffix\|>", families=["apertus"]),  # Apertus
+    # Functionary v3.1, Llama 3.1's custom form, Seed-OSS, Step-3.5, Qwen3-Coder bare: any model
+    Row(FUNCTION.pattern, _function_body, r"</function>"),
+    Row(HERMES_XML, _function_body, r"</function>", families=["hermes", "minicpm"]),  # MiniCPM
     Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False, families=["functionary"]),
-    # Functionary v3.2's first call, without >>>
-    Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, strong=False, families=["functionary"]),
+    # Functionary v3.2's first call without >>>, GLM-4's name line then its arguments
+    Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, False, ["functionary", "glm"]),
     Row(r"Action:\s*(?=```)", _json_body, strong=False, families=["cohere"]),  # Command R
     Row(PYTHONIC, _pythonic, r"<\|python_end\|>", False, PYTHONIC_FAMILIES),  # Llama 3.2+/4, …
 ]

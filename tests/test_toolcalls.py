@@ -125,14 +125,38 @@ def test_a_call_prose_follows_is_an_example_shown_whole(after):
     assert toolcalls.read(answer, NAMES) == ([], answer, None)
 
 
-def test_calls_written_together_all_run_and_one_prose_follows_does_not():
+def test_calls_written_together_all_run_and_a_reply_showing_one_shows_all():
     second = CALL.replace("a.py", "b.py")
     calls, left, _ = toolcalls.read(f"Reading both.\n{CALL}\n{second}", NAMES)
     assert calls_of(calls) == [["read_file", {"path": "a.py"}], ["read_file", {"path": "b.py"}]]
     assert left == "Reading both."
-    calls, left, _ = toolcalls.read(f"Say {CALL} to read a file. Now:\n{second}", NAMES)
-    assert calls_of(calls) == [["read_file", {"path": "b.py"}]]
-    assert left == f"Say {CALL} to read a file. Now:"
+    # a tutorial: its first call has prose after it, so its last is part of the lesson too
+    lesson = f"First {CALL} reads a file. Then, to read another:\n{second}"
+    assert toolcalls.read(lesson, NAMES) == ([], lesson, toolcalls.EXAMPLE_LINE)
+
+
+@pytest.mark.parametrize(
+    "lead",
+    [
+        "格式如下：",  # "the format is as follows:"
+        "例如：",  # "for example:"
+        "Por ejemplo:",
+        "EXAONE's system prompt asks for calls like:",
+        "I won't run this for you:",
+        "I can't execute",
+    ],
+)
+def test_a_call_ending_the_reply_after_words_that_present_or_refuse_it_is_not_run(lead):
+    answer = f"{lead}\n{CALL}"
+    assert toolcalls.read(answer, NAMES) == ([], answer, toolcalls.EXAMPLE_LINE)
+
+
+@pytest.mark.parametrize(
+    "lead", ["Let me check the project structure:", "I'd like to see the file format first:", ""]
+)
+def test_a_call_after_words_of_what_the_model_does_next_runs(lead):
+    calls, left, _ = toolcalls.read(f"{lead}\n{CALL}", NAMES)
+    assert calls_of(calls) == [["read_file", {"path": "a.py"}]] and left == lead
 
 
 MISTRAL = '[TOOL_CALLS]read_file[ARGS]{"path": "a.py"}'
