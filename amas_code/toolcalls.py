@@ -61,20 +61,24 @@ SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[。！？])")
 SAMPLE = re.compile(
     r"(?i)\be\.g\.|\b(?:for (?:example|instance)|such as|looks? (?:something )?like|like (?:this|so)"
     r"|as follows|example|sample|template|placeholder)\b(?![./_-]\w)"  # not example.py
-    r"|\b(?:por ejemplo|par exemple|zum beispiel|z\. ?b\.|per esempio|por exemplo|например)"
-    r"|例如|比如|示例|例子|样例|范例|例えば|예시|예를 들어"
+    r"|\b(?:exemple|ejemplo|esempio|exemplo|beispiel|z\. ?b\.|пример|например)"
+    r"|例如|比如|示例|例子|样例|范例|例えば|の例|例[:：]|예시|예를 들어"
 )
 DESCRIBED = re.compile(
     r"(?i)\b(?:format|syntax|form|shape|schema|signature|convention|typical(?:ly)?|usually"
-    r"|standard|parser|parsed|parses|written|would|like|formato|формат)\b|格式|形式|書式|형식"
+    r"|standard|parser|parsed|parses|written|would|like|how|expects?|payload|formato|формат)\b"
+    r"|\A\s*(?:when|whenever|if|each time|every time)\b|格式|形式|書式|형식"
 )
 REFUSED = re.compile(
     r"(?i)\b(?:can't|cannot|can not|won't|will not|wouldn't|shouldn't|should not|must not"
     r"|refuse to|not going to)\s+(?:\w+\s+){0,2}?(?:run|execute|call|perform|do)\b|不会执行|不能执行"
 )
-# A sentence that says what the model itself is about to do introduces a call, not a form
+# A sentence that says what the model itself does next introduces a call, not a form: "Let me…",
+# "First, I'll…", "Checking the tests:"
 INTENT = re.compile(
-    r"(?i)\s*(?:let me|let's|i'll|i will|i need|i'm going|i am going|now i|i'd like|i would like)\b"
+    r"(?i)\s*(?:(?:first|next|now|then|so|ok(?:ay)?|sure|alright|great)[,!.]?\s+)*"
+    r"(?:let me|let's|i'll|i will|i need|i'm going|i am going|i want|i should|i must|i have to"
+    r"|i'd like|i would like|we need|we'll|(?!\w*thing\b)[a-z]+ing\b)"
 )
 MAX_CALLS = 200  # tool calls of one reply amas considers: the rest are not run, nor read
 MISSES = 20  # starts of one format that read as nothing before it stops looking

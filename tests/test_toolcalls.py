@@ -140,8 +140,13 @@ def test_calls_written_together_all_run_and_a_reply_showing_one_shows_all():
     [
         "格式如下：",  # "the format is as follows:"
         "例如：",  # "for example:"
+        "ツール呼び出しの例:",  # "an example of a tool call:"
+        "Пример вызова:",  # "an example of a call:"
+        "Voici un exemple d'appel :",
         "Por ejemplo:",
         "EXAONE's system prompt asks for calls like:",
+        "Here's how you'd call it:",
+        "When I decide to use a tool, I output:",
         "I won't run this for you:",
         "I can't execute",
     ],
@@ -152,7 +157,14 @@ def test_a_call_ending_the_reply_after_words_that_present_or_refuse_it_is_not_ru
 
 
 @pytest.mark.parametrize(
-    "lead", ["Let me check the project structure:", "I'd like to see the file format first:", ""]
+    "lead",
+    [
+        "Let me check the project structure:",
+        "I'd like to see the file format first:",
+        "First, I'll read the config format:",
+        "Checking how main.py handles it:",
+        "",
+    ],
 )
 def test_a_call_after_words_of_what_the_model_does_next_runs(lead):
     calls, left, _ = toolcalls.read(f"{lead}\n{CALL}", NAMES)
