@@ -137,17 +137,20 @@ class Span(NamedTuple):
 
 
 def _spans(text: str, code: list, names, families) -> tuple[list, list]:
-    """What every row finds: call spans, and where unreadable call markup starts."""
+    """What every row finds: call spans (shown in a format not the model's family's), and where
+    unreadable call markup starts."""
     spans = []
     broken = []
     for row in FORMATS:
-        found, lost = _row_spans(text, row, code, names, families)
+        found, lost = _row_spans(text, row, code, names)
+        if not row.counts(families):
+            found = [span._replace(run=False) for span in found]
         spans = spans + found
         broken = broken + lost
     return spans, broken
 
 
-def _row_spans(text: str, row: "Row", code: list, names, families) -> tuple[list, list]:
+def _row_spans(text: str, row: "Row", code: list, names) -> tuple[list, list]:
     """The calls one format finds (each marked run or shown as an example), and where its markup
     holds no readable call."""
     spans = []
@@ -160,18 +163,11 @@ def _row_spans(text: str, row: "Row", code: list, names, families) -> tuple[list
             continue
         if _in_code(match.start(), code, fenced=row.body is _fenced):
             continue
-        found = row.body(text, match.end(), match)
-        if found and _known(found[0], names):
-            end = _close(text, found[1], row.close)
-            if not _starved(text, found[0], end):
-                run = row.counts(families) and not _example(text, match.start(), spans)
-                spans.append(Span(match.start(), end, found[0], run))
-                continue
-        if (
-            row.strong
-            and CALL_START.match(text, match.end())
-            and not _presented(text, match.start())
-        ):
+        span = _call_at(text, row, match, names)
+        if span:
+            spans.append(span._replace(run=not _example(text, match.start(), spans)))
+            continue
+        if _lost_call(text, row, match):
             broken.append(match.start())
         misses += 1
         if misses > MISSES:  # a model repeating itself: each try costs a scan of the rest
@@ -179,17 +175,36 @@ def _row_spans(text: str, row: "Row", code: list, names, families) -> tuple[list
     return spans, broken
 
 
-class Row:
-    """One format: where a call starts, how its body is read, what may close it, whether it is surely
-    a call, and the families that write it (none: any model may)."""
+def _call_at(text: str, row: "Row", match, names) -> Span | None:
+    """The calls to known tools a format's markup holds where it starts, and where they end."""
+    found = row.body(text, match.end(), match)
+    if not found or not _known(found[0], names):
+        return None
+    end = _close(text, found[1], row.close)
+    if _starved(text, found[0], end):
+        return None
+    return Span(match.start(), end, found[0], True)
 
-    def __init__(self, start: str, body, close: str = "", strong: bool = True, families=()):
+
+def _lost_call(text: str, row: "Row", match) -> bool:
+    """Markup that surely begins a call (not a sample presented) where none could be read."""
+    if not row.strong or not CALL_START.match(text, match.end()):
+        return False
+    return not _presented(text, match.start())
+
+
+class Row:
+    """One format: where a call starts, how its body is read, what may close it, and the families
+    that write it (none: any model may). Its markup is surely a call (a Weak row's may be prose)."""
+
+    strong = True
+
+    def __init__(self, start: str, body, close: str = "", families=()):
         self.start = re.compile(start)
         self.body = body
         self.close = None
         if close:
             self.close = re.compile(r"(?:\s|\\n)*(?:" + close + ")")
-        self.strong = strong
         self.families = set(families)
 
     def counts(self, families) -> bool:
@@ -197,6 +212,12 @@ class Row:
         if families is None or not self.families:
             return True
         return bool(self.families & families)
+
+
+class Weak(Row):
+    """A format whose start may be prose too: markup it cannot read is not a lost call."""
+
+    strong = False
 
 
 def _in_code(at: int, code: list, fenced: bool = False) -> bool:
@@ -956,13 +977,9 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     # the forms amas asks for in text mode, which any model may write: rows of no family
     Row(r"<tool_call>", _tagged_body, r"</tool_call>"),  # Hermes, Qwen, Qwen3-Coder, GLM
     Row(r"<tools?>|<tool_calls>", _json_body, r"</tools?>|</tool_calls>"),  # wrappers, Hunyuan
-    Row(
-        r"(?m)^[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{<])",
-        _fenced,
-        strong=False,
-    ),
+    Weak(r"(?m)^[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n(?=\s*[\[{<])", _fenced),
     # Llama 3.x, xLAM, LocalAI's grammar
-    Row(r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body, strong=False),
+    Weak(r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body),
     # the markup of one family each
     Row(r"<longcat_tool_call>", _tagged_body, r"</longcat_tool_call>", families=["longcat"]),
     Row(GEMMA, _gemma_body, r"<tool_call\|>|<end_function_call>", families=["gemma"]),
@@ -975,7 +992,7 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Row(FUNCTIONARY_V2, _functionary_body, families=["functionary"]),
     Row(FUNCTIONARY_V25, _functionary_body, families=["functionary"]),
     Row(QWEN_AGENT, _qwen_agent_body, QWEN_AGENT_END, families=["qwen"]),  # Qwen-Agent
-    Row(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, False, ["hermes"]),
+    Weak(r"<(?:response|json|xml|JSON)>", _json_body, UNWRAPPER.pattern, ["hermes"]),
     Row(r"<\|tool_call\|>", _json_body, r"<\|/tool_call\|>", families=["granite", "phi"]),
     Row(r"<function_call>", _json_body, r"</function_call>", families=["granite"]),  # 20b FC
     Row(r"\bfunctools(?=\[)", _json_body, families=["phi"]),  # Phi-4-mini, FireFunction v2
@@ -990,11 +1007,11 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     # Functionary v3.1, Llama 3.1's custom form, Seed-OSS, Step-3.5, Qwen3-Coder bare: any model
     Row(FUNCTION.pattern, _function_body, r"</function>"),
     Row(HERMES_XML, _function_body, r"</function>", families=["hermes", "minicpm"]),  # MiniCPM
-    Row(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, strong=False, families=["functionary"]),
+    Weak(r">>>\s*([\w.-]+)\s*\n?", _functionary_body, families=["functionary"]),
     # Functionary v3.2's first call without >>>, GLM-4's name line then its arguments
-    Row(r"\A([\w.-]+)\n(?=\{)", _functionary_body, False, ["functionary", "glm"]),
-    Row(r"Action:\s*(?=```)", _json_body, strong=False, families=["cohere"]),  # Command R
-    Row(PYTHONIC, _pythonic, r"<\|python_end\|>", False, PYTHONIC_FAMILIES),  # Llama 3.2+/4, …
+    Weak(r"\A([\w.-]+)\n(?=\{)", _functionary_body, families=["functionary", "glm"]),
+    Weak(r"Action:\s*(?=```)", _json_body, families=["cohere"]),  # Command R
+    Weak(PYTHONIC, _pythonic, r"<\|python_end\|>", PYTHONIC_FAMILIES),  # Llama 3.2+/4, …
 ]
 
 
