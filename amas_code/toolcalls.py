@@ -1110,6 +1110,7 @@ MARKS = [  # text that begins call markup, shown to nobody while it streams
     "<|",
     "<｜",
     "<minimax:",
+    "<seed:tool_call",
     "<start_function_call>",
     "[TOOL_CALLS]",
     "functools[",

@@ -531,6 +531,7 @@ STREAMED = {  # what the stream may show of a reply so far
     "Writing it.\n✿FUNC": "Writing it.\n",
     "Then <longcat_tool_call>{": "Then ",
     "Then <minimax:tool_call>\n<invoke name=": "Then ",
+    "Then <seed:tool_call>\n<function=read_file>": "Then ",
     'Then <invoke name="read_file">': "Then ",
     " to=read_file<|message|><atem:function_calls>": " ",
     "read_file\n<|content|>{": "",
