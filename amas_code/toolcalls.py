@@ -26,13 +26,13 @@ SERVER_ONLY = re.compile(
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
 INLINE = re.compile(r"(`+)[^`\n]+?\1")
 CALL_START = re.compile(r"\s*(?:[\[{]|<function=|```|[\w.-]+\s*<arg_key>)")
-# What a server's template writes around calls: thinking (<think> or Seed's <seed:think>, or all
-# before a lone </think> where the template opened it; a thought channel, harmony's analysis), role
-# headers, section tokens, the tags of a call's wrapper; cut with the calls it came with
+# What a server's template writes around calls: thinking (<think>, Seed's <seed:think>, a thought
+# channel, harmony's analysis), role headers, section tokens, the tags of a call's wrapper; cut with
+# the calls it came with
 LITTER = re.compile(
     r"<\|channel>.*?<channel\|>|<\|channel\|>analysis<\|message\|>.*?<\|end\|>"
     r"|<\|thought_start\|>.*?<\|thought_end\|>|<(?P<thought>(?:\w+:)?think)>.*?</(?P=thought)>"
-    r"|\A(?:(?!<(?:\w+:)?think>).)*?</(?:\w+:)?think>|</?(?:\w+:)?think>"
+    r"|</?(?:\w+:)?think>"
     r"|<\|from\|>\s*assistant\s*|(?:<\|recipient\|>|\A)\s*all\s*<\|content\|>|<\|start\|>assistant"
     r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|tool_response|channel)\|?>"
     r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
@@ -50,8 +50,7 @@ MADE_UP = re.compile(
     r"(?:\s|</[^\s<>]{1,60}>|<[|｜][^\s<>]{1,40}[|｜]>)*"
     r"(?:<\|tool_response>|<[|｜]tool▁outputs▁begin[|｜]>|<\|start_header_id\|>ipython)"
 )
-# The markup a call may open with, on lines of its own (a wrapper, a section token): not prose
-MARKUP_BEFORE = re.compile(r"(?:\s|\\n|<[^<>\n]*>)*\Z")
+TAG_BREAK = re.compile(r"[<>\n]")  # what a tag cannot hold
 LAST_MARKUP = re.compile(r"[>}\])]([^>}\])]*)\Z")  # what follows the reply's last tag or bracket
 QUOTED_STRING = re.compile(r'"[^"]*"?')
 WORD = re.compile(r"[^\W\d_]{2}")  # two letters of any script
@@ -385,9 +384,17 @@ def _left(text: str, spans: list, calls: list, lost) -> tuple[list[dict], str, s
 
 def _litter(text: str, code: list) -> list:
     """What a server's template leaves around calls (section tokens, a thought channel, role
-    headers) outside code: cut with the calls, never shown."""
+    headers) outside code: cut with the calls, never shown. A </think> before any <think> closes
+    a thought the template opened: all before it is thought too."""
     found = [m.span() for m in LITTER.finditer(text) if not _in_code(m.start(), code)]
+    close = THOUGHT_END.search(text)
+    if close and not THOUGHT_START.search(text, 0, close.start()):
+        found.append((0, close.end()))
     return [Span(start, end, [], True) for start, end in found]
+
+
+THOUGHT_START = re.compile(r"<(?:\w+:)?think>")
+THOUGHT_END = re.compile(r"</(?:\w+:)?think>")
 
 
 def _starved(text: str, calls: list, end: int) -> bool:
@@ -412,7 +419,7 @@ def _presented(text: str, at: int) -> bool:
     if quote and quote.end() <= at:
         return True
     window = text[max(0, at - LOOKBACK) : at]
-    lead = window[: MARKUP_BEFORE.search(window).start()]
+    lead = _before_markup(window)
     inline = ""
     if "\n" not in window[len(lead) :]:  # prose on the call's own line
         inline = lead[lead.rfind("\n") + 1 :].strip()
@@ -424,6 +431,20 @@ def _presented(text: str, at: int) -> bool:
     # described before a colon, or mid-sentence ("Qwen-Agent writes ✿FUNCTION✿: … and …")
     described = sentence.endswith((":", "：")) or (inline and not inline.endswith(tuple(".!?>)]}")))
     return bool(described and DESCRIBED.search(sentence) and not INTENT.match(sentence))
+
+
+def _before_markup(text: str) -> str:
+    """The text before the markup it ends with: the tags a call may open with, on lines of their own
+    (a wrapper, a section token), blanks, newlines written as the two characters \\n."""
+    while True:
+        text = text.rstrip()
+        tag = text.rfind("<")
+        if text.endswith("\\n"):
+            text = text[:-2]
+        elif text.endswith(">") and tag >= 0 and not TAG_BREAK.search(text, tag + 1, len(text) - 1):
+            text = text[:tag]
+        else:
+            return text
 
 
 def native(name: str, args: dict | str, cid: str = "") -> dict:
