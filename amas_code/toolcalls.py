@@ -54,6 +54,7 @@ TAG_BREAK = re.compile(r"[<>\n]")  # what a tag cannot hold
 LAST_MARKUP = re.compile(r"[>}\])]([^>}\])]*)\Z")  # what follows the reply's last tag or bracket
 QUOTED_STRING = re.compile(r'"[^"]*"?')
 WORD = re.compile(r"[^\W\d_]{2}")  # two letters of any script
+CLAUSES = re.compile(r"[,;]\s+")
 SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[。！？])")
 # Words that present what follows as a sample, and (before a colon) as a form described, in the
 # languages models answer in most; and words that refuse to run what follows
@@ -65,7 +66,8 @@ SAMPLE = re.compile(
 )
 DESCRIBED = re.compile(
     r"(?i)\b(?:format|syntax|form|shape|schema|signature|convention|typical(?:ly)?|usually"
-    r"|standard|parser|parsed|parses|written|would|like|how|expects?|payload|formato|формат)\b"
+    r"|standard|parser|parsed|parses|written|would|like|how|expects?|payload|formato|формат"
+    r"|writes|wrote|emits|outputs?|returns|produces|prints|yields|generates|says|reads)\b"
     r"|\A\s*(?:when|whenever|if|each time|every time)\b|格式|形式|書式|형식"
 )
 REFUSED = re.compile(
@@ -430,7 +432,8 @@ def _presented(text: str, at: int) -> bool:
         return True
     # described before a colon, or mid-sentence ("Qwen-Agent writes ✿FUNCTION✿: … and …")
     described = sentence.endswith((":", "：")) or (inline and not inline.endswith(tuple(".!?>)]}")))
-    return bool(described and DESCRIBED.search(sentence) and not INTENT.match(sentence))
+    intent = INTENT.match(CLAUSES.split(sentence)[-1])  # "The test fails, so let me read it:"
+    return bool(described and DESCRIBED.search(sentence) and not intent)
 
 
 def _before_markup(text: str) -> str:

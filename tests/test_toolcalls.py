@@ -147,6 +147,8 @@ def test_calls_written_together_all_run_and_a_reply_showing_one_shows_all():
         "EXAONE's system prompt asks for calls like:",
         "Here's how you'd call it:",
         "When I decide to use a tool, I output:",
+        "The page says:",
+        "MiniMax-M2 emits:\n<minimax:tool_call>",  # a wrapper on its own line hides no sentence
         "I won't run this for you:",
         "I can't execute",
     ],
@@ -163,6 +165,7 @@ def test_a_call_ending_the_reply_after_words_that_present_or_refuse_it_is_not_ru
         "I'd like to see the file format first:",
         "First, I'll read the config format:",
         "Checking how main.py handles it:",
+        "The error says the file is missing, so let me read it:",
         "",
     ],
 )
