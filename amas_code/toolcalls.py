@@ -557,15 +557,13 @@ def _first(value: dict, keys: tuple):
 def _keyed_call(value: dict) -> tuple[str, dict] | None:
     """{"name": {"args": {…}}}: the tool's name as the only key, its arguments under "args" (a
     one-key object without "args" is data, not a call)."""
-    if len(value) != 1:
+    named = _named(value)
+    if not named or "args" not in named[1] or not set(named[1]) <= {"args", "id"}:
         return None
-    [(name, inner)] = value.items()
-    if not isinstance(inner, dict) or "args" not in inner or not set(inner) <= {"args", "id"}:
-        return None
-    args = arguments(inner["args"])
+    args = arguments(named[1]["args"])
     if args is None:
         return None
-    return name, args
+    return named[0], args
 
 
 def _as_calls(value) -> list | None:
@@ -858,6 +856,7 @@ def _keyed_body(text: str, at: int, match=None):
 
 
 def _named(item) -> tuple[str, dict] | None:
+    """(key, value) of an object whose only key holds an object."""
     if not isinstance(item, dict) or len(item) != 1:
         return None
     [(name, args)] = item.items()
