@@ -466,7 +466,7 @@ class Model:
         if partial:  # the text so far is the answer; the caller says what went wrong
             calls = []
         elif not calls and self.names:  # text mode, or a native server that left a call in the text
-            calls, content, unreadable = toolcalls.read(content, self.names)
+            calls, content, unreadable = toolcalls.read(content, self.names, model=self.name)
         reply = {"role": "assistant", "content": content, "tool_calls": calls}
         reply |= {"unreadable": unreadable, "cut": finish == "length", "lost": partial}
         return {k: v for k, v in reply.items() if v or k == "content"}  # only what is there

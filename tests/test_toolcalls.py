@@ -1,6 +1,8 @@
 """The text tool-call reader over a corpus taken from public parser test suites, and its writing side."""
 
 import json
+import re
+import zlib
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,9 @@ import pytest
 from amas_code import toolcalls, tools
 
 CORPUS = json.loads((Path(__file__).parent / "toolcall_corpus.json").read_text())
+# real outputs from sources the reader was never tuned on (ollama's newer parsers, lmdeploy) and half
+# of issue 52's written plain answers, split at random: measured, never tuned on
+HELDOUT = json.loads((Path(__file__).parent / "toolcall_heldout.json").read_text())
 NAMES = set(tools.NAMES)
 MARKUP = (
     "<|",
@@ -39,7 +44,7 @@ MISSES = {  # real cases the reader does not read yet, and why; each must still 
 
 
 def case_id(case: dict) -> str:
-    return f"{case['family']}-{case.get('line') or CORPUS.index(case)}"
+    return f"{case['family']}-{case.get('line') or zlib.crc32(case['raw'].encode()) % 10_000}"
 
 
 def calls_of(found: list[dict]) -> list:
@@ -83,6 +88,125 @@ def test_at_least_three_in_four_real_cases_are_read():
     assert len(real) >= 60 and len(read) / len(real) >= 0.75
 
 
+SHOWING = [c for c in HELDOUT if c["kind"] in ("plain", "example")]
+
+
+@pytest.mark.parametrize("case", SHOWING, ids=case_id)
+def test_no_held_out_plain_answer_runs_and_each_is_shown_whole(case):
+    calls, left, _ = toolcalls.read(case["raw"], names_for(case))
+    assert (calls, left) == ([], case["raw"])
+
+
+def test_most_held_out_calls_are_read():
+    real = [c for c in HELDOUT if c["kind"] == "call"]
+    read = [c for c in real if calls_of(toolcalls.read(c["raw"], names_for(c))[0]) == c["calls"]]
+    assert len(real) >= 50 and len(read) / len(real) >= 0.9
+
+
+# -- example or call: by where it stands, and in whose format --------------------------------------
+
+CALL = '<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>'
+
+
+@pytest.mark.parametrize(
+    "after", ["", "\n", "<|im_end|>", "\n</s>", "<|eot_id|>\n\n", "<|tool_response>made up"]
+)
+def test_a_call_that_ends_the_reply_runs(after):
+    calls, left, unreadable = toolcalls.read(f"I'll read it first:\n{CALL}{after}", NAMES)
+    assert calls_of(calls) == [["read_file", {"path": "a.py"}]]
+    assert (left, unreadable) == ("I'll read it first:", None)
+
+
+@pytest.mark.parametrize(
+    "after", ["\nThat is all it contains.", " — it reads a.py.", "\n\n这就是全部内容。", "."]
+)
+def test_a_call_prose_follows_is_an_example_shown_whole(after):
+    answer = f"The page says:\n{CALL}{after}"
+    assert toolcalls.read(answer, NAMES) == ([], answer, None)
+
+
+def test_calls_written_together_all_run_and_a_reply_showing_one_shows_all():
+    second = CALL.replace("a.py", "b.py")
+    calls, left, _ = toolcalls.read(f"Reading both.\n{CALL}\n{second}", NAMES)
+    assert calls_of(calls) == [["read_file", {"path": "a.py"}], ["read_file", {"path": "b.py"}]]
+    assert left == "Reading both."
+    # a tutorial: its first call has prose after it, so its last is part of the lesson too
+    lesson = f"First {CALL} reads a file. Then, to read another:\n{second}"
+    assert toolcalls.read(lesson, NAMES) == ([], lesson, toolcalls.EXAMPLE_LINE)
+
+
+@pytest.mark.parametrize(
+    "lead",
+    [
+        "格式如下：",  # "the format is as follows:"
+        "例如：",  # "for example:"
+        "ツール呼び出しの例:",  # "an example of a tool call:"
+        "Пример вызова:",  # "an example of a call:"
+        "Voici un exemple d'appel :",
+        "Por ejemplo:",
+        "EXAONE's system prompt asks for calls like:",
+        "Here's how you'd call it:",
+        "When I decide to use a tool, I output:",
+        "The page says:",
+        "MiniMax-M2 emits:\n<minimax:tool_call>",  # a wrapper on its own line hides no sentence
+        "I won't run this for you:",
+        "I can't execute",
+    ],
+)
+def test_a_call_ending_the_reply_after_words_that_present_or_refuse_it_is_not_run(lead):
+    answer = f"{lead}\n{CALL}"
+    assert toolcalls.read(answer, NAMES) == ([], answer, toolcalls.EXAMPLE_LINE)
+
+
+@pytest.mark.parametrize(
+    "lead",
+    [
+        "Let me check the project structure:",
+        "I'd like to see the file format first:",
+        "First, I'll read the config format:",
+        "Checking how main.py handles it:",
+        "The error says the file is missing, so let me read it:",
+        "",
+    ],
+)
+def test_a_call_after_words_of_what_the_model_does_next_runs(lead):
+    calls, left, _ = toolcalls.read(f"{lead}\n{CALL}", NAMES)
+    assert calls_of(calls) == [["read_file", {"path": "a.py"}]] and left == lead
+
+
+MISTRAL = '[TOOL_CALLS]read_file[ARGS]{"path": "a.py"}'
+PYTHONIC = '[read_file(path="a.py")]'
+
+
+@pytest.mark.parametrize(
+    "model, raw, runs",
+    [
+        ("openai/qwen2.5-coder-1.5b-instruct", MISTRAL, False),
+        ("openai/mistral-small-3.1", MISTRAL, True),
+        ("openai/my-local-model", MISTRAL, True),  # a name that says no family: any format
+        ("ollama_chat/qwen2.5-coder:7b", PYTHONIC, False),
+        ("openai/Llama-3.2-3B-Instruct", PYTHONIC, True),
+        ("openai/Meta-Llama-3.1-8B", CALL, True),  # the form amas asks for counts for every model
+        ("hosted_vllm/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", PYTHONIC, False),
+    ],
+)
+def test_where_the_model_name_says_its_family_only_its_formats_count(model, raw, runs):
+    calls, left, unreadable = toolcalls.read(f"Reading it:\n{raw}", NAMES, model=model)
+    if runs:
+        assert calls_of(calls) == [["read_file", {"path": "a.py"}]]
+    else:  # shown whole; it ends the reply, so the model is told how to call
+        assert (calls, left, unreadable) == ([], f"Reading it:\n{raw}", toolcalls.EXAMPLE_LINE)
+
+
+def test_the_family_of_a_model_is_read_from_its_name():
+    assert toolcalls.family("openai/Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf") == {"qwen"}
+    assert toolcalls.family("deepseek-r1-distill-qwen-7b") == {"deepseek", "qwen"}
+    assert toolcalls.family("ollama/gpt-oss:20b") == {"harmony"}
+    assert toolcalls.family("openai/phi-4-mini") == {"phi"}
+    assert toolcalls.family("ollama/dolphin-mixtral") == {"mistral"}  # not Phi: a word of its own
+    assert toolcalls.family("openai/test-model") is None and toolcalls.family("") is None
+
+
 # -- through the real CLI, against the scripted server, in text mode and in native mode ------------
 
 CONTENT = 'print("héllo")\n'
@@ -92,12 +216,13 @@ GEMMA_ESC = f"path:<escape>out.py<escape>,content:<escape>{CONTENT}<escape>"
 INVOKE = (
     f'<parameter name="path">out.py</parameter>\n<parameter name="content">{CONTENT}</parameter>\n'
 )
+QWEN_XML = (
+    "<tool_call>\n<function=create_file>\n<parameter=path>\nout.py\n</parameter>\n"
+    f"<parameter=content>\n{CONTENT}\n</parameter>\n</function>\n</tool_call>"
+)
 WRITTEN = {  # one create_file call a family, as that family writes it
     "hermes": f'Creating it.\n<tool_call>{{"name": "create_file", "arguments": {ARGS}}}</tool_call>',
-    "qwen3-coder-xml": (
-        "<tool_call>\n<function=create_file>\n<parameter=path>\nout.py\n</parameter>\n"
-        f"<parameter=content>\n{CONTENT}\n</parameter>\n</function>\n</tool_call>"
-    ),
+    "qwen3-coder-xml": QWEN_XML,
     "llama-json": f'<|python_tag|>{{"name": "create_file", "parameters": {ARGS}}}',
     "pythonic": f"[create_file(path='out.py', content={CONTENT!r})]",
     "mistral": f"[TOOL_CALLS]create_file[ARGS]{ARGS}",
@@ -158,6 +283,20 @@ WRITTEN = {  # one create_file call a family, as that family writes it
         "<|channel|>analysis<|message|>A file.<|end|><|start|>assistant<|channel|>commentary "
         f"to=functions.create_file <|constrain|>json<|message|>{ARGS}<|call|>"
     ),
+    # the forms issue 52 found missed, each as its source in the corpus writes it
+    "localai-function-key": f'{{"function": "create_file", "arguments": {ARGS}}}',
+    "args-under-key": f'<tool_calls>[{{"create_file": {{"id": "call-0001", "args": {ARGS}}}}}]</tool_calls>',
+    "call-id": f"<tool_call><function=create_file>[call_abc]{ARGS}</function></tool_call>",
+    "qwen3-coder-escaped": QWEN_XML.replace("\n", "\\n"),
+    "qwen3-coder-indented": (
+        "<tool_call>\n  <function=create_file>\n    <parameter=path>\n      out.py\n    </parameter>\n"
+        f"    <parameter=content>\n      {CONTENT}\n    </parameter>\n  </function>\n</tool_call>"
+    ),
+    "qwen3-coder-cut": QWEN_XML.removesuffix("</function>\n</tool_call>"),
+    "dsml-json-body": (
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="create_file">\n'
+        f"{ARGS}\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
+    ),
 }
 
 
@@ -211,6 +350,62 @@ def test_a_call_presented_as_an_example_is_shown_whole_and_not_run(
     assert result.exit_code == 0, result.output
     assert not (project / "out.py").exists() and len(llm.requests) == 1
     assert answer in result.stdout and toolcalls.EXAMPLE_LINE not in result.output
+
+
+TOOL_NAMES = re.compile(
+    r"\b(?:read_file|write_file|edit_file|shell_command|list_files|search_files)\b"
+)
+# issue 52's plain answers, one a kind: another language, a page quoted, a refusal, a fenced
+# sample, a model explaining its own format, a wrapper on a line of its own; every tool they name
+# made create_file, so one that ran would be seen (and would harm nothing)
+ISSUE_52 = [c for c in CORPUS if c.get("issue") == 52 and c["source"].startswith("amas: a plain")]
+KINDS = ("a Chinese format", "an issue quoted", "a refusal quoting a pythonic", "a Seed-OSS")
+KINDS += ("a model explaining its own format, the wrapper", "'like:'", "a conditional sample")
+PLAIN_52 = [
+    TOOL_NAMES.sub("create_file", c["raw"]) for c in ISSUE_52 if c["note"].startswith(KINDS)
+]
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+@pytest.mark.parametrize("answer", PLAIN_52, ids=range(len(PLAIN_52)))
+def test_a_plain_answer_of_issue_52_reaches_the_user_whole_and_runs_nothing(
+    project, llm, amas, answer, text_tools
+):
+    config(project, text_tools)
+    llm.reply(text=answer)
+    result = amas("--yes", "how do models call tools?")
+    assert result.exit_code == 0, result.output
+    assert len(llm.requests) == 1 and not (project / "out.py").exists()
+    assert answer in result.stdout and toolcalls.EXAMPLE_LINE not in result.output
+
+
+@pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
+def test_a_glm_value_holding_its_closing_tag_is_written_whole(project, llm, amas, text_tools):
+    config(project, text_tools)
+    content = 'END = "</arg_value>"\n'
+    call = "<tool_call>create_file\n<arg_key>path</arg_key>\n<arg_value>out.py</arg_value>\n"
+    call += f"<arg_key>content</arg_key>\n<arg_value>{content}</arg_value>\n</tool_call>"
+    llm.reply(text=call).reply(text="Created out.py.")
+    result = amas("--yes", "make out.py")
+    assert result.exit_code == 0, result.output
+    assert (project / "out.py").read_text() == content
+
+
+@pytest.mark.parametrize(
+    "model, runs", [("qwen2.5-coder-1.5b", False), ("mistral-small-3.1", True)]
+)
+def test_the_model_name_reaches_the_reader_and_only_its_familys_format_counts(
+    project, llm, amas, model, runs
+):
+    config(project, True)
+    answer = f"Writing it.\n{WRITTEN['mistral']}"
+    llm.reply(text=answer).reply(text="Done.")
+    result = amas("--yes", "-m", f"openai/{model}", "make out.py")
+    assert result.exit_code == 0, result.output
+    assert (project / "out.py").exists() is runs
+    if not runs:  # a Qwen model writing Mistral's markup: shown whole, and told how to call
+        assert answer in result.stdout and toolcalls.EXAMPLE_LINE in result.output
+        assert "Error: your tool call" in llm.requests[1]["messages"][-1]["content"]
 
 
 @pytest.mark.parametrize("text_tools", [True, False], ids=["text", "native"])
@@ -339,6 +534,7 @@ STREAMED = {  # what the stream may show of a reply so far
     "Writing it.\n✿FUNC": "Writing it.\n",
     "Then <longcat_tool_call>{": "Then ",
     "Then <minimax:tool_call>\n<invoke name=": "Then ",
+    "Then <seed:tool_call>\n<function=read_file>": "Then ",
     'Then <invoke name="read_file">': "Then ",
     " to=read_file<|message|><atem:function_calls>": " ",
     "read_file\n<|content|>{": "",
@@ -388,11 +584,11 @@ def test_lenient_reading_never_changes_the_strings_inside():
 # -- the figures docs/models.md and the README quote: `python tests/test_toolcalls.py` -------------
 
 
-def figures() -> list[str]:
+def figures(corpus: list[dict]) -> list[str]:
     """Per family: calls read right / cases, then false runs over the answers that only show calls.
     The reader is the same in text mode and native mode (a native reply carrying the call as text)."""
     read, total, false = {}, {}, [0, 0]
-    for case in CORPUS:
+    for case in corpus:
         calls = calls_of(toolcalls.read(case["raw"], names_for(case))[0])
         if case["kind"] in ("plain", "example"):
             false = [false[0] + bool(calls), false[1] + 1]
@@ -405,4 +601,5 @@ def figures() -> list[str]:
 
 
 if __name__ == "__main__":
-    print("\n".join(figures()))
+    print("\n".join(["corpus (tuned on)"] + figures(CORPUS)))
+    print("\n".join(["", "held out (never tuned on)"] + figures(HELDOUT)))
