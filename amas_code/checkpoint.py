@@ -2,6 +2,7 @@
 user's git (branch, index, refs, hooks, config, objects) is written, and a folder without git works the same way."""
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -14,7 +15,6 @@ import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 from amas_code import home, project, ui
 from amas_code.project import git_env
@@ -45,6 +45,16 @@ HUGE = 256 << 20  # a new file this big is left out of a command's checkpoint (n
 
 class CheckpointError(Exception):
     """An undo, redo or restore that was refused or failed; the message says whether anything changed."""
+
+
+@dataclasses.dataclass
+class Record:
+    """What one change's recording made: the note for its result, and the checkpoint's id and the
+    files it holds (no id: no checkpoint)."""
+
+    note: str = ""
+    id: str | None = None
+    files: list[str] = dataclasses.field(default_factory=list)
 
 
 TROUBLE = (
@@ -326,11 +336,14 @@ class Shadow:
                 changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
         return changes, added, deleted
 
-    def commit(self, label: str, changes: dict, dirs: dict) -> None:
-        """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
-        meta = dict(time=time.time(), session=self.session, request=self.request, pid=os.getpid())
-        meta["turn"] = self.turn
-        meta["files"] = dict(sorted(changes.items()))
+    def made_by(self) -> dict:
+        """Who makes the checkpoints now: this amas, its session, the turn and request they are of."""
+        return dict(session=self.session, request=self.request, pid=os.getpid(), turn=self.turn)
+
+    def commit(self, label: str, changes: dict, meta: dict) -> str:
+        """One commit on main holding b/<path> and a/<path> of each change, and meta (who made it,
+        the folders); its objects are written here directly. Its id."""
+        meta = {"time": time.time(), **meta, "files": dict(sorted(changes.items()))}
         files = {
             f"{p}/{rel}": s
             for rel, sides in changes.items()
@@ -340,10 +353,11 @@ class Shadow:
         parent = self.ref(MAIN)
         who = f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
-        body = f"{head}author {who}\ncommitter {who}\n\n{ui.one_line(label)}\n\n{json.dumps(meta | dirs)}\n"
+        body = f"{head}author {who}\ncommitter {who}\n\n{ui.one_line(label)}\n\n{json.dumps(meta)}\n"
         sha = self.store(body.encode(errors="surrogateescape"), "commit")
         _pause("commit")
         self.set_ref(MAIN, sha)
+        return sha
 
     def tree(self, files: dict) -> str:
         """The tree of {path: [mode, blob]} with the trees inside it, written here; its id."""
@@ -360,12 +374,17 @@ class Shadow:
         ]
         return self.store(b"".join(entries), "tree")
 
-    def latest(self) -> str | None:
-        """The id of the newest checkpoint, or None."""
-        return self.ref(MAIN)
-
     def ref(self, name: str) -> str | None:
-        return (self.dir / name).read_text().strip() if (self.dir / name).exists() else None
+        """The commit a ref points at; None where there is none (a shadow not made yet)."""
+        try:
+            return (self.dir / name).read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise CheckpointError(f"{self.unreadable()} ({e.strerror})") from None
+
+    def unreadable(self) -> str:
+        return f"the checkpoints in {self.dir} cannot be read; nothing changed"
 
     def set_ref(self, name: str, sha: str | None) -> None:
         """Point a ref at a commit, or delete it (None): written aside and renamed, so it is whole or not at all."""
@@ -380,10 +399,11 @@ class Shadow:
     def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
         """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
         done = self.run_git("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev)
+        if done.returncode and (rev != MAIN or self.ref(MAIN)):
+            said = done.stderr.decode(errors="replace").strip()[:300]
+            raise CheckpointError(f"{self.unreadable()} ({said})")
         out = []
-        for entry in filter(
-            str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []
-        ):
+        for entry in filter(str.strip, os.fsdecode(done.stdout).split("\x1e")):
             sha, parents, body = entry.strip("\n").split("\x1f")
             # the meta is one line, last (a label may hold blank lines)
             label, _, meta = body.rpartition("\n\n")
@@ -423,19 +443,35 @@ class Checkpoint(Shadow):
     """A chain of commits on the shadow's main, each the before (b/) and after (a/) of the files one change touched."""
 
     @contextlib.contextmanager
-    def locked(self):
-        """Hold the project's checkpoint lock (a second amas waits), with the shadow repository ready."""
+    def locked(self, wait: bool = True):
+        """Hold the project's checkpoint lock (a second amas waits; without wait, BlockingIOError),
+        with the shadow repository ready. A live amas holds it for the whole of its change."""
         fd = os.open(home.private_dir(self.dir) / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                if not wait:
+                    raise
                 ui.info("waiting for another amas working in this project…")
                 fcntl.flock(fd, fcntl.LOCK_EX)
             self.ready()
             yield
         finally:
             os.close(fd)
+
+    def settle(self) -> None:
+        """Finish the checkpoint a killed amas left half-made, so that every reader of the history
+        sees it: a pending one whose lock is free. One whose lock is held is a live amas's own, and
+        a reader never waits for its command."""
+        if not os.path.exists(self.pending):
+            return
+        with contextlib.suppress(*TROUBLE), self.locked(wait=False):
+            pass
+
+    def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
+        self.settle()
+        return super().history(rev, limit)
 
     def ready(self) -> None:
         """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
@@ -458,7 +494,7 @@ class Checkpoint(Shadow):
         ):
             exclude.write_text(patterns)
         if self.pending.exists():
-            self.finish(" (interrupted)")
+            self.finish(interrupted=True)
 
     # -- recording ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -466,7 +502,7 @@ class Checkpoint(Shadow):
         """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note.
         paths None: anything in the project may change (a shell command), and with git its
         repository too (said in the note when it did)."""
-        rec = SimpleNamespace(note="")
+        rec = Record()
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.locked())
@@ -479,14 +515,15 @@ class Checkpoint(Shadow):
             finally:
                 if not rec.note:
                     _pause("after")
-                    rec.note = self.finish()
+                    vars(rec).update(vars(self.finish()))
 
     def begin(self, label: str, paths: list[Path] | None, git: bool = True) -> None:
-        """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
+        """Keep the before state where a killed amas is found again: the named files, or the
+        project's snapshot; and who makes the change, whose checkpoint it is even if another amas
+        has to finish it."""
         before = self.before_command(git) if paths is None else self.before_files(paths)
-        home.write_private(
-            self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
-        )
+        pending = {"label": label, "main": self.ref(MAIN), "by": self.made_by(), **before}
+        home.write_private(self.pending, json.dumps(pending))
 
     def before_command(self, git: bool = True) -> dict:
         """The project before a shell command: its snapshot, what git ignores, and with git a
@@ -512,31 +549,42 @@ class Checkpoint(Shadow):
         }
         return {"files": self.state(rels), "dirs": sorted(dirs)}
 
-    def finish(self, suffix: str = "") -> str:
-        """Commit what changed since the kept before state as one checkpoint; the note for the tool result."""
+    def finish(self, interrupted: bool = False) -> Record:
+        """Commit what changed since the kept before state as one checkpoint (interrupted: one a
+        killed amas left), in the name of the amas that began it; its record."""
         try:
             pending = json.loads(self.pending.read_text())
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
-                return ""
-            changes, made, gone, unkept = self.changed(pending)
-            big, ignored = self.unheld(pending)
-            left = _left_out(big, _under(ignored, made))
-            if not changes and _caches(self.root, made):  # /undo would leave them: no change
-                made = []
-            moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-            lost = self.lost(pending) + unkept
-            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
-            if not (changes or made or gone):
-                return _note(said, left)
-            meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
-            meta["left"] = sorted({*big, *ignored})  # /undo names what it leaves
-            self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
-            what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
-            return _note([f"checkpoint: {what}; /undo takes it back", *said], left)
+                return Record()
+            return self.record(pending, interrupted)
         except TROUBLE as e:
-            return _failed(e)
-        finally:
-            self.pending.unlink(missing_ok=True)
+            return Record(_failed(e))
+        finally:  # a shadow gone read-only meanwhile costs this checkpoint, never the change
+            with contextlib.suppress(OSError):
+                self.pending.unlink(missing_ok=True)
+
+    def record(self, pending: dict, interrupted: bool) -> Record:
+        """The checkpoint of what changed since the pending before state, if anything did."""
+        changes, made, gone, unkept = self.changed(pending)
+        big, ignored = self.unheld(pending)
+        left = _left_out(big, _under(ignored, made))
+        if not changes and _caches(self.root, made):  # /undo would leave them: no change
+            made = []
+        moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
+        lost = self.lost(pending) + unkept
+        said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
+        if not (changes or made or gone):
+            return Record(_note(said, left))
+        meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
+        meta["left"] = sorted({*big, *ignored})  # /undo names what it leaves
+        meta |= {"interrupted": interrupted, **pending.get("by", self.made_by())}
+        label = pending["label"]
+        if interrupted:
+            label += " (interrupted)"
+        sha = self.commit(label, changes, meta)
+        what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
+        note = _note([f"checkpoint: {what}; /undo takes it back", *said], left)
+        return Record(note, sha, sorted(changes))
 
     def lost(self, pending: dict) -> list[str]:
         """What no checkpoint holds (ignored files, nested repositories) and is gone, unless it
@@ -732,6 +780,7 @@ class Checkpoint(Shadow):
 
     def redoable(self) -> dict | None:
         """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""
+        self.settle()
         head = self.ref(MAIN)
         redo = self.ref(REDO)
         if not redo or redo == head:
@@ -921,9 +970,8 @@ def _running(pid) -> bool:
 
 def _failed(error: Exception) -> str:
     """Say on screen that a change has no checkpoint; the note that tells the model."""
-    ui.warning(
-        message := f"checkpoint failed, /undo will not cover this change: {str(error)[:300]}"
-    )
+    message = f"checkpoint failed: /undo cannot take this change back ({str(error)[:300]})"
+    ui.warning(message)
     return f"[{message}]"
 
 
