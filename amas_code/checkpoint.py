@@ -353,7 +353,8 @@ class Shadow:
         parent = self.ref(MAIN)
         who = f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
-        body = f"{head}author {who}\ncommitter {who}\n\n{ui.one_line(label)}\n\n{json.dumps(meta)}\n"
+        message = f"{ui.one_line(label)}\n\n{json.dumps(meta)}\n"
+        body = f"{head}author {who}\ncommitter {who}\n\n{message}"
         sha = self.store(body.encode(errors="surrogateescape"), "commit")
         _pause("commit")
         self.set_ref(MAIN, sha)

@@ -158,7 +158,9 @@ def test_redo_and_the_turn_listing_of_a_fresh_amas_see_what_a_killed_one_left(wo
         f"[amas] shell: {COMMAND} (interrupted)",
         "[amas] edit a.txt",
     ]
-    proc = amas_process(work, [["pause", "commit"], ["shell_command", {"command": "echo 2 > b.txt"}]])
+    proc = amas_process(
+        work, [["pause", "commit"], ["shell_command", {"command": "echo 2 > b.txt"}]]
+    )
     paused(proc, "commit")
     kill(proc)  # a second kill, on top
     assert fresh.redoable() is None  # the redo reader finished it: nothing to redo after it
@@ -181,7 +183,9 @@ def test_a_terminal_hung_up_while_a_command_runs_leaves_one_turn_to_undo(repl, p
     child.close(force=True)  # the terminal is gone: a hang-up
     child = repl()
     child.sendline("/undo")
-    child.expect(r"taking back: \[amas\] shell: echo agent > b\.txt; echo cmd-\$\(\(1\+1\)\); sleep")
+    child.expect(
+        r"taking back: \[amas\] shell: echo agent > b\.txt; echo cmd-\$\(\(1\+1\)\); sleep"
+    )
     child.expect(r"\(interrupted\); \[amas\] edit a\.txt")
     for question in ["made before this session", r"b\.txt changed since the checkpoint"]:
         child.expect(question)
