@@ -67,12 +67,15 @@ def cmd_checkpoint(agent, arg):
     """List checkpoints; /checkpoint <id> goes back to that one (undoes those after it)."""
     if arg.strip():
         return _checkpoints(agent, "restored", lambda: agent.restore(arg.strip(), _ask))
-    listed = agent.checkpoints(limit=20)
+    try:
+        listed = agent.checkpoints(limit=20)
+        ahead = agent.redoable()
+    except CheckpointError as e:  # the shadow cannot be read
+        return ui.error(str(e))
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
         ui.row((cp["id"][:8], "yellow"), f" {when} {cp['label']}  ", (files, "dim"))
-    ahead = agent.redoable()
     if not listed:
         ui.info("no checkpoints: every one was undone" if ahead else "no checkpoints yet")
     if ahead:
