@@ -31,8 +31,12 @@ GENERATED = [
 UNREAD = re.compile(r"""error: open\("(.+?)"\): |warning: could not open directory '(.+?)': """)
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
 LOST = (  # what no checkpoint holds
-    "which /undo cannot bring back (git ignores it, it is a repository of its own, or only the .git it removed held "
-    "its content): /undo keeps the files it made"
+    "which /undo cannot bring back (git ignores it, it is a repository of its own, or only the "
+    ".git it removed held its content): /undo keeps the files it made"
+)
+BEYOND = (  # tracked by a nested repository
+    "tracked by a repository of its own (a submodule): /undo does not put them back, a "
+    "`git checkout` in that repository can"
 )
 MAIN = "refs/heads/main"
 REDO = "refs/amas/redo"
@@ -309,9 +313,12 @@ class Shadow:
         before = set(old["empty"])
         after = set(new["empty"])
         ignored = {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])}
+        ignored |= {f"{repo}/" for repo in old.get("nested", [])}
         folders = tuple(i for i in ignored if i.endswith("/"))
 
-        def shown(p: str) -> bool:  # what the command only made visible (un-ignored, readable)
+        # what the command only made visible (un-ignored, readable, a nested repository's
+        # files once its .git is gone): never made by it, so never deleted by /undo
+        def shown(p: str) -> bool:
             return p in ignored or p.startswith(folders)
 
         # not made: only unignored
@@ -530,11 +537,15 @@ class Checkpoint(Shadow):
         """The project before a shell command: its snapshot, what git ignores, and with git a
         fingerprint of the user's repository. What git ignores is not snapshotted, but must not
         count as made by the command if it shows (`cp .env.example .env`): it is listed, and its
-        small files are kept here (not copied) until the command ends."""
+        small files are kept here (not copied) until the command ends. So are the small files
+        nested repositories do not track (`sub/wip.txt`, which `rm -rf sub` would take)."""
         before = self.snapshot()
         ignored = self.untracked("-i")  # listed once the shadow tracks what git does
-        kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
+        inside, missing = self.inside(before["nested"])
+        kept = {rel: _side(self.root / rel) for rel in _small(self.root, [*ignored, *inside])}
         before["ignored"] = ignored
+        before["inside"] = inside
+        before["missing"] = missing
         if git:
             before["git"] = self.user_git()
         before["kept"] = {
@@ -572,11 +583,11 @@ class Checkpoint(Shadow):
         if not changes and _caches(self.root, made):  # /undo would leave them: no change
             made = []
         moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-        lost = self.lost(pending) + unkept
-        said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
+        meta = {"made": made, "gone": gone, "git": moved, "lost": self.lost(pending) + unkept}
+        meta["beyond"] = self.beyond(pending)
+        said = _said(meta)
         if not (changes or made or gone):
             return Record(_note(said, left))
-        meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
         meta["left"] = sorted({*big, *ignored})  # /undo names what it leaves
         meta |= {"interrupted": interrupted, **pending.get("by", self.made_by())}
         label = pending["label"]
@@ -588,11 +599,54 @@ class Checkpoint(Shadow):
         return Record(note, sha, sorted(changes))
 
     def lost(self, pending: dict) -> list[str]:
-        """What no checkpoint holds (ignored files, nested repositories) and is gone, unless it
-        was kept: a folder all of whose files were kept is not lost either."""
-        held = [*pending.get("ignored", []), *pending.get("nested", [])]
+        """What no checkpoint holds (ignored files, the files nested repositories do not track, a
+        nested repository or its .git) and is gone, unless it was kept: a folder all of whose
+        files were kept is not lost either."""
+        held = []
+        for repo in pending.get("nested", []):
+            if os.path.lexists(self.root / repo):
+                repo += "/.git"
+            held.append(repo)
+        held += [*pending.get("ignored", []), *pending.get("inside", [])]
         kept = pending.get("kept", {})
         return [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)]
+
+    def inside(self, nested: list[str]) -> tuple[list[str], list[str]]:
+        """In each nested repository, the files it does not track (a folder of nothing else as one
+        `dir/`) and the tracked ones already missing: no checkpoint holds them."""
+        untracked = []
+        missing = []
+        for repo in nested:
+            flags = ["-z", "-t", "-d", "-o", "--directory", "--exclude-standard"]
+            for entry in filter(
+                None, os.fsdecode(self.nested(repo, "ls-files", *flags)).split("\0")
+            ):
+                tag, _, rel = entry.partition(" ")
+                if tag == "?":
+                    untracked.append(f"{repo}/{rel}")
+                else:
+                    missing.append(f"{repo}/{rel}")
+        return untracked, missing
+
+    def beyond(self, pending: dict) -> list[str]:
+        """The tracked files of nested repositories a command removed: their own git holds them,
+        never a checkpoint."""
+        was = set(pending.get("missing", []))
+        gone = []
+        for repo in pending.get("nested", []):
+            listed = os.fsdecode(self.nested(repo, "ls-files", "-z", "-d")).split("\0")
+            gone += [f"{repo}/{rel}" for rel in listed if rel and f"{repo}/{rel}" not in was]
+        return gone
+
+    def nested(self, repo: str, *args: str) -> bytes:
+        """git reading a nested repository: its own .git named (never the project's, found by
+        walking up from a folder whose .git is gone), nothing written; nothing when it fails."""
+        env = git_env(GIT_DIR=str(self.root / repo / ".git"), GIT_WORK_TREE=str(self.root / repo))
+        env |= {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+        done = project.git(self.root, *args, env=env)
+        if done.returncode:
+            return b""
+        return done.stdout
 
     def unheld(self, pending: dict) -> tuple[list[str], list[str]]:
         """What a command made that no checkpoint holds, so /undo leaves it: new files too big to
@@ -696,8 +750,9 @@ class Checkpoint(Shadow):
             self.set_ref(MAIN, chain[-1]["parent"])
             if moved := [cp["label"] for cp in chain if cp.get("git")]:
                 ui.warning(f"{'; '.join(moved)}: {GIT_MOVED} (see `git status` and `git reflog`)")
-            for cp in (cp for cp in chain if cp.get("lost")):
-                ui.warning(f"{cp['label']}: {_lost(cp['lost'])}")
+            for cp in chain:
+                if cp.get("lost") or cp.get("beyond"):
+                    ui.warning(f"{cp['label']}: {'; '.join(_said({**cp, 'git': False}))}")
             return files
 
     def undoable(self, n: int, ask) -> list[dict]:
@@ -842,7 +897,7 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
         for rel, sides in cp[
             "files"
         ].items():  # a file made by a command that removed an ignored one stays
-            if forward or sides[0] or not cp.get("lost"):
+            if forward or sides[0] or not (cp.get("lost") or cp.get("beyond")):
                 between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
                 plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
         dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
@@ -882,8 +937,24 @@ def _caches(root: Path, made: list[str]) -> bool:
     return all(any(files for _, _, files in os.walk(root / d)) for d in tops)
 
 
-def _lost(paths: list[str]) -> str:
-    return f"it removed {', '.join(paths[:5])}{'…' * (len(paths) > 5)}, {LOST}"
+def _said(meta: dict) -> list[str]:
+    """What a checkpoint's note and /undo say it leaves: git's state a command moved, and what
+    it removed that no checkpoint holds."""
+    said = []
+    if meta.get("git"):
+        said.append(GIT_MOVED)
+    if meta.get("lost"):
+        said.append(f"it removed {_some(meta['lost'])}, {LOST}")
+    if meta.get("beyond"):
+        said.append(f"it removed {_some(meta['beyond'])}, {BEYOND}")
+    return said
+
+
+def _some(paths: list[str]) -> str:
+    """The first five paths, and an ellipsis if there are more."""
+    if len(paths) > 5:
+        return ", ".join(paths[:5]) + "…"
+    return ", ".join(paths)
 
 
 def _side(path: Path, big: float = float("inf")) -> tuple[str, bytes | Path] | None:
