@@ -202,22 +202,23 @@ class Act:
         """The checkpoint around the effect; it gives the Record of what it made (None: off)."""
         if self.checkpoint is None:
             return contextlib.nullcontext()
-        if isinstance(effect, effects.Command) and self.copies_too_much(effect.line):
+        limit = self.config.get("checkpoint_max_mb") or 200
+        if isinstance(effect, effects.Command) and self.copies_too_much(effect.line, limit):
             return contextlib.nullcontext(Record(NOT_COPIED))
         if isinstance(effect, effects.Command):
             # the box keeps the repository read-only but for its grant: git's state stays put there
             git = not self.tools.box or grant == "repository"
             label = f"[amas] shell: {self.secrets.redact(effect.line)[:200]}"  # kept on disk
-            return self.checkpoint.recording(label, git=git)
+            # what it makes past the limit is not copied either, and said
+            return self.checkpoint.recording(label, git=git, limit=limit << 20)
         if not effect.path.is_relative_to(self.root):
             return contextlib.nullcontext(Record())
         label = f"[amas] {effect.verb} {self.tools.show(effect.path)}"
         return self.checkpoint.recording(label, [effect.path])
 
-    def copies_too_much(self, line: str) -> bool:
-        """Whether a command runs without a checkpoint because one would copy more than
-        checkpoint_max_mb: asked first (never settled by --yes; no terminal: no copy)."""
-        limit = self.config.get("checkpoint_max_mb") or 200
+    def copies_too_much(self, line: str, limit: int) -> bool:
+        """Whether a command runs without a checkpoint because one would copy more than limit MB
+        (checkpoint_max_mb) before it: asked first (never settled by --yes; no terminal: no copy)."""
         try:
             size = self.checkpoint.copy_size()
         except TROUBLE:  # the checkpoint fails and says so; the command runs all the same

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from amas_code import home, project, ui
@@ -45,6 +45,10 @@ LINK = "120000"
 GITLINK = "160000"
 BIG = 10 << 20  # a file this big is stored by git, which streams it (core.bigFileThreshold above)
 HUGE = 256 << 20  # a new file this big is left out of a command's checkpoint (named, never read)
+UNCOPIED = "uncopied.json"  # files a command made past checkpoint_max_mb (see Shadow.remembered)
+UNCOPIED_SAID = (
+    "not copied (past checkpoint_max_mb): /undo deletes them, asked; /redo cannot bring them back"
+)
 
 
 class CheckpointError(Exception):
@@ -89,6 +93,7 @@ class Shadow:
         self.common = ""
         self.excludes = ""  # the ignore file the user's git config names, once found
         self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
+        self.uncopied: list[str] = []  # and those it left out past its limit
         self.turn = ""  # the turn the next checkpoints belong to (set by the agent): /undo takes back a turn
 
     def run_git(
@@ -207,8 +212,9 @@ class Shadow:
             self.git("pack-objects", "-q", pack, data=found, borrow=True)
         return {line[:40].decode() for line in there if line.endswith(b" missing")}
 
-    def snapshot(self, retry: bool = True) -> dict:
-        """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
+    def snapshot(self, limit: int | None = None, retry: bool = True) -> dict:
+        """The tree through the shadow index as a stat cache (only changed files are read); folders
+        with no file. With a limit, new files past it are left out (see left_out)."""
         first = not (self.dir / "index").exists()
         marks = (Path(self.gitdir, "index"), self.dir / "restored")
         stamp = [mark.stat().st_mtime_ns for mark in marks if self.gitdir and mark.exists()]
@@ -217,7 +223,7 @@ class Shadow:
         if self.gitdir and (first or stamp != self.indexed):
             self.track()
             self.indexed = stamp
-        found = self.add(first)
+        found = self.add(first, limit)
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
         # the index names content now nowhere (the user's gc took it): read all again
@@ -225,20 +231,22 @@ class Shadow:
             if not retry:
                 raise
             (self.dir / "index").unlink()
-            return self.snapshot(False)
+            return self.snapshot(limit, False)
         hollow = set()
         for top in self.untracked():
             if top.endswith("/") and not os.path.lexists(self.root / top / ".git"):
                 hollow.update(os.path.relpath(d, self.root) for d, _, _ in os.walk(self.root / top))
         return {"tree": tree, "empty": sorted(hollow), **found}
 
-    def add(self, first: bool) -> dict:
+    def add(self, first: bool, limit: int | None = None) -> dict:
         """Every file into the shadow's index, the first time what the user's objects lack into one pack (threshold
         1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them.
         The paths it could not read ("unread"): not covered, and never taken for new when a command makes them
-        readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one."""
-        self.huge = self.too_big()
-        spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in self.huge)]
+        readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one;
+        new files left uncopied past the limit by an earlier command, unchanged since ("uncopied")."""
+        self.huge, self.uncopied, known = self.left_out(limit)
+        out = [*self.huge, *self.uncopied, *known]
+        spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in out)]
         add = ["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"]
         bulk = ["-c", "core.bigFileThreshold=1"] * first
         added = self.run_git(*bulk, *add, data=b"\0".join(spec) + b"\0", borrow=True)
@@ -248,7 +256,12 @@ class Shadow:
                 f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
             )
         unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
-        return {"unread": unread, "nested": self.drop_nested(), "huge": self.huge}
+        return {
+            "unread": unread,
+            "nested": self.drop_nested(),
+            "huge": self.huge,
+            "uncopied": known,
+        }
 
     def drop_nested(self) -> list[str]:
         """Nested repositories (gitlinks) out of the shadow's index; their paths."""
@@ -267,7 +280,9 @@ class Shadow:
             # before the first snapshot the user's git knows what is new (the shadow: everything)
             fresh = self.gitdir and not (self.dir / "index").exists()
             listed = (self.user(*listing).stdout if fresh else self.git(*listing)).split(b"\0")
-        sizes = (_size(self.root / os.fsdecode(p)) for p in listed if p)
+            known = self.remembered()
+        new = [os.fsdecode(p) for p in listed if p and os.fsdecode(p) not in known]
+        sizes = (_size(self.root / p) for p in new)
         return sum(size for size in sizes if size <= HUGE)
 
     def size(self) -> int:
@@ -276,10 +291,37 @@ class Shadow:
         files = (os.path.join(folder, name) for folder, _, names in folders for name in names)
         return sum(_size(Path(path)) for path in files)
 
-    def too_big(self) -> list[str]:
-        """New files never read: sparse (a `truncate -s 64G` would be hashed for minutes) or over HUGE."""
+    def left_out(self, limit: int | None) -> tuple[list[str], list[str], list[str]]:
+        """New files never read: sparse or over HUGE (a `truncate -s 64G` would be hashed for
+        minutes); with a limit (after a command), the biggest new files past it, not copied (a
+        command's 3 × 120 MB of data); and those an earlier command left so, unchanged since."""
         listed = self.git("ls-files", "-oz", "--exclude-standard").split(b"\0")
-        return [os.fsdecode(p) for p in listed if p and _huge(self.root / os.fsdecode(p))]
+        listed = [os.fsdecode(p) for p in listed if p]
+        known = self.remembered()
+        huge = [p for p in listed if _huge(self.root / p)]
+        over = []
+        if limit is not None:
+            rest = set(listed) - set(huge) - known.keys()
+            total = 0
+            for size, rel in sorted((_size(self.root / rel), rel) for rel in rest):
+                total += size
+                if total > limit:
+                    over.append(rel)
+        return huge, over, [p for p in listed if p in known]
+
+    def remembered(self) -> dict:
+        """The files a command made that were left uncopied past the limit, as they still are:
+        {path: [size, mtime]}; no snapshot copies them, no question counts them."""
+        try:
+            known = json.loads((self.dir / UNCOPIED).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {rel: was for rel, was in known.items() if _stamp(self.root / rel) == was}
+
+    def remember(self, paths: list[str]) -> None:
+        """Keep in mind files left uncopied (see remembered)."""
+        known = self.remembered() | {rel: _stamp(self.root / rel) for rel in paths}
+        home.write_private(self.dir / UNCOPIED, json.dumps(known))
 
     def untracked(self, *flags: str) -> list[str]:
         """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""
@@ -312,15 +354,7 @@ class Shadow:
         changes, added, deleted = self.diff_trees(old["tree"], new["tree"])
         before = set(old["empty"])
         after = set(new["empty"])
-        ignored = {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])}
-        ignored |= {f"{repo}/" for repo in old.get("nested", [])}
-        folders = tuple(i for i in ignored if i.endswith("/"))
-
-        # what the command only made visible (un-ignored, readable, a nested repository's
-        # files once its .git is gone): never made by it, so never deleted by /undo
-        def shown(p: str) -> bool:
-            return p in ignored or p.startswith(folders)
-
+        shown = _visible(old)
         # not made: only unignored
         changes = {p: sides for p, sides in changes.items() if sides[0] or not shown(p)}
         made = {d for d in (added | after) - before - deleted if not shown(d + "/")}
@@ -506,15 +540,22 @@ class Checkpoint(Shadow):
 
     # -- recording ------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def recording(self, label: str, paths: list[Path] | None = None, git: bool = True):
-        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note.
-        paths None: anything in the project may change (a shell command), and with git its
-        repository too (said in the note when it did)."""
+    def recording(
+        self,
+        label: str,
+        paths: list[Path] | None = None,
+        git: bool = True,
+        limit: int | None = None,
+    ):
+        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint,
+        its Record filled in when it ends. paths None: anything in the project may change (a shell
+        command), and with git its repository too (said in the note when it did); new files past
+        limit bytes are not copied."""
         rec = Record()
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.locked())
-                self.begin(label, paths, git)
+                self.begin(label, paths, git, limit)
             except TROUBLE as e:
                 rec.note = _failed(e)
             _pause("before")
@@ -525,12 +566,15 @@ class Checkpoint(Shadow):
                     _pause("after")
                     vars(rec).update(vars(self.finish()))
 
-    def begin(self, label: str, paths: list[Path] | None, git: bool = True) -> None:
+    def begin(
+        self, label: str, paths: list[Path] | None, git: bool = True, limit: int | None = None
+    ) -> None:
         """Keep the before state where a killed amas is found again: the named files, or the
         project's snapshot; and who makes the change, whose checkpoint it is even if another amas
         has to finish it."""
         before = self.before_command(git) if paths is None else self.before_files(paths)
         pending = {"label": label, "main": self.ref(MAIN), "by": self.made_by(), **before}
+        pending["limit"] = limit
         home.write_private(self.pending, json.dumps(pending))
 
     def before_command(self, git: bool = True) -> dict:
@@ -580,13 +624,13 @@ class Checkpoint(Shadow):
         changes, made, gone, unkept = self.changed(pending)
         big, ignored = self.unheld(pending)
         left = _left_out(big, _under(ignored, made))
-        if not changes and _caches(self.root, made):  # /undo would leave them: no change
+        uncopied = self.left_uncopied(pending)
+        # /undo would leave them: no change
+        if not changes and not uncopied and _caches(self.root, made):
             made = []
-        moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-        meta = {"made": made, "gone": gone, "git": moved, "lost": self.lost(pending) + unkept}
-        meta["beyond"] = self.beyond(pending)
+        meta = self.leaves(pending, unkept) | {"made": made, "gone": gone, "uncopied": uncopied}
         said = _said(meta)
-        if not (changes or made or gone):
+        if not (changes or made or gone or uncopied):
             return Record(_note(said, left))
         meta["left"] = sorted({*big, *ignored})  # /undo names what it leaves
         meta |= {"interrupted": interrupted, **pending.get("by", self.made_by())}
@@ -594,9 +638,24 @@ class Checkpoint(Shadow):
         if interrupted:
             label += " (interrupted)"
         sha = self.commit(label, changes, meta)
-        what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
-        note = _note([f"checkpoint: {what}; /undo takes it back", *said], left)
+        note = _note([f"checkpoint: {_counted(changes, meta)}; /undo takes it back", *said], left)
         return Record(note, sha, sorted(changes))
+
+    def leaves(self, pending: dict, unkept: list[str]) -> dict:
+        """What a change did that /undo does not take back: git's state it moved (shell commands
+        only), what it removed that no checkpoint holds or its own repository does."""
+        moved = "git" in pending and pending["git"] != self.user_git()
+        return {"git": moved, "lost": self.lost(pending) + unkept, "beyond": self.beyond(pending)}
+
+    def left_uncopied(self, pending: dict) -> list[str]:
+        """The new files a command made that the last snapshot left out past the limit, kept in
+        mind (so that no later command copies them or asks about them while they stay as they
+        are); those it made, not only un-ignored, are its own."""
+        if "tree" not in pending or not self.uncopied:
+            return []
+        self.remember(self.uncopied)
+        shown = _visible(pending)
+        return [rel for rel in self.uncopied if not shown(rel)]
 
     def lost(self, pending: dict) -> list[str]:
         """What no checkpoint holds (ignored files, the files nested repositories do not track, a
@@ -662,7 +721,7 @@ class Checkpoint(Shadow):
         """Files changed, folders made and folders gone since the kept before state, and the changed files whose
         content is nowhere now (only the user's objects held it, and the command removed them)."""
         if "tree" in pending:
-            changes, made, gone = self.compare(pending, self.snapshot())
+            changes, made, gone = self.compare(pending, self.snapshot(pending.get("limit")))
             nowhere = self.keep(changes)
             unkept = sorted(
                 rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides)
@@ -691,6 +750,24 @@ class Checkpoint(Shadow):
     def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
         """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
         plan, dirs, between = _plan(chain, forward)
+        now = self.asked(plan, between, ask)
+        doomed = self.uncopied_going(chain, forward, ask)
+        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
+        try:
+            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
+            wanted |= dict.fromkeys(doomed)
+            self.put(wanted, dirs, [*plan, *dirs, *doomed])
+        except OSError as e:
+            raise CheckpointError(
+                f"stopped part way ({e}); what was put back stays, running it again goes on"
+            ) from None
+        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
+            (self.dir / "restored").touch()
+        return sorted([*plan, *doomed])
+
+    def asked(self, plan: dict, between: set, ask) -> dict:
+        """The planned files as they are now, once the person said yes to discarding those changed
+        since (CheckpointError: no)."""
         now = self.state(list(plan))  # the content of a file changed since is kept too, in case
         edited = [
             rel
@@ -701,17 +778,23 @@ class Checkpoint(Shadow):
             f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"
         ):
             raise CheckpointError("cancelled; nothing changed")
-        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
-        try:
-            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
-            self.put(wanted, dirs, [*plan, *dirs])
-        except OSError as e:
-            raise CheckpointError(
-                f"stopped part way ({e}); what was put back stays, running it again goes on"
-            ) from None
-        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
-            (self.dir / "restored").touch()
-        return sorted(plan)
+        return now
+
+    def uncopied_going(self, chain: list[dict], forward: bool, ask) -> list[str]:
+        """The files commands of the chain made and did not copy (past checkpoint_max_mb) that undo
+        deletes: those still there, if the person says so. Redo says it cannot bring them back."""
+        made = [rel for cp in chain for rel in cp.get("uncopied", [])]
+        there = [rel for rel in made if os.path.lexists(self.root / rel)]
+        if forward and len(there) < len(made):
+            gone = _some([rel for rel in made if rel not in there])
+            ui.warning(f"/redo cannot bring back {gone}: not copied (past checkpoint_max_mb)")
+        if forward or not there:
+            return []
+        said = f"{_some(there)}: made by a command and not copied (past checkpoint_max_mb)"
+        if ask(f"{said}, so /redo cannot bring them back. Delete them?"):
+            return there
+        ui.info(f"left in place: {said}")
+        return []
 
     def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
         """Remove files, remove and make folders, then write files; never through a link on the way to one of rels
@@ -752,7 +835,8 @@ class Checkpoint(Shadow):
                 ui.warning(f"{'; '.join(moved)}: {GIT_MOVED} (see `git status` and `git reflog`)")
             for cp in chain:
                 if cp.get("lost") or cp.get("beyond"):
-                    ui.warning(f"{cp['label']}: {'; '.join(_said({**cp, 'git': False}))}")
+                    gone = {"lost": cp.get("lost"), "beyond": cp.get("beyond")}
+                    ui.warning(f"{cp['label']}: {'; '.join(_said(gone))}")
             return files
 
     def undoable(self, n: int, ask) -> list[dict]:
@@ -806,7 +890,7 @@ class Checkpoint(Shadow):
         """Whether undoing the checkpoint would change nothing to speak of: no file, only folders
         made that hold files now (a cache: undo removes only empty folders, so it stays) and
         folders gone that are back."""
-        if cp["files"]:
+        if cp["files"] or cp.get("uncopied"):
             return False
         full = _caches(self.root, cp.get("made", []))
         return full and all((self.root / d).is_dir() for d in cp.get("gone", []))
@@ -906,6 +990,25 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
     return plan, dirs, between
 
 
+def _visible(old: dict) -> Callable[[str], bool]:
+    """Whether a path a command's snapshot holds was there before, out of the earlier snapshot:
+    what the command only made visible (un-ignored, readable, a nested repository's files once its
+    .git is gone, a file left uncopied): never made by it, so never deleted by /undo."""
+    was = {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])}
+    was |= {*old.get("uncopied", []), *(f"{repo}/" for repo in old.get("nested", []))}
+    folders = tuple(p for p in was if p.endswith("/"))
+    return lambda p: p in was or p.startswith(folders)
+
+
+def _stamp(path: Path) -> list[int] | None:
+    """A file's size and modification time (None: gone), to tell whether it changed since."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
+
+
 def _left_out(big: list[str], ignored: list[str]) -> list[str]:
     """What a command made that no checkpoint holds, said: files too big to read, and files git
     ignores, those in a folder it made named by that folder (`.pytest_cache/`, not each file)."""
@@ -947,7 +1050,17 @@ def _said(meta: dict) -> list[str]:
         said.append(f"it removed {_some(meta['lost'])}, {LOST}")
     if meta.get("beyond"):
         said.append(f"it removed {_some(meta['beyond'])}, {BEYOND}")
+    if meta.get("uncopied"):
+        said.append(f"{_some(meta['uncopied'])} {UNCOPIED_SAID}")
     return said
+
+
+def _counted(changes: dict, meta: dict) -> str:
+    """How many files a checkpoint holds or deletes, or else folders."""
+    files = len(changes) + len(meta["uncopied"])
+    if files:
+        return ui.plural(files, "file")
+    return ui.plural(len(meta["made"]) + len(meta["gone"]), "folder")
 
 
 def _some(paths: list[str]) -> str:
