@@ -303,7 +303,8 @@ class Shadow:
         if limit is not None:
             rest = set(listed) - set(huge) - known.keys()
             total = 0
-            for size, rel in sorted((_size(self.root / rel), rel) for rel in rest):
+            # the smallest first: the new sources a command wrote are copied, its big data is not
+            for size, rel in sorted((_size(self.root / p), p) for p in rest):
                 total += size
                 if total > limit:
                     over.append(rel)
@@ -675,11 +676,10 @@ class Checkpoint(Shadow):
         `dir/`) and the tracked ones already missing: no checkpoint holds them."""
         untracked = []
         missing = []
+        flags = ["-z", "-t", "-d", "-o", "--directory", "--exclude-standard"]
         for repo in nested:
-            flags = ["-z", "-t", "-d", "-o", "--directory", "--exclude-standard"]
-            for entry in filter(
-                None, os.fsdecode(self.nested(repo, "ls-files", *flags)).split("\0")
-            ):
+            listed = os.fsdecode(self.nested(repo, "ls-files", *flags)).split("\0")
+            for entry in filter(None, listed):
                 tag, _, rel = entry.partition(" ")
                 if tag == "?":
                     untracked.append(f"{repo}/{rel}")
