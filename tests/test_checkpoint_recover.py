@@ -181,6 +181,9 @@ def test_a_terminal_hung_up_while_a_command_runs_leaves_one_turn_to_undo(repl, p
     child.expect("cmd-2")  # its output, shown live
     assert (project / "b.txt").read_text() == "agent\n"
     child.close(force=True)  # the terminal is gone: a hang-up
+    lock = Checkpoint(project, []).dir / "amas.lock"
+    ended = subprocess.run(["flock", "-w", "30", str(lock), "true"])  # the amas it killed is gone
+    assert ended.returncode == 0
     child = repl()
     child.sendline("/undo")
     child.expect(
