@@ -256,12 +256,8 @@ class Shadow:
                 f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
             )
         unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
-        return {
-            "unread": unread,
-            "nested": self.drop_nested(),
-            "huge": self.huge,
-            "uncopied": known,
-        }
+        found = {"unread": unread, "nested": self.drop_nested()}
+        return {**found, "huge": self.huge, "uncopied": known}
 
     def drop_nested(self) -> list[str]:
         """Nested repositories (gitlinks) out of the shadow's index; their paths."""
