@@ -5,12 +5,11 @@ out of the box; then redact, cap once and report what the model reads."""
 import contextlib
 import dataclasses
 import functools
-import types
 from collections.abc import Callable
 from pathlib import Path
 
 from amas_code import effects, policy, project, redact, repomap, sandbox, toolcalls, tools, ui
-from amas_code.checkpoint import Checkpoint
+from amas_code.checkpoint import TROUBLE, Checkpoint, Record
 from amas_code.report import Report
 
 NOT_COPIED = (
@@ -178,24 +177,24 @@ class Act:
         """Do it inside its checkpoint (a command in the box, with the one capability granted, if
         any); the result with the checkpoint's note, and whether a command ran in the box."""
         boxed = isinstance(effect, effects.Command) and bool(self.tools.box)
-        before = self.checkpoint.latest() if self.checkpoint else None
         with self.recording(effect, grant) as record:
             if isinstance(effect, effects.Command):
                 done = self.run_command(effect, grant)
             else:
                 done = self.write(effect)
-        self.report_checkpoint(before)
-        note = record.note if record else ""
-        if note:
-            done += f"\n{note}" if isinstance(effect, effects.Command) else f" {note}"
+        if record is None:
+            return done, boxed
+        self.report_checkpoint(record)
+        if record.note and isinstance(effect, effects.Command):
+            done += f"\n{record.note}"
+        elif record.note:
+            done += f" {record.note}"
         return done, boxed
 
-    def report_checkpoint(self, before: str | None) -> None:
-        """A checkpoint the last action made, for scripts."""
-        latest = self.checkpoint.latest() if self.checkpoint else None
-        if latest and latest != before:
-            files = self.checkpoint.history(limit=1)[0].get("files", [])
-            self.report.checkpoint(latest, files)
+    def report_checkpoint(self, record: Record) -> None:
+        """The checkpoint the action made, if it made one, for scripts."""
+        if record.id:
+            self.report.checkpoint(record.id, record.files)
 
     def run_command(self, command: effects.Command, grant: str = "") -> str:
         """The command, its output shown live while it runs."""
@@ -206,25 +205,30 @@ class Act:
             return sandbox.run(command, self.root, env, box, watch=tail.feed)
 
     def recording(self, effect: effects.Change | effects.Command, grant: str = ""):
+        """The checkpoint around the effect; it gives the Record of what it made (None: off)."""
         if self.checkpoint is None:
             return contextlib.nullcontext()
-        if isinstance(effect, effects.Command) and self.copies_too_much(effect.line):
-            return contextlib.nullcontext(types.SimpleNamespace(note=NOT_COPIED))
+        limit = self.config.get("checkpoint_max_mb") or 200
+        if isinstance(effect, effects.Command) and self.copies_too_much(effect.line, limit):
+            return contextlib.nullcontext(Record(NOT_COPIED))
         if isinstance(effect, effects.Command):
             # the box keeps the repository read-only but for its grant: git's state stays put there
             git = not self.tools.box or grant == "repository"
             label = f"[amas] shell: {self.secrets.redact(effect.line)[:200]}"  # kept on disk
-            return self.checkpoint.recording(label, git=git)
+            # what it makes past the limit is not copied either, and said
+            return self.checkpoint.recording(label, git=git, limit=limit << 20)
         if not effect.path.is_relative_to(self.root):
-            return contextlib.nullcontext()
+            return contextlib.nullcontext(Record())
         label = f"[amas] {effect.verb} {project.shown(self.root, effect.path)}"
         return self.checkpoint.recording(label, [effect.path])
 
-    def copies_too_much(self, line: str) -> bool:
-        """Whether a command runs without a checkpoint because one would copy more than
-        checkpoint_max_mb: asked first (never settled by --yes; no terminal: no copy)."""
-        limit = self.config.get("checkpoint_max_mb") or 200
-        size = self.checkpoint.copy_size()
+    def copies_too_much(self, line: str, limit: int) -> bool:
+        """Whether a command runs without a checkpoint because one would copy more than limit MB
+        (checkpoint_max_mb) before it: asked first (never settled by --yes; no terminal: no copy)."""
+        try:
+            size = self.checkpoint.copy_size()
+        except TROUBLE:  # the checkpoint fails and says so; the command runs all the same
+            return False
         if size <= limit << 20:
             return False
         copied = f"would copy {size >> 20} MB into ~/.amas (checkpoint_max_mb: {limit})"

@@ -2,6 +2,7 @@
 user's git (branch, index, refs, hooks, config, objects) is written, and a folder without git works the same way."""
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -12,9 +13,8 @@ import subprocess
 import tempfile
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 from amas_code import home, project, ui
 from amas_code.project import git_env
@@ -31,8 +31,12 @@ GENERATED = [
 UNREAD = re.compile(r"""error: open\("(.+?)"\): |warning: could not open directory '(.+?)': """)
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
 LOST = (  # what no checkpoint holds
-    "which /undo cannot bring back (git ignores it, it is a repository of its own, or only the .git it removed held "
-    "its content): /undo keeps the files it made"
+    "which /undo cannot bring back (git ignores it, it is a repository of its own, or only the "
+    ".git it removed held its content): /undo keeps the files it made"
+)
+BEYOND = (  # tracked by a nested repository
+    "tracked by a repository of its own (a submodule): /undo does not put them back, a "
+    "`git checkout` in that repository can"
 )
 MAIN = "refs/heads/main"
 REDO = "refs/amas/redo"
@@ -41,10 +45,24 @@ LINK = "120000"
 GITLINK = "160000"
 BIG = 10 << 20  # a file this big is stored by git, which streams it (core.bigFileThreshold above)
 HUGE = 256 << 20  # a new file this big is left out of a command's checkpoint (named, never read)
+UNCOPIED = "uncopied.json"  # files a command made past checkpoint_max_mb (see Shadow.remembered)
+UNCOPIED_SAID = (
+    "not copied (past checkpoint_max_mb): /undo deletes them, asked; /redo cannot bring them back"
+)
 
 
 class CheckpointError(Exception):
     """An undo, redo or restore that was refused or failed; the message says whether anything changed."""
+
+
+@dataclasses.dataclass
+class Record:
+    """What one change's recording made: the note for its result, and the checkpoint's id and the
+    files it holds (no id: no checkpoint)."""
+
+    note: str = ""
+    id: str | None = None
+    files: list[str] = dataclasses.field(default_factory=list)
 
 
 TROUBLE = (
@@ -75,6 +93,7 @@ class Shadow:
         self.common = ""
         self.excludes = ""  # the ignore file the user's git config names, once found
         self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
+        self.uncopied: list[str] = []  # and those it left out past its limit
         self.turn = ""  # the turn the next checkpoints belong to (set by the agent): /undo takes back a turn
 
     def run_git(
@@ -193,8 +212,9 @@ class Shadow:
             self.git("pack-objects", "-q", pack, data=found, borrow=True)
         return {line[:40].decode() for line in there if line.endswith(b" missing")}
 
-    def snapshot(self, retry: bool = True) -> dict:
-        """The tree through the shadow index as a stat cache (only changed files are read); folders with no file."""
+    def snapshot(self, limit: int | None = None, retry: bool = True) -> dict:
+        """The tree through the shadow index as a stat cache (only changed files are read); folders
+        with no file. With a limit, new files past it are left out (see left_out)."""
         first = not (self.dir / "index").exists()
         marks = (Path(self.gitdir, "index"), self.dir / "restored")
         stamp = [mark.stat().st_mtime_ns for mark in marks if self.gitdir and mark.exists()]
@@ -203,7 +223,7 @@ class Shadow:
         if self.gitdir and (first or stamp != self.indexed):
             self.track()
             self.indexed = stamp
-        found = self.add(first)
+        found = self.add(first, limit)
         try:
             tree = self.git("write-tree", borrow=True).decode().strip()
         # the index names content now nowhere (the user's gc took it): read all again
@@ -211,20 +231,22 @@ class Shadow:
             if not retry:
                 raise
             (self.dir / "index").unlink()
-            return self.snapshot(False)
+            return self.snapshot(limit, False)
         hollow = set()
         for top in self.untracked():
             if top.endswith("/") and not os.path.lexists(self.root / top / ".git"):
                 hollow.update(os.path.relpath(d, self.root) for d, _, _ in os.walk(self.root / top))
         return {"tree": tree, "empty": sorted(hollow), **found}
 
-    def add(self, first: bool) -> dict:
+    def add(self, first: bool, limit: int | None = None) -> dict:
         """Every file into the shadow's index, the first time what the user's objects lack into one pack (threshold
         1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them.
         The paths it could not read ("unread"): not covered, and never taken for new when a command makes them
-        readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one."""
-        self.huge = self.too_big()
-        spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in self.huge)]
+        readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one;
+        new files left uncopied past the limit by an earlier command, unchanged since ("uncopied")."""
+        self.huge, self.uncopied, known = self.left_out(limit)
+        out = [*self.huge, *self.uncopied, *known]
+        spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in out)]
         add = ["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"]
         bulk = ["-c", "core.bigFileThreshold=1"] * first
         added = self.run_git(*bulk, *add, data=b"\0".join(spec) + b"\0", borrow=True)
@@ -234,7 +256,8 @@ class Shadow:
                 f"git add failed: {added.stderr.decode(errors='replace').strip()[:300]}"
             )
         unread = [a or b for a, b in UNREAD.findall(added.stderr.decode(errors="surrogateescape"))]
-        return {"unread": unread, "nested": self.drop_nested(), "huge": self.huge}
+        found = {"unread": unread, "nested": self.drop_nested()}
+        return {**found, "huge": self.huge, "uncopied": known}
 
     def drop_nested(self) -> list[str]:
         """Nested repositories (gitlinks) out of the shadow's index; their paths."""
@@ -253,7 +276,9 @@ class Shadow:
             # before the first snapshot the user's git knows what is new (the shadow: everything)
             fresh = self.gitdir and not (self.dir / "index").exists()
             listed = (self.user(*listing).stdout if fresh else self.git(*listing)).split(b"\0")
-        sizes = (_size(self.root / os.fsdecode(p)) for p in listed if p)
+            known = self.remembered()
+        new = [os.fsdecode(p) for p in listed if p and os.fsdecode(p) not in known]
+        sizes = (_size(self.root / p) for p in new)
         return sum(size for size in sizes if size <= HUGE)
 
     def size(self) -> int:
@@ -262,10 +287,38 @@ class Shadow:
         files = (os.path.join(folder, name) for folder, _, names in folders for name in names)
         return sum(_size(Path(path)) for path in files)
 
-    def too_big(self) -> list[str]:
-        """New files never read: sparse (a `truncate -s 64G` would be hashed for minutes) or over HUGE."""
+    def left_out(self, limit: int | None) -> tuple[list[str], list[str], list[str]]:
+        """New files never read: sparse or over HUGE (a `truncate -s 64G` would be hashed for
+        minutes); with a limit (after a command), the biggest new files past it, not copied (a
+        command's 3 × 120 MB of data); and those an earlier command left so, unchanged since."""
         listed = self.git("ls-files", "-oz", "--exclude-standard").split(b"\0")
-        return [os.fsdecode(p) for p in listed if p and _huge(self.root / os.fsdecode(p))]
+        listed = [os.fsdecode(p) for p in listed if p]
+        known = self.remembered()
+        huge = [p for p in listed if _huge(self.root / p)]
+        over = []
+        if limit is not None:
+            rest = set(listed) - set(huge) - known.keys()
+            total = 0
+            # the smallest first: the new sources a command wrote are copied, its big data is not
+            for size, rel in sorted((_size(self.root / p), p) for p in rest):
+                total += size
+                if total > limit:
+                    over.append(rel)
+        return huge, over, [p for p in listed if p in known]
+
+    def remembered(self) -> dict:
+        """The files a command made that were left uncopied past the limit, as they still are:
+        {path: [size, mtime]}; no snapshot copies them, no question counts them."""
+        try:
+            known = json.loads((self.dir / UNCOPIED).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {rel: was for rel, was in known.items() if _stamp(self.root / rel) == was}
+
+    def remember(self, paths: list[str]) -> None:
+        """Keep in mind files left uncopied (see remembered)."""
+        known = self.remembered() | {rel: _stamp(self.root / rel) for rel in paths}
+        home.write_private(self.dir / UNCOPIED, json.dumps(known))
 
     def untracked(self, *flags: str) -> list[str]:
         """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""
@@ -298,12 +351,7 @@ class Shadow:
         changes, added, deleted = self.diff_trees(old["tree"], new["tree"])
         before = set(old["empty"])
         after = set(new["empty"])
-        ignored = {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])}
-        folders = tuple(i for i in ignored if i.endswith("/"))
-
-        def shown(p: str) -> bool:  # what the command only made visible (un-ignored, readable)
-            return p in ignored or p.startswith(folders)
-
+        shown = _visible(old)
         # not made: only unignored
         changes = {p: sides for p, sides in changes.items() if sides[0] or not shown(p)}
         made = {d for d in (added | after) - before - deleted if not shown(d + "/")}
@@ -326,11 +374,14 @@ class Shadow:
                 changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
         return changes, added, deleted
 
-    def commit(self, label: str, changes: dict, dirs: dict) -> None:
-        """One commit on main holding b/<path> and a/<path> of each change; its objects are written here directly."""
-        meta = dict(time=time.time(), session=self.session, request=self.request, pid=os.getpid())
-        meta["turn"] = self.turn
-        meta["files"] = dict(sorted(changes.items()))
+    def made_by(self) -> dict:
+        """Who makes the checkpoints now: this amas, its session, the turn and request they are of."""
+        return dict(session=self.session, request=self.request, pid=os.getpid(), turn=self.turn)
+
+    def commit(self, label: str, changes: dict, meta: dict) -> str:
+        """One commit on main holding b/<path> and a/<path> of each change, and meta (who made it,
+        the folders); its objects are written here directly. Its id."""
+        meta = {"time": time.time(), **meta, "files": dict(sorted(changes.items()))}
         files = {
             f"{p}/{rel}": s
             for rel, sides in changes.items()
@@ -340,10 +391,12 @@ class Shadow:
         parent = self.ref(MAIN)
         who = f"Amas Code <amas@localhost> {int(time.time())} +0000"
         head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
-        body = f"{head}author {who}\ncommitter {who}\n\n{ui.one_line(label)}\n\n{json.dumps(meta | dirs)}\n"
+        message = f"{ui.one_line(label)}\n\n{json.dumps(meta)}\n"
+        body = f"{head}author {who}\ncommitter {who}\n\n{message}"
         sha = self.store(body.encode(errors="surrogateescape"), "commit")
         _pause("commit")
         self.set_ref(MAIN, sha)
+        return sha
 
     def tree(self, files: dict) -> str:
         """The tree of {path: [mode, blob]} with the trees inside it, written here; its id."""
@@ -360,12 +413,17 @@ class Shadow:
         ]
         return self.store(b"".join(entries), "tree")
 
-    def latest(self) -> str | None:
-        """The id of the newest checkpoint, or None."""
-        return self.ref(MAIN)
-
     def ref(self, name: str) -> str | None:
-        return (self.dir / name).read_text().strip() if (self.dir / name).exists() else None
+        """The commit a ref points at; None where there is none (a shadow not made yet)."""
+        try:
+            return (self.dir / name).read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise CheckpointError(f"{self.unreadable()} ({e.strerror})") from None
+
+    def unreadable(self) -> str:
+        return f"the checkpoints in {self.dir} cannot be read; nothing changed"
 
     def set_ref(self, name: str, sha: str | None) -> None:
         """Point a ref at a commit, or delete it (None): written aside and renamed, so it is whole or not at all."""
@@ -380,10 +438,11 @@ class Shadow:
     def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
         """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
         done = self.run_git("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev)
+        if done.returncode and (rev != MAIN or self.ref(MAIN)):
+            said = done.stderr.decode(errors="replace").strip()[:300]
+            raise CheckpointError(f"{self.unreadable()} ({said})")
         out = []
-        for entry in filter(
-            str.strip, os.fsdecode(done.stdout).split("\x1e") if done.returncode == 0 else []
-        ):
+        for entry in filter(str.strip, os.fsdecode(done.stdout).split("\x1e")):
             sha, parents, body = entry.strip("\n").split("\x1f")
             # the meta is one line, last (a label may hold blank lines)
             label, _, meta = body.rpartition("\n\n")
@@ -423,19 +482,35 @@ class Checkpoint(Shadow):
     """A chain of commits on the shadow's main, each the before (b/) and after (a/) of the files one change touched."""
 
     @contextlib.contextmanager
-    def locked(self):
-        """Hold the project's checkpoint lock (a second amas waits), with the shadow repository ready."""
+    def locked(self, wait: bool = True):
+        """Hold the project's checkpoint lock (a second amas waits; without wait, BlockingIOError),
+        with the shadow repository ready. A live amas holds it for the whole of its change."""
         fd = os.open(home.private_dir(self.dir) / "amas.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                if not wait:
+                    raise
                 ui.info("waiting for another amas working in this project…")
                 fcntl.flock(fd, fcntl.LOCK_EX)
             self.ready()
             yield
         finally:
             os.close(fd)
+
+    def settle(self) -> None:
+        """Finish the checkpoint a killed amas left half-made, so that every reader of the history
+        sees it: a pending one whose lock is free. One whose lock is held is a live amas's own, and
+        a reader never waits for its command."""
+        if not os.path.exists(self.pending):
+            return
+        with contextlib.suppress(*TROUBLE), self.locked(wait=False):
+            pass
+
+    def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
+        self.settle()
+        return super().history(rev, limit)
 
     def ready(self) -> None:
         """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
@@ -458,19 +533,26 @@ class Checkpoint(Shadow):
         ):
             exclude.write_text(patterns)
         if self.pending.exists():
-            self.finish(" (interrupted)")
+            self.finish(interrupted=True)
 
     # -- recording ------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def recording(self, label: str, paths: list[Path] | None = None, git: bool = True):
-        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint, told in rec.note.
-        paths None: anything in the project may change (a shell command), and with git its
-        repository too (said in the note when it did)."""
-        rec = SimpleNamespace(note="")
+    def recording(
+        self,
+        label: str,
+        paths: list[Path] | None = None,
+        git: bool = True,
+        limit: int | None = None,
+    ):
+        """`with checkpoint.recording(label, paths) as rec:` the change inside is one checkpoint,
+        its Record filled in when it ends. paths None: anything in the project may change (a shell
+        command), and with git its repository too (said in the note when it did); new files past
+        limit bytes are not copied."""
+        rec = Record()
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self.locked())
-                self.begin(label, paths, git)
+                self.begin(label, paths, git, limit)
             except TROUBLE as e:
                 rec.note = _failed(e)
             _pause("before")
@@ -479,24 +561,32 @@ class Checkpoint(Shadow):
             finally:
                 if not rec.note:
                     _pause("after")
-                    rec.note = self.finish()
+                    vars(rec).update(vars(self.finish()))
 
-    def begin(self, label: str, paths: list[Path] | None, git: bool = True) -> None:
-        """Keep the before state where a killed amas is found again: the named files, or the project's snapshot."""
+    def begin(
+        self, label: str, paths: list[Path] | None, git: bool = True, limit: int | None = None
+    ) -> None:
+        """Keep the before state where a killed amas is found again: the named files, or the
+        project's snapshot; and who makes the change, whose checkpoint it is even if another amas
+        has to finish it."""
         before = self.before_command(git) if paths is None else self.before_files(paths)
-        home.write_private(
-            self.pending, json.dumps({"label": label, "main": self.ref(MAIN), **before})
-        )
+        pending = {"label": label, "main": self.ref(MAIN), "by": self.made_by(), **before}
+        pending["limit"] = limit
+        home.write_private(self.pending, json.dumps(pending))
 
     def before_command(self, git: bool = True) -> dict:
         """The project before a shell command: its snapshot, what git ignores, and with git a
         fingerprint of the user's repository. What git ignores is not snapshotted, but must not
         count as made by the command if it shows (`cp .env.example .env`): it is listed, and its
-        small files are kept here (not copied) until the command ends."""
+        small files are kept here (not copied) until the command ends. So are the small files
+        nested repositories do not track (`sub/wip.txt`, which `rm -rf sub` would take)."""
         before = self.snapshot()
         ignored = self.untracked("-i")  # listed once the shadow tracks what git does
-        kept = {rel: _side(self.root / rel) for rel in _small(self.root, ignored)}
+        inside, missing = self.inside(before["nested"])
+        kept = {rel: _side(self.root / rel) for rel in _small(self.root, [*ignored, *inside])}
         before["ignored"] = ignored
+        before["inside"] = inside
+        before["missing"] = missing
         if git:
             before["git"] = self.user_git()
         before["kept"] = {
@@ -512,38 +602,106 @@ class Checkpoint(Shadow):
         }
         return {"files": self.state(rels), "dirs": sorted(dirs)}
 
-    def finish(self, suffix: str = "") -> str:
-        """Commit what changed since the kept before state as one checkpoint; the note for the tool result."""
+    def finish(self, interrupted: bool = False) -> Record:
+        """Commit what changed since the kept before state as one checkpoint (interrupted: one a
+        killed amas left), in the name of the amas that began it; its record."""
         try:
             pending = json.loads(self.pending.read_text())
             if pending["main"] != self.ref(MAIN):  # a killed amas had already committed it
-                return ""
-            changes, made, gone, unkept = self.changed(pending)
-            big, ignored = self.unheld(pending)
-            left = _left_out(big, _under(ignored, made))
-            if not changes and _caches(self.root, made):  # /undo would leave them: no change
-                made = []
-            moved = "git" in pending and pending["git"] != self.user_git()  # shell commands only
-            lost = self.lost(pending) + unkept
-            said = [GIT_MOVED] * moved + [_lost(lost)] * bool(lost)
-            if not (changes or made or gone):
-                return _note(said, left)
-            meta = {"made": made, "gone": gone, "git": moved, "lost": lost}
-            meta["left"] = sorted({*big, *ignored})  # /undo names what it leaves
-            self.commit(pending["label"] + suffix, changes, {**meta, "interrupted": bool(suffix)})
-            what = ui.plural(len(changes) or len(made) + len(gone), "file" if changes else "folder")
-            return _note([f"checkpoint: {what}; /undo takes it back", *said], left)
+                return Record()
+            return self.record(pending, interrupted)
         except TROUBLE as e:
-            return _failed(e)
-        finally:
-            self.pending.unlink(missing_ok=True)
+            return Record(_failed(e))
+        finally:  # a shadow gone read-only meanwhile costs this checkpoint, never the change
+            with contextlib.suppress(OSError):
+                self.pending.unlink(missing_ok=True)
+
+    def record(self, pending: dict, interrupted: bool) -> Record:
+        """The checkpoint of what changed since the pending before state, if anything did."""
+        changes, made, gone, unkept = self.changed(pending)
+        big, ignored = self.unheld(pending)
+        left = _left_out(big, _under(ignored, made))
+        uncopied = self.left_uncopied(pending)
+        # /undo would leave them: no change
+        if not changes and not uncopied and _caches(self.root, made):
+            made = []
+        meta = self.leaves(pending, unkept) | {"made": made, "gone": gone, "uncopied": uncopied}
+        said = _said(meta)
+        if not (changes or made or gone or uncopied):
+            return Record(_note(said, left))
+        meta["left"] = sorted({*big, *ignored})  # /undo names what it leaves
+        meta |= {"interrupted": interrupted, **pending.get("by", self.made_by())}
+        label = pending["label"]
+        if interrupted:
+            label += " (interrupted)"
+        sha = self.commit(label, changes, meta)
+        note = _note([f"checkpoint: {_counted(changes, meta)}; /undo takes it back", *said], left)
+        return Record(note, sha, sorted(changes))
+
+    def leaves(self, pending: dict, unkept: list[str]) -> dict:
+        """What a change did that /undo does not take back: git's state it moved (shell commands
+        only), what it removed that no checkpoint holds or its own repository does."""
+        moved = "git" in pending and pending["git"] != self.user_git()
+        return {"git": moved, "lost": self.lost(pending) + unkept, "beyond": self.beyond(pending)}
+
+    def left_uncopied(self, pending: dict) -> list[str]:
+        """The new files a command made that the last snapshot left out past the limit, kept in
+        mind (so that no later command copies them or asks about them while they stay as they
+        are); those it made, not only un-ignored, are its own."""
+        if "tree" not in pending or not self.uncopied:
+            return []
+        self.remember(self.uncopied)
+        shown = _visible(pending)
+        return [rel for rel in self.uncopied if not shown(rel)]
 
     def lost(self, pending: dict) -> list[str]:
-        """What no checkpoint holds (ignored files, nested repositories) and is gone, unless it
-        was kept: a folder all of whose files were kept is not lost either."""
-        held = [*pending.get("ignored", []), *pending.get("nested", [])]
+        """What no checkpoint holds (ignored files, the files nested repositories do not track, a
+        nested repository or its .git) and is gone, unless it was kept: a folder all of whose
+        files were kept is not lost either."""
+        held = []
+        for repo in pending.get("nested", []):
+            if os.path.lexists(self.root / repo):
+                repo += "/.git"
+            held.append(repo)
+        held += [*pending.get("ignored", []), *pending.get("inside", [])]
         kept = pending.get("kept", {})
         return [p for p in held if not os.path.lexists(self.root / p) and not _kept(p, kept)]
+
+    def inside(self, nested: list[str]) -> tuple[list[str], list[str]]:
+        """In each nested repository, the files it does not track (a folder of nothing else as one
+        `dir/`) and the tracked ones already missing: no checkpoint holds them."""
+        untracked = []
+        missing = []
+        flags = ["-z", "-t", "-d", "-o", "--directory", "--exclude-standard"]
+        for repo in nested:
+            listed = os.fsdecode(self.nested(repo, "ls-files", *flags)).split("\0")
+            for entry in filter(None, listed):
+                tag, _, rel = entry.partition(" ")
+                if tag == "?":
+                    untracked.append(f"{repo}/{rel}")
+                else:
+                    missing.append(f"{repo}/{rel}")
+        return untracked, missing
+
+    def beyond(self, pending: dict) -> list[str]:
+        """The tracked files of nested repositories a command removed: their own git holds them,
+        never a checkpoint."""
+        was = set(pending.get("missing", []))
+        gone = []
+        for repo in pending.get("nested", []):
+            listed = os.fsdecode(self.nested(repo, "ls-files", "-z", "-d")).split("\0")
+            gone += [f"{repo}/{rel}" for rel in listed if rel and f"{repo}/{rel}" not in was]
+        return gone
+
+    def nested(self, repo: str, *args: str) -> bytes:
+        """git reading a nested repository: its own .git named (never the project's, found by
+        walking up from a folder whose .git is gone), nothing written; nothing when it fails."""
+        env = git_env(GIT_DIR=str(self.root / repo / ".git"), GIT_WORK_TREE=str(self.root / repo))
+        env |= {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+        done = project.git(self.root, *args, env=env)
+        if done.returncode:
+            return b""
+        return done.stdout
 
     def unheld(self, pending: dict) -> tuple[list[str], list[str]]:
         """What a command made that no checkpoint holds, so /undo leaves it: new files too big to
@@ -559,7 +717,7 @@ class Checkpoint(Shadow):
         """Files changed, folders made and folders gone since the kept before state, and the changed files whose
         content is nowhere now (only the user's objects held it, and the command removed them)."""
         if "tree" in pending:
-            changes, made, gone = self.compare(pending, self.snapshot())
+            changes, made, gone = self.compare(pending, self.snapshot(pending.get("limit")))
             nowhere = self.keep(changes)
             unkept = sorted(
                 rel for rel, sides in changes.items() if any(s and s[1] in nowhere for s in sides)
@@ -588,6 +746,24 @@ class Checkpoint(Shadow):
     def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
         """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
         plan, dirs, between = _plan(chain, forward)
+        now = self.asked(plan, between, ask)
+        doomed = self.uncopied_going(chain, forward, ask)
+        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
+        try:
+            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
+            wanted |= dict.fromkeys(doomed)
+            self.put(wanted, dirs, [*plan, *dirs, *doomed])
+        except OSError as e:
+            raise CheckpointError(
+                f"stopped part way ({e}); what was put back stays, running it again goes on"
+            ) from None
+        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
+            (self.dir / "restored").touch()
+        return sorted([*plan, *doomed])
+
+    def asked(self, plan: dict, between: set, ask) -> dict:
+        """The planned files as they are now, once the person said yes to discarding those changed
+        since (CheckpointError: no)."""
         now = self.state(list(plan))  # the content of a file changed since is kept too, in case
         edited = [
             rel
@@ -598,17 +774,23 @@ class Checkpoint(Shadow):
             f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"
         ):
             raise CheckpointError("cancelled; nothing changed")
-        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
-        try:
-            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
-            self.put(wanted, dirs, [*plan, *dirs])
-        except OSError as e:
-            raise CheckpointError(
-                f"stopped part way ({e}); what was put back stays, running it again goes on"
-            ) from None
-        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
-            (self.dir / "restored").touch()
-        return sorted(plan)
+        return now
+
+    def uncopied_going(self, chain: list[dict], forward: bool, ask) -> list[str]:
+        """The files commands of the chain made and did not copy (past checkpoint_max_mb) that undo
+        deletes: those still there, if the person says so. Redo says it cannot bring them back."""
+        made = [rel for cp in chain for rel in cp.get("uncopied", [])]
+        there = [rel for rel in made if os.path.lexists(self.root / rel)]
+        if forward and len(there) < len(made):
+            gone = _some([rel for rel in made if rel not in there])
+            ui.warning(f"/redo cannot bring back {gone}: not copied (past checkpoint_max_mb)")
+        if forward or not there:
+            return []
+        said = f"{_some(there)}: made by a command and not copied (past checkpoint_max_mb)"
+        if ask(f"{said}, so /redo cannot bring them back. Delete them?"):
+            return there
+        ui.info(f"left in place: {said}")
+        return []
 
     def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
         """Remove files, remove and make folders, then write files; never through a link on the way to one of rels
@@ -647,8 +829,10 @@ class Checkpoint(Shadow):
             self.set_ref(MAIN, chain[-1]["parent"])
             if moved := [cp["label"] for cp in chain if cp.get("git")]:
                 ui.warning(f"{'; '.join(moved)}: {GIT_MOVED} (see `git status` and `git reflog`)")
-            for cp in (cp for cp in chain if cp.get("lost")):
-                ui.warning(f"{cp['label']}: {_lost(cp['lost'])}")
+            for cp in chain:
+                if cp.get("lost") or cp.get("beyond"):
+                    gone = {"lost": cp.get("lost"), "beyond": cp.get("beyond")}
+                    ui.warning(f"{cp['label']}: {'; '.join(_said(gone))}")
             return files
 
     def undoable(self, n: int, ask) -> list[dict]:
@@ -702,7 +886,7 @@ class Checkpoint(Shadow):
         """Whether undoing the checkpoint would change nothing to speak of: no file, only folders
         made that hold files now (a cache: undo removes only empty folders, so it stays) and
         folders gone that are back."""
-        if cp["files"]:
+        if cp["files"] or cp.get("uncopied"):
             return False
         full = _caches(self.root, cp.get("made", []))
         return full and all((self.root / d).is_dir() for d in cp.get("gone", []))
@@ -732,6 +916,7 @@ class Checkpoint(Shadow):
 
     def redoable(self) -> dict | None:
         """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""
+        self.settle()
         head = self.ref(MAIN)
         redo = self.ref(REDO)
         if not redo or redo == head:
@@ -792,13 +977,32 @@ def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
         for rel, sides in cp[
             "files"
         ].items():  # a file made by a command that removed an ignored one stays
-            if forward or sides[0] or not cp.get("lost"):
+            if forward or sides[0] or not (cp.get("lost") or cp.get("beyond")):
                 between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
                 plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
         dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
         # what changed while no amas watched
         between |= set(cp["files"]) if cp.get("interrupted") else set()
     return plan, dirs, between
+
+
+def _visible(old: dict) -> Callable[[str], bool]:
+    """Whether a path a command's snapshot holds was there before, out of the earlier snapshot:
+    what the command only made visible (un-ignored, readable, a nested repository's files once its
+    .git is gone, a file left uncopied): never made by it, so never deleted by /undo."""
+    was = {*old.get("ignored", []), *old.get("unread", []), *old.get("huge", [])}
+    was |= {*old.get("uncopied", []), *(f"{repo}/" for repo in old.get("nested", []))}
+    folders = tuple(p for p in was if p.endswith("/"))
+    return lambda p: p in was or p.startswith(folders)
+
+
+def _stamp(path: Path) -> list[int] | None:
+    """A file's size and modification time (None: gone), to tell whether it changed since."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns]
 
 
 def _left_out(big: list[str], ignored: list[str]) -> list[str]:
@@ -832,8 +1036,34 @@ def _caches(root: Path, made: list[str]) -> bool:
     return all(any(files for _, _, files in os.walk(root / d)) for d in tops)
 
 
-def _lost(paths: list[str]) -> str:
-    return f"it removed {', '.join(paths[:5])}{'…' * (len(paths) > 5)}, {LOST}"
+def _said(meta: dict) -> list[str]:
+    """What a checkpoint's note and /undo say it leaves: git's state a command moved, and what
+    it removed that no checkpoint holds."""
+    said = []
+    if meta.get("git"):
+        said.append(GIT_MOVED)
+    if meta.get("lost"):
+        said.append(f"it removed {_some(meta['lost'])}, {LOST}")
+    if meta.get("beyond"):
+        said.append(f"it removed {_some(meta['beyond'])}, {BEYOND}")
+    if meta.get("uncopied"):
+        said.append(f"{_some(meta['uncopied'])} {UNCOPIED_SAID}")
+    return said
+
+
+def _counted(changes: dict, meta: dict) -> str:
+    """How many files a checkpoint holds or deletes, or else folders."""
+    files = len(changes) + len(meta["uncopied"])
+    if files:
+        return ui.plural(files, "file")
+    return ui.plural(len(meta["made"]) + len(meta["gone"]), "folder")
+
+
+def _some(paths: list[str]) -> str:
+    """The first five paths, and an ellipsis if there are more."""
+    if len(paths) > 5:
+        return ", ".join(paths[:5]) + "…"
+    return ", ".join(paths)
 
 
 def _side(path: Path, big: float = float("inf")) -> tuple[str, bytes | Path] | None:
@@ -921,9 +1151,8 @@ def _running(pid) -> bool:
 
 def _failed(error: Exception) -> str:
     """Say on screen that a change has no checkpoint; the note that tells the model."""
-    ui.warning(
-        message := f"checkpoint failed, /undo will not cover this change: {str(error)[:300]}"
-    )
+    message = f"checkpoint failed: /undo cannot take this change back ({str(error)[:300]})"
+    ui.warning(message)
     return f"[{message}]"
 
 

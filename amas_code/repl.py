@@ -79,12 +79,15 @@ def cmd_checkpoint(agent, arg):
         return _off()
     if arg.strip():
         return _checkpoints(agent, "restored", lambda: checkpoint.restore(arg.strip(), _ask))
-    listed = checkpoint.history(limit=20)
+    try:
+        listed = checkpoint.history(limit=20)
+        ahead = checkpoint.redoable()
+    except CheckpointError as e:  # the shadow cannot be read
+        return ui.error(str(e))
     for cp in listed:
         when = time.strftime("%H:%M:%S", time.localtime(cp.get("time", 0)))
         files = ", ".join(cp.get("files", []))
         ui.row((cp["id"][:8], "yellow"), f" {when} {cp['label']}  ", (files, "dim"))
-    ahead = checkpoint.redoable()
     if not listed:
         ui.info("no checkpoints: every one was undone" if ahead else "no checkpoints yet")
     if ahead:

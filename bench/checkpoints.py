@@ -1,8 +1,10 @@
 """Checkpoint benchmark (SPEC §8): `python bench/checkpoints.py [--runs N] [--project PATH]`.
 
 Prints the median (min, max) of N runs of: edit_file with its checkpoint (in-process, `Agent.execute`); a shell
-command's checkpoint in a project with 10,000 untracked files, the first (its baseline) and later ones; /undo of
-an edit and of a shell command; and the first baseline of a large project, with the shadow repository's disk,
+command's checkpoint in a project with 10,000 untracked files, the first (its baseline) and later ones; a later
+shell command's checkpoint with 0 and with 3 submodules (each read before and after the command, its small
+untracked files kept); /undo of an edit and of a shell command; and the first baseline of a large project, with
+the shadow repository's disk,
 borrowing the user's objects (what amas does) and copying them (for comparison). Every run has its own temp HOME,
 so shadow repositories start empty. --project names a git work tree to use as the large project, read only
 (default: a generated one of 20,000 tracked files of 8 kB, 160 MB, that compress to half).
@@ -122,6 +124,35 @@ def bench_shell(base: Path, runs: int) -> None:
     show("/undo of a shell command, 10,000 untracked files", undos, bar="≤ 200 ms")
 
 
+def with_submodules(path: Path, count: int) -> Path:
+    """A project of 200 tracked files and `count` submodules of 100 files each, two of them
+    untracked (the user's work in progress)."""
+    root = make_project(path, 200)
+    for n in range(count):
+        sub = make_project(path.parent / f"{path.name}-sub{n}", 100)
+        add = ["-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), f"sub{n}"]
+        git(root, *add)
+        for name in ("wip.txt", "notes.md"):
+            (root / f"sub{n}" / name).write_text(f"work in progress {n}\n" * 20)
+    if count:
+        git(root, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "submodules")
+    return root
+
+
+def bench_nested(base: Path, runs: int) -> None:
+    for count in (0, 3):
+        root = with_submodules(base / f"nested{count}", count)
+        fresh_home(base)
+        cp = Checkpoint(root, IGNORE, "bench")
+        target = root / "made.txt"
+        shell_change(cp, target, "first\n")  # the baseline
+        laters = [
+            timed(lambda cp=cp, target=target, n=n: shell_change(cp, target, f"{n}\n"))
+            for n in range(runs * 4)
+        ]
+        show(f"shell command's checkpoint, later ones, {count} submodules", laters)
+
+
 def bench_baseline(base: Path, runs: int, root: Path) -> None:
     files = int(
         subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True).stdout.count(
@@ -165,6 +196,7 @@ def main() -> None:
         with contextlib.redirect_stderr(io.StringIO()):  # the tools' diffs and notes
             bench_edit(base, args.runs)
             bench_shell(base, args.runs)
+            bench_nested(base, args.runs)
             large = (
                 args.project.resolve()
                 if args.project
