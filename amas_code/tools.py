@@ -29,6 +29,7 @@ SEARCH_SECONDS = 10  # CPU seconds search_files may spend, every regex (and reda
 # and its limit in wall time, however busy the machine: stopped there, the machine is said, not
 # the pattern
 SEARCH_WALL = 60
+SMALL_FILE = 3000  # characters of a file the model has not read that a failed edit shows whole
 CLOSEST_BUDGET = 500_000  # characters edit_file's closest-region search compares (~0.2 s)
 PARAMS = dict(  # what a parameter means, where its name is not enough
     path="File path, relative to the project root",
@@ -163,6 +164,16 @@ class Tools:
                 "read it again before you replace it"
             )
 
+    def present(self, p: Path, path: str) -> Path:
+        """p, if something is there; else ValueError naming the nearest real paths (a small model
+        guesses `src/main.py` where `main.py` is)."""
+        if os.path.lexists(p):
+            return p
+        said = [f"{path} does not exist."]
+        if p.is_relative_to(self.root):
+            said += _nearest(self.root, p, self.config["ignore"])
+        raise ValueError(" ".join(said))
+
     def path(self, raw: str) -> Path:
         """A path to read: outside the project (or in a place holding credentials) it is asked about."""
         path = resolved(self.root, raw)
@@ -182,7 +193,7 @@ class Tools:
     # -- files --------------------------------------------------------------------------------------
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a file with line numbers. Read a file before editing it."""
-        p = self.path(path)
+        p = self.present(self.path(path), path)
         with regular(p, path).open("rb") as f:
             if looks_binary(f.read(8192)):
                 self.saw(p)  # all there is to see of it
@@ -214,7 +225,7 @@ class Tools:
             raise ValueError(
                 f"{path} is not UTF-8 text; write_file would re-encode it. {NOT_UTF8}"
             ) from None
-        if old is not None:
+        if old is not None and not self.gate.where(p, write=True):  # else asked in every case
             self.unseen(p, old)
         return self.propose(p, old, _like(old or b"", content), "write")
 
@@ -229,7 +240,7 @@ class Tools:
 
     def edit_file(self, path: str, old_str: str, new_str: str) -> str:
         """Replace one exact, unique occurrence of old_str with new_str."""
-        p = resolved(self.root, path, write=True)
+        p = self.present(resolved(self.root, path, write=True), path)
         data = regular(p, path).read_bytes()
         text = _text(data)
         if text is None:
@@ -241,7 +252,14 @@ class Tools:
             new_str = new_str.replace("\r\n", "\n")
         # the file as the model sees it, where [REDACTED] stands for the value at its place
         view = redact.Masked(self.secrets, text)
-        at = _found_once(view, old_str, path, bool(self.gate.where(p)))
+        known = "read"
+        if self.gate.where(p):
+            known = "outside"
+        elif p not in self.seen:
+            known = "unread"
+        elif self.seen[p] != _version(p):
+            known = "changed"
+        at = _found_once(view, old_str, path, known)
         new = view.replace(at, old_str, new_str)
         if new is None:
             raise ValueError(
@@ -706,18 +724,70 @@ def _common(a: list[str], b: list[str]) -> int:
     return n
 
 
-def _found_once(view: redact.Masked, old_str: str, path: str, outside: bool) -> int:
+def _found_once(view: redact.Masked, old_str: str, path: str, known: str) -> int:
     """Where old_str is in the file as the model sees it; ValueError unless it is there once, saying
-    where it is or what is most like it (outside the project, nothing: no line reaches the model
-    unasked)."""
+    where it is, or what to do: known is "read" (the model has the file: what is most like it),
+    "unread" or "changed" (it has not read it as it is: read it, or here is the whole of a small
+    one) or "outside" (a place outside the project: nothing, no line reaches the model unasked)."""
     found = view.find(old_str)
-    if len(found) != 1 and outside:
+    if len(found) != 1 and known == "outside":
         raise ValueError(f"old_str is not found exactly once in {path}")
     if len(found) > 1:
         raise ValueError(_ambiguous(view.shown, found, path))
+    if not found and known in ("unread", "changed"):
+        raise ValueError(_unread(view.shown, path, known))
     if not found:
         raise ValueError(f"old_str not found in {path}. " + _closest(view.shown, old_str))
     return found[0]
+
+
+def _unread(shown: str, path: str, known: str) -> str:
+    """old_str is not in a file the model has not read (or not since it changed): the whole file
+    when it is small, else the advice to read it (a closest match in a file it never saw leads it
+    to guess again)."""
+    said = f"old_str not found in {path}, which you have not read in this session"
+    if known == "changed":
+        said = f"old_str not found in {path}, which changed since you last read it"
+    if len(shown) > SMALL_FILE:
+        return f"{said}: read_file it, then copy old_str exactly from what it shows."
+    numbered = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(shown.splitlines(), 1))
+    hint = "Copy old_str exactly from it."
+    if "[REDACTED]" in shown:
+        hint = KEEP
+    return f"{said}. It holds:\n{numbered}\n{hint}"
+
+
+def _entry(entry: os.DirEntry) -> str:
+    """A folder's entry as a listing names it: a folder with its slash."""
+    if entry.is_dir():
+        return entry.name + "/"
+    return entry.name
+
+
+def _nearest(root: Path, p: Path, ignore: list[str]) -> list[str]:
+    """The real paths nearest a missing one: files of its name elsewhere in the project, and what
+    the nearest folder that exists holds."""
+    said = []
+    rel = shown(root, p)
+    alike = []
+    for found in project_files(root, ignore):
+        if os.path.basename(found) == p.name:
+            alike.append(shown(root, found))
+        if len(alike) == 5:
+            break
+    if alike:
+        said.append(f"A file of that name is at: {', '.join(alike)}.")
+    folder = p.parent
+    while not folder.is_dir():
+        folder = folder.parent
+    names = sorted(map(_entry, os.scandir(folder)))[:30]
+    where = f"{shown(root, folder)}/"
+    if folder == root:
+        where = "The project's top folder"
+    if Path(rel).parent != Path(".") and folder != p.parent:
+        said.append(f"{shown(root, p.parent)}/ does not exist either.")
+    said.append(f"{where} holds: {', '.join(names) or 'nothing'}.")
+    return said
 
 
 def _ambiguous(shown: str, found: list[int], path: str) -> str:

@@ -89,7 +89,8 @@ def test_edge_10_concurrent_file_edit(bare):
     call(box, "read_file", path="f.py")
     (bare / "f.py").write_text("value = 99\n")  # the user changed it after the model read it
     out = call(box, "edit_file", path="f.py", old_str="value = 1\n", new_str="value = 2\n")
-    assert out.startswith("Error: old_str not found in f.py.") and "value = 99" in out
+    assert out.startswith("Error: old_str not found in f.py, which changed since you last read it")
+    assert "     1\tvalue = 99" in out
     assert (bare / "f.py").read_text() == "value = 99\n"  # the user's change is not overwritten
 
 

@@ -126,8 +126,11 @@ def test_a_secret_name_in_any_case_and_style(bare, secret):
 
 @pytest.fixture
 def box(bare):
+    """A project with a .env the model has read (as it shows it: its values hidden)."""
     (bare / ".env").write_text(ENV)
-    return toolbox(bare, auto_accept=True)
+    agent = toolbox(bare, auto_accept=True)
+    agent.execute("read_file", json.dumps({"path": ".env"}))
+    return agent
 
 
 def test_a_line_holding_a_hidden_value_can_be_deleted(box, bare):

@@ -40,7 +40,7 @@ def test_read_file_binary_missing_and_empty(run, bare):
     (bare / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0")
     (bare / "empty.txt").write_text("")
     assert run("read_file", path="img.png") == "Binary file, cannot display"
-    assert run("read_file", path="nope.py").startswith("Error: FileNotFoundError")
+    assert run("read_file", path="nope.py").startswith("Error: nope.py does not exist.")
     assert run("read_file", path="empty.txt") == "(empty file: empty.txt)"
     (bare / "two.txt").write_text("1\n2\n")
     assert (
@@ -105,6 +105,7 @@ def test_write_file_over_text_that_is_not_utf8_is_refused(run, bare):
 
 def test_edit_not_found_quotes_closest_region(run, bare):
     (bare / "m.py").write_text("def alpha():\n    return 1\n\ndef beta():\n    return 2\n")
+    run("read_file", path="m.py")
     out = run("edit_file", path="m.py", old_str="def beta():\n    return 3", new_str="")
     assert out.startswith("Error: old_str not found in m.py.")
     assert "lines 4-5" in out and "     4\tdef beta():" in out and "     5\t    return 2" in out
@@ -426,3 +427,38 @@ def test_arguments_are_read_as_a_tolerant_reader_takes_them(run, bare):
     assert run("read_file", path="a.txt", limit=True).startswith(
         "Error: argument 'limit' of read_file must be an integer, not true"
     )
+
+
+def test_a_path_that_is_not_there_names_the_nearest_real_ones(run, bare):
+    """The real 1.5B model edited `scripts/cli.py` and `src/main.py` where `cli.py` sat at the
+    root, got a bare FileNotFoundError, and told the user to create the file."""
+    (bare / "cli.py").write_text("print('hi')\n")
+    (bare / "tests").mkdir()
+    (bare / "tests" / "cli.py").write_text("")
+    said = run("edit_file", path="scripts/cli.py", old_str="hi", new_str="ho")
+    assert said == (
+        "Error: scripts/cli.py does not exist. A file of that name is at: cli.py, tests/cli.py. "
+        "scripts/ does not exist either. The project's top folder holds: cli.py, tests/."
+    )
+    assert run("read_file", path="tests/main.py") == (
+        "Error: tests/main.py does not exist. tests/ holds: cli.py."
+    )
+
+
+def test_old_str_not_found_in_a_file_never_read_shows_it_or_says_to_read_it(run, bare):
+    """A closest match from a file the model never read (`17 return 0`) led it to guess twice more."""
+    (bare / "small.py").write_text("def f():\n    return 1\n")
+    said = run("edit_file", path="small.py", old_str="return 0", new_str="return 2")
+    assert said == (
+        "Error: old_str not found in small.py, which you have not read in this session. It holds:\n"
+        "     1\tdef f():\n     2\t    return 1\nCopy old_str exactly from it."
+    )
+    (bare / "big.py").write_text("x = 1\n" * 1000)
+    said = run("edit_file", path="big.py", old_str="y = 2", new_str="y = 3")
+    assert said == (
+        "Error: old_str not found in big.py, which you have not read in this session: read_file it,"
+        " then copy old_str exactly from what it shows."
+    )
+    run("read_file", path="small.py")  # read: the closest region, as before
+    said = run("edit_file", path="small.py", old_str="return 0", new_str="return 2")
+    assert said.startswith("Error: old_str not found in small.py. The closest region (lines 2-2)")
