@@ -57,6 +57,7 @@ class Act:
         self.tools = tools.Tools(config, self.gate, ask_gate, self.sandbox.box)
         self.secrets = self.tools.secrets
         self.checkpoint = _checkpoints(config, root)
+        self.broken = {}  # files a change of this turn left unparsable: path -> bytes before it
 
     def answer(self, call: toolcalls.Call, go_on: bool = True) -> dict:
         """The tool message answering one call: shown, run, redacted, capped and reported."""
@@ -252,18 +253,35 @@ class Act:
     def syntax_note(self, change: effects.Change) -> str:
         """A parse error the change brought into a file the map parses, said so the model fixes it
         now; the change itself stays (it was approved and checkpointed)."""
-        if not self.config.get("check_syntax", True):
-            return ""
-        try:
-            line = repomap.syntax_error(change.path, change.old, change.new)
-        except Exception:  # a grammar that fails to load costs the check, never the edit
-            return ""
+        line = self.parse_error(change.path, change.old, change.new)
         if line is None:
             return ""
+        self.broken.setdefault(change.path, change.old)
         return (
             f"\nWarning: the file no longer parses: a syntax error at line {line} "
             "(it parsed before this change, which was kept). Fix it before going on."
         )
+
+    def parse_error(self, path: Path, old: bytes | None, new: bytes) -> int | None:
+        """The line of a parse error new brings that old did not have (check_syntax), or None."""
+        if not self.config.get("check_syntax", True):
+            return None
+        try:
+            return repomap.syntax_error(path, old, new)
+        except Exception:  # a grammar that fails to load costs the check, never the edit
+            return None
+
+    def left_broken(self) -> list[str]:
+        """The files this turn's changes left unparsable and that still are (a later change may
+        have mended them), each with its line; forgotten after."""
+        said = []
+        for path, before in self.broken.items():
+            with contextlib.suppress(OSError):
+                line = self.parse_error(path, before, path.read_bytes())
+                if line is not None:
+                    said.append(f"{project.shown(self.root, path)} (a syntax error at line {line})")
+        self.broken = {}
+        return said
 
     def result_limit(self) -> int:
         """Characters one tool result may take: a share of the context, at most tools.MAX_RESULT."""

@@ -17,6 +17,10 @@ SUMMARY_WORDS = 2  # one word ("OK.", "Done.") is not a summary
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 # calls of one reply past this are not run nor answered: the model is told in one line
 MAX_CALLS = toolcalls.MAX_CALLS
+ECHOED = (
+    "[Your reply only repeated a tool's result. Go on: make the next tool call, or answer the user "
+    "in your own words.]"
+)
 
 
 class Agent:
@@ -174,9 +178,17 @@ class Agent:
         return True
 
     def end_turn(self) -> None:
-        """The turn kept in the history; a browser unused for a whole turn gives its memory back."""
+        """The turn kept in the history; a browser unused for a whole turn gives its memory back;
+        a file the agent's edits left unparsable is said (the model may have answered in prose
+        after the warning its tool result carried)."""
         self.flush()
         self.tools.close_browser(idle_only=True)
+        broken = self.act.left_broken()
+        if broken:
+            self.warn(
+                f"the agent's edits left {', '.join(broken)}: the file no longer parses "
+                "(/undo takes the turn back)"
+            )
 
     def mark_turn(self, text: str) -> None:
         """A new turn: its checkpoints carry it (/undo takes back a turn) and its request."""
@@ -197,20 +209,30 @@ class Agent:
 
     def loop(self) -> None:
         calls = []
-        unread = False
+        asked = False  # the model was asked again once: a second time the turn ends
         for step in itertools.count(1):
             if step == WARN_STEPS + 1:
                 self.warn(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
             reply = self.reply()
             if not reply.get("tool_calls"):
-                if self.unread(reply) and not unread:
-                    unread = True  # asked once to write its call again; a second time ends the turn
+                if not asked and (self.unread(reply) or self.echoed(reply)):
+                    asked = True
                     continue
                 return
-            unread = False
+            asked = False
             self.act_on(reply, calls)
             if self.stuck(calls):
                 return
+
+    def echoed(self, reply: dict) -> bool:
+        """A reply that only repeats a tool's result (a small model echoing amas's own
+        `<tool_response> Error: …`) is no answer: the model is asked to go on."""
+        said = reply["content"].strip()
+        results = [m["content"].strip() for m in self.messages[-12:] if m["role"] == "tool"]
+        if not said or not (said.startswith("<tool_response") or said in results):
+            return False
+        self.add({"role": "user", "content": ECHOED})
+        return True
 
     def act_on(self, reply: dict, made: list[toolcalls.Call]) -> None:
         """Answer each call of a reply in turn (cut to MAX_CALLS; many asked about first); made:

@@ -43,7 +43,8 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
 
     \b
     Exit codes: 0 done, nothing refused; 1 an error (auth, network, config, model);
-    2 done, but an edit or command was declined; 130 interrupted."""
+    2 done, but an edit or command was declined; 4 done, but every change the model attempted
+    failed and nothing changed; 130 interrupted."""
     root = find_root(Path.cwd())
     report = Report(output_format)
     flags = {"model": model, "api_base": api_base, "auto_accept": yes or None}
@@ -256,6 +257,8 @@ def one_shot(agent, text: str, typed: str) -> int:
         outcome = "error"
     finally:
         agent.close()
+    if outcome == "done" and report.unchanged():
+        ui.warning("every change the agent attempted failed: nothing changed (exit code 4)")
     return report.finish(outcome, agent.session, agent.model.usage)
 
 

@@ -8,7 +8,8 @@ import json
 import sys
 import time
 
-EXIT = {"done": 0, "error": 1, "declined": 2, "interrupted": 130}
+EXIT = {"done": 0, "error": 1, "declined": 2, "unchanged": 4, "interrupted": 130}
+CHANGES = ("write_file", "create_file", "edit_file")  # the tools whose success changes a file
 
 
 class Report:
@@ -23,6 +24,8 @@ class Report:
         self.files = []
         self.answer = ""
         self.refused = False
+        self.changes = []  # how each change the model attempted went (ok, failed, …)
+        self.warnings = []
         self.hide = _as_is  # the run's secrets, hidden from every event and the result (see start)
 
     def emit(self, kind: str, **fields) -> None:
@@ -52,6 +55,8 @@ class Report:
         """A call's result as the model reads it, and its status: ok, failed, declined or denied."""
         content, status = outcome
         self.refused |= status in ("declined", "denied")
+        if name in CHANGES:
+            self.changes.append(status)
         self.tool_calls.append({"name": name, "target": target, "status": status})
         self.emit("tool_result", id=call_id, name=name, status=status, content=content)
 
@@ -60,12 +65,19 @@ class Report:
         self.emit("checkpoint", id=checkpoint_id, files=files)
 
     def warning(self, message: str) -> None:
+        self.warnings.append(message)
         self.emit("warning", message=message)
+
+    def unchanged(self) -> bool:
+        """Whether the model attempted changes, every one failed, and nothing changed."""
+        return bool(self.changes) and "ok" not in self.changes and not self.files
 
     def finish(self, outcome: str, session: str, usage: dict) -> int:
         """The exit code for how the run ended (done, error, interrupted), and the final object."""
         if outcome == "done" and self.refused:
             outcome = "declined"
+        elif outcome == "done" and self.unchanged():
+            outcome = "unchanged"
         if self.fmt != "text":
             self.write_result(outcome, session, usage)
         return EXIT[outcome]
@@ -81,6 +93,7 @@ class Report:
             "num_tool_calls": len(self.tool_calls),
             "tool_calls": self.tool_calls,
             "files_changed": self.files,
+            "warnings": self.warnings,
             "usage": {k: usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens")},
             "cost_usd": round(usage.get("cost", 0.0), 6) if usage.get("cost_known", True) else None,
             "duration_ms": int((time.monotonic() - self.started) * 1000),

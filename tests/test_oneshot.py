@@ -228,3 +228,51 @@ def test_write_file_over_a_file_changed_since_it_was_read_is_refused(project, ll
     said = [m for m in llm.requests[2]["messages"] if m["role"] == "tool"][-1]["content"]
     assert said.startswith("Error: notes.txt changed since you last read it")
     assert (project / "notes.txt").read_text() == "the user's edit\n"
+
+
+def test_a_run_whose_every_change_failed_exits_4(project, llm, amas):
+    """Every failed run of the real 1.5B model exited 0 though all its edits failed and nothing
+    changed: exit code 4, said on screen and in the JSON result."""
+    llm.reply(tool="edit_file", path="src/main.py", old_str="a", new_str="b")
+    llm.reply(tool="edit_file", path="README.md", old_str="no such text", new_str="b")
+    llm.reply(text="I fixed it.")
+    result = amas("--yes", "--output-format", "json", "fix main")
+    assert result.exit_code == 4
+    assert "every change the agent attempted failed: nothing changed (exit code 4)" in result.stderr
+    assert json.loads(result.output.splitlines()[-1])["exit_code"] == 4
+    llm.reply(tool="edit_file", path="README.md", old_str="no such text", new_str="b")
+    llm.reply(tool="edit_file", path="README.md", old_str="demo", new_str="Demo")
+    llm.reply(text="Fixed on the second try.")
+    assert amas("--yes", "fix the title").exit_code == 0
+    llm.reply(text="Nothing to change.")
+    assert amas("--yes", "look").exit_code == 0  # no change attempted: nothing failed
+
+
+def test_a_turn_that_ends_with_a_file_left_unparsable_says_so(project, llm, amas):
+    """The model broke calc.py, got the warning in its tool result, and answered in prose: the run
+    ended with the file broken and said nothing to the user."""
+    (project / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    llm.reply(tool="edit_file", path="calc.py", old_str="return a + b", new_str="return (a + b")
+    llm.reply(text="Done: add is fixed.")
+    result = amas("--yes", "--output-format", "json", "fix add")
+    said = "the agent's edits left calc.py (a syntax error at line 2): the file no longer parses"
+    assert said in result.stderr
+    assert any(said in w for w in json.loads(result.output.splitlines()[-1])["warnings"])
+    llm.reply(tool="edit_file", path="calc.py", old_str="return a + b", new_str="return (a + b")
+    llm.reply(tool="edit_file", path="calc.py", old_str="return (a + b", new_str="return (a + b)")
+    llm.reply(text="Done.")
+    (project / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    assert "no longer parses" not in amas("--yes", "fix add").stderr  # mended within the turn
+
+
+def test_a_reply_that_only_echoes_a_tool_result_is_asked_again_once(project, llm, amas):
+    """A small model answered with amas's own `<tool_response> Error: …`, which ended the task."""
+    llm.reply(tool="read_file", path="nope.py")
+    llm.reply(
+        text='<tool_response name="read_file">\nError: nope.py does not exist.\n</tool_response>'
+    )
+    llm.reply(text="There is no nope.py in this project.")
+    result = amas("--yes", "read nope.py")
+    assert len(llm.requests) == 3
+    assert llm.requests[2]["messages"][-1]["content"].startswith("[Your reply only repeated")
+    assert "There is no nope.py in this project." in result.output
