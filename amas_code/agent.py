@@ -306,7 +306,7 @@ class Agent:
         messages = self.request()
         with ui.Stream(self.config["stream"], visible=toolcalls.visible) as stream:
             try:
-                reply = self.model.complete(messages, self.tools.schemas(), stream)
+                reply = self.model.complete(messages, self.context.offered(self.tools), stream)
             except KeyboardInterrupt:
                 self.keep_partial(stream.text)
                 raise

@@ -8,6 +8,7 @@ from pathlib import Path
 from amas_code import effects, home, providers, repomap, skills, ui
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
+ROOMY = 16_000  # tokens of context from which the browser's tools are offered
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
 # the map sizes itself by its own estimate (0.92-1.02 of real counts), kept within the budget by a
 # margin rather than a tokenizer's count (tiktoken's encoding costs 35 MB)
@@ -62,14 +63,26 @@ class Context:
         context = self.model.context_limit()
         return context - min(self.config.get("max_tokens") or 0, context // 4)
 
+    def offered(self, tools) -> list[dict]:
+        """The tools' schemas offered to the model: the browser's only where the context has room
+        for them (a small local model pays for every token of the first request)."""
+        return tools.schemas(browser=self.limit() >= ROOMY)
+
+    def budget(self) -> int:
+        """Tokens of system prompt: PROMPT_BUDGET, less in a small context (the map shrinks)."""
+        return min(PROMPT_BUDGET, self.limit() // 8)
+
     def system_prompt(self, tools, latest: str) -> str:
         """The notes' template, text-tool instructions when needed, rules, skills, then the ranked project map."""
         core, browsing, rules = self.prompt
-        head = core + ("\n" + browsing if "navigate" in tools.names else "") + "\n" + rules
-        head += self.model.tool_prompt(tools.schemas())
+        offered = self.offered(tools)
+        head = core + "\n" + rules
+        if any(t["function"]["name"] == "navigate" for t in offered):
+            head = core + "\n" + browsing + "\n" + rules
+        head += self.model.tool_prompt(offered)
         tail = f"\n## Context & Rules\nProject root: {self.root}\n{self.where()}"
         tail += self.rules() + self.skills(latest)
-        room = (PROMPT_BUDGET - estimate(head + tail)) * MAP_MARGIN
+        room = (self.budget() - estimate(head + tail)) * MAP_MARGIN
         found = repomap.prompt_map(self.root, latest, tools.touched, room) if room > 50 else ""
         return head + tail + (f"\n### Project map\n{found}\n" if found else "")
 

@@ -86,16 +86,22 @@ class Tools:
         self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
 
     # -- the registry -----------------------------------------------------------------------------
-    def schemas(self) -> list[dict]:
-        """OpenAI tool schemas, made from each handler's signature and docstring."""
-        return [self.schema(name) for name in self.names]
+    def schemas(self, browser: bool = True) -> list[dict]:
+        """OpenAI tool schemas, made from each handler's signature and docstring; without the
+        browser's, when a small context has no room for them (their schemas are ~400 tokens)."""
+        names = self.names
+        if not browser:
+            names = [name for name in names if name not in BROWSER]
+        return [self.schema(name) for name in names]
 
     def schema(self, name: str) -> dict:
         params = inspect.signature(getattr(self, name)).parameters.values()
-        props = {
-            p.name: {"type": JSON_TYPES[p.annotation], "description": PARAMS.get(p.name, p.name)}
-            for p in params
-        }
+        props = {p.name: {"type": JSON_TYPES[p.annotation]} for p in params}
+        for (
+            p
+        ) in params:  # a name that says it all needs no description (tokens a small model reads)
+            if p.name in PARAMS:
+                props[p.name]["description"] = PARAMS[p.name]
         required = [p.name for p in params if p.default is p.empty]
         parameters = {"type": "object", "properties": props, "required": required}
         return {
@@ -288,9 +294,8 @@ class Tools:
 
     # -- commands and search ------------------------------------------------------------------------
     def shell_command(self, command: str, timeout: int = 0) -> Command:
-        """Run a shell command in the project root; returns stdout, stderr and exit code. A timeout
-        (seconds) above the user's shell_timeout is asked of the user, and refused when no one can
-        answer."""
+        """Run a shell command in the project root; returns stdout, stderr and exit code (a
+        timeout above the user's limit is theirs to allow)."""
         return Command(command, timeout if timeout > 0 else self.config["shell_timeout"])
 
     def search_files(self, pattern: str, path: str = ".") -> str:

@@ -246,3 +246,22 @@ def test_the_servers_body_is_read_where_the_message_leaves_it_out():
     error = model.explain(Refused("Error code: 400"))
     assert error.kind == "context" and model.learned == 2048
     assert "exceed context window of 2048" in str(error)
+
+
+def test_a_small_context_gets_a_smaller_first_request(agent, llm):
+    """A small local model reads every token of the first request before it can answer (~15 a
+    second on a Pi): under 16,000 tokens of context the browser's tools are not offered and the
+    system prompt's budget shrinks with the context (its map's share first)."""
+    if "navigate" not in agent.tools.names:
+        pytest.skip("no browser here: its tools are never offered")
+    assert agent.context.budget() == 2000  # 32,000 tokens: the whole budget, the browser's tools
+    assert "navigate" in [t["function"]["name"] for t in agent.context.offered(agent.tools)]
+    agent.model.context = None  # as a new session would find it: the server is asked
+    llm.props = {"default_generation_settings": {"n_ctx": 4096}}
+    llm.reply(text="ok")
+    agent.turn("hello")
+    sent = llm.requests[0]
+    names = [t["function"]["name"] for t in sent["tools"]]
+    assert "navigate" not in names and "read_file" in names and "fetch_url" in names
+    assert "# Browser Control" not in sent["messages"][0]["content"]
+    assert agent.context.budget() == agent.context.limit() // 8 == 384  # 4,096 less the answer's
