@@ -401,10 +401,10 @@ class Agent(Commands):
         return verdict.decision == "allow" or act.ask(self.gate, verdict).yes
 
     def reply(self) -> dict:
-        """One model call; switches to text tool calls, or compacts, once when the provider needs it."""
-        switched = (
-            None  # said once text tool calls worked: an empty stream may be the server failing
-        )
+        """One model call; switches to the model's text variant, or compacts, once when the provider
+        needs it."""
+        # said once text tool calls worked: an empty stream may be the server failing
+        switched = None
         for attempt in itertools.count():
             try:
                 reply = self.stream_reply()
@@ -414,17 +414,19 @@ class Agent(Commands):
             except providers.NoNativeTools as e:
                 if self.model.text_tools:
                     raise
-                self.model.text_tools = True
+                self.use_model(self.model.as_text())
                 switched = e
             except providers.ProviderError as e:
-                if (
-                    e.kind != "context"
-                    or attempt
-                    or not (self.compact() or self.context.shrink(self.messages))
-                ):
-                    # they did not help: native tools again next time
-                    self.model.text_tools &= switched is None
-                    raise
+                if e.kind == "context" and not attempt and self.fit():
+                    continue
+                if switched:  # the text variant did not help: native tools again next time
+                    self.use_model(self.model.as_text(False))
+                raise
+
+    def fit(self) -> int:
+        """After an overflow: the conversation compacted, or its long tool results cut; nonzero if
+        either did something."""
+        return self.compact() or self.context.shrink(self.messages)
 
     def stream_reply(self) -> dict:
         """The model's next reply, streamed to the screen and added to the conversation."""

@@ -263,16 +263,19 @@ def command(agent, line: str) -> None:
 
 
 def preload(agent, app) -> None:
-    """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
+    """Import what the configured model needs in the background once the prompt is drawn (SPEC §9):
+    the openai SDK for a server that speaks OpenAI's API (~20 MB: always), else litellm (~150 MB:
+    where memory allows)."""
     want = agent.setting("preload")
+    direct = providers.is_direct(agent.setting("model"), agent.setting("api_base"))
     if want in (None, "auto"):
-        want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
+        want = direct or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
     if want is not True:
         return
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
-        providers.preload()
+        providers.preload(direct)
 
     app.after_render.add_handler(start)
 
