@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import sys
+from pathlib import Path
 
 from amas_code import toolcalls
 
@@ -68,9 +69,13 @@ class Direct:
     def key_names(self, name: str) -> list[str]:
         return [KEY_NAMES[name.split("/", 1)[0]]]
 
-    def count_tokens(self, name: str, messages: list[dict]) -> None:
-        """No tokenizer on this path (the server's own is not litellm's): amas estimates."""
-        return None
+    def count_tokens(self, name: str, messages: list[dict]) -> int | None:
+        """Tokens in messages by cl100k, as litellm counts a model it has no tokenizer for (tiktoken,
+        +35 MB: asked only when the conversation nears the context); None without it."""
+        encoding = _encoding()
+        if encoding is None:
+            return None
+        return len(encoding.encode(json.dumps(messages), disallowed_special=()))
 
     def stream(self, request: dict, on_text) -> dict:
         """One streamed reply, its text shown as it comes (see Answer)."""
@@ -108,6 +113,21 @@ class Direct:
             base = self.config["api_base"]
             self.client = client(api_key=key, base_url=base, max_retries=0)
         return self.client
+
+
+def _encoding():
+    """tiktoken's cl100k encoding, read from the copy litellm ships (as litellm's own import points
+    tiktoken at it: without it tiktoken would download it); None where either is missing."""
+    litellm = importlib.util.find_spec("litellm")
+    if litellm and litellm.submodule_search_locations:
+        shipped = Path(litellm.submodule_search_locations[0], "litellm_core_utils", "tokenizers")
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(shipped))
+    try:
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:  # not installed, or no copy of the encoding and no network
+        return None
 
 
 class Answer:

@@ -241,7 +241,10 @@ def _listening(base: str) -> None:
     try:
         socket.create_connection((parts.hostname, port), timeout=CONNECT).close()
     except OSError as e:
-        said = HINTS["connection"].format(base=_shown(base))
+        shown = base
+        if parts.password:  # hidden as the screen hides a secret
+            shown = base.replace(f":{parts.password}@", ":[REDACTED]@")
+        said = HINTS["connection"].format(base=shown)
         raise ProviderError(f"{said} ({e.strerror or e})", "connection") from None
 
 
