@@ -183,7 +183,9 @@ class Answer:
         calls = []
         for i, (_, call) in enumerate(sorted(self.calls.items())):
             cid = call["id"] or f"call_{i}"
-            calls.append(toolcalls.native(call["name"], call["arguments"], cid))
+            # no arguments are sent back as an empty object: a chat template parses them as JSON
+            arguments = call["arguments"] or "{}"
+            calls.append(toolcalls.native(call["name"], arguments, cid))
         return {
             "content": "".join(self.text),
             "calls": calls,
