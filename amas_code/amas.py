@@ -317,8 +317,13 @@ def main() -> None:
 
         ui.error(f"unexpected {type(e).__name__}: {e}")
         code = 1
-    # Tearing down litellm's ~1,100 modules takes a second: skip it. A preload thread still
-    # importing would fail in the interpreter's shutdown and print its traceback: leave it unfinished.
+    leave(code)
+
+
+def leave(code: int) -> None:
+    """Exit with code. Tearing down litellm's ~1,100 modules takes a second: skip it. A preload
+    thread still importing would fail in the interpreter's shutdown and print its traceback: leave it
+    unfinished."""
     if "litellm" in sys.modules or threading.active_count() > 1:
         import atexit
         import os

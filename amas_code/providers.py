@@ -88,8 +88,8 @@ NULL_CONTENT = (
     "anthropic/",
 )  # reject an empty text part; others reject a null one
 # prefixes that, at an api_base, name a server speaking OpenAI's chat API itself: the direct path.
-# Not OpenAI's own API nor OpenRouter (no api_base): litellm's price table, its parameter mapping for
-# reasoning models and OpenRouter's routing are worth its import there (docs/performance.md).
+# Not OpenAI's own API nor OpenRouter (no api_base): litellm's price table and its options for
+# reasoning models are worth its import there (docs/models.md#which-path).
 DIRECT = ("openai", "hosted_vllm", "lm_studio")
 CONNECT = 3  # seconds for the one connect that tells a local server is listening, before any import
 
@@ -437,7 +437,7 @@ class Model:
 
     def hint(self, kind, detail: str) -> str:
         env = ", ".join(self.wire.key_names(self.name)) or "the provider's API key variable"
-        base = _shown(self.config.get("api_base") or "the provider")
+        base = self.config.get("api_base") or "the provider"
         size, fix = self.overflow_advice()
         line = HINTS.get(kind, "the model call failed")
         line = line.format(model=self.name, env=env, base=base, size=size, fix=fix)
@@ -757,8 +757,10 @@ def _carries(chunk) -> bool:
     adds an empty one of its own to a stream with no data)."""
     if getattr(chunk, "usage", None):
         return True
-    delta = chunk.choices[0].delta if chunk.choices else None
-    return bool(delta and (delta.role or delta.content or delta.tool_calls))
+    if not chunk.choices:
+        return False
+    delta = chunk.choices[0].delta
+    return bool(delta.role or delta.content or delta.tool_calls)
 
 
 def _number_calls(chunks: list) -> None:
