@@ -67,6 +67,7 @@ class Direct:
         """Nothing to check before the request: a server of your own needs no key."""
 
     def key_names(self, name: str) -> list[str]:
+        """The variable a key comes from when the config gives none."""
         return [KEY_NAMES[name.split("/", 1)[0]]]
 
     def count_tokens(self, name: str, messages: list[dict]) -> int | None:
@@ -100,16 +101,15 @@ class Direct:
         body = {k: v for k, v in request.items() if v is not None and k != "timeout"}
         body["model"] = request["model"].split("/", 1)[1]
         options = {"timeout": request["timeout"]}
-        return self.connect(client).post(
-            "/chat/completions", body=body, cast_to=object, options=options,
-            stream=body["stream"], stream_cls=stream[object],
-        )  # fmt: skip
+        chat = self.connect(client)
+        kwargs = dict(body=body, cast_to=object, options=options, stream=body["stream"])
+        return chat.post("/chat/completions", stream_cls=stream[object], **kwargs)
 
     def connect(self, client):
         """The client, made once: amas retries by its own table (RETRIES), the SDK never."""
         if self.client is None:
-            (name,) = self.key_names(self.config["model"])
-            key = self.config.get("api_key") or os.environ.get(name) or NO_KEY
+            names = self.key_names(self.config["model"])
+            key = self.config.get("api_key") or os.environ.get(names[0]) or NO_KEY
             base = self.config["api_base"]
             self.client = client(api_key=key, base_url=base, max_retries=0)
         return self.client
