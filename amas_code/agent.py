@@ -417,16 +417,12 @@ class Agent(Commands):
                 self.use_model(self.model.as_text())
                 switched = e
             except providers.ProviderError as e:
-                if e.kind == "context" and not attempt and self.fit():
-                    continue
+                overflowed = e.kind == "context" and not attempt
+                if overflowed and (self.compact() or self.context.shrink(self.messages)):
+                    continue  # compacted, or its long tool results cut: sent once more
                 if switched:  # the text variant did not help: native tools again next time
                     self.use_model(self.model.as_text(False))
                 raise
-
-    def fit(self) -> int:
-        """After an overflow: the conversation compacted, or its long tool results cut; nonzero if
-        either did something."""
-        return self.compact() or self.context.shrink(self.messages)
 
     def stream_reply(self) -> dict:
         """The model's next reply, streamed to the screen and added to the conversation."""
