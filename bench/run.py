@@ -12,6 +12,10 @@ The scale step (issue 40) generates projects of --scale sizes (default 1,000 and
 minutes and is run once) and maps --scale-repo's HEAD too: init wall and CPU time, incremental init, one-shot
 peak RSS and the REPL's RSS after one answer, for each; `--only scale --scale 1000 15000 60000 --scale-repo DIR`
 took ~17 minutes on a loaded 2-core machine.
+The local step (issue 53) runs a one-shot with one tool call against the scripted server, amas on its direct path
+(`openai/test-model`: the openai SDK) and through litellm (`custom_openai/test-model`), and, with --peers DIR, simonw's
+llm, mini-swe-agent and Aider from their own venvs in DIR (llm/, mini/, aider/: `python -m venv DIR/llm &&
+DIR/llm/bin/pip install llm`, and so on), interleaved round by round; then a local server that is not listening.
 """
 
 import argparse
