@@ -83,6 +83,28 @@ def test_idle_repl_imports(project, tmp_path, preload, path, gigabytes, expected
     assert json.loads(out.read_text()) == expected
 
 
+def test_a_repl_turn_with_a_local_model_never_imports_litellm(project, tmp_path, llm):
+    """A person's session with a server of their own: a question, a tool call, an answer, /quit."""
+    (project / ".amas").mkdir()
+    (project / ".amas/config.yaml").write_text("preload: auto\n")
+    amas_home.set_trust(project, True)
+    llm.reply(tool="read_file", path="README.md").reply(text="It is a demo.")
+    out = tmp_path / "modules.json"
+    env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm")
+    code = PROBE.format(heavy=HEAVY, gigabytes=1)
+    argv = ["-c", code, str(out)]
+    child = pexpect.spawn(sys.executable, argv, cwd=str(project), env=env, encoding="utf-8")
+    child.expect("›")
+    child.sendline("what is this?")
+    child.expect("It is a demo.")
+    child.expect("›")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    imported = json.loads(out.read_text())
+    assert "litellm" not in imported and "openai.types.chat" not in imported
+    assert "openai" in imported and len(llm.requests) == 2
+
+
 @pytest.mark.parametrize("flag", ["--version", "--help"])
 def test_version_and_help_import_only_what_they_print(bare, flag):
     """click and the CLI's own module: not the screen's rich, not the model's providers."""
