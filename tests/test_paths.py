@@ -3,7 +3,9 @@
 Each scenario runs twice, in a project of its own, against the same scripted server: once as
 `openai/test-model` (a server of the user's own: the openai SDK, no litellm) and once as
 `custom_openai/test-model` (the same server through litellm). What the server was sent and what the
-user saw must be the same, up to the project's folder and the server's made-up call ids.
+user saw must be the same, up to the project's folder and the server's made-up call ids. So the
+litellm path's tool calls also show that litellm consumed its private `_skip_mcp_handler` (SPEC §9:
+the `mcp` package is not needed): its requests equal the direct path's, which has no such option.
 """
 
 import json
