@@ -26,7 +26,7 @@ ECHOED = (
 class Agent:
     """One conversation with the model in one project. Its parts, made here or by the orchestrator
     (act.Act: the sandbox, gate, tools and checkpoints), are attributes the REPL may read; what a
-    session does is a verb: turn, note, attach, clear, compact, use_model, close."""
+    session does is a verb: turn, note, attach, clear, compact, switch_model, close."""
 
     def __init__(
         self, config: dict, root: Path, resume: bool | str = False, report: Report | None = None
@@ -104,15 +104,19 @@ class Agent:
         self.messages.clear()
         self.new_session()
 
-    def use_model(self, name: str) -> None:
+    def switch_model(self, name: str) -> None:
         """/model NAME: another model from the next request on; the configured server and key only
         for the same provider (ProviderError for a model string no provider takes)."""
         providers.check(name)
         config = {**self.config, "api_base": None, "api_key": None, "model": name}
         if name.split("/")[0] == self.config["model"].split("/")[0]:
             config.update(api_base=self.config["api_base"], api_key=self.config["api_key"])
-        self.model = providers.Model(config, self.model.usage, self.model.known)
-        self.context.model = self.model
+        self.use_model(providers.Model(config, self.model.usage, self.model.known))
+
+    def use_model(self, model: providers.Model) -> None:
+        """Talk to this model from the next request on (its text variant, another one)."""
+        self.model = model
+        self.context.model = model
 
     # -- history ----------------------------------------------------------------------------------
     def flush(self, marker: bool = False) -> None:
@@ -275,10 +279,10 @@ class Agent:
         return verdict.decision == "allow" or act.ask(self.gate, verdict).yes
 
     def reply(self) -> dict:
-        """One model call; switches to text tool calls, or compacts, once when the provider needs it."""
-        switched = (
-            None  # said once text tool calls worked: an empty stream may be the server failing
-        )
+        """One model call; switches to the model's text variant, or compacts, once when the provider
+        needs it."""
+        # said once text tool calls worked: an empty stream may be the server failing
+        switched = None
         for attempt in itertools.count():
             try:
                 reply = self.stream_reply()
@@ -288,17 +292,15 @@ class Agent:
             except providers.NoNativeTools as e:
                 if self.model.text_tools:
                     raise
-                self.model.text_tools = True
+                self.use_model(self.model.as_text())
                 switched = e
             except providers.ProviderError as e:
-                if (
-                    e.kind != "context"
-                    or attempt
-                    or not (self.compact() or self.context.shrink(self.messages))
-                ):
-                    # they did not help: native tools again next time
-                    self.model.text_tools &= switched is None
-                    raise
+                overflowed = e.kind == "context" and not attempt
+                if overflowed and (self.compact() or self.context.shrink(self.messages)):
+                    continue  # compacted, or its long tool results cut: sent once more
+                if switched:  # the text variant did not help: native tools again next time
+                    self.use_model(self.model.as_text(False))
+                raise
 
     def stream_reply(self) -> dict:
         """The model's next reply, streamed to the screen and added to the conversation."""

@@ -4,11 +4,15 @@ import contextlib
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from amas_code import __version__, providers, ui
-from amas_code.report import Report
+from amas_code import __version__
+
+# --version and --help import no more than they print (click): the rest where it is used
+if TYPE_CHECKING:
+    from amas_code.report import Report
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,6 +49,9 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     Exit codes: 0 done, nothing refused; 1 an error (auth, network, config, model);
     2 done, but an edit or command was declined; 4 done, but every change the model attempted
     failed and nothing changed; 130 interrupted."""
+    from amas_code import providers, ui
+    from amas_code.report import Report
+
     root = find_root(Path.cwd())
     report = Report(output_format)
     flags = {"model": model, "api_base": api_base, "auto_accept": yes or None}
@@ -74,9 +81,12 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     sys.exit(converse(Agent(config, root, resume, report if text else None), text, typed))
 
 
-def fail_fast(config: dict, report: Report, text: str) -> None:
+def fail_fast(config: dict, report: "Report", text: str) -> None:
     """A one-shot (text given) whose model cannot work (no key, unknown provider, malformed
-    api_base) ends here, before litellm loads (seconds; more on a Pi)."""
+    api_base, a local server not listening) ends here, before a model library loads (seconds for
+    litellm; more on a Pi)."""
+    from amas_code import providers, ui
+
     if not text:  # the REPL: /model can still pick another
         return
     try:
@@ -90,7 +100,7 @@ def fail_fast(config: dict, report: Report, text: str) -> None:
 def home_root(root: Path) -> None:
     """Started in the home, /, or a folder above the home (no project found): the box keeps it
     read-only and no checkpoint copies it; in a terminal the person may rather start in a project."""
-    from amas_code import sandbox
+    from amas_code import sandbox, ui
 
     if sandbox.writable_root(root):
         return
@@ -104,7 +114,7 @@ def home_root(root: Path) -> None:
 
 def read_piped(stream, keep: int = 30_000) -> str:
     """What was piped in, in bounded memory: if long, its head and its end (where a log's errors are)."""
-    from amas_code import effects
+    from amas_code import effects, ui
 
     piped = effects.Capped(keep, keep, "characters of piped input")
     while chunk := stream.read(1 << 20):
@@ -125,11 +135,11 @@ def find_root(here: Path) -> Path:
     return here
 
 
-def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
+def settings(root: Path, flags: dict, trust: bool, report: "Report") -> dict:
     """The merged config; a folder used for the first time is asked about once (in a terminal), and until it is
     trusted its loosening settings are ignored with a warning."""
     from amas_code import config as config_file
-    from amas_code import home
+    from amas_code import home, ui
 
     try:
         _trust(root, trust)
@@ -151,7 +161,7 @@ def settings(root: Path, flags: dict, trust: bool, report: Report) -> dict:
 def _trust(root: Path, trust: bool | None) -> None:
     """--trust or --untrust as asked; else a folder whose steering files changed, or new, is asked
     about (in a terminal)."""
-    from amas_code import home
+    from amas_code import home, ui
 
     if trust is not None:
         home.set_trust(root, trust)
@@ -164,7 +174,7 @@ def _trust(root: Path, trust: bool | None) -> None:
 def _changed(root: Path) -> None:
     """Say which steering file changed since the folder was trusted; ask again where there is a
     terminal (without one the folder is untrusted until then)."""
-    from amas_code import home
+    from amas_code import home, ui
 
     changed = home.changed_since_trusted(root)
     if changed:
@@ -175,7 +185,7 @@ def _changed(root: Path) -> None:
 
 def ask_trust(root: Path) -> None:
     """Ask once whether to trust a folder, showing what it ships; the answer is kept in your home."""
-    from amas_code import home
+    from amas_code import home, ui
 
     detail = shipped(root)
     question = (
@@ -192,7 +202,7 @@ def shipped(root: Path):
     from rich.text import Text
 
     from amas_code import config as config_file
-    from amas_code import home
+    from amas_code import home, ui
 
     path = root / ".amas" / "config.yaml"
     try:
@@ -210,6 +220,8 @@ def shipped(root: Path):
 
 def _instructions(root: Path) -> list[tuple[str, str, bool]]:
     """The rules, AGENTS.md and skills the folder would give the model, with their sizes."""
+    from amas_code import ui
+
     found = []
     for name in (".amas/rules.md", "AGENTS.md"):
         with contextlib.suppress(OSError, UnicodeDecodeError):
@@ -232,13 +244,15 @@ def choose(root: Path) -> str | bool:
 
 def converse(agent, text: str, typed: str = "") -> int:
     """The agent on one task (with its report), or the REPL; the exit code."""
+    from amas_code import ui
+
     with ui.hiding(agent.redact):  # the session's secrets, never on the screen
         return interactive(agent) if not text else one_shot(agent, text, typed)
 
 
 def one_shot(agent, text: str, typed: str) -> int:
     """The agent on one task, with its report; the exit code."""
-    from amas_code import providers
+    from amas_code import providers, ui
 
     report = agent.report
     report.start(agent.session, agent.model.name, agent.secrets.hidden)
@@ -275,6 +289,8 @@ def interactive(agent) -> int:
 
 def attach_mentioned(agent, text: str) -> bool:
     """Files named with @path attached, as in the REPL; False (nothing sent) when one is missing."""
+    from amas_code import ui
+
     for name, path in agent.mentions(text):
         try:
             ui.success(f"attached {agent.attach(path)}")
@@ -290,6 +306,8 @@ def main() -> None:
     try:  # not standalone: click would print "Aborted!" for a Ctrl+C at a question before the agent starts
         code = cli.main(standalone_mode=False) or 0
     except (KeyboardInterrupt, click.Abort):
+        from amas_code import ui
+
         ui.warning("interrupted")
         code = 130
     except click.ClickException as e:  # a usage error
@@ -298,11 +316,19 @@ def main() -> None:
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else int(e.code is not None)
     except Exception as e:  # never a traceback on the user's screen
+        from amas_code import ui
+
         ui.error(f"unexpected {type(e).__name__}: {e}")
         code = 1
-    # Tearing down litellm's ~1,100 modules takes a second: skip it. A preload thread still
-    # importing would fail in the interpreter's shutdown and print its traceback: leave it unfinished.
-    if "litellm" in sys.modules or threading.active_count() > 1:
+    leave(code)
+
+
+def leave(code: int) -> None:
+    """Exit with code. Tearing down the modules a model library brought takes time (0.17 s after the
+    openai SDK's, a second after litellm's, which imports openai too): skip it. A preload thread
+    still importing would fail in the interpreter's shutdown and print its traceback: leave it
+    unfinished."""
+    if "openai" in sys.modules or threading.active_count() > 1:
         import atexit
         import os
 

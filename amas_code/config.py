@@ -30,7 +30,7 @@ DEFAULT_CONFIG = {
         "deny": [],
         "env": [],
     },  # shell rules; env: secret variables children may see
-    "preload": "auto",  # import litellm while the REPL waits: auto (2 GB+ RAM), true, false
+    "preload": "auto",  # import the model's library while the REPL waits: auto, true, false
     "text_tools": "auto",  # tool calls written as text: auto (when native ones fail), true, false
     "search_backend": "google",  # google, duckduckgo or searxng
     "searxng_url": "http://localhost:8888",  # a SearXNG instance with the JSON API on

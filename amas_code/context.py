@@ -14,17 +14,13 @@ RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a usefu
 # margin rather than a tokenizer's count (tiktoken's encoding costs 35 MB)
 MAP_MARGIN = 0.95
 CHARS_PER_TOKEN = providers.CHARS_PER_TOKEN  # a rough, high-side estimate without a tokenizer
+estimate = providers.estimate  # tokens without a tokenizer: the one estimate amas makes
 SUMMARY_TOKENS = 1500  # cap on a compaction summary
 SUMMARIZE = (
     "Summarize this conversation between a user and a coding agent for the agent's own memory: the "
     "goals, decisions, files touched and their state, commands run and results, and open problems. "
     "Be concise and concrete; keep paths, names and numbers exact."
 )
-
-
-def estimate(text: str) -> int:
-    """Tokens, roughly and on the high side, without loading a tokenizer."""
-    return len(text) // CHARS_PER_TOKEN
 
 
 def last_user(messages: list[dict]) -> str:
@@ -51,11 +47,11 @@ class Context:
 
     def tokens(self, messages: list[dict], near: int = 0) -> int:
         """Tokens in messages: estimated, and counted exactly (litellm, tiktoken: +35 MB) only when
-        the estimate is past 60 % of `near`."""
+        the estimate is past 60 % of `near` and the model's path has a tokenizer."""
         guess = estimate(json.dumps(messages))
         if guess < near * 0.6:
             return guess
-        counted = providers.token_count(self.model.name, messages)
+        counted = self.model.count_tokens(messages)
         return guess if counted is None else counted
 
     def limit(self) -> int:

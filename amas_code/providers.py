@@ -1,17 +1,22 @@
-"""The only place litellm is called: a Model streams one reply, counts usage, speaks text tool calls when it must."""
+"""Models behind one interface: a Model streams one reply, counts usage, speaks text tool calls when it
+must. The only place litellm is called (every provider it knows); a server of the user's own that speaks
+OpenAI's API goes the direct path instead (direct.py: the openai SDK, without litellm's import)."""
 
 import contextlib
+import copy
 import functools
+import ipaddress
 import itertools
 import json
 import os
 import re
+import socket
 import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from . import toolcalls, ui
+from . import direct, toolcalls, ui
 
 HINTS = {  # what went wrong -> what the user should do; by HTTP status where there is one
     401: "authentication failed for {model}: check {env} or `api_key` in your config",
@@ -82,6 +87,11 @@ NULL_CONTENT = (
     "vertex_ai/",
     "anthropic/",
 )  # reject an empty text part; others reject a null one
+# prefixes that, at an api_base, name a server speaking OpenAI's chat API itself: the direct path.
+# Not OpenAI's own API nor OpenRouter (no api_base): litellm's price table and its options for
+# reasoning models are worth its import there (docs/models.md#which-path).
+DIRECT = ("openai", "hosted_vllm", "lm_studio")
+CONNECT = 3  # seconds for the one connect that tells a local server is listening, before any import
 
 
 class ProviderError(Exception):
@@ -115,20 +125,29 @@ def load():
     return litellm
 
 
-# set while no background import of litellm is under way (cleared while preload runs)
+def is_direct(model: str, base: str | None) -> bool:
+    """Whether a model goes the direct path: a prefix of DIRECT, at an api_base."""
+    return bool(base) and model.split("/", 1)[0] in DIRECT and "/" in model
+
+
+# set while no background import of a model library is under way (cleared while preload runs)
 LOADED = threading.Event()
 LOADED.set()
 
 
-def preload() -> None:
+def preload(direct_path: bool = False) -> None:
     """Import what a turn needs in a thread: the reply's spinner and Markdown first (litellm imports
-    part of them too, and a turn that started meanwhile imports them itself), then litellm."""
+    part of them too, and a turn that started meanwhile imports them itself), then the model's
+    library: the openai SDK on the direct path, else litellm."""
     LOADED.clear()
 
     def run():
         try:
             ui.warm()
-            load()
+            if direct_path:
+                direct.load()
+            else:
+                load()
         finally:
             LOADED.set()
 
@@ -166,13 +185,15 @@ def lent(keys: dict):
 
 
 def precheck(config: dict) -> None:
-    """What can be known wrong without litellm (its import is ~3 s here, 3-4x that on a Pi), said
-    before it loads: a malformed api_base, an unknown provider prefix, no key for a provider whose
-    variables are known. Anything this cannot place is left to litellm's own check."""
+    """What can be known wrong without a model library (litellm's import is ~3 s here, 3-4x that on a
+    Pi), said before one loads: a malformed api_base, a local one where nothing listens, an unknown
+    provider prefix, no key for a provider whose variables are known. Anything this cannot place is
+    left to litellm's own check."""
     model = config["model"]
     base = config.get("api_base")
     if base:
         _check_base(str(base))
+        _listening(str(base))
     prefix = model.split("/", 1)[0] if "/" in model else ""
     providers = _providers()
     if prefix and providers and prefix not in providers and not base:
@@ -197,12 +218,45 @@ def _check_base(base: str) -> None:
         numbered = False
     fine = numbered and parts.scheme in ("http", "https") and bool(parts.hostname)
     if not fine:
-        shown = re.sub(r"[^/@\s]+@", "[REDACTED]@", base)  # credentials, whatever the shape
         raise ProviderError(
-            f"api_base {shown!r} is not a URL: write it like http://localhost:11434 or "
+            f"api_base {_shown(base)!r} is not a URL: write it like http://localhost:11434 or "
             "https://api.example.com/v1",
             "config",
         )
+
+
+def _shown(base: str) -> str:
+    """An api_base as said on the screen: credentials in it hidden, whatever their shape."""
+    return re.sub(r"[^/@\s]+@", "[REDACTED]@", base)
+
+
+def _listening(base: str) -> None:
+    """One connect to a local api_base (this machine's, or an address of the local network): a
+    server that is not running is said now, not after a library's import. A name to look up is
+    left to the request (a lookup may take long)."""
+    parts = urlsplit(base)
+    port = parts.port or {"http": 80, "https": 443}[parts.scheme]
+    if not _local(parts.hostname):
+        return
+    try:
+        socket.create_connection((parts.hostname, port), timeout=CONNECT).close()
+    except OSError as e:
+        shown = base
+        if parts.password:  # hidden as the screen hides a secret
+            shown = base.replace(f":{parts.password}@", ":[REDACTED]@")
+        said = HINTS["connection"].format(base=shown)
+        raise ProviderError(f"{said} ({e.strerror or e})", "connection") from None
+
+
+def _local(host: str) -> bool:
+    """localhost, or an address of this machine or the local network."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 @functools.cache
@@ -229,7 +283,10 @@ def _providers() -> dict[str, tuple[str, ...]]:
 
 
 def check(model: str) -> None:
-    """Refuse a model string litellm cannot place, with one line."""
+    """Refuse a model string litellm cannot place, with one line; a known provider prefix is read
+    from its files (no import), only a model without one is asked of litellm."""
+    if model.split("/", 1)[0] in _providers() and "/" in model:
+        return
     try:
         load().get_llm_provider(model)
     except Exception:
@@ -250,7 +307,8 @@ def token_count(model: str, messages: list[dict]) -> int | None:
 
 
 class Model:
-    """One model endpoint as configured: streamed completions, usage, and the text tool protocol when switched on."""
+    """One model endpoint as configured: streamed completions, usage, and the text tool protocol when
+    it is the text variant (as_text). The wire under it is litellm's or the direct path's."""
 
     def __init__(self, config: dict, usage: dict | None = None, known: dict | None = None):
         """usage and known are shared by the models of one session: the tokens and cost so far,
@@ -269,18 +327,23 @@ class Model:
             "cost": 0.0,
             "cost_known": True,
         }
+        self.wire = Litellm(config)
+        if is_direct(self.name, config.get("api_base")):
+            self.wire = direct.Direct(config)
+
+    def as_text(self, text: bool = True) -> "Model":
+        """The same model (its usage, what it learned, its client), with tool calls written as text
+        in the prompt and read from the answer; as_text(False): native calls again."""
+        variant = copy.copy(self)
+        variant.text_tools = text
+        return variant
 
     def complete(self, messages: list[dict], tools: list | None = None, on_text=None) -> dict:
         """Stream one reply: {"role", "content", "tool_calls"?, "cut"?}; retried by status, never after text."""
-        if (
-            tools
-            and not self.text_tools
-            and self.config.get("text_tools") is not False
-            and not self.native()
-        ):
-            raise NoNativeTools(
-                f"{self.name} has no native tool calling in litellm's model list", "no tools"
-            )
+        automatic = self.config.get("text_tools") is not False
+        if tools and not self.text_tools and automatic and not self.wire.native(self.name):
+            said = f"{self.name} has no native tool calling in litellm's model list"
+            raise NoNativeTools(said, "no tools")
         self.names = {t["function"]["name"]: t for t in tools or []}
         if self.text_tools:
             messages = toolcalls.to_text(messages)
@@ -294,37 +357,31 @@ class Model:
                         raise
                     time.sleep(2**attempt if e.kind == 429 else 0.2)
 
-    def native(self) -> bool:
-        """False when litellm's model map says the model cannot call functions."""
-        return load().model_cost.get(self.name, {}).get("supports_function_calling") is not False
-
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
         """One streamed reply, its text shown as it comes; a failure after text keeps that text."""
-        litellm = load()
-        chunks = []
-        partial = None
-        streamed = None
-        check(self.name)
-        self.check_key()
-        try:
-            streamed = litellm.completion(**self.kwargs(messages, tools))
-            _gather(streamed, chunks, on_text)
-        except Exception as e:
-            partial = self.explain(e, messages)
-            if not any(c.choices and c.choices[0].delta.content for c in chunks):
-                raise partial from None
-            partial.partial = True
-        finally:
-            _close(streamed)
-        self.check_answered(chunks, messages, tools)
-        return self.reply(litellm, chunks, messages, partial)
+        self.wire.ready(self.name)
+        shown = []
 
-    def check_answered(self, chunks: list, messages: list[dict], tools: list | None) -> None:
+        def show(text: str) -> None:
+            shown.append(text)
+            if on_text:
+                on_text(text)
+
+        try:
+            answer = self.wire.stream(self.body(messages, tools), show)
+        except Exception as e:
+            error = self.explain(e, messages)
+            if not shown:
+                raise error from None
+            error.partial = True
+            return self.reply({"content": "".join(shown), "calls": []}, messages, error)
+        self.check_answered(answer, messages, tools)
+        return self.reply(answer, messages, None)
+
+    def check_answered(self, answer: dict, messages: list[dict], tools: list | None) -> None:
         """Refuse a stream in which the server itself sent nothing, with the server's own error when
         an unstreamed ask gets one."""
-        if any(
-            getattr(c, "usage", None) or c.choices and _carries(c.choices[0].delta) for c in chunks
-        ):
+        if answer["carried"]:
             return
         self.probe(messages, tools)
         # llama-cpp-python fails inside a stream when the model picks a tool: text calls work
@@ -341,41 +398,25 @@ class Model:
         would bill the prompt again."""
         if not self.config.get("api_base"):
             return
-        kwargs = self.kwargs(messages, tools)
-        del kwargs["stream_options"]
-        kwargs.update(stream=False, max_tokens=1, timeout=PROBE_TIMEOUT)
+        request = self.body(messages, tools)
+        del request["stream_options"]
+        request.update(stream=False, max_tokens=1, timeout=PROBE_TIMEOUT)
         try:
-            load().completion(**kwargs)
+            self.wire.ask(request)
         except Exception as e:
             found = self.explain(e, messages)
             if found.kind == "context":
                 raise found from None
 
-    def check_key(self) -> None:
-        keys = [] if self.config.get("api_key") or self.config.get("api_base") else self.env_keys()
-        if keys:
-            raise ProviderError(_no_key(self.name, keys), 401)
-
-    def env_keys(self) -> list[str]:
-        try:
-            return [k for k in load().validate_environment(self.name)["missing_keys"] if "KEY" in k]
-        except Exception:
-            return []
-
-    def kwargs(self, messages: list[dict], tools: list | None) -> dict:
-        """litellm.completion's arguments for one streamed reply."""
-        base = self.config.get("api_base")
-        key = self.config.get("api_key")
-        kwargs = dict(model=self.name, messages=self.sent(messages), stream=True, timeout=TIMEOUT)
-        kwargs.update(api_key=key, api_base=base, stream_options={"include_usage": True})
-        kwargs.update(max_retries=0, max_tokens=self.answer_room())
-        if tools:  # the private flag skips litellm's MCP gateway (it needs the `mcp` package)
-            kwargs.update(tools=tools, tool_choice="auto", _skip_mcp_handler=True)
+    def body(self, messages: list[dict], tools: list | None) -> dict:
+        """One streamed reply's request, as both wires take it."""
+        body = dict(model=self.name, messages=self.sent(messages), stream=True, timeout=TIMEOUT)
+        body.update(stream_options={"include_usage": True}, max_tokens=self.answer_room())
+        if tools:
+            body.update(tools=tools, tool_choice="auto")
         if self.name.startswith("ollama"):  # Ollama's default context window is tiny
-            kwargs["num_ctx"] = self.context_limit()
-        if self.name.startswith("openai/") and base and not (key or os.getenv("OPENAI_API_KEY")):
-            kwargs["api_key"] = "no-key"  # llama.cpp needs none, but the OpenAI SDK insists on one
-        return kwargs
+            body["num_ctx"] = self.context_limit()
+        return body
 
     def answer_room(self) -> int | None:
         """max_tokens as sent: the configured cap, and once a server's overflow told its context, at
@@ -387,18 +428,22 @@ class Model:
 
     def sent(self, messages: list[dict]) -> list[dict]:
         """The messages as sent: a turn that only called tools gets the content each template accepts."""
-        silent = {"content": None if self.name.startswith(NULL_CONTENT) else ""}
+        silent = {"content": ""}
+        if self.name.startswith(NULL_CONTENT):
+            silent = {"content": None}
         return [
             {**m, **silent} if m.get("tool_calls") and not m.get("content") else m for m in messages
         ]
 
     def hint(self, kind, detail: str) -> str:
-        env = ", ".join(self.env_keys()) or "the provider's API key variable"
+        env = ", ".join(self.wire.key_names(self.name)) or "the provider's API key variable"
         base = self.config.get("api_base") or "the provider"
         size, fix = self.overflow_advice()
         line = HINTS.get(kind, "the model call failed")
         line = line.format(model=self.name, env=env, base=base, size=size, fix=fix)
-        return f"{line} ({detail})" if detail else line
+        if detail:
+            return f"{line} ({detail})"
+        return line
 
     def overflow_advice(self) -> tuple[str, str]:
         """For an overflow amas could not fix: the size the server said, the setting to change."""
@@ -417,22 +462,13 @@ class Model:
         message; an overflow's words teach the context size."""
         text = re.sub(r"\s+", " ", str(getattr(e, "message", e)))
         text = _body_said(e, text)
-        found = re.search(r"Error code: (\d{3})", text)
-        status = int(found[1]) if found else getattr(e, "status_code", None)
-        kind = next((k for k, words in SYMPTOMS.items() if re.search(words, text, re.I)), None)
-        kind = kind or (500 if status and status >= 500 else status)
+        kind = _kind(e, text)
         if kind == "context":
             self.learn(text, messages or [])
-        # the provider's own words, not litellm's wrapping of its JSON body
-        detail = MESSAGE.search(text)
-        detail = re.sub(r"\\(.)", r"\1", detail[1]) if detail else re.sub(WRAPPING, "", text)
-        detail = detail[:300]
-        cls = (
-            NoNativeTools
-            if kind == "no tools" and self.config.get("text_tools") is not False
-            else ProviderError
-        )
-        error = cls(self.hint(kind, detail), kind)
+        cls = ProviderError
+        if kind == "no tools" and self.config.get("text_tools") is not False:
+            cls = NoNativeTools
+        error = cls(self.hint(kind, _detail(text)[:300]), kind)
         error.said = text
         return error
 
@@ -443,53 +479,54 @@ class Model:
         size = int(found[1]) if found else None
         over = re.search(OVER_BY, said, re.I)
         if size is None and over and messages:
-            counted = token_count(self.name, messages) or estimate(json.dumps(messages))
+            counted = self.count_tokens(messages) or estimate(json.dumps(messages))
             size = counted - int(over[1])
         if size and size >= 64:  # below that, not a context anyone runs
             self.learned = min(size, self.learned or size)
             self.known[self.server()] = self.learned
             self.context = min(self.context_limit(), self.learned)
 
-    def reply(self, litellm, chunks: list, messages: list[dict], partial) -> dict:
-        if self.name.startswith("ollama"):
-            _number_calls(chunks)
-        built = litellm.stream_chunk_builder(chunks, messages=messages)
-        self.count(litellm, built, messages)
-        msg = built.choices[0].message
-        finish = built.choices[0].finish_reason
-        calls = [
-            toolcalls.native(c.function.name, c.function.arguments or "", c.id or f"call_{i}")
-            for i, c in enumerate(msg.tool_calls or [])
-        ]
-        content = msg.content or ""
+    def count_tokens(self, messages: list[dict]) -> int | None:
+        """Tokens in messages by the wire's tokenizer (litellm's loads one: call it only when
+        needed); None where there is none."""
+        return self.wire.count_tokens(self.name, messages)
+
+    def reply(self, answer: dict, messages: list[dict], partial) -> dict:
+        """The reply as the agent takes it, from what the wire put together."""
+        self.count(answer, messages)
+        calls = answer["calls"]
+        content = answer["content"]
         unreadable = None
         if partial:  # the text so far is the answer; the caller says what went wrong
             calls = []
         elif not calls and self.names:  # text mode, or a native server that left a call in the text
             calls, content, unreadable = toolcalls.read(content, self.names, model=self.name)
+        cut = answer.get("finish") == "length"
         reply = {"role": "assistant", "content": content, "tool_calls": calls}
-        reply |= {"unreadable": unreadable, "cut": finish == "length", "lost": partial}
+        reply |= {"unreadable": unreadable, "cut": cut, "lost": partial}
         return {k: v for k, v in reply.items() if v or k == "content"}  # only what is there
 
-    def count(self, litellm, built, messages: list[dict]) -> None:
+    def count(self, answer: dict, messages: list[dict]) -> None:
         """Tokens and cost of one reply: the server's counts, else estimates (marked as such)."""
-        usage = getattr(built, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", 0) or 0
-        completion = getattr(usage, "completion_tokens", 0) or 0
+        usage = answer.get("usage") or {}
+        prompt = usage.get("prompt_tokens") or 0
+        completion = usage.get("completion_tokens") or 0
         if not prompt:  # the server sent no usage (llama-cpp-python, some proxies)
-            message = built.choices[0].message
-            answer = (message.content or "") + str(message.tool_calls or "")
+            said = answer["content"] + str(answer["calls"] or "")
             # the tools count too where they go as schemas (as text, they are in the messages)
-            offered = [] if self.text_tools else list(self.names.values())
+            offered = list(self.names.values())
+            if self.text_tools:
+                offered = []
             prompt = estimate(json.dumps(self.sent(messages)) + json.dumps(offered))
-            completion = estimate(answer)
+            completion = estimate(said)
             self.usage["estimated"] = True
         self.usage["prompt_tokens"] += prompt
         self.usage["completion_tokens"] += completion
-        try:
-            self.usage["cost"] += litellm.completion_cost(completion_response=built) or 0.0
-        except Exception:  # unknown models have no price
+        cost = answer.get("cost")
+        if cost is None:  # unknown models have no price
             self.usage["cost_known"] = False
+        else:
+            self.usage["cost"] += cost
 
     def server(self) -> tuple[str, str]:
         """Which server and model: what a learned context size belongs to."""
@@ -555,6 +592,112 @@ class Model:
         return toolcalls.describe(tools) if self.text_tools else ""
 
 
+class Litellm:
+    """Every provider litellm knows, through litellm.completion; its import (~3 s here) waits for
+    the first request."""
+
+    def __init__(self, config: dict):
+        self.config = config
+
+    def native(self, name: str) -> bool:
+        """False when litellm's model map says the model cannot call functions."""
+        return load().model_cost.get(name, {}).get("supports_function_calling") is not False
+
+    def ready(self, name: str) -> None:
+        """Refuse a model litellm cannot place, or whose key is missing."""
+        check(name)
+        if self.config.get("api_key") or self.config.get("api_base"):
+            return
+        keys = self.key_names(name)
+        if keys:
+            raise ProviderError(_no_key(name, keys), 401)
+
+    def key_names(self, name: str) -> list[str]:
+        """The key variables litellm looks for and does not find."""
+        try:
+            return [k for k in load().validate_environment(name)["missing_keys"] if "KEY" in k]
+        except Exception:
+            return []
+
+    def count_tokens(self, name: str, messages: list[dict]) -> int | None:
+        return token_count(name, messages)
+
+    def stream(self, request: dict, on_text) -> dict:
+        """One streamed reply, its text shown as it comes, put together by litellm's builder."""
+        litellm = load()
+        chunks = []
+        streamed = None
+        try:
+            streamed = litellm.completion(**self.kwargs(request))
+            _gather(streamed, chunks, on_text)
+        finally:
+            _close(streamed)
+        return _answer(litellm, chunks, request)
+
+    def ask(self, request: dict) -> None:
+        """The request unstreamed; what fails raises."""
+        load().completion(**self.kwargs(request))
+
+    def kwargs(self, request: dict) -> dict:
+        """litellm.completion's arguments for a request."""
+        kwargs = {**request, "max_retries": 0}
+        kwargs.update(api_key=self.config.get("api_key"), api_base=self.config.get("api_base"))
+        if request.get("tools"):  # the private flag skips litellm's MCP gateway (it needs `mcp`)
+            kwargs["_skip_mcp_handler"] = True
+        return kwargs
+
+
+def _answer(litellm, chunks: list, request: dict) -> dict:
+    """A stream's chunks put together by litellm's builder, as direct.Answer.value() says them."""
+    if not any(_carries(chunk) for chunk in chunks):
+        return {"content": "", "calls": [], "carried": False}
+    if request["model"].startswith("ollama"):
+        _number_calls(chunks)
+    built = litellm.stream_chunk_builder(chunks, messages=request["messages"])
+    message = built.choices[0].message
+    calls = [
+        toolcalls.native(c.function.name, c.function.arguments or "", c.id or f"call_{i}")
+        for i, c in enumerate(message.tool_calls or [])
+    ]
+    usage = getattr(built, "usage", None)
+    counts = {k: getattr(usage, k, 0) or 0 for k in ("prompt_tokens", "completion_tokens")}
+    finish = built.choices[0].finish_reason
+    answer = {"content": message.content or "", "calls": calls, "finish": finish}
+    return answer | {"usage": counts, "carried": True, "cost": _cost(litellm, built)}
+
+
+def _cost(litellm, built) -> float | None:
+    """A reply's price by litellm's table; None for a model it has none for."""
+    try:
+        return litellm.completion_cost(completion_response=built) or 0.0
+    except Exception:
+        return None
+
+
+def _kind(e: Exception, text: str):
+    """A failure's kind: from the words of its message (SYMPTOMS), else its HTTP status (5xx as
+    one)."""
+    found = re.search(r"Error code: (\d{3})", text)
+    status = getattr(e, "status_code", None)
+    if found:
+        status = int(found[1])
+    kind = next((k for k, words in SYMPTOMS.items() if re.search(words, text, re.I)), None)
+    if kind:
+        return kind
+    if status and status >= 500:
+        return 500
+    return status
+
+
+def _detail(text: str) -> str:
+    """The provider's own words: the message in its JSON body, else the text without a library's
+    names for the error before it."""
+    found = MESSAGE.search(text)
+    if found:
+        return re.sub(r"\\(.)", r"\1", found[1])
+    return re.sub(WRAPPING, "", text)
+
+
 def estimate(text: str) -> int:
     """Tokens, roughly and on the high side, without loading a tokenizer."""
     return len(text) // CHARS_PER_TOKEN
@@ -609,8 +752,14 @@ def _close(streamed) -> None:
             stream.close()
 
 
-def _carries(delta) -> bool:
-    """A streamed delta from the server itself (litellm adds an empty one of its own to a stream with no data)."""
+def _carries(chunk) -> bool:
+    """A streamed chunk from the server itself: counts, or a delta with something in it (litellm
+    adds an empty one of its own to a stream with no data)."""
+    if getattr(chunk, "usage", None):
+        return True
+    if not chunk.choices:
+        return False
+    delta = chunk.choices[0].delta
     return bool(delta.role or delta.content or delta.tool_calls)
 
 

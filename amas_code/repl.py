@@ -202,7 +202,7 @@ def cmd_clear(agent, arg):
 def cmd_model(agent, arg):
     """Show the model, or switch: /model <provider/name>."""
     if arg.strip():
-        agent.use_model(arg.strip())
+        agent.switch_model(arg.strip())
     base = agent.model.config.get("api_base")
     at = f" at {base}" if base else ""
     ui.info(f"model: {agent.model.name}{at}")
@@ -300,16 +300,19 @@ def command(agent, line: str) -> None:
 
 
 def preload(agent, app) -> None:
-    """Import litellm in the background once the prompt is drawn, where memory allows (SPEC §9)."""
+    """Import what the configured model needs in the background once the prompt is drawn (SPEC §9):
+    the openai SDK for a server that speaks OpenAI's API (~20 MB: always), else litellm (~150 MB:
+    where memory allows)."""
     want = agent.config.get("preload")
+    direct = providers.is_direct(agent.config["model"], agent.config.get("api_base"))
     if want in (None, "auto"):
-        want = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
+        want = direct or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >= 2 << 30
     if want is not True:
         return
 
     def start(_):  # after the first render, so the import does not slow the prompt's appearance
         app.after_render.remove_handler(start)
-        providers.preload()
+        providers.preload(direct)
 
     app.after_render.add_handler(start)
 

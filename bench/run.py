@@ -12,6 +12,10 @@ The scale step (issue 40) generates projects of --scale sizes (default 1,000 and
 minutes and is run once) and maps --scale-repo's HEAD too: init wall and CPU time, incremental init, one-shot
 peak RSS and the REPL's RSS after one answer, for each; `--only scale --scale 1000 15000 60000 --scale-repo DIR`
 took ~17 minutes on a loaded 2-core machine.
+The local step (issue 53) runs a one-shot with one tool call against the scripted server, amas on its direct path
+(`openai/test-model`: the openai SDK) and through litellm (`custom_openai/test-model`), and, with --peers DIR, simonw's
+llm, mini-swe-agent and Aider from their own venvs in DIR (llm/, mini/, aider/: `python -m venv DIR/llm &&
+DIR/llm/bin/pip install llm`, and so on), interleaved round by round; then a local server that is not listening.
 """
 
 import argparse
@@ -24,6 +28,7 @@ import platform
 import random
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +47,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 from llm_server import ScriptedLLM  # noqa: E402
 
 MB = 1 << 20
+LITELLM = (
+    "custom_openai/test-model"  # the scripted server through litellm (openai/ at it is direct)
+)
 AMAS = ["amas"] if shutil.which("amas") else [sys.executable, "-m", "amas_code"]
 ROWS = []  # (metric, values or None, unit, bar text, limit or None)
 SECTIONS = []  # (title, markdown lines): breakdowns that are not single figures
@@ -270,44 +278,50 @@ def bench_repl(proj, n):
     subprocess.run(
         [*AMAS, "--trust"], cwd=proj, env=env, capture_output=True
     )  # no first-use question
-    for preload in (False, True):
-        home_config(f"preload: {str(preload).lower()}\n")
-        ready, idle, settled = [], [], []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            child = spawn_repl(proj, env, 30)
-            child.expect("›")
-            ready.append(time.perf_counter() - t0)
-            proc = psutil.Process(child.pid)
-            if not preload:
-                time.sleep(1.5)
-                idle.append(tree_rss(proc))
-            else:  # until RSS has grown < 1 MB over 2 s (the background litellm import done), at most 15 s
-                samples = [(time.perf_counter(), tree_rss(proc))]
-                while samples[-1][0] - t0 < 15:
-                    time.sleep(0.25)
-                    samples.append((time.perf_counter(), tree_rss(proc)))
-                    old = [r for t, r in samples if t <= samples[-1][0] - 2]
-                    if old and samples[-1][1] - old[-1] < 1:
-                        break
-                idle.append(samples[-1][1])
-                settled.append(next(t for t, r in samples if r >= samples[-1][1] - 1) - t0)
-            child.sendeof()
-            child.expect(pexpect.EOF)
-            child.close()
-        mode = "preload on" if preload else "preload off"
-        row(f"REPL ready at `›` ({mode})", ready, "s", "≤ 0.35 s", 0.35)
-        if preload:
-            row(
-                "REPL RSS idle, tree (preload on, litellm loaded)",
-                idle,
-                "MB",
-                "report (off: ≤ 50 MB)",
-            )
-            row("REPL preload: litellm loaded after start", settled, "s")
-        else:
-            row("REPL RSS idle, tree (preload off)", idle, "MB", "≤ 50 MB", 50)
+    home_config("preload: false\n")
+    ready, idle = zip(*(repl_idle(proj, env, preloads=False) for _ in range(n)), strict=True)
+    row("REPL ready at `›` (preload off)", ready, "s", "≤ 0.35 s", 0.35)
+    row("REPL RSS idle, tree (preload off)", idle, "MB", "≤ 50 MB", 50)
+    home_config("preload: true\n")
+    # a server of your own (the direct path: the openai SDK), then the same server through litellm
+    for model, what, bar in (
+        ("openai/test-model", "local model, openai SDK", 90),
+        (LITELLM, "litellm", None),
+    ):
+        runs = [repl_idle(proj, {**env, "AMAS_MODEL": model}, preloads=True) for _ in range(n)]
+        ready, idle, settled = zip(*runs, strict=True)
+        row(f"REPL ready at `›` (preload on, {what})", ready, "s", "≤ 0.35 s", 0.35)
+        bar_text = f"≤ {bar} MB" if bar else "report (off: ≤ 50 MB)"
+        row(f"REPL RSS idle, tree (preload on, {what} loaded)", idle, "MB", bar_text, bar)
+        row(f"REPL preload: {what} loaded after start", settled, "s")
     (Path.home() / ".amas" / "config.yaml").unlink()
+
+
+def repl_idle(proj, env, preloads: bool) -> tuple:
+    """One REPL start: seconds to its prompt, its tree's RSS once idle and, where it preloads, the
+    seconds until the preload was done (RSS grown < 1 MB over 2 s, at most 15 s)."""
+    t0 = time.perf_counter()
+    child = spawn_repl(proj, env, 30)
+    child.expect("›")
+    ready = time.perf_counter() - t0
+    proc = psutil.Process(child.pid)
+    if not preloads:
+        time.sleep(1.5)
+        figures = (ready, tree_rss(proc))
+    else:
+        samples = [(time.perf_counter(), tree_rss(proc))]
+        while samples[-1][0] - t0 < 15:
+            time.sleep(0.25)
+            samples.append((time.perf_counter(), tree_rss(proc)))
+            old = [r for t, r in samples if t <= samples[-1][0] - 2]
+            if old and samples[-1][1] - old[-1] < 1:
+                break
+        settled = next(t for t, r in samples if r >= samples[-1][1] - 1) - t0
+        figures = (ready, samples[-1][1], settled)
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    return figures
 
 
 # -- the one-shot -------------------------------------------------------------------------------------------------
@@ -328,23 +342,19 @@ def mark(label):
     SEEN.update(mods)
     MARKS.append((label, rss()["VmRSS"], len(mods), [f"{k} {v}" for k, v in new.most_common(6)]))
 mark("interpreter")
-from amas_code import providers, tools
+from amas_code import direct, providers, tools
 import amas_code.agent, amas_code.amas
 mark("amas imported (cli, agent, tools)")
-load = providers.load
-def patched():
-    first = "litellm" not in sys.modules
-    litellm = load()
-    if first:
-        mark("litellm imported")
-        completion = litellm.completion
-        def wrapped(*a, **k):
-            result = completion(*a, **k)
-            mark("first completion() returned: stream open")
-            return result
-        litellm.completion = wrapped
-    return litellm
-providers.load = patched
+def after(owner, name, label):
+    original = getattr(owner, name)
+    def wrapped(*a, **k):
+        result = original(*a, **k)
+        mark(label)
+        return result
+    setattr(owner, name, wrapped)
+after(providers, "load", "litellm imported")
+after(direct, "load", "openai SDK's client imported (the direct path)")
+after(providers.Model, "stream", "first reply read")
 import amas_code.act
 outcome = amas_code.act.Act.outcome
 def run_tool(self, name, raw):
@@ -357,7 +367,9 @@ def report():
     loaded = {"tiktoken (module)": "tiktoken",
               "tiktoken cl100k encoding": "litellm.litellm_core_utils.default_encoding",
               "prompt_toolkit": "prompt_toolkit", "openai.resources (all of it)": "openai.resources.admin",
-              "aiohttp": "aiohttp", "jinja2": "jinja2", "pygments": "pygments", "rich.live": "rich.live"}
+              "openai.types (all of it)": "openai.types.chat", "litellm": "litellm", "aiohttp": "aiohttp",
+              "jinja2": "jinja2", "pygments": "pygments", "rich.live": "rich.live",
+              "rich.markdown": "rich.markdown", "tree_sitter": "tree_sitter"}
     with open(os.environ["PROBE_OUT"], "w") as f:
         json.dump({"marks": MARKS, "peak": rss()["VmHWM"], "modules": len(sys.modules),
                    "loaded": {k: v in sys.modules for k, v in loaded.items()}}, f)
@@ -424,6 +436,201 @@ def bench_oneshot(proj, n, llm, calls=3):
     loaded = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in probe["loaded"].items())
     lines.append(f"\npeak {probe['peak']:.1f} MB, {probe['modules']} modules; loaded: {loaded}.")
     SECTIONS.append(("One-shot memory by stage (RSS of the amas process, a probed run)", lines))
+
+
+# -- a one-shot to a local server, beside the peers (issue 53) -------------------------------------------------
+TASK = "read README.md and tell me its first word"
+# where each peer's venv keeps its command (python -m venv PEERS/NAME && PEERS/NAME/bin/pip install PACKAGE)
+PEERS = {
+    "llm": ("llm", "llm"),
+    "mini": ("mini", "mini-swe-agent"),
+    "aider": ("aider", "aider-chat"),
+}
+READ = "def read_file(path: str) -> str:\n    'Read a file.'\n    return open(path).read()\n"
+
+
+def amas_run(model: str):
+    def script(llm):
+        llm.reply(tool="read_file", path="README.md").reply(text="Done.")
+
+    return [*AMAS, "-y", TASK], {"AMAS_MODEL": model}, script, 2
+
+
+def llm_run(bin_dir: Path, llm):
+    """simonw's llm, the scripted server as an extra OpenAI model with tools, read_file a function."""
+    user = Path.home() / "llm-user"
+    user.mkdir(exist_ok=True)
+    (user / "extra-openai-models.yaml").write_text(
+        f"- model_id: bench-local\n  model_name: test-model\n  api_base: {llm.url}\n  supports_tools: true\n"
+    )
+
+    def script(server):
+        server.reply(tool="read_file", path="README.md").reply(text="Done.")
+
+    argv = [str(bin_dir / "llm"), "-m", "bench-local", "--functions", READ, TASK]
+    return argv, {"LLM_USER_PATH": str(user)}, script, 2
+
+
+def mini_run(bin_dir: Path, llm):
+    """mini-swe-agent: its one tool (bash) reads the file, then the command that ends its task."""
+
+    def script(server):
+        server.reply("Reading.", tool="bash", command="cat README.md")
+        server.reply("Done.", tool="bash", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+
+    config = ["-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={llm.url}"]
+    argv = [
+        str(bin_dir / "mini"),
+        "-m",
+        "openai/test-model",
+        "-t",
+        TASK,
+        "-y",
+        "--exit-immediately",
+    ]
+    argv += ["--cost-limit", "0", "-o", str(Path.home() / "mini.traj.json"), *config]
+    env = {
+        "MSWEA_COST_TRACKING": "ignore_errors",
+        "MSWEA_CONFIGURED": "true",
+        "OPENAI_API_KEY": "sk-x",
+    }
+    return argv, env, script, 2
+
+
+def aider_run(bin_dir: Path, llm):
+    """Aider makes no tool calls: its unit is an edit, here the whole file, applied, and its answer."""
+
+    def script(server):
+        server.reply(text="README.md\n```\n# Demo\n```\nDone.")
+
+    argv = [str(bin_dir / "aider"), "--model", "openai/test-model", "--openai-api-base", llm.url]
+    argv += [
+        "--openai-api-key",
+        "sk-x",
+        "--message",
+        TASK,
+        "--edit-format",
+        "whole",
+        "--yes-always",
+    ]
+    argv += ["--no-git", "--no-check-update", "--analytics-disable", "--no-show-model-warnings"]
+    argv += ["--no-show-release-notes", "--no-auto-lint", "--no-pretty", "README.md"]
+    return argv, {}, script, 1
+
+
+def contenders(peers: Path | None, llm) -> dict:
+    """Each agent's one-shot (argv, environment, what the server answers, requests it makes): amas on
+    its direct path and through litellm, and the peers installed in `peers`."""
+    found = {
+        "amas (direct: openai SDK)": amas_run("openai/test-model"),
+        "amas through litellm": amas_run(LITELLM),
+    }
+    makers = {"llm": llm_run, "mini": mini_run, "aider": aider_run}
+    for name, (command, package) in PEERS.items():
+        bin_dir = (peers / name / "bin") if peers else None
+        if bin_dir and (bin_dir / command).exists():
+            found[f"{package} {peer_version(bin_dir, package)}"] = makers[name](bin_dir, llm)
+    return found
+
+
+def peer_version(bin_dir: Path, package: str) -> str:
+    code = f"import importlib.metadata as m; print(m.version({package!r}))"
+    return subprocess.run(
+        [str(bin_dir / "python"), "-c", code], capture_output=True, text=True
+    ).stdout.strip()
+
+
+def local_project(tmp: Path) -> Path:
+    proj = tmp / "local"
+    proj.mkdir()
+    (proj / "README.md").write_text("# demo\n")
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "a small project"]):
+        subprocess.run(["git", *cmd], cwd=proj, check=True, capture_output=True)
+    return proj
+
+
+def bench_local(tmp, n, llm, peers):
+    """A one-shot with one tool call and its answer against a local server (the scripted one), amas
+    and its peers interleaved run by run; then a local server that is not listening."""
+    proj = local_project(tmp)
+    runs = contenders(peers, llm)
+    figures = defaultdict(lambda: defaultdict(list))
+    for k in range(n):
+        names = list(runs)
+        for name in names[k % len(names) :] + names[: k % len(names)]:  # each goes first in turn
+            argv, env, script, requests = runs[name]
+            (proj / "README.md").write_text("# demo\n")
+            llm.arrivals.clear()
+            script(llm)
+            t0, wall, peak, out = run(argv, proj, {**os.environ, **env})
+            if len(llm.arrivals) != requests or "Traceback" in out:
+                raise RuntimeError(f"{name} did not make its {requests} requests:\n{out[-2000:]}")
+            for what, value in (
+                ("cpu", LAST["cpu"]),
+                ("peak", peak),
+                ("first", llm.arrivals[0] - t0),
+            ):
+                figures[name][what].append(value)
+            figures[name]["wall"].append(wall)
+    local_rows(figures)
+    bench_unreachable(proj, n)
+
+
+def local_rows(figures) -> None:
+    amas, litellm = figures["amas (direct: openai SDK)"], figures["amas through litellm"]
+    row(
+        "one-shot to a local server, 1 tool call: CPU (direct path)",
+        amas["cpu"],
+        "s",
+        "≤ 1.0 s",
+        1.0,
+    )
+    row(
+        "one-shot to a local server, 1 tool call: peak RSS (direct path)",
+        amas["peak"],
+        "MB",
+        "≤ 90 MB",
+        90,
+    )
+    row(
+        "one-shot to a local server: start → first request (direct path)",
+        amas["first"],
+        "s",
+        "≤ 0.6 s calm",
+        0.6,
+    )
+    row("one-shot, 1 tool call, through litellm: peak RSS", litellm["peak"], "MB", "≤ 200 MB", 200)
+    lines = ["| agent | CPU | peak RSS | start → first request | wall |", "|---|---|---|---|---|"]
+    for name, got in figures.items():
+        cells = [spread(got["cpu"], "s"), spread(got["peak"], "MB"), spread(got["first"], "s")]
+        lines.append(f"| {name} | {' | '.join(cells)} | {fmt(med(got['wall']), 's')} |")
+    lines += [
+        "",
+        "CPU of the process and the children it waited for (wait4); peak RSS of its largest process.",
+    ]
+    SECTIONS.append(
+        ("One-shot to a local server, one tool call and its answer, beside the peers", lines)
+    )
+
+
+def spread(values, unit) -> str:
+    return f"{fmt(med(values), unit)} ({fmt(min(values), unit)}–{fmt(max(values), unit)})"
+
+
+def bench_unreachable(proj, n):
+    """A local api_base where nothing listens: said after one connect, before any model library."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    cmd = [*AMAS, "-m", "openai/local", "--api-base", dead, "hello"]
+    runs, cpu = [], []
+    for _ in range(n):
+        runs.append(run(cmd, proj, code=1))
+        cpu.append(LAST["cpu"])
+    if f"cannot reach {dead}" not in runs[0][3]:
+        raise RuntimeError(f"no fail-fast error:\n{runs[0][3][-2000:]}")
+    row("local server not listening: error shown, CPU", cpu, "s", "≤ 0.3 s", 0.3)
+    row("local server not listening: error shown, wall", [r[1] for r in runs], "s")
 
 
 # -- file tools ---------------------------------------------------------------------------------------------------
@@ -1051,20 +1258,28 @@ def bench_browser(www, n, flags=False):
 
 
 def bench_litellm(n):
-    code = "import time; t = time.perf_counter(); import litellm; print(time.perf_counter() - t)"
-    runs = [run([sys.executable, "-c", code], ROOT) for _ in range(n)]
-    row(
-        "litellm alone: import time (fresh `python -c`)",
-        [float(r[3].split()[-1]) for r in runs],
-        "s",
-    )
-    row("litellm alone: peak RSS after import", [r[2] for r in runs], "MB")
+    """Each model library's import alone, in a fresh `python -c`: litellm, the whole openai SDK, and
+    the SDK's client as the direct path enters it (direct.load)."""
+    timed = "import time; t = time.perf_counter(); {}; print(time.perf_counter() - t)"
+    imports = {
+        "litellm": "import litellm",
+        "openai (the whole SDK)": "import openai",
+        "openai's client as the direct path enters it": "from amas_code import direct; direct.load()",
+    }
+    for what, code in imports.items():
+        runs = [run([sys.executable, "-c", timed.format(code)], ROOT) for _ in range(n)]
+        row(
+            f"{what} alone: import time (fresh `python -c`)",
+            [float(r[3].split()[-1]) for r in runs],
+            "s",
+        )
+        row(f"{what} alone: peak RSS after import", [r[2] for r in runs], "MB")
 
 
 STREAM = """
 import resource, sys, time
 from amas_code import providers
-model = providers.Model({"model": "openai/bench", "api_base": sys.argv[1], "api_key": "k"})
+model = providers.Model({"model": sys.argv[2], "api_base": sys.argv[1], "api_key": "k"})
 model.context = 32768
 cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # noqa: E731 - threads included
 model.complete([{"role": "user", "content": "warm up"}])
@@ -1079,15 +1294,17 @@ print(cpu() - began, wall)
 
 def bench_stream(n, llm):
     """A long streamed reply (2,000 chunks of 7 characters) through amas's model call, in a fresh
-    process: the CPU it costs amas (litellm's chunk handling, and its logging threads)."""
-    cpu, wall = [], []
-    for _ in range(n):
-        llm.reply("warm").reply("word " * 2800)
-        out = run([sys.executable, "-c", STREAM, llm.url], ROOT)[3].split()[-2:]
-        cpu.append(float(out[0]))
-        wall.append(float(out[1]))
-    row("a streamed reply of 2,000 chunks: amas's CPU time", cpu, "s")
-    row("a streamed reply of 2,000 chunks: wall time", wall, "s")
+    process: the CPU it costs amas (chunk handling; litellm's logging threads on its path), on the
+    direct path and through litellm."""
+    for model, what in (("openai/bench", ""), ("custom_openai/bench", ", through litellm")):
+        cpu, wall = [], []
+        for _ in range(n):
+            llm.reply("warm").reply("word " * 2800)
+            out = run([sys.executable, "-c", STREAM, llm.url, model], ROOT)[3].split()[-2:]
+            cpu.append(float(out[0]))
+            wall.append(float(out[1]))
+        row(f"a streamed reply of 2,000 chunks{what}: amas's CPU time", cpu, "s")
+        row(f"a streamed reply of 2,000 chunks{what}: wall time", wall, "s")
 
 
 # -- the report ---------------------------------------------------------------------------------------------------
@@ -1183,6 +1400,12 @@ def main():
         "--no-flags", action="store_true", help="skip the browser flag variants (a minute or two)"
     )
     parser.add_argument(
+        "--peers",
+        type=Path,
+        help="a folder of venvs llm/, mini/, aider/ with simonw's llm, mini-swe-agent and Aider "
+        "installed: measured beside amas in the local one-shot",
+    )
+    parser.add_argument(
         "--calm",
         type=float,
         default=0,
@@ -1224,6 +1447,7 @@ def main():
             bench_startup: (proj, n),
             bench_repl: (proj, n),
             bench_oneshot: (proj, n, llm, args.tool_calls),
+            bench_local: (tmp, n, llm, args.peers.resolve() if args.peers else None),
             bench_tools: (proj, n),
             bench_syntax: (n,),
             bench_search: (proj, n, args.repo.resolve() if args.repo else None),
@@ -1259,6 +1483,7 @@ STEPS = [
     bench_startup,
     bench_repl,
     bench_oneshot,
+    bench_local,
     bench_tools,
     bench_syntax,
     bench_search,

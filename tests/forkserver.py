@@ -1,18 +1,21 @@
-"""A fork server for the runs of amas the tests start: it imports litellm once, then forks each run.
+"""A fork server for the runs of amas the tests start: it imports the model library once, then forks
+each run.
 
 Half of the suite's CPU time went into importing litellm afresh (2.4 s) in every `python -m amas_code`
-a test started. A forked run is its own process as a user's would be: its own session, the test's
-environment, folder and `python -m amas_code`'s argv; only litellm, and the modules of the openai
-client and of litellm its first completion imports (WARM: 0.4 s more of every run), are already in
-`sys.modules` (amas_code is not). Neither import starts a thread (checked), so forking after them
-is safe.
+a test started. The tests' model is a server of their own (`openai/test-model` at 127.0.0.1: the
+direct path), so what is imported once is what that path imports: the openai SDK's client, entered as
+amas enters it (direct.load: the package without its every type), and what its first request imports
+(WARM). A run on the litellm path imports litellm itself, as a user's does, and a forked run on the
+direct path has what a user's process has (no litellm). A forked run is its own process as a user's
+would be: its own session, the test's environment, folder and `python -m amas_code`'s argv; amas_code
+itself is not left imported here. No import starts a thread (checked), so forking after them is safe.
 
 - One-shot runs (`Forkserver.run`): no controlling terminal, stdin a pipe, stdout and stderr files.
 - Runs on a pseudo-terminal (`Forkserver.argv`, for pexpect): a small client started on the terminal
   passes it to the run, which makes it its controlling terminal (Ctrl+C, window sizes and /dev/tty
   are the run's) and ends as the run ends. Taking a terminal from another session needs CAP_SYS_ADMIN;
   without it the run is started afresh.
-A test about litellm's import itself starts amas afresh (conftest.FRESH).
+A test about an import itself starts amas afresh (conftest.FRESH).
 
 Run as `python forkserver.py SOCKET` (the server) or `... --client SOCKET ARGS`.
 """
@@ -33,29 +36,27 @@ import time
 import traceback
 
 HEADER = 16  # bytes: the length of the request that follows, in decimal
-# what a run's first completion imports (the openai client's resources and types, litellm's proxy
-# types, the HTTP/1.1 and HTTP/2 layers), imported once here instead of in every run
-WARM = (
-    "openai.resources",
-    "litellm.proxy.openai_files_endpoints.common_utils",
-    "litellm.llms.litellm_proxy.chat.transformation",
-    "litellm.llms.openai_like.dynamic_config",
-    "litellm.llms.openai.chat.gpt_audio_transformation",
-    "httpcore",
-    "h2.connection",
-)
+# what a run's first request imports besides the client (the HTTP layers, the CA bundle), imported
+# once here instead of in every run
+WARM = ("httpcore", "h11", "certifi", "rich.live", "rich.markdown", "rich.spinner")
+
+
+def warm() -> None:
+    """The direct path's modules, entered as amas enters them; amas_code itself is then dropped from
+    sys.modules again (a run imports the tests' own copy, afresh)."""
+    from amas_code import direct
+
+    direct.load()
+    for name in WARM:
+        importlib.import_module(name)
+    for name in [m for m in sys.modules if m.partition(".")[0] == "amas_code"]:
+        del sys.modules[name]
 
 
 def serve(path: str) -> None:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as amas's providers.load does
-    os.environ.setdefault("LITELLM_LOG", "ERROR")
-    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
     before = dict(os.environ)
-    import litellm  # noqa: F401
-
-    for name in WARM:
-        importlib.import_module(name)
-    imported = {k: v for k, v in os.environ.items() if k not in before}  # TIKTOKEN_CACHE_DIR
+    warm()
+    imported = {k: v for k, v in os.environ.items() if k not in before}
 
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
@@ -72,7 +73,7 @@ def serve(path: str) -> None:
 
 def handle(conn: socket.socket, listener: socket.socket, imported: dict) -> None:
     """One run: its request read, a child forked for it, its pid and then its exit code sent back.
-    `imported` is what litellm's import put in the environment, which a fresh run would have too."""
+    `imported` is what the warm imports put in the environment, which a fresh run would have too."""
     header, fds, _, _ = socket.recv_fds(conn, HEADER, 3)
     body = b""
     while len(body) < int(header):

@@ -55,6 +55,7 @@ def test_edit_file_not_found_in_a_big_file_answers_at_once(run, project):
     (project / "big.txt").write_text("\n".join(lines) + "\n")
     old = lines[50_000:60_000]
     old[5000] = "a line the file does not hold"
+    run("read_file", path="big.txt")
     out = run("edit_file", path="big.txt", old_str="\n".join(old), new_str="")
     assert out.startswith(
         "Error: old_str not found in big.txt. The closest region (lines 50001-60000)"
@@ -64,6 +65,7 @@ def test_edit_file_not_found_in_a_big_file_answers_at_once(run, project):
 
 def test_edit_file_not_found_still_finds_a_near_miss_by_its_characters(run, project):
     (project / "m.py").write_text("def alpha():\n    return 1\n\ndef beta():\n    return 2\n")
+    run("read_file", path="m.py")
     out = run("edit_file", path="m.py", old_str="def betta():\n    return 2", new_str="")
     assert "The closest region (lines 4-5)" in out
 
@@ -72,6 +74,7 @@ def test_edit_file_not_found_in_a_big_file_finds_lines_indented_otherwise(run, p
     lines = [f"    value_{i} = compute({i})" for i in range(30_000)]
     (project / "long.py").write_text("\n".join(lines) + "\n")
     old = "value_20000 = compute(20000)\nvalue_20001 = compute(20001)\nvalue_20002 = oops"
+    run("read_file", path="long.py")
     out = run("edit_file", path="long.py", old_str=old, new_str="")
     assert "The closest region (lines 20001-20003)" in out
 

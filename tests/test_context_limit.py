@@ -112,16 +112,16 @@ def test_an_overflow_in_each_servers_words_teaches_the_context_and_is_retried_on
     agent.turn("third question")  # the learned size stays for the session
     assert llm.requests[-1]["max_tokens"] == LEARNED // 4
     model = agent.model.name
-    agent.use_model("openai/other-model")  # another model on the same server learns its own
+    agent.switch_model("openai/other-model")  # another model on the same server learns its own
     assert agent.model.context_limit() != LEARNED
-    agent.use_model(model)  # and this one's, learned, stays for the session
+    agent.switch_model(model)  # and this one's, learned, stays for the session
     assert agent.model.context_limit() == LEARNED
 
 
 def test_ollama_says_only_by_how_much_and_the_request_less_that_is_learned(agent, llm):
     message = "prompt too long; exceeded max context length by 1000 tokens"
     overflowed, _, retried = overflow_then_fit(agent, llm, message=message, kind="api_error")
-    size = providers.token_count("openai/test-model", overflowed["messages"]) - 1000
+    size = agent.model.count_tokens(overflowed["messages"]) - 1000  # by its path's tokenizer
     assert abs(agent.model.context_limit() - size) < 20
     assert retried["max_tokens"] == agent.model.context_limit() // 4
 

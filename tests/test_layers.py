@@ -22,6 +22,7 @@ FLOORS = {
     "netstack": 1,  # the box's network: slirp4netns on its own namespace
     "boxview": 1,  # what the box sees of the files: its mounts as a value
     "browser": 1,  # search, fetch, Chromium
+    "direct": 1,  # the openai SDK for a server of the user's own: the direct path
     "config": 2,  # settings: defaults, checks, layers
     "policy": 2,  # the gate: judge an effect
     "checkpoint": 2,  # the shadow repository: record, undo, redo

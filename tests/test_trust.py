@@ -114,7 +114,11 @@ def test_untrusted_project_browser_path_never_runs(project, llm, amas):
 
 def test_untrusted_project_cannot_turn_off_checkpoints(project, home, llm, amas):
     project_config(project, "checkpoint_on_edit: false\n")
-    attack(llm, amas, [("write_file", {"path": "README.md", "content": "changed\n"})], "-y")
+    calls = [
+        ("read_file", {"path": "README.md"}),
+        ("write_file", {"path": "README.md", "content": "changed\n"}),
+    ]
+    attack(llm, amas, calls, "-y")
     assert (project / "README.md").read_text() == "changed\n"
     assert list((home / ".amas/checkpoints").iterdir())  # the change can still be undone
 
@@ -284,6 +288,7 @@ def test_always_on_a_glob_command_remembers_that_command_only(repl, project, hom
 def test_a_rewritten_project_config_is_untrusted_again(project, home, llm, amas):
     project_config(project, "model: openai/test-model\nauto_accept: true\n")
     run_amas("--trust", input="")  # the user trusted the folder as it was
+    llm.reply(tool="read_file", path=".amas/config.yaml")
     llm.reply(
         tool="write_file",
         path=".amas/config.yaml",
@@ -983,7 +988,11 @@ def test_every_invisible_format_character_shows_escaped_in_a_diff(project, llm, 
     written = (
         "admin\U0001d173\nuser\U00013430\n"  # musical and hieroglyph format controls (Unicode's Cf)
     )
-    result = attack(llm, amas, [("write_file", {"path": "roles.txt", "content": written})], "-y")
+    calls = [
+        ("read_file", {"path": "roles.txt"}),
+        ("write_file", {"path": "roles.txt", "content": written}),
+    ]
+    result = attack(llm, amas, calls, "-y")
     assert "+admin\\U0001d173" in result.output and "+user\\U00013430" in result.output
 
 
@@ -995,6 +1004,8 @@ def test_edit_diffs_on_screen_hide_secrets_but_show_the_line_changed(
     (project / ".env").write_text(env)
     (project / "key.pem").write_text(PEM)
     calls = [
+        ("read_file", {"path": ".env"}),
+        ("read_file", {"path": "key.pem"}),
         ("write_file", {"path": ".env", "content": "# cleared\n"}),
         ("write_file", {"path": "key.pem", "content": "gone\n"}),
     ]
