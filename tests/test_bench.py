@@ -25,7 +25,7 @@ def test_the_benchmark_steps_that_reach_into_amas_run_and_report():
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = dict(re.findall(r"^\| (.+?) \| ([\d.]+ (?:s|ms|MB)) \|", done.stdout, re.M))
-    assert float(rows["one-shot, 3 tool calls: peak RSS"].split()[0]) > 50
+    assert float(rows["one-shot, 3 tool calls: peak RSS"].split()[0]) > 25  # a Python with amas
     assert "tool edit_file with its checkpoint, in-process" in rows
     assert "a streamed reply of 2,000 chunks: amas's CPU time" in rows
     assert any("same output ✓" in metric for metric in rows)
