@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
-from amas_code import effects, policy, project, redact, repomap, sandbox, toolcalls, tools, ui
+from amas_code import effects, home, policy, project, redact, repomap, sandbox, toolcalls, tools, ui
 from amas_code.checkpoint import TROUBLE, Checkpoint, Record
 from amas_code.report import Report
 
@@ -199,7 +199,9 @@ class Act:
 
     def run_command(self, command: effects.Command, grant: str = "") -> str:
         """The command, its output shown live while it runs."""
-        box = self.tools.box and dataclasses.replace(self.tools.box, grant=grant)
+        box = self.tools.box
+        if box:  # plan mode: the project read-only too
+            box = dataclasses.replace(box, grant=grant, plan=self.tools.planning)
         env = redact.child_env(self.config)
         title = ui.command_summary(command.line, policy.programs(command.line))
         with ui.Tail(title) as tail:
@@ -207,7 +209,7 @@ class Act:
 
     def recording(self, effect: effects.Change | effects.Command, grant: str = ""):
         """The checkpoint around the effect; it gives the Record of what it made (None: off)."""
-        if self.checkpoint is None:
+        if self.checkpoint is None or self.tools.planning:  # plan mode changes nothing
             return contextlib.nullcontext()
         limit = self.config.get("checkpoint_max_mb") or 200
         if isinstance(effect, effects.Command) and self.copies_too_much(effect.line, limit):
@@ -239,6 +241,9 @@ class Act:
     def write(self, change: effects.Change) -> str:
         """The change written where it was approved: no folder on its way may have become a link
         since (the project's, or the filesystem's root for a path outside)."""
+        if change.verb in policy.MEMORY:  # the user's memory: private, never the model's file
+            home.write_private(change.path, change.new.decode())
+            return f"Done: {change.verb} in the memory; later sessions see it."
         inside = change.path.is_relative_to(self.root)
         project.write(change.path, [change.new], self.root if inside else Path("/"))
         name = project.shown(self.root, change.path)
@@ -313,6 +318,8 @@ def _arguments(call: toolcalls.Call):
 def _declined(effect: effects.Change | effects.Command) -> str:
     if isinstance(effect, effects.Command):
         return "Command"
+    if effect.verb in policy.MEMORY:
+        return "Memory change"
     return "Screenshot" if effect.verb == "screenshot" else "Edit"
 
 

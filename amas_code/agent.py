@@ -23,6 +23,11 @@ ECHOED = (
 )
 
 
+class TurnLimit(Exception):
+    """A one-shot reached its --max-turns: the conversation is kept (every call answered), and
+    `amas -c` resumes it."""
+
+
 class Agent:
     """One conversation with the model in one project. Its parts, made here or by the orchestrator
     (act.Act: the sandbox, gate, tools and checkpoints), are attributes the REPL may read; what a
@@ -43,6 +48,7 @@ class Agent:
         self.attachments = []
         self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
         self.notes = []  # what the user did since the last turn (/undo, !command)
+        self.max_requests = 0  # a one-shot's --max-turns: model requests in its turn (0: no end)
         self.report = report or Report()
         self.model = providers.Model(config)
         self.context = context.Context(self.root, config, self.model, self.warn)
@@ -98,6 +104,11 @@ class Agent:
             if path.exists() or "/" in name or "." in name:
                 found.append((name, path))
         return found
+
+    def plan(self, on: bool) -> None:
+        """Plan mode on or off: reading tools only, commands with the project read-only, no
+        checkpoints; the answer is the plan (it stays in the conversation when plan mode ends)."""
+        self.tools.planning = on
 
     def clear(self) -> None:
         """A new conversation (/clear)."""
@@ -215,6 +226,8 @@ class Agent:
         calls = []
         asked = False  # the model was asked again once: a second time the turn ends
         for step in itertools.count(1):
+            if self.max_requests and step > self.max_requests:
+                raise TurnLimit(ui.plural(self.max_requests, "model request"))
             if step == WARN_STEPS + 1:
                 self.warn(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
             reply = self.reply()

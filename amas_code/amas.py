@@ -39,16 +39,22 @@ if TYPE_CHECKING:
     default="text",
     help="For scripts: one JSON result, or one JSON event per line",
 )
+@click.option("--plan", is_flag=True, help="Plan mode: read, run tests, propose; change nothing")
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    help="A one-shot stops after this many model requests (exit code 3; `amas -c` resumes)",
+)
 @click.version_option(__version__, "--version", prog_name="amas", message="%(prog)s %(version)s")
-def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
+def cli(prompt, model, api_base, yes, resume, trust, pick, output_format, plan, max_turns):
     """Amas Code: a small AI coding agent. `amas "task"` runs one task; `amas` opens the REPL;
     `amas init` maps the project for the model; `cat log | amas "explain this"` attaches what is
     piped.
 
     \b
     Exit codes: 0 done, nothing refused; 1 an error (auth, network, config, model);
-    2 done, but an edit or command was declined; 4 done, but every change the model attempted
-    failed and nothing changed; 130 interrupted."""
+    2 done, but an edit or command was declined; 3 stopped at --max-turns; 4 done, but every change
+    the model attempted failed and nothing changed; 130 interrupted."""
     from amas_code import providers, ui
     from amas_code.report import Report
 
@@ -78,7 +84,12 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     from amas_code.agent import Agent
 
     typed = " ".join(prompt)  # @path in what was typed, not in what was piped
-    sys.exit(converse(Agent(config, root, resume, report if text else None), text, typed))
+    agent = Agent(config, root, resume, report if text else None)
+    agent.plan(plan)
+    agent.max_requests = max_turns or 0
+    if max_turns and not text:
+        ui.warning("--max-turns bounds a one-shot; the REPL has no turn limit")
+    sys.exit(converse(agent, text, typed))
 
 
 def fail_fast(config: dict, report: "Report", text: str) -> None:
@@ -252,9 +263,11 @@ def converse(agent, text: str, typed: str = "") -> int:
 
 def one_shot(agent, text: str, typed: str) -> int:
     """The agent on one task, with its report; the exit code."""
-    from amas_code import providers, ui
+    from amas_code import ui
 
     report = agent.report
+    if agent.tools.planning:
+        report.mode = "plan"
     report.start(agent.session, agent.model.name, agent.secrets.hidden)
     if agent.sandbox.mode != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox.line)
@@ -262,18 +275,32 @@ def one_shot(agent, text: str, typed: str) -> int:
         agent.close()
         return report.finish("error", agent.session, agent.model.usage)
     try:
-        outcome = "done" if agent.turn(text) else "interrupted"
-    except providers.ProviderError as e:
-        # credentials in api_base or a key echoed back: hidden by the screen and the report
-        message = str(e).replace("/model another", "run with -m another model")  # no REPL here
-        ui.error(message)
-        report.error(message)
-        outcome = "error"
+        outcome = _outcome(agent, text)
     finally:
         agent.close()
     if outcome == "done" and report.unchanged():
         ui.warning("every change the agent attempted failed: nothing changed (exit code 4)")
     return report.finish(outcome, agent.session, agent.model.usage)
+
+
+def _outcome(agent, text: str) -> str:
+    """How the one-shot's turn ended: done, interrupted, limited (--max-turns) or error."""
+    from amas_code import providers, ui
+    from amas_code.agent import TurnLimit
+
+    try:
+        if agent.turn(text):
+            return "done"
+        return "interrupted"
+    except TurnLimit as e:
+        agent.warn(f"stopped after {e}: --max-turns {agent.max_requests}; `amas -c` resumes it")
+        return "limited"
+    except providers.ProviderError as e:
+        # credentials in api_base or a key echoed back: hidden by the screen and the report
+        message = str(e).replace("/model another", "run with -m another model")  # no REPL here
+        ui.error(message)
+        agent.report.error(message)
+        return "error"
 
 
 def interactive(agent) -> int:

@@ -64,18 +64,18 @@ def _hidden(places=(*redact.CREDENTIALS, *RC_FILES)) -> list[str]:
     return args
 
 
-def files(root: Path, read: tuple[str, ...] = (), grant: str = "") -> list[str]:
+def files(root: Path, read: tuple[str, ...] = (), grant: str = "", plan: bool = False) -> list[str]:
     """What the box sees of the files, as bubblewrap's arguments after / read-only and /tmp: of
     the home only the toolchains' places and read (the user's `sandbox_read`), the project writable
-    (read-only where it holds the home, see writable_root), credential places hidden, and in the
-    project the repository and what steers amas or the user's tools read-only, but for one run's
-    grant (sandbox.Box.grant). One value, built from what is on disk now."""
+    (read-only where it holds the home, see writable_root, and in plan mode), credential places
+    hidden, and in the project the repository and what steers amas or the user's tools read-only,
+    but for one run's grant (sandbox.Box.grant). One value, built from what is on disk now."""
     root = Path(root)
     writable = writable_root(root)
     hidden = _home() if writable else None  # else the project shows the home, read-only
     shown = _shown(hidden, read) if hidden else []
     args = _home_view(hidden, shown)
-    if writable:
+    if writable and not plan:
         args += ["--bind", str(root), str(root)]
     elif str(root) != "/":  # / is there, read-only; bound again, it would bring the host's /proc
         args += ["--ro-bind", str(root), str(root)]
@@ -83,8 +83,10 @@ def files(root: Path, read: tuple[str, ...] = (), grant: str = "") -> list[str]:
         args += _in_sight(_hidden(), hidden, [*shown, str(root)])
     else:  # the home is in sight: other tools' tokens and browser profiles hidden too
         args += _hidden() + _hidden(TOOL_CREDENTIALS)
-    if writable:
+    if writable and not plan:
         args += _repository(root, grant) + _steering_read_only(root)
+    if plan and (root / ".amas" / "config.yaml").is_file():  # its key stays unreadable
+        args += ["--ro-bind", "/dev/null", str(root / ".amas" / "config.yaml")]
     if grant.startswith("/"):  # a folder the person made writable for one run
         args += ["--bind", grant, grant]
     return args + (["--remount-ro", hidden] if hidden else [])

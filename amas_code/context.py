@@ -5,9 +5,10 @@ import json
 import re
 from pathlib import Path
 
-from amas_code import effects, home, providers, repomap, skills, ui
+from amas_code import effects, home, memory, providers, repomap, skills, ui
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
+MEMORY_SHARE = 8  # the memory's notes get an eighth of the system prompt's budget
 ROOMY = 16_000  # tokens of context from which the browser's tools are offered
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
 # the map sizes itself by its own estimate (0.92-1.02 of real counts), kept within the budget by a
@@ -16,6 +17,12 @@ MAP_MARGIN = 0.95
 CHARS_PER_TOKEN = providers.CHARS_PER_TOKEN  # a rough, high-side estimate without a tokenizer
 estimate = providers.estimate  # tokens without a tokenizer: the one estimate amas makes
 SUMMARY_TOKENS = 1500  # cap on a compaction summary
+PLANNING = (
+    "\n## Plan mode\nYou are in plan mode: look, think and propose; change nothing. You have the "
+    "reading tools, and commands run with the project read-only (tests and linters still run). "
+    "Your answer is the plan: the steps, the files each one changes, and how to check the result. "
+    "The user leaves plan mode to have it carried out.\n"
+)
 SUMMARIZE = (
     "Summarize this conversation between a user and a coding agent for the agent's own memory: the "
     "goals, decisions, files touched and their state, commands run and results, and open problems. "
@@ -41,6 +48,7 @@ class Context:
         self.warn = warn  # a warning on screen and in the report
         self.cwd = Path.cwd().resolve()  # where the user is
         self.trusted = home.trusted(root)  # its rules and skills may steer the model
+        memory.expire(root)  # a short-term note whose day has passed goes at start
         self.warned = set()
         prompt = (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
         self.prompt = re.split(r"<!-- \w+ -->\n", prompt)  # its core, browsing and rules parts
@@ -76,8 +84,11 @@ class Context:
         if any(t["function"]["name"] == "navigate" for t in offered):
             head = core + "\n" + browsing + "\n" + rules
         head += self.model.tool_prompt(offered)
+        if tools.planning:
+            head += PLANNING
         tail = f"\n## Context & Rules\nProject root: {self.root}\n{self.where()}"
         tail += self.rules() + self.skills(latest)
+        tail += memory.prompt(self.root, latest, self.budget() // MEMORY_SHARE)
         room = (self.budget() - estimate(head + tail)) * MAP_MARGIN
         found = repomap.prompt_map(self.root, latest, tools.touched, room) if room > 50 else ""
         return head + tail + (f"\n### Project map\n{found}\n" if found else "")

@@ -30,10 +30,14 @@ KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'alw
     "write": (False, ""),
     "secret": (False, ""),
     "copy": (False, ""),  # a checkpoint that would copy more than checkpoint_max_mb
-    "timeout": (
-        False,
-        "",
-    ),  # a command given longer than shell_timeout, the ceiling set in the config
+    # a command given longer than shell_timeout, the ceiling set in the config
+    "timeout": (False, ""),
+    # a note stored in or forgotten from the user's memory: it steers later sessions
+    "memory": (False, ""),
+}
+MEMORY = {  # the memory tool's changes, and the question each asks
+    "remember": "Keep this note for later sessions (they will follow it)?",
+    "forget": "Forget these notes?",
 }
 WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
@@ -313,6 +317,8 @@ class Gate:
     def judge_change(self, change: Change) -> Verdict:
         path = change.path
         name = project.shown(self.root, change.path)
+        if change.verb in MEMORY:  # the memory tool's own file in ~/.amas: asked every time
+            return Verdict("ask", "memory", MEMORY[change.verb])
         place = self.where(path, write=True)
         if place:
             kind = "secret" if "credentials" in place else "write"

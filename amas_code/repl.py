@@ -4,13 +4,14 @@ import glob
 import os
 import shlex
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 from rich.text import Text
 
 from amas_code import config as config_file
-from amas_code import effects, home, policy, project, providers, redact, sandbox, skills, ui
+from amas_code import effects, home, memory, policy, project, providers, redact, sandbox, skills, ui
 from amas_code import history as chat_log
 from amas_code.checkpoint import CheckpointError
 
@@ -234,6 +235,81 @@ def cmd_init(agent, arg):
     repomap.init(agent.root, agent.config["ignore"])
 
 
+def cmd_remember(agent, arg):
+    """Keep a note for later sessions: /remember [--user] [--days N] <text> (or a line that starts
+    with `# `); --user: for every project, --days: it expires."""
+    words = arg.split()
+    scope = "project"
+    days = 0
+    while words and words[0] in ("--user", "--days"):
+        if words.pop(0) == "--user":
+            scope = "user"
+            continue
+        if not (words and words[0].isdigit()):
+            return ui.error("--days takes a number, e.g. /remember --days 3 the demo is on Friday")
+        days = int(words.pop(0))
+    if not words:
+        return ui.error("/remember needs the note, e.g. /remember the tests run with `make test`")
+    text = agent.secrets.redact(" ".join(words))  # secrets are never kept
+    path, kept = memory.added(agent.root, text, days, scope)
+    home.write_private(path, kept)
+    ui.success(f"remembered {memory.shown(memory.read(path, scope)[-1])[2:]} ({path})")
+
+
+def cmd_memory(agent, arg):
+    """List your notes; /memory forget <number|words|all>; /memory edit [--user] opens the file."""
+    words = arg.split()
+    if words[:1] == ["forget"]:
+        return _forget(agent, " ".join(words[1:]))
+    if words[:1] == ["edit"]:
+        scope = "project"
+        if "--user" in words:
+            scope = "user"
+        return _edit(memory.places(agent.root)[scope])
+    if words:
+        return ui.error("/memory lists your notes; /memory forget <number|words|all>; /memory edit")
+    found = memory.notes(agent.root)
+    for n, note in enumerate(found, 1):
+        ui.row(f"  {n:2}. ", memory.shown(note)[2:])
+    if not found:
+        ui.info("no notes yet: /remember <text> keeps one for later sessions")
+    ui.info("forget one with /memory forget <number or words>; edit them with /memory edit")
+
+
+def _forget(agent, which: str) -> None:
+    """The notes named by number (as /memory lists them), by words they hold, or all, forgotten."""
+    found = memory.notes(agent.root)
+    if which.isdigit() and 1 <= int(which) <= len(found):
+        gone = [found[int(which) - 1]]
+    else:
+        gone = memory.matching(agent.root, which)
+    if not which or not gone:
+        return ui.error(f"no note is {which!r}: /memory lists them with their numbers")
+    for path, text in memory.without(agent.root, gone).items():
+        home.write_private(path, text)
+    ui.success("forgotten: " + "; ".join(ui.clean(note.text) for note in gone))
+
+
+def _edit(path: Path) -> None:
+    """The memory file in the person's editor ($VISUAL, $EDITOR, else nano or vi)."""
+    if not path.exists():
+        home.write_private(path, memory.HEADER)
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or project.program("nano") or "vi"
+    subprocess.run([*shlex.split(editor), str(path)], check=False)
+    ui.success(f"{path} saved; the next request reads it")
+
+
+def cmd_plan(agent, arg):
+    """Plan mode on or off: the agent reads and proposes, changes nothing (`go` carries it out)."""
+    agent.plan(not agent.tools.planning)
+    if agent.tools.planning:
+        return ui.info(
+            "plan mode: reading tools only, commands with the project read-only, no edits; /plan "
+            "again or `go` to carry out the plan"
+        )
+    ui.info("plan mode off: the agent may change files again (the plan stays in the conversation)")
+
+
 def cmd_skills(agent, arg):
     """List skills; those matching your last message are active."""
     found = skills.load(agent.root, agent.context.trusted)
@@ -374,7 +450,13 @@ def prompt_session(agent):
     def _(event):
         event.current_buffer.insert_text("\n")
 
+    def mark():  # the prompt says the mode
+        if agent.tools.planning:
+            return "plan › "
+        return "› "
+
     return PromptSession(
+        mark,
         history=history(agent),
         completer=completer(),
         key_bindings=keys,
@@ -410,7 +492,7 @@ def _read(prompt, queued: list[str], typing: str) -> str:
     after it closed and print a traceback)."""
     if queued:
         return queued.pop(0)
-    return prompt.prompt("› ", default=typing, handle_sigint=False)
+    return prompt.prompt(default=typing, handle_sigint=False)
 
 
 def goodbye() -> None:
@@ -495,6 +577,11 @@ def step(agent, line: str) -> bool:
             command(agent, line)
         elif line.startswith("!"):
             shell(agent, line[1:].strip())
+        elif line.startswith("# ") and "\n" not in line:  # a note to keep, as /remember
+            cmd_remember(agent, line[2:])
+        elif agent.tools.planning and line.strip().lower() == "go":  # the plan, carried out
+            cmd_plan(agent, "")
+            agent.turn("Go ahead: carry out the plan.")
         elif line and mentioned(agent, line):
             if agent.secrets.redact(line) != line:
                 ui.info(

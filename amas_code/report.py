@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-EXIT = {"done": 0, "error": 1, "declined": 2, "unchanged": 4, "interrupted": 130}
+EXIT = {"done": 0, "error": 1, "declined": 2, "limited": 3, "unchanged": 4, "interrupted": 130}
 CHANGES = ("write_file", "create_file", "edit_file")  # the tools whose success changes a file
 
 
@@ -26,6 +26,7 @@ class Report:
         self.refused = False
         self.changes = []  # how each change the model attempted went (ok, failed, …)
         self.warnings = []
+        self.mode = "normal"  # or "plan": the answer is a plan, nothing was changed
         self.hide = _as_is  # the run's secrets, hidden from every event and the result (see start)
 
     def emit(self, kind: str, **fields) -> None:
@@ -39,7 +40,7 @@ class Report:
         """The run begins: its session and model, and `hide`, which takes its secrets out of a JSON
         value (every string in it)."""
         self.hide = hide or _as_is
-        self.emit("start", session_id=session, model=model)
+        self.emit("start", session_id=session, model=model, mode=self.mode)
 
     def reply(self, text: str) -> None:
         """The model answered (text, possibly beside tool calls)."""
@@ -69,7 +70,10 @@ class Report:
         self.emit("warning", message=message)
 
     def unchanged(self) -> bool:
-        """Whether the model attempted changes, every one failed, and nothing changed."""
+        """Whether the model attempted changes, every one failed, and nothing changed (in plan
+        mode nothing is meant to change)."""
+        if self.mode == "plan":
+            return False
         return bool(self.changes) and "ok" not in self.changes and not self.files
 
     def finish(self, outcome: str, session: str, usage: dict) -> int:
@@ -88,6 +92,7 @@ class Report:
             "result": self.answer,
             "is_error": outcome == "error",
             "exit_code": EXIT[outcome],
+            "mode": self.mode,
             "session_id": session,
             "num_model_calls": self.model_calls,
             "num_tool_calls": len(self.tool_calls),

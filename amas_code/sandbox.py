@@ -51,6 +51,7 @@ class Box:
     # one run's capability beyond the box, granted by the person: "network", "repository" (.git
     # writable, its hooks and config not) or a folder's absolute path (writable)
     grant: str = ""
+    plan: bool = False  # plan mode: the project read-only too (tests and linters still run)
 
     def close(self) -> None:
         """The session's /tmp removed: amas is leaving."""
@@ -235,7 +236,7 @@ def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:
     """bubblewrap's arguments: / read-only, a private /tmp, the files' view (see boxview.files),
     then the process side (see _process)."""
     args = [bwrap() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    args += _tmp(box) + boxview.files(root, box.read, box.grant)
+    args += _tmp(box) + boxview.files(root, box.read, box.grant, box.plan)
     args += [] if "seccomp" in fds else boxview.unix_sockets_hidden()
     return args + ["--chdir", str(root)] + _process(box, fds)
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import browser, effects, policy, redact, sandbox, toolcalls, ui
+from amas_code import browser, effects, memory, policy, redact, sandbox, toolcalls, ui
 from amas_code.effects import Change, Command, Verdict
 from amas_code.project import looks_binary, project_files, regular, resolved, shown
 
@@ -37,6 +37,8 @@ PARAMS = dict(  # what a parameter means, where its name is not enough
     pattern="Python regex",
     old_str="Exact text to replace, with enough context to be unique",
     timeout="Seconds before it is killed",
+    action="store, search or forget",
+    days="store: days until the note expires (0: it is kept)",
 )
 CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
@@ -62,8 +64,11 @@ NAMES = (
     "shell_command",
     "search_files",
     "list_files",
+    "memory",
 )
 NAMES += ("search_google", "fetch_url", *BROWSER)
+# plan mode's tools: those that read, and commands in the box with the project read-only
+PLAN = ("read_file", "search_files", "list_files", "shell_command", "search_google", "fetch_url")
 
 
 class Tools:
@@ -84,6 +89,7 @@ class Tools:
         # what the model has seen of each file: the file as it was when it last read or wrote it
         self.seen: dict[Path, tuple[int, int]] = {}
         self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
+        self.planning = False  # plan mode: reading tools only, commands with the project read-only
 
     # -- the registry -----------------------------------------------------------------------------
     def schemas(self, browser: bool = True) -> list[dict]:
@@ -92,6 +98,8 @@ class Tools:
         names = self.names
         if not browser:
             names = [name for name in names if name not in BROWSER]
+        if self.planning:
+            names = [name for name in names if name in PLAN]
         return [self.schema(name) for name in names]
 
     def schema(self, name: str) -> dict:
@@ -118,6 +126,16 @@ class Tools:
         name = call.name
         if name not in self.names:
             raise ValueError(f"unknown tool {name!r}; available tools: {', '.join(self.names)}")
+        if self.planning and name not in PLAN:
+            raise PermissionError(
+                f"plan mode: {name} changes something, and nothing changes until the user leaves "
+                "plan mode; write the plan instead"
+            )
+        if self.planning and name == "shell_command" and not self.box:
+            raise PermissionError(
+                "plan mode runs commands only in the sandbox, where the project is read-only, "
+                "and it cannot run here; read the files instead"
+            )
         if call.args is None:
             written = str(call.raw)[:200]
             raise ValueError(
@@ -349,6 +367,24 @@ class Tools:
         if not listed:
             return f"No files under {path}"
         return "\n".join(_tree(listed)) + _counted(rest)
+
+    # -- the user's memory -----------------------------------------------------------------------------
+    def memory(self, action: str, text: str, days: int = 0) -> str | Change:
+        """The user's notes, kept across sessions: action search (what they hold about text), store
+        (a fact, convention or preference worth keeping; days: it expires after that many) or
+        forget (the notes holding text). A store or forget is the user's to allow."""
+        if action == "search":
+            return memory.search(self.root, text)
+        if action == "store":
+            path, kept = memory.added(self.root, self.secrets.redact(text), days)
+            return Change(path, _bytes(path), kept.encode(), "remember")
+        if action != "forget":
+            raise ValueError(f"action must be store, search or forget, not {action!r}")
+        gone = memory.matching(self.root, text)
+        if not gone:
+            raise ValueError(f"no note holds {text!r}; search first")
+        path, kept = next(iter(memory.without(self.root, gone).items()))
+        return Change(path, _bytes(path), kept.encode(), "forget")
 
     # -- the web ------------------------------------------------------------------------------------
     def search_google(self, query: str, num_results: int = 5) -> str:
@@ -606,6 +642,14 @@ class _Window:
         text = b"\n".join(self.lines).decode("utf-8", errors="replace")
         lines = redact(text).split("\n")
         return lines[self.offset - self.first : self.end - self.first]
+
+
+def _bytes(path: Path) -> bytes | None:
+    """A file's bytes, or None when there is none."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _version(path: Path) -> tuple[int, int]:
