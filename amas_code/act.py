@@ -5,6 +5,7 @@ out of the box; then redact, cap once and report what the model reads."""
 import contextlib
 import dataclasses
 import functools
+import os
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ NETWORK_HELP = (
     ", or allow the network for every boxed command in their own ~/.amas/config.yaml "
     "(sandbox_network: true)"
 )
+FOLDER_TRIES = 5  # answers to a folder question before it counts as no
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 
 
@@ -137,40 +139,83 @@ class Act:
     def escape(
         self, effect: effects.Change | effects.Command, done: tuple[str, bool]
     ) -> effects.Outcome:
-        """A command the box may have stopped is offered once more with one capability more (the
-        network, the repository writable, a folder writable), asked in amas's words; the answer
-        is never remembered, and without a terminal it is no."""
+        """A command the box stopped is offered once more with one capability more (the network,
+        the repository writable, a folder writable), asked in amas's words; what the box refused
+        is read from its own mounts (sandbox.refused), the answer is never remembered, and without
+        a terminal it is no."""
         text, boxed = done
-        offers = sandbox.refused(text) if boxed and isinstance(effect, effects.Command) else []
+        if not boxed or not isinstance(effect, effects.Command):
+            return effects.Outcome(text, "ok")
+        box = self.tools.box
+        programs = _programs(effect.line)
+        offers = sandbox.refused(text, self.root, box, programs)
         if not offers:
             return effects.Outcome(text, "ok")
-        grant = self.grant(effect.line, offers, _printed(text))
+        refusal = None
+        if "folder" in offers:
+            refusal = sandbox.tried(text, self.root, box, programs)
+        grant = self.grant(effect.line, offers, _printed(text), refusal)
         if not grant:
-            what = ", ".join(policy.GRANTS[o].split(":")[0].split(" (")[0] for o in offers)
-            note = f"the box may have stopped it (it may need {what}); no run with more was granted"
             more = NETWORK_HELP if "network" in offers else ""
-            return effects.Outcome(f"{text}\n[{note}. {HELP}{more}]", "declined")
+            note = _stopped(offers, refusal)
+            return effects.Outcome(
+                f"{text}\n[{note}; no run with more was granted. {HELP}{more}]", "declined"
+            )
         again, _ = self.perform(effect, grant)
         said = "a writable " + grant if grant.startswith("/") else policy.GRANTS[grant]
         allowed = f"{text}\n[run again once with {said}, as the user allowed]\n{again}"
         return effects.Outcome(allowed, "ok")
 
-    def grant(self, line: str, offers: list[str], printed: str) -> str:
-        """The capability the person grants for one more run ("" for none): each offer asked in
-        turn; a folder is the one they type, checked (sandbox.grantable)."""
+    def grant(
+        self, line: str, offers: list[str], printed: str, refusal: sandbox.Refusal | None
+    ) -> str:
+        """The capability the person grants for one more run ("" for none), each offer asked in
+        turn: the network or the repository yes or no, a folder the one they give (see folder)."""
         for offer in offers:
-            verdict = self.gate.judge_grant(line, offer)
-            yes, words = ask(self.gate, verdict, printed)
-            if offer != "folder" and yes:
-                return offer
-            folder = sandbox.grantable(words, self.root) if offer == "folder" and words else ""
-            if words and offer == "folder" and not folder:
-                ui.warning(
-                    f"{words}: not a folder a grant may open (missing, the home, a key's place)"
-                )
-            if folder:
-                return folder
+            if offer != "folder":
+                if ask(self.gate, self.gate.judge_grant(line, offer), printed).yes:
+                    return offer
+            elif refusal:
+                folder = self.folder(line, refusal, printed)
+                if folder:
+                    return folder
         return ""
+
+    def folder(self, line: str, refusal: sandbox.Refusal, printed: str) -> str:
+        """The folder the person opens for one more run: proposed from what the box refused, checked
+        (sandbox.grantable) and asked again after a wrong one, its one reason said; confirmed when
+        it is not what they typed (links followed), made when it does not exist yet; "" for none."""
+        question = self.gate.judge_grant(line, "folder").question
+        question = question.replace(line, ui.command_summary(line, policy.programs(line)))
+        detail = "\n".join(filter(None, [printed, _proposed(refusal)]))
+        proposed = sandbox.tilde(refusal.folder)
+        for _ in range(FOLDER_TRIES):
+            typed = ui.folder(question, proposed, detail or None)
+            detail = ""  # said once
+            if not typed:
+                return ""
+            path, reason = sandbox.grantable(typed, self.root)
+            if reason:
+                ui.warning(f"{typed} ({sandbox.tilde(path)}): {reason}")
+            elif path == refusal.folder or self.confirmed(line, typed, path):
+                return _made(path)
+        return ""
+
+    def confirmed(self, line: str, typed: str, path: str) -> bool:
+        """Whether the person confirms a folder they typed that resolves elsewhere (links followed)
+        or does not exist yet (amas makes it); yes at once for one that is exactly what they typed."""
+        literal = os.path.normpath(
+            os.path.join(os.path.realpath(self.root), os.path.expanduser(typed))
+        )
+        notes = []
+        if literal != path:
+            notes.append(f"{typed} is {sandbox.tilde(path)} (links followed)")
+        if not os.path.isdir(path):
+            notes.append(f"{sandbox.tilde(path)} does not exist: amas makes it")
+        if not notes:
+            return True
+        question = f"{'; '.join(notes)}. Run `{line}` again once with it writable?"
+        return ask(self.gate, effects.Verdict("ask", "grant", question, key=line)).yes
 
     def perform(
         self, effect: effects.Change | effects.Command, grant: str = ""
@@ -271,6 +316,45 @@ def _printed(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("[")]
     last = ui.one_line(lines[-1])[:200] if len(lines) > 1 else ""
     return f"The command printed: {last}" if last else ""
+
+
+def _programs(line: str) -> tuple[str, ...]:
+    """The programs a line may run, by name (git behind env, sh -c or a path too)."""
+    return tuple(
+        dict.fromkeys(os.path.basename(words[0]) for words in policy.every_command(line) if words)
+    )
+
+
+def _proposed(refusal: sandbox.Refusal) -> str:
+    """What amas saw the box refuse, and the folder it proposes (or why none)."""
+    if not refusal.folder:
+        return f"{refusal.why}; no folder to propose ({refusal.reason})"
+    new = "" if os.path.isdir(refusal.folder) else " (it does not exist yet: amas makes it)"
+    return f"{refusal.why}: run again with {sandbox.tilde(refusal.folder)} writable{new}?"
+
+
+def _made(path: str) -> str:
+    """A granted folder, made first when it does not exist yet; "" when it cannot be made."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        ui.warning(f"{path} could not be made: {e.strerror}")
+        return ""
+    return path
+
+
+def _stopped(offers: list[str], refusal: sandbox.Refusal | None) -> str:
+    """What the box stopped, in amas's words, for the model."""
+    said = []
+    if refusal and refusal.reason:
+        said.append(f"{refusal.why} (no grant may open it: {refusal.reason})")
+    elif refusal:
+        said.append(refusal.why)
+    if "repository" in offers:
+        said.append("the box keeps the repository read-only (git cannot write it there)")
+    if "network" in offers:
+        said.append("it may need the network, which the box does not have")
+    return "; ".join(said)
 
 
 def _target(call: toolcalls.Call) -> str:
