@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import subprocess
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ NETWORK_HELP = (
     ", or allow the network for every boxed command in their own ~/.amas/config.yaml "
     "(sandbox_network: true)"
 )
+GIT_OPTIONS_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
 FOLDER_TRIES = 5  # answers to a folder question before it counts as no
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 
@@ -319,17 +321,45 @@ def _printed(text: str) -> str:
 
 
 def _programs(line: str) -> tuple[str, ...]:
-    """The programs a line may run, by name (git behind env, sh -c or a path too)."""
-    return tuple(
-        dict.fromkeys(os.path.basename(words[0]) for words in policy.every_command(line) if words)
-    )
+    """The programs a line may run, by name (behind env, sh -c or a path too); git only where it
+    may write the repository, not for a command git itself lists as one that only reads."""
+    found = []
+    for words in policy.every_command(line):
+        name = os.path.basename(words[0])
+        if name != "git" or _git_command(words[1:]) not in _git_readers():
+            found.append(name)
+    return tuple(dict.fromkeys(found))
+
+
+def _git_command(args: list[str]) -> str:
+    """The git command of git's arguments, past its own options (-C dir, -c name=value, ...)."""
+    at = 0
+    while at < len(args) and args[at].startswith("-"):
+        at += 1 + (args[at] in GIT_OPTIONS_WITH_VALUE)
+    if at < len(args):
+        return args[at]
+    return ""
+
+
+@functools.cache
+def _git_readers() -> frozenset[str]:
+    """The commands git lists as only reading: its interrogators and its info group (git status,
+    diff --quiet, grep: failing there, the read-only repository is not why)."""
+    lists = "list-info,list-ancillaryinterrogators,list-plumbinginterrogators"
+    try:
+        done = project.git(Path("/"), f"--list-cmds={lists}")
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(done.stdout.decode(errors="replace").split())
 
 
 def _proposed(refusal: sandbox.Refusal) -> str:
     """What amas saw the box refuse, and the folder it proposes (or why none)."""
     if not refusal.folder:
         return f"{refusal.why}; no folder to propose ({refusal.reason})"
-    new = "" if os.path.isdir(refusal.folder) else " (it does not exist yet: amas makes it)"
+    new = ""
+    if not os.path.isdir(refusal.folder):
+        new = " (it does not exist yet: amas makes it)"
     return f"{refusal.why}: run again with {sandbox.tilde(refusal.folder)} writable{new}?"
 
 

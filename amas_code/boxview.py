@@ -173,7 +173,7 @@ def seen(path: str, mounts: list[str]) -> tuple[str, str]:
     at = 0
     while at < len(mounts) and mounts[at] != "--chdir":
         width = ARITY.get(mounts[at], 0)
-        place = mounts[at + width] if width else ""
+        place = mounts[at + width]
         if width and (path == place or path.startswith(place.rstrip("/") + "/")):
             if mounts[at] == "--remount-ro":
                 writable = writable and place != where
@@ -184,8 +184,9 @@ def seen(path: str, mounts: list[str]) -> tuple[str, str]:
         at += width + 1
     if writable:
         return "writable", where
-    own = source and os.path.realpath(source) == os.path.realpath(where)
-    return ("read-only" if own else "hidden"), where
+    if source and os.path.realpath(source) == os.path.realpath(where):
+        return "read-only", where
+    return "hidden", where
 
 
 def writable_root(root: Path) -> bool:
@@ -289,7 +290,9 @@ def _written_only(gitdir: Path) -> list[str]:
     for name in [*GIT_FOLDERS, *GIT_FILES]:
         path = gitdir / name
         if not os.path.lexists(path) or _left(path):
-            kind = "folder" if name in GIT_FOLDERS else name.rsplit("/")[-1]
+            kind = name.rsplit("/")[-1]
+            if name in GIT_FOLDERS:
+                kind = "folder"
             args += ["--ro-bind", _source(kind), str(path)]
     return args
 
@@ -304,7 +307,10 @@ def _source(kind: str) -> str:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         elif not path.is_file():
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path.write_text(".\n" if kind == "commondir" else "")
+            text = ""
+            if kind == "commondir":
+                text = ".\n"
+            path.write_text(text)
     return str(path)
 
 

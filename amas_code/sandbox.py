@@ -149,7 +149,9 @@ def refused(result: str, root: Path, box: Box | None, programs: tuple[str, ...] 
     if _succeeded(result) or box is None:
         return []
     said = result.partition("\n")[2] if result.startswith("$ ") else result
-    offers = ["network"] * bool(NETWORK.search(said))
+    offers = []
+    if NETWORK.search(said):
+        offers.append("network")
     if box.grant != "repository" and _repository_refused(said, root, programs):
         offers.append("repository")
     if tried(result, root, box, programs):
@@ -236,7 +238,9 @@ def _why(there: str, seen: str, where: str) -> str:
     the place of the mount the box shows it through)."""
     home = os.path.realpath(os.path.expanduser("~"))
     if seen == "hidden":
-        whose = "your home" if where == home else tilde(where)
+        whose = tilde(where)
+        if where == home:
+            whose = "your home"
         return f"{tilde(there)} exists but the box hides {whose}"
     if where == home:
         return "the box keeps your home read-only (and hidden but for the toolchains' places)"
@@ -249,7 +253,9 @@ def _proposal(path: str, there: str, root: Path, folder: bool) -> tuple[str, str
     """The folder to open for a place the command tried: the deepest that exists on its way
     (there), or where that may not be opened, the first new one below it on the way (path's own
     when it names a folder), made when granted; else "" and why the deepest may not be opened."""
-    top = there if os.path.isdir(there) else os.path.dirname(there)
+    top = there
+    if not os.path.isdir(there):
+        top = os.path.dirname(there)
     _, reason = grantable(top, root)
     if not reason:
         return top, ""
