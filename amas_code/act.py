@@ -150,12 +150,13 @@ class Act:
             return effects.Outcome(text, "ok")
         box = self.tools.box
         programs = _programs(effect.line)
-        offers = sandbox.refused(text, self.root, box, programs)
+        said = _one_line(text, effect.line)
+        offers = sandbox.refused(said, self.root, box, programs)
         if not offers:
             return effects.Outcome(text, "ok")
         refusal = None
         if "folder" in offers:
-            refusal = sandbox.tried(text, self.root, box, programs)
+            refusal = sandbox.tried(said, self.root, box, programs)
         grant = self.grant(effect.line, offers, _printed(text), refusal)
         if not grant:
             more = NETWORK_HELP if "network" in offers else ""
@@ -178,18 +179,19 @@ class Act:
                 if ask(self.gate, self.gate.judge_grant(line, offer), printed).yes:
                     return offer
             elif refusal:
-                folder = self.folder(line, refusal, printed)
+                folder = self.folder(line, refusal)
                 if folder:
                     return folder
         return ""
 
-    def folder(self, line: str, refusal: sandbox.Refusal, printed: str) -> str:
+    def folder(self, line: str, refusal: sandbox.Refusal) -> str:
         """The folder the person opens for one more run: proposed from what the box refused, checked
         (sandbox.grantable) and asked again after a wrong one, its one reason said; confirmed when
         it is not what they typed (links followed), made when it does not exist yet; "" for none."""
         question = self.gate.judge_grant(line, "folder").question
         question = question.replace(line, ui.command_summary(line, policy.programs(line)))
-        detail = "\n".join(filter(None, [printed, _proposed(refusal)]))
+        printed = f"The command printed: {ui.one_line(refusal.said)[:200]}"
+        detail = "\n".join([printed, _proposed(refusal)])
         proposed = sandbox.tilde(refusal.folder)
         for _ in range(FOLDER_TRIES):
             typed = ui.folder(question, proposed, detail or None)
@@ -318,6 +320,15 @@ def _printed(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("[")]
     last = ui.one_line(lines[-1])[:200] if len(lines) > 1 else ""
     return f"The command printed: {last}" if last else ""
+
+
+def _one_line(result: str, line: str) -> str:
+    """A command's result with its command on one line (sandbox.refused reads what follows the
+    first line as the command's output)."""
+    head = f"$ {line}"
+    if not result.startswith(head):
+        return result
+    return "$ " + " ".join(line.split()) + result[len(head) :]
 
 
 def _programs(line: str) -> tuple[str, ...]:

@@ -249,11 +249,16 @@ def gitdirs_of(root: Path) -> list[Path]:
     if not gitdir or not common:
         return []
     found = {gitdir, common, *_modules(common / "modules")}
-    for rel in _nested(root)[0]:
+    for rel in _gitlinks(str(root), _index(root)):
         dot = root / rel / ".git"
         if dot.is_dir() and not dot.is_symlink():
             found.add(dot)
     return sorted(found, key=lambda path: path.parts)
+
+
+def hooks_folder(root: Path) -> Path | None:
+    """The folder git takes the project's hooks from (core.hooksPath's, wherever it is)."""
+    return _git_places(root)[2]
 
 
 def _modules(folder: Path, depth: int = 0) -> list[Path]:

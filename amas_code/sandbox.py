@@ -52,8 +52,8 @@ class Box:
     scratch: str = ""  # the session's folder the box sees as /tmp ("": a fresh /tmp each command)
     # more places of the home shown read-only (the user's `sandbox_read`)
     read: tuple[str, ...] = ()
-    # one run's capability beyond the box, granted by the person: "network", "repository" (.git
-    # writable, its hooks and config not) or a folder's absolute path (writable)
+    # one run's capability beyond the box, granted by the person: "network", "repository" (in each
+    # gitdir, what a commit writes: see boxview._written_only) or a folder's absolute path (writable)
     grant: str = ""
 
     def close(self) -> None:
@@ -137,6 +137,7 @@ class Refusal:
     path: str  # the place the command tried, absolute
     seen: str  # "hidden" (it is on the host, the box hides it) or "read-only"
     why: str  # in amas's words: "~/.cache/calc exists but the box hides your home"
+    said: str  # the line of the command's output that named it (its words, quoted as such)
     folder: str = ""  # the folder amas proposes to open for one run ("": none may be)
     reason: str = ""  # why none may be
 
@@ -168,7 +169,7 @@ def _repository_refused(said: str, root: Path, programs: tuple[str, ...]) -> boo
         parts = Path(place).parts
         kept = Path(place).name.startswith("config") or "hooks" in parts
         return not kept
-    return "git" in programs and bool(boxview.gitdirs_of(root))
+    return "git" in programs and os.path.lexists(root / ".git")
 
 
 def tried(
@@ -184,8 +185,11 @@ def tried(
     line, said = "", result
     if result.startswith("$ "):
         line, _, said = result.partition("\n")
-    mounts = _bwrap(root, box, {})
-    for path, read_only, folder in _places(said, line, root, "mkdir" in programs):
+    places = _places(said, line, root, "mkdir" in programs)
+    mounts = []
+    if places:  # computed only for a command that named a place outside the project
+        mounts = _bwrap(root, box, {})
+    for path, read_only, folder, text in places:
         seen, where = boxview.seen(path, mounts)
         there = _existing(path)
         if there == where and not os.path.lexists(path):  # it hides nothing the host has there
@@ -194,7 +198,7 @@ def tried(
         if not refused or _key_place(path) or _key_place(there):  # the model is told no more
             continue
         proposed, reason = _proposal(path, there, root, folder)
-        return Refusal(path, seen, _why(there, seen, where), proposed, reason)
+        return Refusal(path, seen, _why(there, seen, where), text, proposed, reason)
     return None
 
 
@@ -205,10 +209,10 @@ def _existing(path: str) -> str:
     return path
 
 
-def _places(said: str, line: str, root: Path, folders: bool) -> list[tuple[str, bool, bool]]:
+def _places(said: str, line: str, root: Path, folders: bool) -> list[tuple[str, bool, bool, str]]:
     """The places outside the project a command's output names (at most 40), each as the longest
     path the line of a mkdir gives for it (mkdir -p ~/.cache/tool refused at ~/.cache); whether
-    its line says it is read-only, and whether it names a folder (mkdir's)."""
+    its line says it is read-only, whether it names a folder (mkdir's), and that line."""
     words = [_expanded(w) for w in re.findall(r"[^\s'\"`;|&<>()]+", line[2:])]
     found = {}
     for text in said.splitlines():
@@ -220,7 +224,8 @@ def _places(said: str, line: str, root: Path, folders: bool) -> list[tuple[str, 
             # the project's, a repository's (the repository grant's), the box's own (/proc)
             inside = Path(named).is_relative_to(root) or named.startswith(SYSTEM)
             if not inside and ".git" not in Path(named).parts and len(found) < 40:
-                found.setdefault(named, (at == 0 and "Read-only file system" in text, bool(longer)))
+                read_only = at == 0 and "Read-only file system" in text
+                found.setdefault(named, (read_only, bool(longer), text))
     return [(path, *how) for path, how in found.items()]
 
 
@@ -337,6 +342,9 @@ def _held(path: str, root: Path) -> str:
     gitdirs = boxview.gitdirs_of(root)
     if root.is_relative_to(inside) or any(g.is_relative_to(inside) for g in gitdirs):
         return "it holds the project, whose repository stays read-only: name a folder beside it"
+    hooks = boxview.hooks_folder(root)
+    if hooks and (hooks.is_relative_to(inside) or inside.is_relative_to(hooks)):
+        return f"git takes the project's hooks from {tilde(str(hooks))}, which no grant opens"
     git = [os.path.realpath(os.path.expanduser(p)) for p in boxview.GIT_HOME]
     places = [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS, *boxview.UNIX_SOCKET_PLACES]
     keys = [os.path.realpath(os.path.expanduser(p)) for p in places]

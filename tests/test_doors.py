@@ -115,6 +115,11 @@ def test_a_folder_grant_never_holds_the_project_the_home_git_or_a_key(layout):
     for typed, (path, reason) in cases.items():
         got = sandbox.grantable(typed, root)
         assert got[0] == str(path) and reason in got[1], (typed, got)
+    (home / "githooks").mkdir()
+    git(root, "config", "core.hooksPath", str(home / "githooks"))  # hooks outside the project
+    assert (
+        "git takes the project's hooks from ~/githooks" in sandbox.grantable("~/githooks", root)[1]
+    )
     new = home / ".cache" / "newtool"  # not there yet: amas makes it, under ~/.cache
     assert sandbox.grantable("~/.cache/newtool", root) == (str(new), "")
     assert sandbox.grantable("~/.config/newtool/db", root) == (str(home / ".config/newtool/db"), "")
@@ -344,8 +349,10 @@ def test_y_a_wrong_folder_then_the_right_one(outside, llm):
     the parent is named resolved, with its one reason, and asked again; a new folder beside the
     project is made, asked, and the command runs again with it writable."""
     (outside / "up").symlink_to("..")
-    llm.reply(tool="shell_command", command="mkdir -p ../out && echo hi > ../out/x.txt")
-    llm.reply(text="written")
+    pwned = outside.parent / PWNED
+    plant = f"echo evil > ../evil.txt; printf '{PLANT.format(pwned=pwned)}' >> .git/config"
+    line = f"mkdir -p ../out && echo hi > ../out/x.txt; {plant}"
+    llm.reply(tool="shell_command", command=line).reply(text="written")
     child = spawn(outside, llm, "-y")
     try:
         child.sendline("write it")
@@ -356,6 +363,7 @@ def test_y_a_wrong_folder_then_the_right_one(outside, llm):
         child.expect("no folder was proposed")
         child.sendline("up")
         child.expect(f"up \\({outside.parent}\\): it holds the project")
+        child.expect(r"type the folder / \[n\]o: ")  # asked again: what was typed before is dropped
         child.sendline("../out")
         child.expect(f"{outside.parent}/out does not exist: amas makes it")
         child.sendline("y")
@@ -363,6 +371,8 @@ def test_y_a_wrong_folder_then_the_right_one(outside, llm):
     finally:
         child.close(force=True)
     assert (outside.parent / "out" / "x.txt").read_text() == "hi\n"
+    assert sorted(os.listdir(outside.parent)) == ["out", "proj"]  # nothing outside the grant
+    nothing_planted_runs("root", [outside], pwned)
     said = llm.requests[1]["messages"][-1]["content"]
     assert f"run again once with a writable {outside.parent}/out, as the user allowed" in said
 
@@ -371,7 +381,10 @@ def test_y_a_wrong_folder_then_the_right_one(outside, llm):
 def test_a_hidden_home_folder_is_named_and_its_grant_proposed(outside, home, llm):
     (home / ".cache" / "calc").mkdir(parents=True)
     (home / ".cache" / "huggingface").mkdir()  # ~/.cache holds keys: not proposed, not grantable
-    llm.reply(tool="shell_command", command="echo 1 > ~/.cache/calc/x").reply(text="stored")
+    pwned = outside.parent / PWNED
+    plant = f"echo alias ls=x >> ~/.bashrc; printf '{PLANT.format(pwned=pwned)}' >> .git/config"
+    line = f"echo 1 > ~/.cache/calc/x; {plant}"
+    llm.reply(tool="shell_command", command=line).reply(text="stored")
     llm.reply(tool="shell_command", command="mkdir -p ~/.cache/newtool/db").reply(text="made")
     child = spawn(outside, llm, "-y")
     try:
@@ -389,6 +402,8 @@ def test_a_hidden_home_folder_is_named_and_its_grant_proposed(outside, home, llm
         child.close(force=True)
     assert (home / ".cache" / "calc" / "x").read_text() == "1\n"
     assert (home / ".cache" / "newtool" / "db").is_dir()
+    assert not (home / ".bashrc").exists()  # nothing outside the grant
+    nothing_planted_runs("root", [outside], pwned)
 
 
 @needs_box
