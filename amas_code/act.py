@@ -152,11 +152,11 @@ class Act:
         programs = _programs(effect.line)
         said = _one_line(text, effect.line)
         offers = sandbox.refused(said, self.root, box, programs)
+        refusal = sandbox.tried(said, self.root, box, programs)
+        if not offers and refusal:  # a place no grant opens (/run/user): the model is told
+            return effects.Outcome(f"{text}\n[{_stopped(offers, refusal)}]", "ok")
         if not offers:
             return effects.Outcome(text, "ok")
-        refusal = None
-        if "folder" in offers:
-            refusal = sandbox.tried(said, self.root, box, programs)
         grant = self.grant(effect.line, offers, _printed(text), refusal)
         if not grant:
             more = NETWORK_HELP if "network" in offers else ""

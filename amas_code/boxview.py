@@ -166,9 +166,10 @@ def _repository(root: Path, grant: str) -> list[str]:
 
 
 def seen(path: str, mounts: list[str]) -> tuple[str, str]:
-    """How a box with these mounts (bubblewrap's arguments) shows a host path: "writable", "read-only"
-    (the host's, unwritable), "hidden" (an empty place, or another's, stands for what the host has
-    there, or nothing does); and the place of the mount it is seen through."""
+    """How a box with these mounts (bubblewrap's arguments) shows a host path: "writable" (the
+    host's, or a folder of the box's own bound there: its /tmp), "read-only" (the host's), "hidden"
+    (an empty place stands for what the host has there, writable or not); and the place of the
+    mount it is seen through."""
     where, source, writable = "/", "/", False
     at = 0
     while at < len(mounts) and mounts[at] != "--chdir":
@@ -182,7 +183,7 @@ def seen(path: str, mounts: list[str]) -> tuple[str, str]:
             elif mounts[at] in MOUNTS:
                 where, source, writable = place, "", mounts[at] != "--ro-bind-data"
         at += width + 1
-    if writable:
+    if writable and (source or where == "/tmp"):  # a fresh /tmp is the box's own too
         return "writable", where
     if source and os.path.realpath(source) == os.path.realpath(where):
         return "read-only", where

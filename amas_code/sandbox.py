@@ -155,7 +155,8 @@ def refused(result: str, root: Path, box: Box | None, programs: tuple[str, ...] 
         offers.append("network")
     if box.grant != "repository" and _repository_refused(said, root, programs):
         offers.append("repository")
-    if tried(result, root, box, programs):
+    refusal = tried(result, root, box, programs)
+    if refusal and not _key_place(refusal.path):  # /run/user: no grant opens it
         offers.append("folder")
     return offers
 
@@ -195,7 +196,7 @@ def tried(
         if there == where and not os.path.lexists(path):  # it hides nothing the host has there
             seen = seen.replace("hidden", "read-only")
         refused = seen == "hidden" or (seen == "read-only" and read_only)
-        if not refused or _key_place(path) or _key_place(there):  # the model is told no more
+        if not refused or _secret(path) or _secret(there):  # the model is told no more
             continue
         proposed, reason = _proposal(path, there, root, folder)
         return Refusal(path, seen, _why(there, seen, where), text, proposed, reason)
@@ -323,6 +324,14 @@ def _key_place(path: str) -> str:
         if path == real or path.startswith(real + "/"):
             return real
     return ""
+
+
+def _secret(path: str) -> bool:
+    """Whether a path is in a place that holds keys (the model is not told what is there)."""
+    return _key_place(path) in [
+        os.path.realpath(os.path.expanduser(p))
+        for p in [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS]
+    ]
 
 
 def _what(place: str) -> str:

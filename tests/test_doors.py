@@ -346,9 +346,11 @@ def spawn(root: Path, llm, *args: str) -> pexpect.spawn:
 @needs_box
 def test_y_a_wrong_folder_then_the_right_one(outside, llm):
     """No folder to propose (the project's parent holds it): y says so and asks again; a link to
-    the parent is named resolved, with its one reason, and asked again; a new folder beside the
-    project is made, asked, and the command runs again with it writable."""
+    the parent is named resolved, with its one reason, and asked again; a link to a new folder
+    beside the project is shown resolved and made, asked, and the command runs again with it
+    writable."""
     (outside / "up").symlink_to("..")
+    (outside / "dest").symlink_to("../out")  # not there yet
     pwned = outside.parent / PWNED
     plant = f"echo evil > ../evil.txt; printf '{PLANT.format(pwned=pwned)}' >> .git/config"
     line = f"mkdir -p ../out && echo hi > ../out/x.txt; {plant}"
@@ -364,7 +366,8 @@ def test_y_a_wrong_folder_then_the_right_one(outside, llm):
         child.sendline("up")
         child.expect(f"up \\({outside.parent}\\): it holds the project")
         child.expect(r"type the folder / \[n\]o: ")  # asked again: what was typed before is dropped
-        child.sendline("../out")
+        child.sendline("dest")
+        child.expect(f"dest is {outside.parent}/out \\(links followed\\); ")
         child.expect(f"{outside.parent}/out does not exist: amas makes it")
         child.sendline("y")
         child.expect("written")
@@ -450,3 +453,14 @@ def test_a_printed_path_the_box_does_not_refuse_offers_nothing(outside, llm):
         done = run_amas("-y", "go", llm=llm)
         assert "again once with" not in done.stderr, place
         assert "no run with more" not in llm.requests[-1]["messages"][-1]["content"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/run/user"), reason="no /run/user here")
+def test_a_hidden_place_no_grant_opens_is_told_not_offered(bare):
+    """/run/user, where programs outside the box listen: the box hides it (read from its mounts),
+    the model is told so, and no folder question is asked."""
+    said = "$ ls /run/user\nls: cannot open directory '/run/user': No such file\n[exit code 2]"
+    refusal = sandbox.tried(said, bare, sandbox.Box())
+    assert refusal.why == "/run/user exists but the box hides /run/user"
+    assert refusal.folder == "" and "where programs outside the box listen" in refusal.reason
+    assert sandbox.refused(said, bare, sandbox.Box()) == []
