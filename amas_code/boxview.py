@@ -34,13 +34,11 @@ TOOL_CREDENTIALS = (
 STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
 CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
 UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
-# bubblewrap's options and how many arguments each takes; those that mount something empty or
-# another's at their last argument (MOUNTS), the rest read past
-ARITY = {"--bind": 2, "--ro-bind": 2, "--dev-bind": 2, "--tmpfs": 1, "--remount-ro": 1, "--dev": 1}
-ARITY |= {"--proc": 1, "--size": 1, "--perms": 1, "--dir": 1, "--mqueue": 1, "--symlink": 2}
-ARITY |= {"--ro-bind-data": 2, "--bind-data": 2, "--file": 2, "--chmod": 2, "--setenv": 2}
-ARITY |= {"--unsetenv": 1, "--uid": 1, "--gid": 1, "--hostname": 1, "--seccomp": 1}
-MOUNTS = ("--tmpfs", "--dev", "--proc", "--ro-bind-data", "--bind-data", "--mqueue")
+# bubblewrap's mount options and how many arguments each takes (see seen); those that mount
+# something empty, or other than a host place, at their last one (MOUNTS)
+ARITY = {"--bind": 2, "--ro-bind": 2, "--dev-bind": 2, "--ro-bind-data": 2, "--symlink": 2}
+ARITY |= {"--tmpfs": 1, "--remount-ro": 1, "--dev": 1, "--proc": 1, "--size": 1, "--perms": 1}
+MOUNTS = ("--tmpfs", "--dev", "--proc", "--ro-bind-data")
 GIT_HOME = (
     "~/.gitconfig",
     "~/.config/git",

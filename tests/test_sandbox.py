@@ -109,7 +109,9 @@ def test_a_write_outside_the_project_fails_and_says_why(user, place):
     assert sandbox.refused(result, place, sandbox.Box()) == ["folder"]
     result = boxed(user, place, "git config user.name someone", box={})
     assert "someone" not in (place / ".git" / "config").read_text()
-    assert sandbox.refused(result, place, sandbox.Box()) == []  # git's config stays read-only in every grant
+    assert (
+        sandbox.refused(result, place, sandbox.Box()) == []
+    )  # git's config stays read-only in every grant
 
 
 def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
@@ -135,7 +137,9 @@ def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
         assert (place / where / "config").read_text() == before
     result = boxed(user, place, "echo 'touch pwned' >> .githooks/pre-commit", box={})
     assert (place / ".githooks" / "pre-commit").read_text() == "#!/bin/sh\n", result
-    assert sandbox.refused(result, place, sandbox.Box()) == []  # a hook folder is never granted: the model edits it
+    assert (
+        sandbox.refused(result, place, sandbox.Box()) == []
+    )  # a hook folder is never granted: the model edits it
     # the box leaves nothing behind: the whole .git is read-only, no hooks folder is made
     assert set(os.listdir(place / ".git")) == names
 
@@ -293,7 +297,9 @@ def test_the_network_is_not_there(user, place, llm):
     get = f"import urllib.request; print(urllib.request.urlopen('{llm.url}/models', timeout=5).status)"
     command = f'python3 -c "{get}"'
     result = boxed(user, place, command, box={})
-    assert "[exit code 1]" in result and sandbox.refused(result, place, sandbox.Box()) == ["network"]
+    assert "[exit code 1]" in result and sandbox.refused(result, place, sandbox.Box()) == [
+        "network"
+    ]
     # with the network on, the box has a network of its own: the host's loopback is not in it
     if not shutil.which(netstack.NETWORK_STACK):
         pytest.skip(f"{netstack.NETWORK_STACK} is not installed")
