@@ -150,22 +150,20 @@ class Act:
             return effects.Outcome(text, "ok")
         box = self.tools.box
         programs = _programs(effect.line)
-        said = _one_line(text, effect.line)
-        offers = sandbox.refused(said, self.root, box, programs)
-        refusal = sandbox.tried(said, self.root, box, programs)
+        read = _as_read(text, effect.line)
+        offers = sandbox.refused(read, self.root, box, programs)
+        refusal = sandbox.tried(read, self.root, box, programs)
         if not offers and refusal:  # a place no grant opens (/run/user): the model is told
             return effects.Outcome(f"{text}\n[{_stopped(offers, refusal)}]", "ok")
         if not offers:
             return effects.Outcome(text, "ok")
         grant = self.grant(effect.line, offers, _printed(text), refusal)
         if not grant:
-            more = NETWORK_HELP if "network" in offers else ""
-            note = _stopped(offers, refusal)
-            return effects.Outcome(
-                f"{text}\n[{note}; no run with more was granted. {HELP}{more}]", "declined"
-            )
+            return effects.Outcome(f"{text}\n[{_not_granted(offers, refusal)}]", "declined")
         again, _ = self.perform(effect, grant)
-        said = "a writable " + grant if grant.startswith("/") else policy.GRANTS[grant]
+        said = f"a writable {grant}"
+        if not grant.startswith("/"):
+            said = policy.GRANTS[grant]
         allowed = f"{text}\n[run again once with {said}, as the user allowed]\n{again}"
         return effects.Outcome(allowed, "ok")
 
@@ -322,7 +320,7 @@ def _printed(text: str) -> str:
     return f"The command printed: {last}" if last else ""
 
 
-def _one_line(result: str, line: str) -> str:
+def _as_read(result: str, line: str) -> str:
     """A command's result with its command on one line (sandbox.refused reads what follows the
     first line as the command's output)."""
     head = f"$ {line}"
@@ -346,7 +344,9 @@ def _git_command(args: list[str]) -> str:
     """The git command of git's arguments, past its own options (-C dir, -c name=value, ...)."""
     at = 0
     while at < len(args) and args[at].startswith("-"):
-        at += 1 + (args[at] in GIT_OPTIONS_WITH_VALUE)
+        if args[at] in GIT_OPTIONS_WITH_VALUE:  # its value is the next word
+            at += 1
+        at += 1
     if at < len(args):
         return args[at]
     return ""
@@ -382,6 +382,14 @@ def _made(path: str) -> str:
         ui.warning(f"{path} could not be made: {e.strerror}")
         return ""
     return path
+
+
+def _not_granted(offers: list[str], refusal: sandbox.Refusal | None) -> str:
+    """What the model is told when no run with more was granted."""
+    more = ""
+    if "network" in offers:
+        more = NETWORK_HELP
+    return f"{_stopped(offers, refusal)}; no run with more was granted. {HELP}{more}"
 
 
 def _stopped(offers: list[str], refusal: sandbox.Refusal | None) -> str:

@@ -39,10 +39,8 @@ UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/do
 ARITY = {"--bind": 2, "--ro-bind": 2, "--dev-bind": 2, "--ro-bind-data": 2, "--symlink": 2}
 ARITY |= {"--tmpfs": 1, "--remount-ro": 1, "--dev": 1, "--proc": 1, "--size": 1, "--perms": 1}
 MOUNTS = ("--tmpfs", "--dev", "--proc", "--ro-bind-data")
-GIT_HOME = (
-    "~/.gitconfig",
-    "~/.config/git",
-)  # the user's git config: what runs at every git command
+# the user's git config: what runs at every git command
+GIT_HOME = ("~/.gitconfig", "~/.config/git")
 # of a gitdir, what a commit writes (with its lock files): all a repository grant makes writable
 WRITTEN = set(
     "objects refs logs index HEAD ORIG_HEAD FETCH_HEAD COMMIT_EDITMSG packed-refs MERGE_HEAD MERGE_MSG "

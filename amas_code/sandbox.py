@@ -2,8 +2,8 @@
 bounded memory and whatever it started gone when it returns. This module owns the Box, the sandbox
 mode in force, bubblewrap's argv and the process; the box's parts are its own modules (boxview: the
 files it sees; netstack: its network; seccomp: its filter; cgroups: limits that hold for root).
-It also reads what a failed command said for what the box may have refused, and checks the folder
-a person grants."""
+It also reads what the box refused a failed command (from the box's own mounts: boxview.seen) and
+checks the folder a person grants, which it proposes from that."""
 
 import contextlib
 import dataclasses
@@ -149,7 +149,9 @@ def refused(result: str, root: Path, box: Box | None, programs: tuple[str, ...] 
     programs: those the line runs (git's failure in the read-only repository may be silent)."""
     if _succeeded(result) or box is None:
         return []
-    said = result.partition("\n")[2] if result.startswith("$ ") else result
+    said = result
+    if result.startswith("$ "):  # what it printed, not the `$ command` line
+        said = result.partition("\n")[2]
     offers = []
     if NETWORK.search(said):
         offers.append("network")
@@ -286,7 +288,10 @@ def grantable(folder: str, root: Path) -> tuple[str, str]:
     links followed), and "" or the one reason it may not be opened. One that does not exist may
     be, made by amas, where the folder that would hold it is a place a grant may open."""
     root = Path(os.path.realpath(root))
-    path = os.path.realpath(os.path.join(root, os.path.expanduser(folder.strip())))
+    try:
+        path = os.path.realpath(os.path.join(root, os.path.expanduser(folder.strip())))
+    except ValueError:  # a NUL in it
+        return folder, "no folder has that name"
     if os.path.exists(path) and not os.path.isdir(path):
         return path, "it is a file, not a folder"
     reason = _placed(path, root) or _held(path, root)
