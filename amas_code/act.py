@@ -5,6 +5,8 @@ out of the box; then redact, cap once and report what the model reads."""
 import contextlib
 import dataclasses
 import functools
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +22,8 @@ NETWORK_HELP = (
     ", or allow the network for every boxed command in their own ~/.amas/config.yaml "
     "(sandbox_network: true)"
 )
+GIT_OPTIONS_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env"}
+FOLDER_TRIES = 5  # answers to a folder question before it counts as no
 TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argument a call is about
 
 
@@ -137,40 +141,83 @@ class Act:
     def escape(
         self, effect: effects.Change | effects.Command, done: tuple[str, bool]
     ) -> effects.Outcome:
-        """A command the box may have stopped is offered once more with one capability more (the
-        network, the repository writable, a folder writable), asked in amas's words; the answer
-        is never remembered, and without a terminal it is no."""
+        """A command the box stopped is offered once more with one capability more (the network,
+        the repository writable, a folder writable), asked in amas's words; what the box refused
+        is read from its own mounts (sandbox.refused), the answer is never remembered, and without
+        a terminal it is no."""
         text, boxed = done
-        offers = sandbox.refused(text) if boxed and isinstance(effect, effects.Command) else []
+        if not boxed or not isinstance(effect, effects.Command):
+            return effects.Outcome(text, "ok")
+        box = self.tools.box
+        programs = _programs(effect.line)
+        read = _as_read(text, effect.line)
+        offers = sandbox.refused(read, self.root, box, programs)
+        refusal = sandbox.tried(read, self.root, box, programs)
+        if not offers and refusal:  # a place no grant opens (/run/user): the model is told
+            return effects.Outcome(f"{text}\n[{_stopped(offers, refusal)}]", "ok")
         if not offers:
             return effects.Outcome(text, "ok")
-        grant = self.grant(effect.line, offers, _printed(text))
+        grant = self.grant(effect.line, offers, _printed(text), refusal)
         if not grant:
-            what = ", ".join(policy.GRANTS[o].split(":")[0].split(" (")[0] for o in offers)
-            note = f"the box may have stopped it (it may need {what}); no run with more was granted"
-            more = NETWORK_HELP if "network" in offers else ""
-            return effects.Outcome(f"{text}\n[{note}. {HELP}{more}]", "declined")
+            return effects.Outcome(f"{text}\n[{_not_granted(offers, refusal)}]", "declined")
         again, _ = self.perform(effect, grant)
-        said = "a writable " + grant if grant.startswith("/") else policy.GRANTS[grant]
+        said = f"a writable {grant}"
+        if not grant.startswith("/"):
+            said = policy.GRANTS[grant]
         allowed = f"{text}\n[run again once with {said}, as the user allowed]\n{again}"
         return effects.Outcome(allowed, "ok")
 
-    def grant(self, line: str, offers: list[str], printed: str) -> str:
-        """The capability the person grants for one more run ("" for none): each offer asked in
-        turn; a folder is the one they type, checked (sandbox.grantable)."""
+    def grant(
+        self, line: str, offers: list[str], printed: str, refusal: sandbox.Refusal | None
+    ) -> str:
+        """The capability the person grants for one more run ("" for none), each offer asked in
+        turn: the network or the repository yes or no, a folder the one they give (see folder)."""
         for offer in offers:
-            verdict = self.gate.judge_grant(line, offer)
-            yes, words = ask(self.gate, verdict, printed)
-            if offer != "folder" and yes:
-                return offer
-            folder = sandbox.grantable(words, self.root) if offer == "folder" and words else ""
-            if words and offer == "folder" and not folder:
-                ui.warning(
-                    f"{words}: not a folder a grant may open (missing, the home, a key's place)"
-                )
-            if folder:
-                return folder
+            if offer != "folder":
+                if ask(self.gate, self.gate.judge_grant(line, offer), printed).yes:
+                    return offer
+            elif refusal:
+                folder = self.folder(line, refusal)
+                if folder:
+                    return folder
         return ""
+
+    def folder(self, line: str, refusal: sandbox.Refusal) -> str:
+        """The folder the person opens for one more run: proposed from what the box refused, checked
+        (sandbox.grantable) and asked again after a wrong one, its one reason said; confirmed when
+        it is not what they typed (links followed), made when it does not exist yet; "" for none."""
+        question = self.gate.judge_grant(line, "folder").question
+        question = question.replace(line, ui.command_summary(line, policy.programs(line)))
+        printed = f"The command printed: {ui.one_line(refusal.said)[:200]}"
+        detail = "\n".join([printed, _proposed(refusal)])
+        proposed = sandbox.tilde(refusal.folder)
+        for _ in range(FOLDER_TRIES):
+            typed = ui.folder(question, proposed, detail or None)
+            detail = ""  # said once
+            if not typed:
+                return ""
+            path, reason = sandbox.grantable(typed, self.root)
+            if reason:
+                ui.warning(f"{typed} ({sandbox.tilde(path)}): {reason}")
+            elif path == refusal.folder or self.confirmed(line, typed, path):
+                return _made(path)
+        return ""
+
+    def confirmed(self, line: str, typed: str, path: str) -> bool:
+        """Whether the person confirms a folder they typed that resolves elsewhere (links followed)
+        or does not exist yet (amas makes it); yes at once for one that is exactly what they typed."""
+        literal = os.path.normpath(
+            os.path.join(os.path.realpath(self.root), os.path.expanduser(typed))
+        )
+        notes = []
+        if literal != path:
+            notes.append(f"{typed} is {sandbox.tilde(path)} (links followed)")
+        if not os.path.isdir(path):
+            notes.append(f"{sandbox.tilde(path)} does not exist: amas makes it")
+        if not notes:
+            return True
+        question = f"{'; '.join(notes)}. Run `{line}` again once with it writable?"
+        return ask(self.gate, effects.Verdict("ask", "grant", question, key=line)).yes
 
     def perform(
         self, effect: effects.Change | effects.Command, grant: str = ""
@@ -298,6 +345,92 @@ def _printed(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("[")]
     last = ui.one_line(lines[-1])[:200] if len(lines) > 1 else ""
     return f"The command printed: {last}" if last else ""
+
+
+def _as_read(result: str, line: str) -> str:
+    """A command's result with its command on one line (sandbox.refused reads what follows the
+    first line as the command's output)."""
+    head = f"$ {line}"
+    if not result.startswith(head):
+        return result
+    return "$ " + " ".join(line.split()) + result[len(head) :]
+
+
+def _programs(line: str) -> tuple[str, ...]:
+    """The programs a line may run, by name (behind env, sh -c or a path too); git only where it
+    may write the repository, not for a command git itself lists as one that only reads."""
+    found = []
+    for words in policy.every_command(line):
+        name = os.path.basename(words[0])
+        if name != "git" or _git_command(words[1:]) not in _git_readers():
+            found.append(name)
+    return tuple(dict.fromkeys(found))
+
+
+def _git_command(args: list[str]) -> str:
+    """The git command of git's arguments, past its own options (-C dir, -c name=value, ...)."""
+    at = 0
+    while at < len(args) and args[at].startswith("-"):
+        if args[at] in GIT_OPTIONS_WITH_VALUE:  # its value is the next word
+            at += 1
+        at += 1
+    if at < len(args):
+        return args[at]
+    return ""
+
+
+@functools.cache
+def _git_readers() -> frozenset[str]:
+    """The commands git lists as only reading: its interrogators and its info group (git status,
+    diff --quiet, grep: failing there, the read-only repository is not why)."""
+    lists = "list-info,list-ancillaryinterrogators,list-plumbinginterrogators"
+    try:
+        done = project.git(Path("/"), f"--list-cmds={lists}")
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(done.stdout.decode(errors="replace").split())
+
+
+def _proposed(refusal: sandbox.Refusal) -> str:
+    """What amas saw the box refuse, and the folder it proposes (or why none)."""
+    if not refusal.folder:
+        return f"{refusal.why}; no folder to propose ({refusal.reason})"
+    new = ""
+    if not os.path.isdir(refusal.folder):
+        new = " (it does not exist yet: amas makes it)"
+    return f"{refusal.why}: run again with {sandbox.tilde(refusal.folder)} writable{new}?"
+
+
+def _made(path: str) -> str:
+    """A granted folder, made first when it does not exist yet; "" when it cannot be made."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        ui.warning(f"{path} could not be made: {e.strerror}")
+        return ""
+    return path
+
+
+def _not_granted(offers: list[str], refusal: sandbox.Refusal | None) -> str:
+    """What the model is told when no run with more was granted."""
+    more = ""
+    if "network" in offers:
+        more = NETWORK_HELP
+    return f"{_stopped(offers, refusal)}; no run with more was granted. {HELP}{more}"
+
+
+def _stopped(offers: list[str], refusal: sandbox.Refusal | None) -> str:
+    """What the box stopped, in amas's words, for the model."""
+    said = []
+    if refusal and refusal.reason:
+        said.append(f"{refusal.why} (no grant may open it: {refusal.reason})")
+    elif refusal:
+        said.append(refusal.why)
+    if "repository" in offers:
+        said.append("the box keeps the repository read-only (git cannot write it there)")
+    if "network" in offers:
+        said.append("it may need the network, which the box does not have")
+    return "; ".join(said)
 
 
 def _target(call: toolcalls.Call) -> str:

@@ -34,6 +34,22 @@ TOOL_CREDENTIALS = (
 STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
 CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
 UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
+# bubblewrap's mount options and how many arguments each takes (see seen); those that mount
+# something empty, or other than a host place, at their last one (MOUNTS)
+ARITY = {"--bind": 2, "--ro-bind": 2, "--dev-bind": 2, "--ro-bind-data": 2, "--symlink": 2}
+ARITY |= {"--tmpfs": 1, "--remount-ro": 1, "--dev": 1, "--proc": 1, "--size": 1, "--perms": 1}
+MOUNTS = ("--tmpfs", "--dev", "--proc", "--ro-bind-data")
+# the user's git config: what runs at every git command
+GIT_HOME = ("~/.gitconfig", "~/.config/git")
+# of a gitdir, what a commit writes (with its lock files): all a repository grant makes writable
+WRITTEN = set(
+    "objects refs logs index HEAD ORIG_HEAD FETCH_HEAD COMMIT_EDITMSG packed-refs MERGE_HEAD MERGE_MSG "
+    "MERGE_MODE AUTO_MERGE CHERRY_PICK_HEAD REVERT_HEAD lfs".split()
+)
+# what git reads in a gitdir as its configuration or code: where missing under a repository grant,
+# an empty read-only folder, or file, stands in ("." for commondir: git dies on an empty one)
+GIT_FOLDERS = ("hooks", "info", "worktrees", "modules")
+GIT_FILES = ("config", "config.worktree", "commondir", "objects/info/alternates")
 
 
 def unix_sockets_hidden() -> list[str]:
@@ -67,41 +83,111 @@ def _hidden(places=(*redact.CREDENTIALS, *RC_FILES)) -> list[str]:
 def files(root: Path, read: tuple[str, ...] = (), grant: str = "", plan: bool = False) -> list[str]:
     """What the box sees of the files, as bubblewrap's arguments after / read-only and /tmp: of
     the home only the toolchains' places and read (the user's `sandbox_read`), the project writable
-    (read-only where it holds the home, see writable_root, and in plan mode), credential places
-    hidden, and in the project the repository and what steers amas or the user's tools read-only,
-    but for one run's grant (sandbox.Box.grant). One value, built from what is on disk now."""
+    (read-only where it holds the home, see writable_root, and in plan mode) and one run's grant
+    (sandbox.Box.grant), then the read-only set over every writable bind: credential places hidden,
+    the repository and what steers amas or the user's tools read-only. One value, built from what
+    is on disk now."""
     root = Path(root)
     writable = writable_root(root)
     hidden = _home() if writable else None  # else the project shows the home, read-only
     shown = _shown(hidden, read) if hidden else []
-    args = _home_view(hidden, shown)
-    if writable and not plan:
-        args += ["--bind", str(root), str(root)]
-    elif str(root) != "/":  # / is there, read-only; bound again, it would bring the host's /proc
-        args += ["--ro-bind", str(root), str(root)]
+    folder = []
+    if grant.startswith("/"):
+        folder = [grant]
+    places = [["--ro-bind", os.path.realpath(place), place] for place in shown]
+    # plan mode: the project bound read-only
+    args = _binds(root, writable and not plan, hidden, places + [["--bind", f, f] for f in folder])
     if hidden:  # of the credential places, only those the box shows need hiding
-        args += _in_sight(_hidden(), hidden, [*shown, str(root)])
+        hiding = _hidden() + _hidden(TOOL_CREDENTIALS)
+        args += _in_sight(hiding, hidden, [*shown, str(root), *folder])
     else:  # the home is in sight: other tools' tokens and browser profiles hidden too
         args += _hidden() + _hidden(TOOL_CREDENTIALS)
     if writable and not plan:
         args += _repository(root, grant) + _steering_read_only(root)
     if plan and (root / ".amas" / "config.yaml").is_file():  # its key stays unreadable
         args += ["--ro-bind", "/dev/null", str(root / ".amas" / "config.yaml")]
-    if grant.startswith("/"):  # a folder the person made writable for one run
-        args += ["--bind", grant, grant]
-    return args + (["--remount-ro", hidden] if hidden else [])
+    args += _git_outside(root, folder)
+    if hidden:
+        args += ["--remount-ro", hidden]
+    return args
+
+
+def _binds(root: Path, writable: bool, home: str | None, places: list[list[str]]) -> list[str]:
+    """The home hidden (an empty folder, made read-only last), the project writable (read-only
+    where it holds the home) and places (shown read-only, a folder granted for one run), each
+    bound before what it holds. The read-only set comes after them all (see files)."""
+    binds = []
+    if home:
+        binds.append(["--tmpfs", home])
+    if writable:
+        binds.append(["--bind", str(root), str(root)])
+    elif str(root) != "/":  # / is there, read-only; bound again, it would bring the host's /proc
+        binds.append(["--ro-bind", str(root), str(root)])
+    args = []
+    # each before what it holds; at one place, a grant after a place shown, the hidden home last
+    rank = {"--ro-bind": 0, "--bind": 1, "--tmpfs": 2}
+    for bind in sorted([*places, *binds], key=lambda bind: (Path(bind[-1]).parts, rank[bind[0]])):
+        args += bind
+    return args
+
+
+def _git_outside(root: Path, folder: list[str]) -> list[str]:
+    """In a folder granted for one run, what steers git from outside the project read-only: the
+    user's git config and the folder core.hooksPath names (see grantable's refusal of a folder
+    that holds them: this is the second line)."""
+    places = [os.path.expanduser(p) for p in GIT_HOME]
+    hooks = _git_places(root)[2]
+    if hooks:
+        places.append(str(hooks))
+    args = []
+    for place in places:
+        inside = any(Path(place).is_relative_to(f) for f in folder)
+        if inside and os.path.exists(place) and not Path(place).is_relative_to(root):
+            args += ["--ro-bind", place, place]
+    return args
 
 
 def _repository(root: Path, grant: str) -> list[str]:
-    """The repository read-only; for one run granted "repository", only its config and hooks."""
+    """The repository read-only; for one run granted "repository", each of its gitdirs holds only
+    what a commit writes (see _written_only), other repositories in the project staying read-only."""
     if grant != "repository":
         return _git_read_only(root)
     gitdir, common, hooks = _git_places(root)
-    places = {str(p / name) for p in (gitdir, common) if p for name in ("config", "hooks")}
+    if not gitdir:
+        return _nested_read_only(root)
     args = []
-    for place in sorted(p for p in places if os.path.exists(p)):
-        args += ["--ro-bind", place, place]
-    return args + _hooks_read_only(root, hooks, set())
+    if (root / ".git").is_file():  # a gitfile: where it points stays as it is
+        args += ["--ro-bind", str(root / ".git"), str(root / ".git")]
+    args += _nested_read_only(root)
+    gitdirs = gitdirs_of(root)
+    for place in gitdirs:
+        args += _written_only(place)
+    return args + _hooks_read_only(root, hooks, set(map(str, gitdirs)))
+
+
+def seen(path: str, mounts: list[str]) -> tuple[str, str]:
+    """How a box with these mounts (bubblewrap's arguments) shows a host path: "writable" (the
+    host's, or a folder of the box's own bound there: its /tmp), "read-only" (the host's), "hidden"
+    (an empty place stands for what the host has there, writable or not); and the place of the
+    mount it is seen through."""
+    where, source, writable = "/", "/", False
+    at = 0
+    while at < len(mounts) and mounts[at] != "--chdir":
+        width = ARITY.get(mounts[at], 0)
+        place = mounts[at + width]
+        if width and (path == place or path.startswith(place.rstrip("/") + "/")):
+            if mounts[at] == "--remount-ro":
+                writable = writable and place != where
+            elif mounts[at] in ("--bind", "--ro-bind", "--dev-bind"):
+                where, source, writable = place, mounts[at + 1], mounts[at] != "--ro-bind"
+            elif mounts[at] in MOUNTS:
+                where, source, writable = place, "", mounts[at] != "--ro-bind-data"
+        at += width + 1
+    if writable and (source or where == "/tmp"):  # a fresh /tmp is the box's own too
+        return "writable", where
+    if source and os.path.realpath(source) == os.path.realpath(where):
+        return "read-only", where
+    return "hidden", where
 
 
 def writable_root(root: Path) -> bool:
@@ -118,26 +204,17 @@ def _home() -> str | None:
     return home if home != "/" and os.path.isdir(home) else None
 
 
-def _home_view(home: str | None, shown: list[str]) -> list[str]:
-    """The home hidden: an empty folder (made read-only last, see files) in which only the
-    toolchains' places and the user's own `sandbox_read` ones (shown) are mounted, read-only."""
-    if not home:
-        return []
-    args = ["--tmpfs", home]
-    for place in shown:
-        args += ["--ro-bind", os.path.realpath(place), place]
-    return args
-
-
 def _in_sight(hiding: list[str], home: str, shown: list[str]) -> list[str]:
     """Of the mounts that hide credential places (see _hidden), those the box would show: outside
-    the hidden home, or in a place of it that is shown (~/.cargo/credentials.toml)."""
+    the hidden home, in a place of it that is shown (~/.cargo/credentials.toml) or holding one
+    (~/.ssh, were ~/.ssh/config listed in `sandbox_read`)."""
     kept = []
     at = 0
     while at < len(hiding):
         width = 2 if hiding[at] == "--tmpfs" else 3
         place = Path(hiding[at + width - 1])
-        if not place.is_relative_to(home) or any(place.is_relative_to(p) for p in shown):
+        near = any(place.is_relative_to(p) or Path(p).is_relative_to(place) for p in shown)
+        if not place.is_relative_to(home) or near:
             kept += hiding[at : at + width]
         at += width
     return kept
@@ -164,6 +241,88 @@ def _git_read_only(root: Path) -> list[str]:
     for place in sorted(places):
         args += ["--ro-bind", place, place]
     return args + _nested_read_only(root) + _hooks_read_only(root, hooks, places)
+
+
+def gitdirs_of(root: Path) -> list[Path]:
+    """Every gitdir of the project's repository, each before what it holds: its own, the common one
+    (a worktree's), the submodules' under the common dir's modules/ and a gitlink's own .git folder."""
+    gitdir, common, _ = _git_places(root)
+    if not gitdir or not common:
+        return []
+    found = {gitdir, common, *_modules(common / "modules")}
+    for rel in _gitlinks(str(root), _index(root)):
+        dot = root / rel / ".git"
+        if dot.is_dir() and not dot.is_symlink():
+            found.add(dot)
+    return sorted(found, key=lambda path: path.parts)
+
+
+def hooks_folder(root: Path) -> Path | None:
+    """The folder git takes the project's hooks from (core.hooksPath's, wherever it is)."""
+    return _git_places(root)[2]
+
+
+def _modules(folder: Path, depth: int = 0) -> list[Path]:
+    """The submodules' gitdirs under a modules/ folder (a name may hold slashes; a submodule's own
+    modules/ holds its submodules'), at most 8 folders deep."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            path = Path(entry.path)
+            if depth > 8 or not entry.is_dir(follow_symlinks=False):
+                continue
+            if (path / "HEAD").is_file():
+                found += [path, *_modules(path / "modules", depth + 1)]
+            else:
+                found += _modules(path, depth + 1)
+    return found
+
+
+def _written_only(gitdir: Path) -> list[str]:
+    """A gitdir bound to itself (a mount point: it cannot be renamed away and replaced), in which
+    only what a commit writes (WRITTEN, with lock files) stays writable: each other entry read-only,
+    and what git reads as configuration or code given a read-only stand-in where missing."""
+    args = ["--bind", str(gitdir), str(gitdir)]
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(gitdir)):
+            if name.removesuffix(".lock") not in WRITTEN and not name.startswith("sharedindex."):
+                args += ["--ro-bind", str(gitdir / name), str(gitdir / name)]
+    alternates = gitdir / "objects" / "info" / "alternates"
+    if os.path.lexists(alternates):
+        args += ["--ro-bind", str(alternates), str(alternates)]
+    # bubblewrap makes a stand-in on disk, in the box's user namespace: the gitdir must be ours
+    if not os.access(gitdir, os.W_OK) or gitdir.stat().st_uid != os.geteuid():
+        return args
+    for name in [*GIT_FOLDERS, *GIT_FILES]:
+        path = gitdir / name
+        if not os.path.lexists(path) or _left(path):
+            kind = name.rsplit("/")[-1]
+            if name in GIT_FOLDERS:
+                kind = "folder"
+            args += ["--ro-bind", _source(kind), str(path)]
+    return args
+
+
+def _source(kind: str) -> str:
+    """What stands in for a missing place of git's in the box, kept in amas's own state (which the
+    box never shows): an empty folder, an empty file, or for commondir a file that holds "." (the
+    gitdir itself: the same as none; git dies on an empty one). remove_stand_ins knows them."""
+    path = Path.home() / ".amas" / "box" / kind
+    with contextlib.suppress(OSError):
+        if kind == "folder":
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        elif not path.is_file():
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            text = ""
+            if kind == "commondir":
+                text = ".\n"
+            path.write_text(text)
+    return str(path)
+
+
+def _left(path: Path) -> bool:
+    """A stand-in an amas killed mid-command left: an empty commondir (on which git dies)."""
+    return path.name == "commondir" and path.is_file() and path.stat().st_size == 0
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -308,13 +467,26 @@ def _stand_in(path: str) -> list[str]:
 
 
 def remove_stand_ins(argv: list[str], root: Path) -> None:
-    """The stand-ins bubblewrap made in the project for the box's mounts, removed while empty."""
+    """The stand-ins bubblewrap made for the box's mounts, removed while empty: folders in the
+    project (see _stand_in) and git's places in a gitdir (see _written_only)."""
+    sources = os.path.join(os.path.expanduser("~"), ".amas", "box") + "/"
     for at, arg in enumerate(argv[:-3]):
         path = argv[at + 1]
         stand_in = arg == "--tmpfs" and argv[at + 2 : at + 4] == ["--remount-ro", path]
         if stand_in and Path(path).is_relative_to(root) and Path(path) != root:
             with contextlib.suppress(OSError):
                 os.rmdir(path)  # only if empty
+        elif arg == "--ro-bind" and path.startswith(sources):
+            _remove_empty(argv[at + 2])
+
+
+def _remove_empty(path: str) -> None:
+    """An empty folder or an empty file removed (a stand-in's mount point, left on disk)."""
+    with contextlib.suppress(OSError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)
+        elif os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == 0:
+            os.unlink(path)
 
 
 def planted(root: Path, since: int) -> list[str]:

@@ -16,8 +16,9 @@ from amas_code.redact import CREDENTIALS, TOOLCHAINS
 
 GRANTS = {  # what a grant lets a command do, in amas's words, for one run
     "network": "the network (still in the box)",
-    "repository": "the repository (.git) writable (its hooks and config stay read-only)",
-    "folder": "one folder outside the project writable: type that folder (e.g. ~/.cache/pip), or n",
+    "repository": "the repository writable for a commit: objects, refs, logs, index and HEAD "
+    "(its config, hooks and the rest stay read-only)",
+    "folder": "one folder outside the project writable (still in the box)",
 }
 KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'always' covers ("": none)
     "edit": (True, "the rest of this session's edits"),

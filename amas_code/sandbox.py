@@ -2,8 +2,8 @@
 bounded memory and whatever it started gone when it returns. This module owns the Box, the sandbox
 mode in force, bubblewrap's argv and the process; the box's parts are its own modules (boxview: the
 files it sees; netstack: its network; seccomp: its filter; cgroups: limits that hold for root).
-It also reads what a failed command said for what the box may have refused, and checks the folder
-a person grants."""
+It also reads what the box refused a failed command (from the box's own mounts: boxview.seen) and
+checks the folder a person grants, which it proposes from that."""
 
 import contextlib
 import dataclasses
@@ -31,6 +31,10 @@ READ_ONLY = re.compile(  # `touch: cannot touch '/x': Read-only…`, `[Errno 30]
     r"([^\s'\"`‘’]+)['\"`’]?: Read-only file system|Read-only file system: ['\"`‘]?([^\s'\"`’]+)"
     r"|could not (?:write|lock) config file ([^\s:]+)"
 )
+PATH = re.compile(  # a path in what a command printed: /x, ~/x, ../x, .git/x
+    r"(?<![^\s'\"`‘(=])((?:~|\.\.?)?/[^\s'\"`’):;,]+|[\w.-]+/[^\s'\"`’):;,]*)"
+)
+SYSTEM = ("/proc/", "/sys/", "/dev/")  # the box has its own: never granted, never a refusal
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
 WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
 UNBOXED_LINE = "no sandbox: {why}; every command will be asked, allow rules off"
@@ -48,8 +52,8 @@ class Box:
     scratch: str = ""  # the session's folder the box sees as /tmp ("": a fresh /tmp each command)
     # more places of the home shown read-only (the user's `sandbox_read`)
     read: tuple[str, ...] = ()
-    # one run's capability beyond the box, granted by the person: "network", "repository" (.git
-    # writable, its hooks and config not) or a folder's absolute path (writable)
+    # one run's capability beyond the box, granted by the person: "network", "repository" (in each
+    # gitdir, what a commit writes: see boxview._written_only) or a folder's absolute path (writable)
     grant: str = ""
     plan: bool = False  # plan mode: the project read-only too (tests and linters still run)
 
@@ -127,36 +131,242 @@ def probe() -> str:
     return ""
 
 
-def refused(result: str) -> list[str]:
-    """What the box may have refused a failed command, as the grants that could let it run once
-    more: "network", "repository", "folder". The output only decides what is offered: which folder
-    becomes writable is the person's to say (see grantable), never the command's."""
-    if _succeeded(result):
+@dataclass(frozen=True)
+class Refusal:
+    """A place a failed command tried that the box refused it, as amas's own mounts show it."""
+
+    path: str  # the place the command tried, absolute
+    seen: str  # "hidden" (it is on the host, the box hides it) or "read-only"
+    why: str  # in amas's words: "~/.cache/calc exists but the box hides your home"
+    said: str  # the line of the command's output that named it (its words, quoted as such)
+    folder: str = ""  # the folder amas proposes to open for one run ("": none may be)
+    reason: str = ""  # why none may be
+
+
+def refused(result: str, root: Path, box: Box | None, programs: tuple[str, ...] = ()) -> list[str]:
+    """What the box refused a failed command, as the grants that could let it run once more:
+    "network", "repository", "folder". What it printed only names places; how the box treats
+    them is read from amas's own mounts (see tried), and which folder opens is the person's.
+    programs: those the line runs (git's failure in the read-only repository may be silent)."""
+    if _succeeded(result) or box is None:
         return []
-    # what it printed, not the `$ command` line
-    said = result.partition("\n")[2] if result.startswith("$ ") else result
-    offers = ["network"] * bool(NETWORK.search(said))
-    place = Path(read_only_repository(said) or "")
-    # its hooks and config stay read-only in every grant: the model changes them with its edit tools
-    git_data = ".git" in place.parts and "hooks" not in place.parts and place.name != "config"
-    offers += ["repository"] * git_data
-    found = _read_only(said)
-    path = (found[1] or found[2] or found[3]) if found else ""
-    if path.startswith(("/", "~")) and ".git" not in Path(path).parts:
+    said = result
+    if result.startswith("$ "):  # what it printed, not the `$ command` line
+        said = result.partition("\n")[2]
+    offers = []
+    if NETWORK.search(said):
+        offers.append("network")
+    if box.grant != "repository" and _repository_refused(said, root, programs):
+        offers.append("repository")
+    refusal = tried(result, root, box, programs)
+    if refusal and not _key_place(refusal.path):  # /run/user: no grant opens it
         offers.append("folder")
     return offers
 
 
-def grantable(folder: str, root: Path) -> str:
-    """The folder a person typed, as the absolute path a grant makes writable for one run; "" when
-    it may not be: missing, the project's own (already writable), the home, / or above the home,
-    a credential place, amas's own state."""
-    path = os.path.realpath(os.path.expanduser(folder.strip()))
-    credentials = [os.path.realpath(os.path.expanduser(c)) for c in redact.CREDENTIALS]
-    bad = not os.path.isdir(path) or not writable_root(Path(path)) or path.startswith("/proc")
-    bad = bad or any(path == c or path.startswith(c + "/") for c in credentials)
-    inside = path == str(root) or path.startswith(str(root) + "/")
-    return "" if bad or inside else path
+def _repository_refused(said: str, root: Path, programs: tuple[str, ...]) -> bool:
+    """Whether the read-only repository stopped a command: a write into it refused, but where
+    every grant keeps it read-only (hooks, config: the model changes them with its edit tools),
+    or git run in a project that has one (git stash fails there saying nothing)."""
+    place = read_only_repository(said)
+    if place:
+        parts = Path(place).parts
+        kept = Path(place).name.startswith("config") or "hooks" in parts
+        return not kept
+    return "git" in programs and os.path.lexists(root / ".git")
+
+
+def tried(
+    result: str, root: Path, box: Box | None, programs: tuple[str, ...] = ()
+) -> Refusal | None:
+    """The first place outside the project a failed command named that the box refused it: one
+    the box hides (read from its mounts, whatever the command said: "Directory nonexistent", "No
+    such file"), or one it shows read-only that the command said it could not write; with the
+    folder amas proposes to open (see _proposal). None where there is none (a place that holds
+    keys is not one)."""
+    if _succeeded(result) or box is None:
+        return None
+    line, said = "", result
+    if result.startswith("$ "):
+        line, _, said = result.partition("\n")
+    places = _places(said, line, root, "mkdir" in programs)
+    mounts = []
+    if places:  # computed only for a command that named a place outside the project
+        mounts = _bwrap(root, box, {})
+    for path, read_only, folder, text in places:
+        seen, where = boxview.seen(path, mounts)
+        there = _existing(path)
+        if there == where and not os.path.lexists(path):  # it hides nothing the host has there
+            seen = seen.replace("hidden", "read-only")
+        refused = seen == "hidden" or (seen == "read-only" and read_only)
+        if not refused or _secret(path) or _secret(there):  # the model is told no more
+            continue
+        proposed, reason = _proposal(path, there, root, folder)
+        return Refusal(path, seen, _why(there, seen, where), text, proposed, reason)
+    return None
+
+
+def _existing(path: str) -> str:
+    """The deepest place on a path that exists on the host (the path itself, or a folder above)."""
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def _places(said: str, line: str, root: Path, folders: bool) -> list[tuple[str, bool, bool, str]]:
+    """The places outside the project a command's output names (at most 40), each as the longest
+    path the line of a mkdir gives for it (mkdir -p ~/.cache/tool refused at ~/.cache); whether
+    its line says it is read-only, whether it names a folder (mkdir's), and that line."""
+    words = [_expanded(w) for w in re.findall(r"[^\s'\"`;|&<>()]+", line[2:])]
+    found = {}
+    for text in said.splitlines():
+        # the last path of a line is the one it complains of (`/bin/sh: 1: cannot create ../x`)
+        for at, raw in enumerate(reversed(PATH.findall(text[-1000:]))):
+            path = os.path.normpath(os.path.join(root, _expanded(raw)))
+            longer = [w for w in words if folders and (w == path or w.startswith(path + "/"))]
+            named = max([path, *longer], key=len)
+            # the project's, a repository's (the repository grant's), the box's own (/proc)
+            inside = Path(named).is_relative_to(root) or named.startswith(SYSTEM)
+            if not inside and ".git" not in Path(named).parts and len(found) < 40:
+                read_only = at == 0 and "Read-only file system" in text
+                found.setdefault(named, (read_only, bool(longer), text))
+    return [(path, *how) for path, how in found.items()]
+
+
+def _expanded(word: str) -> str:
+    """A path as the shell would give it: ~ and $HOME as the home."""
+    home = os.path.expanduser("~")
+    for mark in ("~/", "$HOME/", "${HOME}/"):
+        if word.startswith(mark):
+            return os.path.join(home, word[len(mark) :])
+    return word
+
+
+def _why(there: str, seen: str, where: str) -> str:
+    """How the box refused a place, in amas's words (there: the deepest of it on the host; where:
+    the place of the mount the box shows it through)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if seen == "hidden":
+        whose = tilde(where)
+        if where == home:
+            whose = "your home"
+        return f"{tilde(there)} exists but the box hides {whose}"
+    if where == home:
+        return "the box keeps your home read-only (and hidden but for the toolchains' places)"
+    if where == "/":
+        return f"{tilde(there)} is read-only in the box (it writes only in the project and /tmp)"
+    return f"the box shows {tilde(where)} read-only"
+
+
+def _proposal(path: str, there: str, root: Path, folder: bool) -> tuple[str, str]:
+    """The folder to open for a place the command tried: the deepest that exists on its way
+    (there), or where that may not be opened, the first new one below it on the way (path's own
+    when it names a folder), made when granted; else "" and why the deepest may not be opened."""
+    top = there
+    if not os.path.isdir(there):
+        top = os.path.dirname(there)
+    _, reason = grantable(top, root)
+    if not reason:
+        return top, ""
+    rest = Path(path).relative_to(top).parts
+    if len(rest) > 1 or (rest and folder):  # a folder the command needed
+        new, other = grantable(os.path.join(top, rest[0]), root)
+        if not other:
+            return new, ""
+    return "", f"{tilde(top)}: {reason}"
+
+
+def tilde(path: str) -> str:
+    """A path as the person thinks of it: ~ for the home."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if path == home or path.startswith(home + "/"):
+        return "~" + path[len(home) :]
+    return path
+
+
+def grantable(folder: str, root: Path) -> tuple[str, str]:
+    """The folder a person typed as the absolute path a grant would open (relative to the project,
+    links followed), and "" or the one reason it may not be opened. One that does not exist may
+    be, made by amas, where the folder that would hold it is a place a grant may open."""
+    root = Path(os.path.realpath(root))
+    try:
+        path = os.path.realpath(os.path.join(root, os.path.expanduser(folder.strip())))
+    except ValueError:  # a NUL in it
+        return folder, "no folder has that name"
+    if os.path.exists(path) and not os.path.isdir(path):
+        return path, "it is a file, not a folder"
+    reason = _placed(path, root) or _held(path, root)
+    if reason or os.path.isdir(path):
+        return path, reason
+    there = _existing(path)
+    why = _placed(there, root)
+    if not os.path.isdir(there):
+        why = f"{tilde(there)} is a file"
+    if why:
+        return path, f"it does not exist, and amas would make it in {tilde(there)}: {why}"
+    return path, ""
+
+
+def _placed(path: str, root: Path) -> str:
+    """Why a grant may not open a folder where it is (one reason), or ""."""
+    if path.startswith(SYSTEM) or path in ("/proc", "/sys", "/dev"):
+        return "the box has its own /proc, /sys and /dev"
+    if not writable_root(Path(path)):
+        return "it is your home, / or a folder above your home, which no grant opens"
+    key = _key_place(path)
+    if key:
+        return f"it is in {tilde(key)}, {_what(key)}"
+    if Path(path).is_relative_to(root):
+        return "it is in the project, writable already (its repository and what steers stay so)"
+    return ""
+
+
+def _key_place(path: str) -> str:
+    """The place that path is in that no grant opens: one that holds keys, git's own config, or
+    where programs outside the box listen; or ""."""
+    places = [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS, *boxview.UNIX_SOCKET_PLACES]
+    for place in [*places, *boxview.GIT_HOME]:
+        real = os.path.realpath(os.path.expanduser(place))
+        if path == real or path.startswith(real + "/"):
+            return real
+    return ""
+
+
+def _secret(path: str) -> bool:
+    """Whether a path is in a place that holds keys (the model is not told what is there)."""
+    return _key_place(path) in [
+        os.path.realpath(os.path.expanduser(p))
+        for p in [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS]
+    ]
+
+
+def _what(place: str) -> str:
+    """What a place no grant opens is, for the person."""
+    if place in [os.path.realpath(os.path.expanduser(p)) for p in boxview.GIT_HOME]:
+        return "git's own config (what runs at every git command)"
+    if place in [os.path.realpath(p) for p in boxview.UNIX_SOCKET_PLACES]:
+        return "where programs outside the box listen"
+    return "a place that holds keys"
+
+
+def _held(path: str, root: Path) -> str:
+    """What a folder holds that no grant opens, said for the person, or "": the project or its
+    repository, git's own config, a place that holds keys (that exists) or where programs outside
+    the box listen."""
+    inside = Path(path)
+    gitdirs = boxview.gitdirs_of(root)
+    if root.is_relative_to(inside) or any(g.is_relative_to(inside) for g in gitdirs):
+        return "it holds the project, whose repository stays read-only: name a folder beside it"
+    hooks = boxview.hooks_folder(root)
+    if hooks and (hooks.is_relative_to(inside) or inside.is_relative_to(hooks)):
+        return f"git takes the project's hooks from {tilde(str(hooks))}, which no grant opens"
+    git = [os.path.realpath(os.path.expanduser(p)) for p in boxview.GIT_HOME]
+    places = [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS, *boxview.UNIX_SOCKET_PLACES]
+    keys = [os.path.realpath(os.path.expanduser(p)) for p in places]
+    for place in git + [k for k in keys if os.path.exists(k)]:
+        if Path(place).is_relative_to(inside):
+            return f"it holds {tilde(place)}, {_what(place)}: name a folder inside it or beside it"
+    return ""
 
 
 def read_only_repository(result: str) -> str | None:
@@ -175,14 +385,6 @@ def read_only_repository(result: str) -> str | None:
 def _succeeded(result: str) -> bool:
     """Whether a command's result ends with exit code 0."""
     return result[result.rfind("[exit code ") :].startswith("[exit code 0]")
-
-
-def _read_only(result: str) -> re.Match | None:
-    """The first "Read-only file system" complaint, looked for only in the lines that say so (a long
-    line of output would make the pattern quadratic)."""
-    marks = ("Read-only file system", "config file")
-    said = [line[-1000:] for line in result.splitlines() if any(m in line for m in marks)]
-    return next(filter(None, map(READ_ONLY.search, said)), None)
 
 
 def run(command: effects.Command, root: Path, env: dict, box: Box | None = None, watch=None) -> str:

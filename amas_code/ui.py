@@ -404,6 +404,51 @@ def _read_answer(con: Console, stream, prompt: Text, choices: str) -> tuple[str,
         return "n", ""
 
 
+def folder(question: str, proposed: str = "", detail=None) -> str:
+    """A folder from the person, for a question that needs one: y takes the one proposed (with none
+    proposed, it says so and asks again), n or the end of input declines (""), other words are the
+    folder they typed, for the caller to check. Without a terminal: "" and a warning."""
+    if proposed:
+        choices = f"[y]es: {proposed} / [n]o / or type another folder"
+    else:
+        choices = "type the folder / [n]o"
+    prompt = Text.assemble((one_line(hidden(question)), "bold"), " ", one_line(choices), ": ")
+    con, stream = _terminal() or (None, None)
+    _show_detail(con or console, detail)
+    if con is None:
+        warning(f"{question} declined: no terminal to ask on")
+        return ""
+    try:
+        with _TYPED.paused():
+            _drop_typed_ahead(stream)
+            return _read_folder(con, stream, prompt, proposed)
+    finally:
+        if stream:
+            stream.close()
+
+
+def _read_folder(con: Console, stream, prompt: Text, proposed: str) -> str:
+    """The folder from their words (see folder); an empty line asks again."""
+    try:
+        while True:
+            raw = con.input(prompt, stream=stream)
+            if stream and not raw:  # end of input at the terminal: no
+                return ""
+            words = raw.strip()
+            answer = ANSWERS.get(words.lower(), "")
+            if answer == "n":
+                return ""
+            if answer == "y" and proposed:
+                return proposed
+            if answer == "y":
+                said = "no folder was proposed: type the folder the command should write in, or n"
+                con.print(Text.assemble(("⚠ ", "yellow"), said), overflow="fold")
+            elif words:
+                return words
+    except EOFError:
+        return ""
+
+
 def _drop_typed_ahead(stream) -> None:
     """Text typed while the agent worked was meant for something else, never as this answer."""
     import termios

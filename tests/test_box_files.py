@@ -105,7 +105,7 @@ def test_a_missing_hooks_folder_gets_a_stand_in(layout):
 def test_what_the_box_refused_is_named():
     said = "fatal: Unable to create '/p/.git/index.lock': Read-only file system.\n[exit code 128]"
     assert sandbox.read_only_repository(f"$ git commit\n[stderr]\n{said}") == "/p/.git/index.lock"
-    assert sandbox.refused(said) == ["repository"]
+    assert sandbox.refused(said, Path("/p"), sandbox.Box()) == ["repository"]
     said = "error: could not lock config file .git/config: Read-only file system\n[exit code 255]"
     assert sandbox.read_only_repository(said) == ".git/config"
     assert (
@@ -116,7 +116,9 @@ def test_what_the_box_refused_is_named():
     )
     assert sandbox.read_only_repository("/p/.git/x: Read-only file system\n[exit code 0]") is None
     said = "sh: 1: cannot create .amas/rules.md: Read-only file system\n[exit code 2]"
-    assert sandbox.refused(said) == []  # what steers amas: its edit tools, asked every time
+    assert (
+        sandbox.refused(said, Path("/p"), sandbox.Box()) == []
+    )  # what steers amas: its edit tools, asked every time
 
 
 def test_sandbox_read_is_the_users_own(layout):

@@ -15,25 +15,32 @@ from amas_code import boxview, effects, policy, sandbox
 from amas_code import home as amas_home
 
 
-def test_the_output_decides_what_is_offered_never_which_folder():
-    assert sandbox.refused("$ curl x\ncurl: (6) Could not resolve host: x\n[exit code 6]") == [
-        "network"
-    ]
+def test_the_output_decides_what_is_offered_never_which_folder(project):
+    box = sandbox.Box()
+    said = "$ curl x\ncurl: (6) Could not resolve host: x\n[exit code 6]"
+    assert sandbox.refused(said, project, box) == ["network"]
     said = "fatal: Unable to create '/p/.git/index.lock': Read-only file system\n[exit code 128]"
-    assert sandbox.refused(said) == ["repository"]
+    assert sandbox.refused(said, project, box) == ["repository"]
     hooks = "cannot create /p/.git/hooks/pre-commit: Read-only file system\n[exit code 2]"
-    assert sandbox.refused(hooks) == []  # hooks stay read-only in every grant
+    assert sandbox.refused(hooks, project, box) == []  # hooks stay read-only in every grant
     faked = "$ echo \"touch: cannot touch '/x': Read-only file system\"\n[exit code 1]"
-    assert sandbox.refused(faked) == []  # the command line itself says nothing
-    assert sandbox.refused("touch: '/etc/x': Read-only file system\n[exit code 0]") == []
+    assert sandbox.refused(faked, project, box) == []  # the command line itself says nothing
+    done = "touch: '/etc/x': Read-only file system\n[exit code 0]"
+    assert sandbox.refused(done, project, box) == []
+    # git failing in the read-only repository may say nothing: git stash exits 1, silent
+    assert sandbox.refused("$ git stash\n[exit code 1]", project, box, ("git",)) == ["repository"]
+    assert sandbox.refused("$ git stash\n[exit code 1]", project, box) == []
+    granted = sandbox.Box(grant="repository")  # already granted: not offered again
+    assert sandbox.refused("$ git stash\n[exit code 1]", project, granted, ("git",)) == []
 
 
 def test_a_folder_grant_is_never_the_home_a_key_or_the_project(home, bare):
     (home / ".cache" / "pip").mkdir(parents=True)
     (home / ".ssh").mkdir()
-    assert sandbox.grantable("~/.cache/pip", bare) == str(home / ".cache" / "pip")
-    for refused in ("~", "/", str(home.parent), "~/.ssh", "~/.amas", str(bare), "~/missing"):
-        assert sandbox.grantable(refused, bare) == "", refused
+    assert sandbox.grantable("~/.cache/pip", bare) == (str(home / ".cache" / "pip"), "")
+    for refused in ("~", "/", str(home.parent), "~/.ssh", "~/.amas", str(bare), "~/.ssh/x"):
+        path, reason = sandbox.grantable(refused, bare)
+        assert reason, refused
 
 
 def test_each_grant_opens_one_thing(project):
@@ -41,12 +48,15 @@ def test_each_grant_opens_one_thing(project):
     git = str(project / ".git")
     assert ["--ro-bind", git, git] == closed[closed.index(git) - 1 : closed.index(git) + 2]
     opened = boxview.files(project, grant="repository")
-    assert git not in opened  # the .git as the project's: writable
+    assert ["--bind", git, git] == opened[opened.index(git) - 1 : opened.index(git) + 2]
     for kept in (project / ".git" / "config", project / ".git" / "hooks"):
         at = opened.index(str(kept))
         assert opened[at - 1 : at + 2] == ["--ro-bind", str(kept), str(kept)]
     folder = boxview.files(project, grant="/var/cache/x")
-    assert folder[-3:] == ["--bind", "/var/cache/x", "/var/cache/x"] or "--remount-ro" in folder
+    assert ["--bind", "/var/cache/x", "/var/cache/x"] == folder[folder.index("/var/cache/x") - 1 :][
+        :3
+    ]
+    assert git not in [*closed, *folder][: closed.index(git) - 1]
 
 
 def test_no_answer_settles_a_grant(project):

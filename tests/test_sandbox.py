@@ -106,10 +106,12 @@ def test_a_write_outside_the_project_fails_and_says_why(user, place):
     assert (place / "inside.txt").read_text() == "in\n"
     assert not (place.parent / "outside.txt").exists()
     assert not (place / ".git" / "hooks" / "pre-commit").exists()
-    assert sandbox.refused(result) == ["folder"]
+    assert sandbox.refused(result, place, sandbox.Box()) == ["folder"]
     result = boxed(user, place, "git config user.name someone", box={})
     assert "someone" not in (place / ".git" / "config").read_text()
-    assert sandbox.refused(result) == []  # git's config stays read-only in every grant
+    assert (
+        sandbox.refused(result, place, sandbox.Box()) == []
+    )  # git's config stays read-only in every grant
 
 
 def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
@@ -135,7 +137,9 @@ def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
         assert (place / where / "config").read_text() == before
     result = boxed(user, place, "echo 'touch pwned' >> .githooks/pre-commit", box={})
     assert (place / ".githooks" / "pre-commit").read_text() == "#!/bin/sh\n", result
-    assert sandbox.refused(result) == []  # a hook folder is never granted: the model edits it
+    assert (
+        sandbox.refused(result, place, sandbox.Box()) == []
+    )  # a hook folder is never granted: the model edits it
     # the box leaves nothing behind: the whole .git is read-only, no hooks folder is made
     assert set(os.listdir(place / ".git")) == names
 
@@ -173,7 +177,7 @@ def test_the_home_is_hidden_but_for_the_toolchains(user, place):
     for secret in ("NOTE", "PRIVATE", "CODEX-TOKEN", "HF-TOKEN", "HISTORY"):
         assert secret not in result
     assert "\nBox Tester\n" in result and "demo-1.0-py3-none-any.whl" in result
-    assert sandbox.refused(result) == ["folder"]
+    assert sandbox.refused(result, place, sandbox.Box()) == ["folder"]
     unboxed = boxed(user, place, command)
     assert "CODEX-TOKEN" in unboxed and "HF-TOKEN" in unboxed
 
@@ -258,7 +262,7 @@ def test_a_boxed_commit_fails_as_the_repository_being_read_only(user, place):
     own(user, place)
     result = boxed(user, place, "git add a.txt && git commit -qm x", box={})
     assert sandbox.read_only_repository(result) == f"{place}/.git/index.lock"
-    assert sandbox.refused(result) == ["repository"]
+    assert sandbox.refused(result, place, sandbox.Box()) == ["repository"]
     assert git(place, "-c", "safe.directory=*", "status", "--short") == "?? a.txt\n"
 
 
@@ -293,7 +297,9 @@ def test_the_network_is_not_there(user, place, llm):
     get = f"import urllib.request; print(urllib.request.urlopen('{llm.url}/models', timeout=5).status)"
     command = f'python3 -c "{get}"'
     result = boxed(user, place, command, box={})
-    assert "[exit code 1]" in result and sandbox.refused(result) == ["network"]
+    assert "[exit code 1]" in result and sandbox.refused(result, place, sandbox.Box()) == [
+        "network"
+    ]
     # with the network on, the box has a network of its own: the host's loopback is not in it
     if not shutil.which(netstack.NETWORK_STACK):
         pytest.skip(f"{netstack.NETWORK_STACK} is not installed")

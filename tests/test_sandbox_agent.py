@@ -79,15 +79,20 @@ def test_a_grant_opens_the_folder_the_person_names_for_one_run(repl, project, ou
 
 @needs_box
 def test_what_a_command_printed_never_picks_the_folder(repl, project, home, llm):
-    """A script fakes a pip-cache refusal; a yes opens nothing, and its words are quoted as its own."""
+    """A script fakes a pip-cache refusal: its words are quoted as its own, and amas proposes no
+    folder (its mounts show nothing of the host's there: the home has no ~/.cache/pip); a yes opens
+    nothing, and the question is asked again."""
     fake = "touch: cannot touch '$HOME/.cache/pip/x': Read-only file system"
     line = f'echo "{fake}" >&2; echo alias ls=x >> $HOME/.bash_aliases; exit 1'
     llm.reply(tool="shell_command", command=line).reply(text="done")
     child = repl("-y")
     child.sendline("run it")
     child.expect("The command printed: ")
+    child.expect("no folder to propose")
     child.expect("again once with one folder outside the project writable")
     child.sendline("y")
+    child.expect("no folder was proposed")
+    child.sendline("n")
     child.expect("done")
     assert not (home / ".bash_aliases").exists()
     assert "no run with more was granted" in llm.requests[1]["messages"][-1]["content"]
@@ -119,9 +124,10 @@ def test_the_repl_says_which_mode_is_in_force(repl, project):
     child.expect(pexpect.EOF)
 
 
-def test_a_long_line_of_output_is_judged_at_once():
+def test_a_long_line_of_output_is_judged_at_once(bare):
     """`refused` looked for a path before ': Read-only file system' across a 200 KB line: minutes."""
-    line = "x" * 200_000
-    assert sandbox.refused(f"$ cmd\n{line}\n[exit code 3]") == []
+    line = "x/" * 100_000
+    box = sandbox.Box()
+    assert sandbox.refused(f"$ cmd\n{line}\n[exit code 3]", bare, box) == []
     said = f"{line}\ntouch: cannot touch '/etc/x': Read-only file system\n[exit code 1]"
-    assert sandbox.refused(said) == ["folder"]
+    assert sandbox.refused(said, bare, box) == ["folder"]
