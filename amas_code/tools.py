@@ -88,7 +88,9 @@ class Tools:
         self.touched = set()  # files read or changed in this conversation, for the map's ranking
         # what the model has seen of each file: the file as it was when it last read or wrote it
         self.seen: dict[Path, tuple[int, int]] = {}
-        self.names = NAMES if browser.available(config) else NAMES[: -len(BROWSER)]
+        self.names = NAMES
+        if not browser.available(config):
+            self.names = NAMES[: -len(BROWSER)]
         self.planning = False  # plan mode: reading tools only, commands with the project read-only
 
     # -- the registry -----------------------------------------------------------------------------
@@ -126,6 +128,31 @@ class Tools:
         name = call.name
         if name not in self.names:
             raise ValueError(f"unknown tool {name!r}; available tools: {', '.join(self.names)}")
+        self.check_plan(name)
+        if call.args is None:
+            written = str(call.raw)[:200]
+            raise ValueError(
+                f"arguments for {name} are not a JSON object ({written!r}); send one JSON object"
+            )
+        sig = inspect.signature(getattr(self, name))
+        args = _tolerant(name, sig, call.args)
+        required = [p.name for p in sig.parameters.values() if p.default is p.empty]
+        missing = [key for key in required if key not in args]
+        if missing:
+            raise ValueError(f"{name} is missing required argument(s): {', '.join(missing)}")
+        unknown = [key for key in args if key not in sig.parameters]
+        if unknown:
+            takes = ", ".join(sig.parameters)
+            raise ValueError(f"{name} has no argument(s) {', '.join(unknown)}; it takes {takes}")
+        if args.get("path") == "":
+            raise ValueError(
+                f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
+            )
+        return args
+
+    def check_plan(self, name: str) -> None:
+        """In plan mode, PermissionError for a tool that changes something, and for a command
+        where no sandbox can keep the project read-only."""
         if self.planning and name not in PLAN:
             raise PermissionError(
                 f"plan mode: {name} changes something, and nothing changes until the user leaves "
@@ -136,25 +163,6 @@ class Tools:
                 "plan mode runs commands only in the sandbox, where the project is read-only, "
                 "and it cannot run here; read the files instead"
             )
-        if call.args is None:
-            written = str(call.raw)[:200]
-            raise ValueError(
-                f"arguments for {name} are not a JSON object ({written!r}); send one JSON object"
-            )
-        sig = inspect.signature(getattr(self, name))
-        args = _tolerant(name, sig, call.args)
-        if missing := [
-            p.name for p in sig.parameters.values() if p.default is p.empty and p.name not in args
-        ]:
-            raise ValueError(f"{name} is missing required argument(s): {', '.join(missing)}")
-        if unknown := [k for k in args if k not in sig.parameters]:
-            takes = ", ".join(sig.parameters)
-            raise ValueError(f"{name} has no argument(s) {', '.join(unknown)}; it takes {takes}")
-        if args.get("path") == "":
-            raise ValueError(
-                f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
-            )
-        return args
 
     def saw(self, path: Path) -> None:
         """The model has the file's content now: it read it, it was attached, or its change was
@@ -208,10 +216,13 @@ class Tools:
         """Go on if the gate allows it or the person says yes; else PermissionError for the model."""
         if verdict.decision == "allow":
             return
-        yes, feedback = self.permit(verdict) if verdict.decision == "ask" else (False, "")
-        if yes:
-            return
-        said = f"; they said: {feedback}" if feedback else ""
+        said = ""
+        if verdict.decision == "ask":
+            yes, feedback = self.permit(verdict)
+            if yes:
+                return
+            if feedback:
+                said = f"; they said: {feedback}"
         raise effects.Declined(f"{verdict.reason} was declined by the user{said}")
 
     # -- files --------------------------------------------------------------------------------------
@@ -314,7 +325,9 @@ class Tools:
     def shell_command(self, command: str, timeout: int = 0) -> Command:
         """Run a shell command in the project root; returns stdout, stderr and exit code (a
         timeout above the user's limit is theirs to allow)."""
-        return Command(command, timeout if timeout > 0 else self.config["shell_timeout"])
+        if timeout <= 0:  # none given: the user's
+            timeout = self.config["shell_timeout"]
+        return Command(command, timeout)
 
     def search_files(self, pattern: str, path: str = ".") -> str:
         """Regex search in project files (ignored files left out); returns path:line: text."""
@@ -324,7 +337,9 @@ class Tools:
         base = self.path(path)
         if not base.exists():
             raise ValueError(f"{path} does not exist")
-        literal = pattern if re.fullmatch(r"[\w\s\-:=,;'\"/<>@#%&!~`]+", pattern) else None
+        literal = None  # a pattern with no regex in it: git grep finds its files first
+        if re.fullmatch(r"[\w\s\-:=,;'\"/<>@#%&!~`]+", pattern):
+            literal = pattern
         if base.is_dir():
             files = project_files(base, self.config["ignore"], literal)
         else:
@@ -357,10 +372,10 @@ class Tools:
     def list_files(self, path: str = ".") -> str:
         """List project files as a tree (ignored files left out)."""
         base = self.path(path)
-        if not base.is_dir():
-            raise ValueError(
-                f"{path} is not a folder" if base.exists() else f"{path} does not exist"
-            )
+        if base.exists() and not base.is_dir():
+            raise ValueError(f"{path} is not a folder")
+        if not base.exists():
+            raise ValueError(f"{path} does not exist")
         cut = len(str(base)) + 1
         rels = (f[cut:] for f in project_files(base, self.config["ignore"]))
         listed, rest = _first(rels)
@@ -445,7 +460,9 @@ class Tools:
     def navigate(self, url: str) -> str:
         """Browser: open a URL; returns the title and visible text."""
         known = "://" in url or url.lower().startswith(("about:", "data:", "view-source:"))
-        return self.page().navigate(self.visit(url if known else f"https://{url}"))
+        if not known:  # a bare host, as people write it
+            url = f"https://{url}"
+        return self.page().navigate(self.visit(url))
 
     def click(self, selector: str) -> str:
         """Browser: click the element matching a CSS selector."""
@@ -461,7 +478,7 @@ class Tools:
         png = self.page().png()
         if isinstance(png, str):  # the browser's error
             return png
-        return Change(p, p.read_bytes() if p.is_file() else None, png, "screenshot")
+        return Change(p, _bytes(p), png, "screenshot")
 
     def get_text(self, selector: str = "body") -> str:
         """Browser: visible text of the page or of one element."""
@@ -554,7 +571,10 @@ def _tree(rels: list[str]) -> list[str]:
 
 
 def _top(rel: str) -> str:
-    return rel.split("/", 1)[0] + "/" if "/" in rel else "./"
+    """The top folder a listed path is in (`./` for a file at the top)."""
+    if "/" not in rel:
+        return "./"
+    return rel.split("/", 1)[0] + "/"
 
 
 def _first(rels: Iterator[str]) -> tuple[list[str], Counter]:
@@ -577,7 +597,9 @@ def _counted(folders: Counter) -> str:
     if not folders:
         return ""
     top = ", ".join(f"{name} {n}" for name, n in folders.most_common(20))
-    more = f"; {len(folders) - 20} more folders" if len(folders) > 20 else ""
+    more = ""
+    if len(folders) > 20:
+        more = f"; {len(folders) - 20} more folders"
     total = sum(folders.values())
     return f"\n[{total} more files not shown, by folder: {top}{more}; list a subfolder]"
 
@@ -607,13 +629,13 @@ class _Window:
         line = b""
         while chunk := f.read(1 << 16):
             n = chunk.count(b"\n")
-            if count + n < self.first or count >= self.end + CONTEXT:
-                line = _grown(line, chunk) if not n else chunk.rpartition(b"\n")[2][:LINE_CAP]
-            else:
-                *ended, rest = chunk.split(b"\n")
+            if count + n >= self.first and count < self.end + CONTEXT:
+                ended = chunk.split(b"\n")[:-1]
+                if ended:
+                    ended[0] = line + ended[0]  # the line the last chunk began
                 for k, piece in enumerate(ended):
-                    self.take(count + k, (line + piece) if k == 0 else piece)
-                line = _grown(line, rest) if not ended else rest[:LINE_CAP]
+                    self.take(count + k, piece)
+            line = _carried(line, chunk)
             count += n
         if line:
             self.take(count, line)
@@ -622,11 +644,14 @@ class _Window:
     def take(self, n: int, piece: bytes) -> None:
         """Keep line n if it is shown or beside the part shown."""
         shown = self.offset <= n < self.end
-        self.size += (len(piece) + 8) * shown
+        if shown:
+            self.size += len(piece) + 8
         if shown and n > self.offset and self.size > 4 * MAX_READ:
             self.end = n  # more than one reply can show: the rest is read on
+        cut = 4096  # a line beside the part shown is only context
+        if self.offset <= n < self.end:
+            cut = LINE_CAP
         if self.first <= n < self.end + CONTEXT:
-            cut = LINE_CAP if self.offset <= n < self.end else 4096
             self.lines.append(piece.removesuffix(b"\r")[:cut])
 
     def utf8(self) -> bool:
@@ -658,9 +683,14 @@ def _version(path: Path) -> tuple[int, int]:
     return info.st_mtime_ns, info.st_size
 
 
-def _grown(line: bytes, more: bytes) -> bytes:
-    """A line read on, kept up to LINE_CAP bytes (a line of a gigabyte is never copied whole)."""
-    return line if len(line) >= LINE_CAP else (line + more)[:LINE_CAP]
+def _carried(line: bytes, chunk: bytes) -> bytes:
+    """The line still being read after chunk: grown by it when it ends no line, else what follows
+    its last line end; kept up to LINE_CAP bytes (a line of a gigabyte is never copied whole)."""
+    if b"\n" in chunk:
+        return chunk.rpartition(b"\n")[2][:LINE_CAP]
+    if len(line) >= LINE_CAP:
+        return line
+    return (line + chunk)[:LINE_CAP]
 
 
 def _numbered(lines: list[str], offset: int, total: int) -> str:
@@ -670,17 +700,18 @@ def _numbered(lines: list[str], offset: int, total: int) -> str:
     end = offset + len(lines)
     for i, line in enumerate(lines, offset):
         size += len(line) + 8
+        if size > MAX_READ and out:
+            end = i
+            break
         if size > MAX_READ:  # a single line longer than that is shown cut: the model is never stuck
-            end = i + (not out)
-            out += (
-                []
-                if out
-                else [f"{i + 1:6}\t{line[:MAX_READ]} [line cut at {MAX_READ:,} characters]"]
-            )
+            out.append(f"{i + 1:6}\t{line[:MAX_READ]} [line cut at {MAX_READ:,} characters]")
+            end = i + 1
             break
         out.append(f"{i + 1:6}\t{line}")
+    why = "more lines follow"
+    if size > MAX_READ:
+        why = "truncated at 50 KB"
     if end < total:
-        why = "truncated at 50 KB" if size > MAX_READ else "more lines follow"
         out.append(
             f"[{why}: lines {offset + 1}-{end} of {total} shown; read_file offset={end} reads on]"
         )
@@ -695,8 +726,11 @@ def _tolerant(name: str, sig: inspect.Signature, args: dict) -> dict:
     for key, value in args.items():
         if value is None:
             continue
-        want = sig.parameters[key].annotation if key in sig.parameters else None
-        typed[key] = _converted(name, key, value, want)
+        param = sig.parameters.get(key)
+        if param is None:  # kept as it is, for the error that names it
+            typed[key] = value
+        else:
+            typed[key] = _converted(name, key, value, param.annotation)
     return typed
 
 
@@ -721,7 +755,9 @@ def _text(data: bytes) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return text.replace("\r\n", "\n") if _crlf(data) else text
+    if _crlf(data):
+        return text.replace("\r\n", "\n")
+    return text
 
 
 def _crlf(data: bytes) -> bool:
@@ -856,13 +892,19 @@ def _closest(content: str, old: str) -> str:
         return "The file is empty."
     starts = max(1, len(lines) - k + 1)
     cost = starts * min(len(content), len(old) * 2)  # characters compared, about
-    best = _by_characters(lines, old, k) if cost <= CLOSEST_BUDGET else _by_lines(lines, old, k)
+    if cost <= CLOSEST_BUDGET:  # small enough to compare character by character
+        best = _by_characters(lines, old, k)
+    else:
+        best = _by_lines(lines, old, k)
     end = min(len(lines), best + k)
     shown = range(best, min(end, best + MAX_LINES))
     region = "\n".join(f"{n + 1:6}\t{lines[n]}" for n in shown)
-    more = f"\n[… {end - shown.stop} more lines]" if end > shown.stop else ""
-    hint = KEEP if "[REDACTED]" in region else "Copy old_str exactly from the file."
-    return f"The closest region (lines {best + 1}-{end}) is:\n{region}{more}\n{hint}"
+    if end > shown.stop:
+        region += f"\n[… {end - shown.stop} more lines]"
+    hint = "Copy old_str exactly from the file."
+    if "[REDACTED]" in region:
+        hint = KEEP
+    return f"The closest region (lines {best + 1}-{end}) is:\n{region}\n{hint}"
 
 
 def _by_characters(lines: list[str], old: str, k: int) -> int:
