@@ -30,7 +30,9 @@ TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argu
 def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> effects.Answer:
     """The one question to the person: yes or no, and what they typed instead of an answer."""
     always = policy.KINDS[verdict.kind][1]
-    choices = "yna" if always else "yn"
+    choices = "yn"
+    if always:  # the kind keeps an "always"
+        choices = "yna"
     question = verdict.question
     # a command cannot hide in blank characters
     if verdict.kind in ("shell", "unboxed", "grant", "timeout"):
@@ -119,12 +121,14 @@ class Act:
         yes, feedback = ask(self.gate, verdict, detail)
         if yes:
             return self.escape(effect, self.perform(effect))
-        by = "by user" if ui.can_ask() else "(no terminal to ask the user on)"
-        declined = f"{_declined(effect)} declined {by}."
+        declined = f"{_declined(effect)} declined by user."
+        if not ui.can_ask():
+            declined = f"{_declined(effect)} declined (no terminal to ask the user on)."
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user"
-        said = f"{declined} They said: {feedback}" if feedback else declined
-        return effects.Outcome(said, "declined")
+        if feedback:
+            declined += f" They said: {feedback}"
+        return effects.Outcome(declined, "declined")
 
     def detail(self, effect: effects.Change | effects.Command):
         """What the person sees before deciding: a change's diff (a picture's size)."""
@@ -148,11 +152,7 @@ class Act:
         text, boxed = done
         if not boxed or not isinstance(effect, effects.Command):
             return effects.Outcome(text, "ok")
-        box = self.tools.box
-        programs = _programs(effect.line)
-        read = _as_read(text, effect.line)
-        offers = sandbox.refused(read, self.root, box, programs)
-        refusal = sandbox.tried(read, self.root, box, programs)
+        offers, refusal = self.refusal(effect.line, text)
         if not offers and refusal:  # a place no grant opens (/run/user): the model is told
             return effects.Outcome(f"{text}\n[{_stopped(offers, refusal)}]", "ok")
         if not offers:
@@ -166,6 +166,16 @@ class Act:
             said = policy.GRANTS[grant]
         allowed = f"{text}\n[run again once with {said}, as the user allowed]\n{again}"
         return effects.Outcome(allowed, "ok")
+
+    def refusal(self, line: str, text: str):
+        """What the box refused a command that failed: the grants that could let it run once
+        more, and the place it tried (sandbox.Refusal, or None)."""
+        box = self.tools.box
+        programs = _programs(line)
+        read = _as_read(text, line)
+        return sandbox.refused(read, self.root, box, programs), sandbox.tried(
+            read, self.root, box, programs
+        )
 
     def grant(
         self, line: str, offers: list[str], printed: str, refusal: sandbox.Refusal | None
@@ -291,8 +301,10 @@ class Act:
         if change.verb in policy.MEMORY:  # the user's memory: private, never the model's file
             home.write_private(change.path, change.new.decode())
             return f"Done: {change.verb} in the memory; later sessions see it."
-        inside = change.path.is_relative_to(self.root)
-        project.write(change.path, [change.new], self.root if inside else Path("/"))
+        beneath = Path("/")  # folders opened one name at a time from here, never through a link
+        if change.path.is_relative_to(self.root):
+            beneath = self.root
+        project.write(change.path, [change.new], beneath)
         name = project.shown(self.root, change.path)
         self.tools.wrote(change)
         if change.verb == "screenshot":
@@ -343,8 +355,9 @@ class Act:
 def _printed(text: str) -> str:
     """What the command printed last, quoted as its own words (never amas's reason)."""
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("[")]
-    last = ui.one_line(lines[-1])[:200] if len(lines) > 1 else ""
-    return f"The command printed: {last}" if last else ""
+    if len(lines) < 2:  # only its own `$ command` line
+        return ""
+    return f"The command printed: {ui.one_line(lines[-1])[:200]}"
 
 
 def _as_read(result: str, line: str) -> str:
@@ -453,7 +466,9 @@ def _declined(effect: effects.Change | effects.Command) -> str:
         return "Command"
     if effect.verb in policy.MEMORY:
         return "Memory change"
-    return "Screenshot" if effect.verb == "screenshot" else "Edit"
+    if effect.verb == "screenshot":
+        return "Screenshot"
+    return "Edit"
 
 
 def _checkpoints(config: dict, root: Path) -> Checkpoint | None:

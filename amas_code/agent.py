@@ -39,12 +39,7 @@ class Agent:
         self.config = config
         self.root = Path(root).resolve()
         self.history = history.Log(self.root)
-        self.session = history.new_session()
-        self.messages = []
-        if resume is True:  # -c: the latest conversation
-            self.session, self.messages = self.history.resume()
-        elif resume:  # --resume: the one the person picked
-            self.session, self.messages = self.history.resume(resume)
+        self.session, self.messages = self.history.opened(resume)
         self.attachments = []
         self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
         self.notes = []  # what the user did since the last turn (/undo, !command)
@@ -179,7 +174,7 @@ class Agent:
             self.loop()
             self.ok = True
         except KeyboardInterrupt as e:
-            self.repair(e.output if isinstance(e, effects.Stopped) else "")
+            self.repair(getattr(e, "output", ""))  # a Stopped command's output, for the model
             ui.console.print()
             self.warn("cancelled; the conversation is kept")
             return False
@@ -277,9 +272,9 @@ class Agent:
         sent = len(reply.get("tool_calls", []))
         if sent <= MAX_CALLS:
             return ""
-        held = (
-            f"more than {MAX_CALLS}" if sent == MAX_CALLS + 1 else str(sent)
-        )  # a stream stops there
+        held = str(sent)
+        if sent == MAX_CALLS + 1:  # a stream stops there: there were more
+            held = f"more than {MAX_CALLS}"
         self.warn(f"the model sent {held} tool calls in one reply; at most {MAX_CALLS} are run")
         reply["tool_calls"] = reply["tool_calls"][:MAX_CALLS]
         said = f"your reply held {held} tool calls: only the first {MAX_CALLS} were considered"
@@ -394,9 +389,13 @@ class Agent:
         """After Ctrl+C or a kill: every tool call gets a result, so the next request is valid; the
         first one not answered, the output of the command Ctrl+C `stopped`, if it was one."""
         at = max((i for i, m in enumerate(self.messages) if m.get("tool_calls")), default=None)
-        done = {m.get("tool_call_id") for m in self.messages[at:]} if at is not None else set()
-        said = self.act.said(stopped) if stopped else ""
-        for call in self.messages[at]["tool_calls"] if at is not None else []:
+        if at is None:
+            return
+        done = {m.get("tool_call_id") for m in self.messages[at:]}
+        said = ""
+        if stopped:
+            said = self.act.said(stopped)
+        for call in self.messages[at]["tool_calls"]:
             if call["id"] not in done:
                 content = said or "Cancelled by the user."
                 self.add({"role": "tool", "tool_call_id": call["id"], "content": content})

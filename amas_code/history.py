@@ -69,6 +69,15 @@ class Log:
         self.logged = len(found)
         return session, found
 
+    def opened(self, resume: bool | str) -> tuple[str, list[dict]]:
+        """The conversation a session starts with: a new one, the latest (True: -c) or the one
+        picked (its session id: --resume)."""
+        if resume is True:
+            return self.resume()
+        if resume:
+            return self.resume(resume)
+        return new_session(), []
+
     def flush(self, session: str, messages: list[dict], marker: bool = False) -> str:
         """Append the messages the file lacks (or a session marker); what went wrong, if anything (then
         nothing more is written)."""
