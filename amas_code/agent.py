@@ -85,12 +85,17 @@ class Agent:
         return project.shown(self.root, path)
 
     def mentions(self, line: str) -> list[tuple[str, Path]]:
-        """The files a message names with @path (@property, @someone: words, not files)."""
+        """The files a message names with @path that exist (@property, @functools.cache, a name no
+        file has: words, left as they are)."""
         found = []
         for word in re.findall(r"(?<!\S)@(\S+)", line):
             name = word.rstrip(".,;:!?)")
             path = self.context.cwd / os.path.expanduser(name)
-            if path.exists() or "/" in name or "." in name:
+            try:
+                there = path.exists()
+            except (OSError, ValueError):  # a name too long, or with a NUL: no file's
+                there = False
+            if there:
                 found.append((name, path))
         return found
 
