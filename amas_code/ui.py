@@ -272,12 +272,13 @@ def _words(text: str) -> list[str]:
 
 
 def _instead(words: str, choice: str) -> bool:
-    """Words that decline and tell the agent what to do instead: a sentence that is no answer and
-    does not start with a yes ("yeah, but use tabs" may mean yes: it is asked again)."""
+    """Words that decline and tell the agent what to do instead (or name a folder): not an answer,
+    not one word of letters (a slip: "yess"), not a yes with more ("yeah, but use tabs" may mean
+    yes); those are asked again."""
     found = _words(words)
-    if choice or len(words.split()) < 2:
+    if choice or not words or re.fullmatch(r"[^\W\d_]+", words):
         return False
-    return not found or found[0] not in SAYS["y"]
+    return len(found) < 2 or found[0] not in SAYS["y"]
 
 
 def question(question: str, detail=None, scopes: dict | None = None) -> tuple[str, str]:
