@@ -61,10 +61,7 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format):
     piped = "" if sys.stdin.isatty() else read_piped(sys.stdin.buffer)
     text = f"{text}\n\n```\n{piped}\n```" if text and piped else text or piped
     if not text and not sys.stdin.isatty():
-        said = 'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
-        ui.error(said)
-        report.error(said)  # a script reading JSON gets its result all the same
-        sys.exit(report.finish("error", "", {}))
+        nothing_to_do(report)
     if pick and not text:
         resume = choose(root)
     fail_fast(config, report, text)
@@ -100,6 +97,14 @@ def home_root(root: Path) -> None:
     )
     if ui.can_ask() and ui.ask("Go on here, with the home read-only?", "yn") != "y":
         sys.exit(0)
+
+
+def nothing_to_do(report: Report) -> None:
+    """No prompt, and no terminal for the REPL: said, and as the result a script reading JSON gets."""
+    said = 'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
+    ui.error(said)
+    report.error(said)
+    sys.exit(report.finish("error", "", {}))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
@@ -181,7 +186,9 @@ def ask_trust(root: Path) -> None:
     from amas_code import home
 
     detail = shipped(root)
-    question = f"Trust {root}? Its settings, rules and skills are then used; your allow rules apply"
+    question = (
+        f"Trust {root}? Its settings, rules and skills are then used, and your allow rules apply"
+    )
     if not detail.plain:
         detail = Text(
             f"{root} has no amas settings, rules, AGENTS.md or skills: trusting it only lets your "

@@ -421,8 +421,9 @@ class Typed:
         while self.on:
             # keys are taken under the lock: after stop(), no Esc can interrupt what comes next
             with self.lock:
-                ready = self.on and select.select([fd], [], [], 0.05)[0]
-                data = os.read(fd, 1024) if ready else b""
+                data = b""
+                if self.on and select.select([fd], [], [], 0.05)[0]:
+                    data = os.read(fd, 1024)
                 # an Esc at the end may be the start of an arrow key's sequence: its rest follows
                 if data.endswith(b"\x1b") and select.select([fd], [], [], 0.05)[0]:
                     data += os.read(fd, 1024)
