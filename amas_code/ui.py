@@ -122,6 +122,71 @@ def show_call(name: str, target: str) -> None:
     )
 
 
+ROWS = 2  # screen rows one line of a tool's output may take; the rest is counted
+CUT = re.compile(r"\[… [\d,]+ .* cut.* …\]")  # where effects.Capped says it cut
+ENDED = "[exit code "  # how a command's result says it ended (sandbox.run)
+
+
+def _bounded(line: str, size: int = -1) -> str:
+    """A line of output as the screen shows it: escaped, at most ROWS screen rows (at most WIDE
+    characters where nothing wraps), what is left out counted ("… +N characters"); size is the
+    whole line's length when line holds only its start."""
+    size = max(size, len(line))
+    room = min(ROWS * (console.width - 4), Tail.WIDE) - 24  # 24: room for the count
+    if size <= room and len(clean(line)) <= room:
+        return clean(line)
+    return f"{clean(line[:room])[:room]} … (+{size - room:,} characters)"
+
+
+def _gutter(rows: list[str], style: str = "dim") -> Text:
+    """Rows of output behind the gutter, each wrapped within it (a long word is folded where it
+    starts, not pushed below an empty gutter)."""
+    text = Text()
+    for row in rows:
+        wrapped = Text(row, style).wrap(console, max(console.width - 4, 10), overflow="fold")
+        for n, line in enumerate(wrapped):
+            mark = "    "
+            if n == 0:
+                mark = "  │ "
+            text.append(mark, "dim").append_text(line).append("\n")
+    return text
+
+
+def show_result(text: str, lines: int = 3) -> None:
+    """A short excerpt of a result, each line at most ROWS screen rows: its first and last lines
+    (errors and exit codes), or with lines=0 its first. A command's result on a terminal starts
+    at its exit code (Tail showed what each run printed), and says what the model gets of a long
+    output."""
+    rows = hidden(text).rstrip("\n").split("\n")
+    ended = [n for n, row in enumerate(rows) if row.startswith(ENDED)]
+    if lines and ended and console.is_terminal:
+        console.print(_gutter(_ending(text, rows[ended[-1] :])), end="")
+        return
+    shown = [_bounded(row) for row in rows[: lines or 1]]
+    if not lines and len(rows) > 1:
+        shown.append(f"… {plural(len(rows) - 1, 'more line')}")
+    elif len(rows) > 2 * lines + 1:
+        shown.append(f"… {plural(len(rows) - 2 * lines, 'more line')}")
+        shown += [_bounded(row) for row in rows[-lines:]]
+    else:
+        shown += [_bounded(row) for row in rows[lines:]]
+    console.print(_gutter(shown), end="")
+
+
+def _ending(text: str, rows: list[str]) -> list[str]:
+    """How a command ended, and what the model gets of its output when that was cut."""
+    shown = [_bounded(row) for row in rows]
+    if CUT.search(text):
+        shown.append(f"the model gets the start and the end of it: {len(text):,} characters")
+    return shown
+
+
+def show_output(text: str) -> None:
+    """A command's whole output, as the person who ran it wants it: escaped, secrets hidden, in
+    the gutter tool output has."""
+    console.print(_gutter(_shown(text).rstrip("\n").split("\n"), ""), end="")
+
+
 def _lines(text: str) -> list[str]:
     return text.removesuffix("\n").split("\n") if text else []
 
@@ -818,71 +883,9 @@ def _lines_said(count: int, more: str = "") -> str:
     return f"{count:,} {more}lines"
 
 
-ROWS = 2  # screen rows one line of a tool's output may take; the rest is counted
-CUT = re.compile(r"\[… [\d,]+ .* cut.* …\]")  # where effects.Capped says it cut
-ENDED = "[exit code "  # how a command's result says it ended (sandbox.run)
-
-
 def _hidden_lines(lines: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Lines with the secrets in them hidden, all together (lines kept), each with its length."""
     if not lines:
         return []
     texts = hidden("\n".join(text for text, _ in lines)).split("\n")
     return list(zip(texts, [size for _, size in lines], strict=False))
-
-
-def _bounded(line: str, size: int = -1) -> str:
-    """A line of output as the screen shows it: escaped, at most ROWS screen rows (at most WIDE
-    characters where nothing wraps), what is left out counted ("… +N characters"); size is the
-    whole line's length when line holds only its start."""
-    size = max(size, len(line))
-    room = min(ROWS * (console.width - 4), Tail.WIDE) - 24  # 24: room for the count
-    if size <= room and len(clean(line)) <= room:
-        return clean(line)
-    return f"{clean(line[:room])[:room]} … (+{size - room:,} characters)"
-
-
-def _gutter(rows: list[str], style: str = "dim") -> Text:
-    """Rows of output behind the gutter, each wrapped within it (a long word is folded where it
-    starts, not pushed below an empty gutter)."""
-    text = Text()
-    for row in rows:
-        wrapped = Text(row, style).wrap(console, max(console.width - 4, 10), overflow="fold")
-        for n, line in enumerate(wrapped):
-            mark = "    "
-            if n == 0:
-                mark = "  │ "
-            text.append(mark, "dim").append_text(line).append("\n")
-    return text
-
-
-def show_result(text: str, lines: int = 3) -> None:
-    """A short excerpt of a result, each line at most ROWS screen rows: its first and last lines
-    (errors and exit codes), or with lines=0 its first. A command's result on a terminal starts
-    at its exit code (Tail showed what each run printed), and says what the model gets of a long
-    output."""
-    rows = hidden(text).rstrip("\n").split("\n")
-    ended = [n for n, row in enumerate(rows) if row.startswith(ENDED)]
-    if lines and ended and console.is_terminal:
-        return console.print(_gutter(_ending(text, rows[ended[-1] :])), end="")
-    shown = [_bounded(row) for row in rows]
-    if not lines and len(rows) > 1:
-        shown = [shown[0], f"… {plural(len(rows) - 1, 'more line')}"]
-    elif len(rows) > 2 * lines + 1:
-        more = f"… {plural(len(rows) - 2 * lines, 'more line')}"
-        shown = [*shown[:lines], more, *shown[-lines:]]
-    console.print(_gutter(shown), end="")
-
-
-def _ending(text: str, rows: list[str]) -> list[str]:
-    """How a command ended, and what the model gets of its output when that was cut."""
-    shown = [_bounded(row) for row in rows]
-    if CUT.search(text):
-        shown.append(f"the model gets the start and the end of it: {len(text):,} characters")
-    return shown
-
-
-def show_output(text: str) -> None:
-    """A command's whole output, as the person who ran it wants it: escaped, secrets hidden, in
-    the gutter tool output has."""
-    console.print(_gutter(_shown(text).rstrip("\n").split("\n"), ""), end="")
