@@ -297,7 +297,9 @@ def cmd_permissions(agent, arg):
         ui.info(f"last: {command!r} -> {verdict}{by}")
 
 
-FORGET = "/permissions forget <command|host> forgets one as listed; /permissions forget all, all"
+FORGET = (
+    "/permissions forget <command|host> forgets one as listed; /permissions forget all, every one"
+)
 
 
 def _forget(agent, what: str) -> None:

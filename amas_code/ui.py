@@ -132,9 +132,10 @@ def _bounded(line: str, size: int = -1) -> str:
     characters where nothing wraps), what is left out counted ("… +N characters"); size is the
     whole line's length when line holds only its start."""
     size = max(size, len(line))
-    room = min(ROWS * (console.width - 4), Tail.WIDE) - 24  # 24: room for the count
-    if size <= room and len(clean(line)) <= room:
+    whole = min(ROWS * (console.width - 4), Tail.WIDE)
+    if size <= whole and len(clean(line)) <= whole:
         return clean(line)
+    room = whole - 24  # for the count
     return f"{clean(line[:room])[:room]} … (+{size - room:,} characters)"
 
 
@@ -162,14 +163,15 @@ def show_result(text: str, lines: int = 3) -> None:
     if lines and ended and console.is_terminal:
         console.print(_gutter(_ending(text, rows[ended[-1] :])), end="")
         return
-    shown = [_bounded(row) for row in rows[: lines or 1]]
+    head = lines or 1
+    shown = [_bounded(row) for row in rows[:head]]
     if not lines and len(rows) > 1:
         shown.append(f"… {plural(len(rows) - 1, 'more line')}")
-    elif len(rows) > 2 * lines + 1:
+    elif lines and len(rows) > 2 * lines + 1:
         shown.append(f"… {plural(len(rows) - 2 * lines, 'more line')}")
         shown += [_bounded(row) for row in rows[-lines:]]
     else:
-        shown += [_bounded(row) for row in rows[lines:]]
+        shown += [_bounded(row) for row in rows[head:]]
     console.print(_gutter(shown), end="")
 
 

@@ -204,7 +204,8 @@ def test_a_new_files_diff_is_from_dev_null_and_says_new_file(repl, project, llm)
     assert "new file poem.txt\n--- /dev/null\n+++ b/poem.txt\n@@ -0,0 +1 @@\n+a line" in seen
     assert "--- a/poem.txt" not in seen
     child.sendline("y")
-    child.expect("Made.")
+    seen = upto(child, "Made.")
+    assert seen.count("│ Create poem.txt: 1 line") == 1  # the result, once
 
 
 def test_init_says_it_made_amas_and_what_git_status_shows(project):
