@@ -456,18 +456,19 @@ class Ahead:
 
     def __init__(self):
         self.queued = []
-        self.held = []
+        self.held = []  # (line, what to say when it comes back in the prompt)
 
     def next(self, prompt) -> str:
         """The next line: one typed during a turn, shown as the prompt shows a line, else what the
-        person types now (starting from a line held back)."""
+        person types now (starting from a line held back, said why)."""
         if self.queued:
             line = self.queued.pop(0)
             _echo(line)
             return line
         start = ""
         if self.held:
-            start = self.held.pop(0)
+            start, why = self.held.pop(0)
+            _held(why, len(self.held))
         return prompt.prompt("› ", default=start, handle_sigint=False)
 
     def run(self, agent, line: str) -> bool:
@@ -480,8 +481,8 @@ class Ahead:
             lines, typing = got
         else:
             went = step(agent, line)
-        if went == "stopped":
-            self.hold([*self.queued, *lines, typing])
+        if went == "stopped":  # nothing runs by itself
+            self.held += [(line, "") for line in [*self.queued, *lines, typing] if line]
             self.queued = []
         else:
             self.take(lines, typing)
@@ -492,27 +493,31 @@ class Ahead:
         batch = []
         for line in lines:
             if ui.answer_of(line):
-                self.held.append(line)
-                ui.info(
-                    f"{line!r} was typed during the turn and answers no question (a line typed "
-                    "ahead never does); it waits in the prompt: Enter sends it as a message, "
-                    "Ctrl+C drops it"
-                )
+                self.held.append((line, ANSWERED.format(line=line)))
             elif batch and _text(line) and _text(batch[-1]):
                 batch[-1] += "\n" + line
             else:
                 batch.append(line)
         self.queued += batch
-        self.hold([typing])
+        if typing:
+            self.held.append((typing, ""))
 
-    def hold(self, lines: list[str]) -> None:
-        """Lines back in the prompt, one at a time (after a stopped turn: nothing runs by itself)."""
-        self.held += [line for line in lines if line]
-        if len(self.held) > 1:
-            ui.info(
-                f"{len(self.held)} lines typed meanwhile come back in the prompt one at a time: "
-                "Enter sends one, Ctrl+C drops it"
-            )
+
+ANSWERED = (
+    "{line!r} was typed during the turn and answers no question (a line typed ahead never does): "
+    "Enter sends it as a message, Ctrl+C drops it"
+)
+
+
+def _held(why: str, more: int) -> None:
+    """Why a line typed meanwhile is back in the prompt, and how many more wait after it."""
+    if why:
+        ui.info(why)
+    elif more:
+        ui.info(
+            f"{more + 1} lines typed meanwhile come back in the prompt one at a time: Enter "
+            "sends one, Ctrl+C drops it"
+        )
 
 
 def _text(line: str) -> bool:

@@ -161,3 +161,24 @@ def test_the_waiting_line_counts_from_enter_while_the_model_library_loads(projec
     waited = time.monotonic() - enter
     assert counted == sorted(counted), counted  # never back to 0 once the library loaded
     assert counted[-1] >= int(waited) - 1, (counted, waited)
+
+
+def test_after_esc_the_lines_typed_meanwhile_come_back_one_at_a_time(repl, project, llm):
+    llm.reply(text="Too late.", wait=10)
+    child = repl()
+    child.sendline("a slow question")
+    child.expect("thinking")
+    child.send("/diff\r")
+    child.send("and another thing\r")
+    child.expect("queued › and another thing")
+    child.send("\x1b")
+    child.expect("cancelled")
+    child.expect("2 lines typed meanwhile come back in the prompt one at a time")
+    child.expect("› /diff")  # not run by itself: Enter runs it
+    child.sendline("")
+    child.expect("the agent changed nothing in this session")
+    child.expect("› and another thing")
+    child.sendintr()  # dropped
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    assert len(llm.requests) == 1
