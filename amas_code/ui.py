@@ -818,13 +818,20 @@ class Tail:
         first few, the last few)."""
         pieces = chunk.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         text, size = self.partial
-        for piece in pieces[:-1]:
-            self._ended((text + piece)[: self.WIDE], size + len(piece))
-            text, size = "", 0
+        ended = pieces[:-1]
+        self.count += len(ended)
+        for n in self._keepable(len(ended)):
+            self._ended((text + ended[n])[: self.WIDE], size + len(ended[n]))
+            text, size = "", 0  # what was being printed ended with the first of them
         self.partial = ((text + pieces[-1])[: self.WIDE], size + len(pieces[-1]))
 
+    def _keepable(self, count: int) -> list[int]:
+        """Which of count lines that just ended may be kept (0 first, when there are any): only
+        those are looked at, as 200,000 lines come in a few big chunks."""
+        first = range(min(count, self.HEAD + 1))
+        return sorted({*first, *range(max(count - self.LINES, 0), count)})
+
     def _ended(self, text: str, size: int) -> None:
-        self.count += 1
         if len(self.first) < self.HEAD:
             self.first.append((text, size))
         else:

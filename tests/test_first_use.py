@@ -264,3 +264,21 @@ def test_the_json_result_has_one_shape_whatever_the_error(project, llm):
         assert result["cost_usd"] == 0.0  # nothing was spent
         shapes.append({key: type(value).__name__ for key, value in result.items()})
     assert all(shape == shapes[0] for shape in shapes), shapes
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64, 65536])
+def test_what_a_command_printed_is_kept_the_same_however_it_comes(size):
+    from amas_code import ui
+
+    printed = "".join(f"line {n}\n" for n in range(1, 41)) + "no end " * 300
+    tail = ui.Tail("x")
+    for at in range(0, len(printed), size):
+        tail.feed(printed[at : at + size])
+    assert tail.total() == 41 and tail.count == 40
+    first, last = tail._kept()
+    assert [text for text, _ in first] == ["line 1", "line 2", "line 3"]
+    assert [text for text, _ in last[:-1]] == [f"line {n}" for n in range(36, 41)]
+    assert last[-1] == (("no end " * 300)[: ui.Tail.WIDE], 2100)  # its start, its whole length
+    rows = tail._excerpt()
+    assert rows[:4] == ["line 1", "line 2", "line 3", "… 35 more lines"]
+    assert rows[4:6] == ["line 39", "line 40"] and "(+" in rows[6]
