@@ -486,6 +486,9 @@ class Ahead:
             self.queued = []
         else:
             self.take(lines, typing)
+        left = [*self.queued, *(line for line, _ in self.held)]
+        if went == "quit" and left:  # said, not lost without a word
+            ui.warning(f"left as you quit: {'; '.join(ui.one_line(line) for line in left)}")
         return went != "quit"
 
     def take(self, lines: list[str], typing: str) -> None:

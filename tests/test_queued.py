@@ -32,14 +32,15 @@ def test_a_slash_command_typed_while_the_answer_streams_runs_as_that_command(rep
     log = logged(child)
     child.sendline("make a.txt")
     child.expect("answering")  # the answer is streaming: a natural moment to type
-    for line in ("/undo", "!echo typed-ahead", "carry on", "/quit"):
+    for line in ("/undo", "!echo typed-ahead", "carry on", "/quit", "one more thing"):
         child.send(line + "\r")
-    child.expect("queued › /quit")
+    child.expect("queued › one more thing")
     llm.reply(text="Carrying on.")
     child.expect("undone: a.txt")  # /undo ran as /undo, in its turn
     child.expect("typed-ahead")
     child.expect("Carrying on.")
-    child.expect(pexpect.EOF)  # and /quit as /quit, last
+    child.expect("left as you quit: one more thing")  # /quit as /quit; what follows is said
+    child.expect(pexpect.EOF)
     shown = settled(log.getvalue())
     assert not (project / "a.txt").exists()
     assert not [row for row in shown if "unknown command" in row], shown
