@@ -178,6 +178,11 @@ def test_model_to_a_provider_without_a_key_says_so_at_once_in_the_repls_words(re
     assert "model: anthropic/claude-3-5-haiku-latest" in seen
     assert "no API key for anthropic/claude-3-5-haiku-latest: export ANTHROPIC_API_KEY" in seen
     assert "another model with /model" in seen and "-m" not in seen
+    child.sendline("hello")  # and the message that fails says it the same way
+    seen = flat(upto(child, "✗[^›]*›"))
+    assert "no API key for anthropic/claude-3-5-haiku-latest" in seen
+    assert "another model with /model" in seen and "with -m" not in seen
+    assert llm.requests == []
 
 
 def test_help_keeps_each_row_whole_at_60_columns(spawn, project):
