@@ -29,21 +29,19 @@ TARGETS = ("path", "command", "url", "query", "selector", "pattern")  # the argu
 
 def ask(gate: policy.Gate, verdict: effects.Verdict, detail=None) -> effects.Answer:
     """The one question to the person: yes or no, and what they typed instead of an answer."""
-    always = policy.KINDS[verdict.kind][1]
-    choices = "yn"
-    if always:  # the kind keeps an "always"
-        choices = "yna"
+    # the wider yeses the kind offers: this session, always
+    scopes = {"s": policy.SESSION.get(verdict.kind, ""), "a": policy.KINDS[verdict.kind][1]}
     question = verdict.question
     # a command cannot hide in blank characters
     if verdict.kind in ("shell", "unboxed", "grant", "timeout"):
         summary = ui.command_summary(verdict.key, policy.programs(verdict.key))
         question = question.replace(verdict.key, summary)
-    choice, feedback = ui.question(question, choices, detail, always)
-    if choice in ("y", "a"):
-        note = gate.granted(verdict, always=choice == "a")
+    choice, feedback = ui.question(question, detail, scopes)
+    if choice != "n":
+        note = gate.granted(verdict, always=choice == "a", session=choice == "s")
         if note:
             ui.info(note)
-    return effects.Answer(choice in ("y", "a"), feedback)
+    return effects.Answer(choice != "n", feedback)
 
 
 class Act:
@@ -138,7 +136,9 @@ class Act:
         old = effect.old or b""
         if project.looks_binary(effect.new) or project.looks_binary(old):
             return f"{name}: binary file, {len(old):,} → {len(effect.new):,} bytes"
-        old_text = old.decode(errors="replace")
+        old_text = None  # a new file: its diff says so
+        if effect.old is not None:
+            old_text = old.decode(errors="replace")
         new_text = effect.new.decode(errors="replace")
         return ui.diff(old_text, new_text, name)
 
@@ -261,7 +261,7 @@ class Act:
             box = dataclasses.replace(box, grant=grant, plan=self.tools.planning)
         env = redact.child_env(self.config)
         title = ui.command_summary(command.line, policy.programs(command.line))
-        with ui.Tail(title) as tail:
+        with ui.Tail(title, command.timeout) as tail:  # its limit beside its time
             return sandbox.run(command, self.root, env, box, watch=tail.feed)
 
     def recording(self, effect: effects.Change | effects.Command, grant: str = ""):

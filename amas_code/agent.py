@@ -90,13 +90,28 @@ class Agent:
         self.tools.saw(path)
         return project.shown(self.root, path)
 
+    def attach_mentioned(self, line: str) -> None:
+        """The files a message names with @path attached, each said; an @word that names no file
+        stays plain text (@functools.cache), and a file that cannot be attached is said: the
+        message goes all the same (a one-shot's too)."""
+        for name, path in self.mentions(line):
+            try:
+                ui.success(f"attached {self.attach(path)}")
+            except (OSError, ValueError) as e:
+                self.warn(f"not attached @{name}: {e}; the message goes without it")
+
     def mentions(self, line: str) -> list[tuple[str, Path]]:
-        """The files a message names with @path (@property, @someone: words, not files)."""
+        """The files a message names with @path that exist (@property, @functools.cache, a name no
+        file has: words, left as they are)."""
         found = []
         for word in re.findall(r"(?<!\S)@(\S+)", line):
             name = word.rstrip(".,;:!?)")
             path = self.context.cwd / os.path.expanduser(name)
-            if path.exists() or "/" in name or "." in name:
+            try:
+                there = path.exists()
+            except (OSError, ValueError):  # a name too long, or with a NUL: no file's
+                there = False
+            if there:
                 found.append((name, path))
         return found
 

@@ -61,12 +61,13 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format, plan, 
     root = find_root(Path.cwd())
     report = Report(output_format)
     flags = {"model": model, "api_base": api_base, "auto_accept": yes or None}
+    text = " ".join(prompt).strip()
+    if trust is None or text:  # before the trust question: whether to go on here at all
+        home_root(root)
     config = settings(root, flags, trust, report)
     config = providers.take_keys(config)  # before anything starts a child process
-    text = " ".join(prompt).strip()
     if trust is not None and not text:
         sys.exit(0)
-    home_root(root)
     if text == "init":
         from amas_code import repomap
 
@@ -74,10 +75,7 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format, plan, 
     piped = "" if sys.stdin.isatty() else read_piped(sys.stdin.buffer)
     text = f"{text}\n\n```\n{piped}\n```" if text and piped else text or piped
     if not text and not sys.stdin.isatty():
-        ui.error(
-            'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
-        )
-        sys.exit(1)
+        nothing_to_do(report)
     if pick and not text:
         resume = choose(root)
     fail_fast(config, report, text)
@@ -121,6 +119,16 @@ def home_root(root: Path) -> None:
     )
     if ui.can_ask() and ui.ask("Go on here, with the home read-only?", "yn") != "y":
         sys.exit(0)
+
+
+def nothing_to_do(report: "Report") -> None:
+    """No prompt, and no terminal for the REPL: said, and as the result a script reading JSON gets."""
+    from amas_code import ui
+
+    said = 'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
+    ui.error(said)
+    report.error(said)
+    sys.exit(report.finish("error", "", {}))
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
@@ -195,13 +203,22 @@ def _changed(root: Path) -> None:
 
 
 def ask_trust(root: Path) -> None:
-    """Ask once whether to trust a folder, showing what it ships; the answer is kept in your home."""
+    """Ask once whether to trust a folder, saying what trusting turns on there (or that it turns
+    on only your own allow rules); the answer is kept in your home."""
+    from rich.text import Text
+
     from amas_code import home, ui
 
     detail = shipped(root)
     question = (
         f"Trust {root}? Its settings, rules and skills are then used, and your allow rules apply"
     )
+    if not detail.plain:
+        detail = Text(
+            f"{root} has no amas settings, rules, AGENTS.md or skills: trusting it only lets your "
+            "own allow rules run matching commands here unasked.\n"
+        )
+        question = f"Trust {root}?"
     answer = ui.ask(question, "yn", detail)
     home.set_trust(root, answer == "y")
 
@@ -209,7 +226,7 @@ def ask_trust(root: Path) -> None:
 def shipped(root: Path):
     """What trusting the folder turns on, as amas computes it, for the trust question: each
     loosening of its config on a line of its own (the dangerous first, marked), then the rules,
-    AGENTS.md and skills it would give the model. Nothing is cut."""
+    AGENTS.md and skills it would give the model. Nothing is cut; empty when it has none."""
     from rich.text import Text
 
     from amas_code import config as config_file
@@ -222,9 +239,13 @@ def shipped(root: Path):
     except home.ConfigError as e:
         lines = [(f".amas/config.yaml cannot be read ({e})", "its settings are ignored", False)]
     lines += _instructions(root)
-    text = Text("Trusting this folder turns on:\n" if lines else "It sets nothing to trust.\n")
+    text = Text()
+    if lines:
+        text.append("Trusting this folder turns on:\n")
     for setting, what, dangerous in lines:
-        mark = ("⚠ ", "bold red") if dangerous else ("  ", "")
+        mark = ("  ", "")
+        if dangerous:
+            mark = ("⚠ ", "bold red")
         text.append_text(Text.assemble(mark, (ui.clean(setting), mark[1]), f" — {what}\n"))
     return text
 
@@ -262,7 +283,8 @@ def converse(agent, text: str, typed: str = "") -> int:
 
 
 def one_shot(agent, text: str, typed: str) -> int:
-    """The agent on one task, with its report; the exit code."""
+    """The agent on one task, with its report (the files its prompt names with @path attached);
+    the exit code."""
     from amas_code import ui
 
     report = agent.report
@@ -271,9 +293,7 @@ def one_shot(agent, text: str, typed: str) -> int:
     report.start(agent.session, agent.model.name, agent.secrets.hidden)
     if agent.sandbox.mode != "on":  # said once at start: commands are not boxed
         ui.warning(agent.sandbox.line)
-    if not attach_mentioned(agent, typed):
-        agent.close()
-        return report.finish("error", agent.session, agent.model.usage)
+    agent.attach_mentioned(typed)
     try:
         outcome = _outcome(agent, text)
     finally:
@@ -312,21 +332,6 @@ def interactive(agent) -> int:
     finally:
         agent.close()
     return 0
-
-
-def attach_mentioned(agent, text: str) -> bool:
-    """Files named with @path attached, as in the REPL; False (nothing sent) when one is missing."""
-    from amas_code import ui
-
-    for name, path in agent.mentions(text):
-        try:
-            ui.success(f"attached {agent.attach(path)}")
-        except (OSError, ValueError) as e:
-            message = f"cannot attach @{name}: {e}; nothing was sent"
-            ui.error(message)
-            agent.report.error(message)
-            return False
-    return True
 
 
 def main() -> None:

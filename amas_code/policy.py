@@ -40,6 +40,8 @@ MEMORY = {  # the memory tool's changes, and the question each asks
     "remember": "Keep this note for later sessions (they will follow it)?",
     "forget": "Forget these notes?",
 }
+# what a yes for this session covers, where a kind offers one besides 'always'
+SESSION = {"shell": "this exact command, until amas exits"}
 WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
@@ -297,6 +299,7 @@ class Gate:
         self.sandbox = sandbox
         saved = home.remembered(self.root)
         self.commands = list(saved.get("commands", []))
+        self.for_session = []  # commands allowed until amas exits ([s]ession)
         self.hosts = set(saved.get("hosts", []))
         self.scripts = dict(saved.get("scripts", {}))  # a remembered command -> the script it ran
 
@@ -384,11 +387,15 @@ class Gate:
             return ", ".join(dict.fromkeys(matched))
         return None
 
-    def granted(self, verdict: Verdict, always: bool) -> str:
-        """The user said yes (always: for the rest of the session, and a plain command or a host in the
-        user's home too). Returns a note for the user when 'always' could not be kept."""
+    def granted(self, verdict: Verdict, always: bool = False, session: bool = False) -> str:
+        """The user said yes: for this once; for this session (session: the exact command, where
+        the kind offers it); or always (for the rest of the session, and a plain command or a
+        host in the user's home too). Returns a note for the user when 'always' could not be kept."""
         if verdict.kind == "net":
             self.hosts.add(verdict.key)  # asked once a session
+        if session and SESSION.get(verdict.kind):
+            self.always.add((verdict.kind, verdict.key))
+            self.for_session.append(verdict.key)
         if not always or not KINDS[verdict.kind][1]:  # a kind without 'always' keeps no answer
             return ""
         self.always.add((verdict.kind, verdict.key))
@@ -421,10 +428,12 @@ class Gate:
         return ""
 
     def forget(self, what: str) -> list[str]:
-        """Forget remembered commands and hosts: the one named (a command as /permissions lists it,
-        or a host), or all of them; what was forgotten."""
+        """Forget remembered commands and hosts, and commands allowed for this session: the one
+        named (a command as /permissions lists it, or a host), or all of them; what was forgotten."""
         commands = [c for c in self.commands if what in ("all", c)]
         hosts = sorted(h for h in self.hosts if what in ("all", h))
+        commands += [c for c in self.for_session if what in ("all", c) and c not in commands]
+        self.for_session = [c for c in self.for_session if c not in commands]
         self.commands = [c for c in self.commands if c not in commands]
         self.scripts = {c: d for c, d in self.scripts.items() if c in self.commands}
         self.hosts -= set(hosts)

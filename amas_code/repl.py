@@ -20,8 +20,20 @@ USER_TIMEOUT = 3600  # a command the user typed runs until it ends or they press
 
 def cmd_help(agent, arg):
     """List the commands."""
+    room = max(ui.console.width - HELP_COLUMN, 20)
     for name, fn in COMMANDS.items():
-        ui.console.print(Text.assemble((f"  {name:<13}", "bold"), fn.__doc__))
+        # each row whole: the docstring's own line breaks are not the screen's, and a row that
+        # wraps goes on under its text, not under the names
+        said = Text(" ".join(fn.__doc__.split())).wrap(ui.console, room, overflow="fold")
+        for n, line in enumerate(said):
+            line.rstrip()
+            label = ""
+            if n == 0:
+                label = name
+            ui.console.print(Text.assemble((f"  {label:<{HELP_COLUMN - 2}}", "bold"), line))
+
+
+HELP_COLUMN = 15  # where /help's descriptions start
 
 
 def cmd_undo(agent, arg):
@@ -136,8 +148,10 @@ def cmd_diff(agent, arg):
         if project.looks_binary(old) or project.looks_binary(new):
             ui.info(f"{path}: binary file, {len(old):,} → {len(new):,} bytes")
         elif old != new or old_mode == new_mode:
-            shown = ui.diff(old.decode(errors="replace"), new.decode(errors="replace"), path)
-            ui.console.print(shown)
+            before = None  # a file the agent made
+            if old_mode:
+                before = old.decode(errors="replace")
+            ui.console.print(ui.diff(before, new.decode(errors="replace"), path))
     if not changes:
         ui.info("the agent changed nothing in this session")
     if others := agent.checkpoint.earlier(200):
@@ -175,23 +189,11 @@ def shell(agent, line: str) -> None:
     # as the user: no box
     command = effects.Command(line, USER_TIMEOUT)
     env = redact.child_env(agent.config)
-    with ui.Tail(ui.command_summary(line, policy.programs(line))) as tail:
+    title = ui.command_summary(line, policy.programs(line))
+    with ui.Tail(title, excerpt=False) as tail:  # its whole output follows
         result = sandbox.run(command, agent.context.cwd, env, watch=tail.feed)
     ui.show_output(result.split("\n", 1)[-1])
     agent.ran(result)
-
-
-def mentioned(agent, line: str) -> bool:
-    """Files named with @path are attached; False (nothing sent) when one that looks like a path is
-    missing, so the user can fix it."""
-    for name, path in agent.mentions(line):
-        try:
-            _attach(agent, path)
-        except (OSError, PermissionError, ValueError) as e:
-            ui.error(f"cannot attach @{name}: {e}; your message was not sent (↑ brings it back)")
-            agent.attachments.clear()
-            return False
-    return True
 
 
 def cmd_clear(agent, arg):
@@ -205,8 +207,19 @@ def cmd_model(agent, arg):
     if arg.strip():
         agent.switch_model(arg.strip())
     base = agent.model.config.get("api_base")
-    at = f" at {base}" if base else ""
+    at = ""
+    if base:
+        at = f" at {base}"
     ui.info(f"model: {agent.model.name}{at}")
+    try:  # what can be known wrong now (no key for its provider) is said now, not at the next message
+        providers.precheck(agent.model.config)
+    except providers.ProviderError as e:
+        ui.warning(f"{in_repl_words(str(e))}; until then a message to it fails")
+
+
+def in_repl_words(message: str) -> str:
+    """A provider's message as the REPL says it: /model picks another model here, not -m."""
+    return message.replace("another model with -m", "another model with /model")
 
 
 def cmd_tokens(agent, arg):
@@ -220,7 +233,10 @@ def cmd_tokens(agent, arg):
     if usage.get("estimated"):  # a server that sends no counts (llama-cpp-python): amas's guesses
         counts = counts.replace("prompt ", "prompt ~").replace("+ completion ", "+ completion ~")
         counts += " (estimated: the server sends no counts)"
-    ui.info(f"{counts}; cost {cost}; conversation now ~{now} tokens of {agent.context.limit()}")
+    limit = agent.context.limit()
+    kept = agent.model.context_limit() - limit
+    room = f"{limit} (the context is {limit + kept}; {kept} are kept for the answer)"
+    ui.info(f"{counts}; cost {cost}; conversation now ~{now} tokens of {room}")
 
 
 def cmd_compact(agent, arg):
@@ -324,23 +340,44 @@ def cmd_skills(agent, arg):
 
 
 def cmd_permissions(agent, arg):
-    """Show the shell rules, what you allowed, and which rule decided last; `/permissions forget
-    <command|host|all>` forgets what you allowed."""
-    if arg.strip().startswith("forget"):
-        what = arg.strip()[len("forget") :].strip()
-        gone = agent.gate.forget(what) if what else []
-        return ui.info(
-            f"forgotten: {', '.join(gone)}" if gone else f"nothing remembered as {what!r}"
-        )
+    """Show the shell rules, what you allowed, and which rule decided last: /permissions, or
+    /permissions forget <command|host|all>."""
+    said = arg.strip()
+    if said.split(" ", 1)[0] == "forget":
+        return _forget(agent, said.removeprefix("forget").strip())
+    if said:
+        return ui.error(f"/permissions takes forget <command|host|all>, not {said!r}")
     rules = agent.config["permissions"]
+    gate = agent.gate
     listed = [("deny", rules.get("deny") or []), ("allow", rules.get("allow") or [])]
-    listed += [("allowed", agent.gate.commands), ("hosts", sorted(agent.gate.hosts))]
-    for kind, said in listed:
-        ui.row(f"  {kind}: {', '.join(said) or '(none)'}")
+    listed += [("allowed", gate.commands), ("this session", gate.for_session)]
+    listed += [("hosts", sorted(gate.hosts))]
+    for kind, rows in listed:
+        ui.row(f"  {kind}: {', '.join(rows) or '(none)'}")
+    if gate.commands or gate.for_session or gate.hosts:
+        ui.info(FORGET)
     _sandbox_line(agent)
-    if agent.gate.last:
-        command, verdict, rule = agent.gate.last
-        ui.info(f"last: {command!r} -> {verdict}" + (f" by {rule!r}" if rule else ""))
+    if gate.last:
+        command, verdict, rule = gate.last
+        by = ""
+        if rule:
+            by = f" by {rule!r}"
+        ui.info(f"last: {command!r} -> {verdict}{by}")
+
+
+FORGET = (
+    "/permissions forget <command|host> forgets one as listed; /permissions forget all, every one"
+)
+
+
+def _forget(agent, what: str) -> None:
+    """/permissions forget: what was named forgotten, and said."""
+    if not what:
+        return ui.info(FORGET)
+    gone = agent.gate.forget(what)
+    if gone:
+        return ui.success(f"forgotten: {', '.join(gone)}")
+    ui.info(f"nothing remembered as {what!r}; /permissions lists what is")
 
 
 def cmd_browser(agent, arg):
@@ -465,34 +502,116 @@ def prompt_session(agent):
 
 
 def interact(agent) -> None:
-    """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn."""
+    """Read, run, repeat until /quit or Ctrl+D; Ctrl+C clears the line or cancels a turn (Esc
+    too, while a turn runs)."""
     # a REPL started from a script's background job inherits SIGINT ignored: Ctrl+C is taken back
     signal.signal(signal.SIGINT, signal.default_int_handler)
     prompt = prompt_session(agent)
     preload(agent, prompt.app)
     banner(agent)
-    queued = []
-    typing = ""
+    ahead = Ahead()
     while True:
+        # a Ctrl+C at the prompt is a key; one just after Enter, while the prompt closes, or
+        # just as a turn ends, is Python's KeyboardInterrupt (prompt_toolkit's own handler would
+        # run after it closed and print a traceback)
         try:
-            line = _read(prompt, queued, typing)
+            go_on = ahead.run(agent, ahead.next(prompt).strip())
         except KeyboardInterrupt:
             continue
         except EOFError:
-            return goodbye()
-        go_on, queued, typing = typed_during(agent, line.strip())
+            go_on = False
         if not go_on:
             return goodbye()
 
 
-def _read(prompt, queued: list[str], typing: str) -> str:
-    """The next line: one typed during the last turn, else what the person types now (starting
-    from what they were typing then). Ctrl+C at the prompt is a key; a SIGINT just after Enter,
-    while the prompt closes, is Python's KeyboardInterrupt (prompt_toolkit's own handler would run
-    after it closed and print a traceback)."""
-    if queued:
-        return queued.pop(0)
-    return prompt.prompt(default=typing, handle_sigint=False)
+class Ahead:
+    """What the person typed while a turn ran. Lines handled next, in order, each as what it is: a
+    slash command or !command runs, text goes to the model (text lines in a row as one message).
+    Lines back in the prompt, one at a time, to send, edit or drop with Ctrl+C: all of them after
+    a turn that stopped, and a line that is only an answer word (y, ok): typed ahead, it answered
+    no question, and it is not sent as a message unless the person sends it."""
+
+    def __init__(self):
+        self.queued = []
+        self.held = []  # (line, what to say when it comes back in the prompt)
+
+    def next(self, prompt) -> str:
+        """The next line: one typed during a turn, shown as the prompt shows a line, else what the
+        person types now (starting from a line held back, said why)."""
+        if self.queued:
+            line = self.queued.pop(0)
+            _echo(line)
+            return line
+        start = ""
+        if self.held:
+            start, why = self.held.pop(0)
+            _held(why, len(self.held))
+        return prompt.prompt(default=start, handle_sigint=False)  # its mark says the mode
+
+    def run(self, agent, line: str) -> bool:
+        """One line handled, and what was typed meanwhile kept; False to leave. A turn reads what
+        is typed while it runs; after a command the prompt reads it (Tab and arrows work there)."""
+        lines, typing = [], ""
+        if line and _text(line):
+            with ui.typed_meanwhile() as got:
+                went = step(agent, line)
+            lines, typing = got
+        else:
+            went = step(agent, line)
+        if went == "stopped":  # nothing runs by itself
+            self.held += [(line, "") for line in [*self.queued, *lines, typing] if line]
+            self.queued = []
+        else:
+            self.take(lines, typing)
+        left = [*self.queued, *(line for line, _ in self.held)]
+        if went == "quit" and left:  # said, not lost without a word
+            ui.warning(f"left as you quit: {'; '.join(ui.one_line(line) for line in left)}")
+        return went != "quit"
+
+    def take(self, lines: list[str], typing: str) -> None:
+        """Lines typed during a turn that ended: queued as what they are, answer words held."""
+        batch = []
+        for line in lines:
+            if ui.answer_of(line):
+                self.held.append((line, ANSWERED.format(line=line)))
+            elif batch and _text(line) and _text(batch[-1]):
+                batch[-1] += "\n" + line
+            else:
+                batch.append(line)
+        self.queued += batch
+        if typing:
+            self.held.append((typing, ""))
+
+
+ANSWERED = (
+    "{line!r} was typed during the turn and answers no question (a line typed ahead never does): "
+    "Enter sends it as a message, Ctrl+C drops it"
+)
+
+
+def _held(why: str, more: int) -> None:
+    """Why a line typed meanwhile is back in the prompt, and how many more wait after it."""
+    if why:
+        ui.info(why)
+    elif more:
+        ui.info(
+            f"{more + 1} lines typed meanwhile come back in the prompt one at a time: Enter "
+            "sends one, Ctrl+C drops it"
+        )
+
+
+def _text(line: str) -> bool:
+    """A line for the model, not a slash command or a !command."""
+    return not line.startswith(("/", "!"))
+
+
+def _echo(line: str) -> None:
+    """A line typed during a turn, shown as the prompt shows one, when it is handled."""
+    shown = ui.clean(line).replace("\n", "\n  ")
+    ui.console.print(Text.assemble(("› ", "bold"), shown), overflow="fold")
+    lines = line.count("\n") + 1
+    if lines > 1:
+        ui.info(f"the {lines} lines typed during the turn go as one message")
 
 
 def goodbye() -> None:
@@ -513,22 +632,6 @@ def _sandbox_line(agent) -> None:
         ui.info(agent.sandbox.line)
     else:
         ui.warning(agent.sandbox.line)
-
-
-def typed_during(agent, line: str) -> tuple[bool, list[str], str]:
-    """One step, reading what the person types meanwhile: whether to go on, the lines typed (the
-    next message) and the line being typed (back in the prompt). After a cancelled turn nothing
-    is sent by itself: all of it goes back into the prompt."""
-    if line.startswith(("/", "!")) or not line:  # typed ahead, the next prompt reads it
-        return step(agent, line), [], ""
-    with ui.typed_meanwhile() as got:
-        go_on = step(agent, line)
-    lines, typing = got
-    if lines and not agent.ok:
-        return go_on, [], "\n".join([*lines, typing] if typing else lines)
-    if lines:
-        ui.console.print(Text.assemble(("› ", "bold"), ui.clean("\n".join(lines))))
-    return go_on, ["\n".join(lines)] if lines else [], typing
 
 
 def choose(conversations: list[dict]) -> str | None:
@@ -570,8 +673,9 @@ def last_exchange(agent) -> None:
         ui.console.print(Text.assemble((f"  {who}: ", "dim"), ui.clean(short)), overflow="fold")
 
 
-def step(agent, line: str) -> bool:
-    """One line typed at the prompt: a command, a shell line, or a turn; False to leave."""
+def step(agent, line: str) -> str:
+    """One line typed at the prompt: a command, a shell line or a turn; how it went: "done",
+    "stopped" (Ctrl+C, Esc or an error: what was typed meanwhile waits) or "quit"."""
     try:
         if line.startswith("/"):
             command(agent, line)
@@ -581,20 +685,29 @@ def step(agent, line: str) -> bool:
             cmd_remember(agent, line[2:])
         elif agent.tools.planning and line.strip().lower() == "go":  # the plan, carried out
             cmd_plan(agent, "")
-            agent.turn("Go ahead: carry out the plan.")
-        elif line and mentioned(agent, line):
-            if agent.secrets.redact(line) != line:
-                ui.info(
-                    "a secret in your message is hidden: the model and the history see [REDACTED]"
-                )
-            agent.turn(line)
+            return _turn(agent, "Go ahead: carry out the plan.")
+        elif line:
+            return _turn(agent, line)
     except EOFError:
-        return False
+        return "quit"
     except KeyboardInterrupt:
         ui.console.print()
         ui.warning("cancelled")
+        return "stopped"
     except providers.ProviderError as e:
-        ui.error(str(e))
+        ui.error(in_repl_words(str(e)))
+        return "stopped"
     except Exception as e:  # a bug must not end the session or show a traceback
         ui.error(f"{type(e).__name__}: {e}")
-    return True
+        return "stopped"
+    return "done"
+
+
+def _turn(agent, line: str) -> str:
+    """A message to the model, with the files it names attached; "stopped" when cancelled."""
+    agent.attach_mentioned(line)
+    if agent.secrets.redact(line) != line:
+        ui.info("a secret in your message is hidden: the model and the history see [REDACTED]")
+    if agent.turn(line):
+        return "done"
+    return "stopped"

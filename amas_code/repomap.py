@@ -409,6 +409,7 @@ def init(root: Path, ignore: list[str]) -> int:
     stats = Counter()
     sqlite3 = _sqlite()
     tmp = root / ".amas" / f".map_index.db.{os.getpid()}.tmp"
+    made = not os.path.lexists(root / ".amas")
     try:
         found = _sources(root, ignore)
         db = _writable(root, tmp)
@@ -426,7 +427,21 @@ def init(root: Path, ignore: list[str]) -> int:
     finally:  # failed or interrupted (Ctrl+C in a long parse): no half-written copy is left
         if tmp.exists() and not tmp.parent.is_symlink():
             tmp.unlink()
+    if made:
+        _made(root)
     return 0
+
+
+def _made(root: Path) -> None:
+    """Said once, when init made .amas/: what it is, and what git shows of it."""
+    said = "created .amas/ for the map and amas's files in this project"
+    if (root / ".git").exists():
+        said += (
+            "; `git status` lists it as new (?? .amas/), as its .gitignore is not committed: "
+            "commit .amas/ to share its rules and skills (the map and amas's state stay out), "
+            "or add .amas/ to .git/info/exclude"
+        )
+    ui.info(said)
 
 
 def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
@@ -594,14 +609,16 @@ def _write_map(root: Path, db, stats: Counter, seconds: float) -> None:
             symbols_of = db.execute(SYMBOLS, (key,))
             lines += ["", f"## {rel}"] + [f"{'  ' * s[0]}- L{s[1]} {s[3]}" for s in symbols_of]
     write_private(root / MAP, "\n".join(lines + _by_folder(db, listed)) + "\n")
-    skipped = {k: n for k, n in stats.items() if k not in ("reparsed", "cached")}
-    why = f" ({', '.join(f'{n} {k}' for k, n in skipped.items())})" if skipped else ""
     # the files the map lists: those with symbols (the others are read, and counted, too)
     found = f"{ui.plural(mapped, 'file')}, {ui.plural(symbols_count or 0, 'symbol')}"
-    others = f" (of {count} read)" if count != mapped else ""
-    ui.success(f"mapped {found}{others} in {seconds:.2f} s → {MAP}")
-    done = f"{stats['reparsed']} reparsed, {stats['cached']} cached, {sum(skipped.values())} skipped{why}"
-    ui.info(f"{done}; languages: {languages}")
+    if count != mapped:
+        found += f" (of {count} read)"
+    ui.success(f"mapped {found} in {seconds:.2f} s → {MAP}; languages: {languages}")
+    # what the person can act on; how many were parsed again is amas's business
+    skipped = {k: n for k, n in stats.items() if k not in ("reparsed", "cached")}
+    if skipped:
+        why = ", ".join(f"{n} {k}" for k, n in skipped.items())
+        ui.info(f"{ui.plural(sum(skipped.values()), 'file')} left out: {why}")
 
 
 def _listed(db) -> set[int]:

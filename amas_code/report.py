@@ -7,6 +7,7 @@ internals must not move.
 import json
 import sys
 import time
+import uuid
 
 EXIT = {"done": 0, "error": 1, "declined": 2, "limited": 3, "unchanged": 4, "interrupted": 130}
 CHANGES = ("write_file", "create_file", "edit_file")  # the tools whose success changes a file
@@ -28,6 +29,8 @@ class Report:
         self.warnings = []
         self.mode = "normal"  # or "plan": the answer is a plan, nothing was changed
         self.hide = _as_is  # the run's secrets, hidden from every event and the result (see start)
+        # the run's id, as its conversation's (start); a run that ends before one began has its own
+        self.session = uuid.uuid4().hex[:12]
 
     def emit(self, kind: str, **fields) -> None:
         """One event: a JSON line, flushed, when streaming; nothing otherwise."""
@@ -40,6 +43,7 @@ class Report:
         """The run begins: its session and model, and `hide`, which takes its secrets out of a JSON
         value (every string in it)."""
         self.hide = hide or _as_is
+        self.session = session
         self.emit("start", session_id=session, model=model, mode=self.mode)
 
     def reply(self, text: str) -> None:
@@ -83,10 +87,15 @@ class Report:
         elif outcome == "done" and self.unchanged():
             outcome = "unchanged"
         if self.fmt != "text":
-            self.write_result(outcome, session, usage)
+            self.write_result(outcome, session or self.session, usage)
         return EXIT[outcome]
 
     def write_result(self, outcome: str, session: str, usage: dict) -> None:
+        """The one result object, of one shape whatever ended the run: every field there, of its
+        type (cost_usd a number, or null when a call had no known price)."""
+        cost = None
+        if usage.get("cost_known", True):
+            cost = round(usage.get("cost", 0.0), 6)
         result = {
             "type": "result",
             "result": self.answer,
@@ -100,7 +109,7 @@ class Report:
             "files_changed": self.files,
             "warnings": self.warnings,
             "usage": {k: usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens")},
-            "cost_usd": round(usage.get("cost", 0.0), 6) if usage.get("cost_known", True) else None,
+            "cost_usd": cost,
             "duration_ms": int((time.monotonic() - self.started) * 1000),
         }
         self.out.write(json.dumps(self.hide(result), ensure_ascii=False) + "\n")

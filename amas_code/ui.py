@@ -7,9 +7,11 @@ import io
 import os
 import re
 import select
+import signal
 import sys
 import threading
 import time
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.text import Text
@@ -120,41 +122,103 @@ def show_call(name: str, target: str) -> None:
     )
 
 
+ROWS = 2  # screen rows one line of a tool's output may take; the rest is counted
+CUT = re.compile(r"\[… [\d,]+ .* cut.* …\]")  # where effects.Capped says it cut
+ENDED = "[exit code "  # how a command's result says it ended (sandbox.run)
+
+
+def _bounded(line: str, size: int = -1) -> str:
+    """A line of output as the screen shows it: escaped, at most ROWS screen rows (at most WIDE
+    characters where nothing wraps), what is left out counted ("… +N characters"); size is the
+    whole line's length when line holds only its start."""
+    size = max(size, len(line))
+    whole = min(ROWS * (console.width - 4), Tail.WIDE)
+    if size <= whole and len(clean(line)) <= whole:
+        return clean(line)
+    room = whole - 24  # for the count
+    return f"{clean(line[:room])[:room]} … (+{size - room:,} characters)"
+
+
+def _gutter(rows: list[str], style: str = "dim") -> Text:
+    """Rows of output behind the gutter, each wrapped within it (a long word is folded where it
+    starts, not pushed below an empty gutter)."""
+    text = Text()
+    for row in rows:
+        wrapped = Text(row, style).wrap(console, max(console.width - 4, 10), overflow="fold")
+        for n, line in enumerate(wrapped):
+            mark = "    "
+            if n == 0:
+                mark = "  │ "
+            text.append(mark, "dim").append_text(line).append("\n")
+    return text
+
+
 def show_result(text: str, lines: int = 3) -> None:
-    """A short excerpt of a result: its first and last lines (errors and exit codes), or with lines=0 its first."""
-    rows = [clean(r) for r in hidden(text).rstrip("\n").split("\n")]
+    """A short excerpt of a result, each line at most ROWS screen rows: its first and last lines
+    (errors and exit codes), or with lines=0 its first. A command's result on a terminal starts
+    at its exit code (Tail showed what each run printed), and says what the model gets of a long
+    output."""
+    rows = hidden(text).rstrip("\n").split("\n")
+    ended = [n for n, row in enumerate(rows) if row.startswith(ENDED)]
+    if lines and ended and console.is_terminal:
+        console.print(_gutter(_ending(text, rows[ended[-1] :])), end="")
+        return
+    head = lines or 1
+    shown = [_bounded(row) for row in rows[:head]]
     if not lines and len(rows) > 1:
-        rows = [rows[0], f"… {plural(len(rows) - 1, 'more line')}"]
-    elif len(rows) > 2 * lines + 1:
-        rows = [*rows[:lines], f"… {plural(len(rows) - 2 * lines, 'more line')}", *rows[-lines:]]
-    console.print(Text("\n".join(f"  │ {r}" for r in rows), style="dim"), overflow="fold")
+        shown.append(f"… {plural(len(rows) - 1, 'more line')}")
+    elif lines and len(rows) > 2 * lines + 1:
+        shown.append(f"… {plural(len(rows) - 2 * lines, 'more line')}")
+        shown += [_bounded(row) for row in rows[-lines:]]
+    else:
+        shown += [_bounded(row) for row in rows[head:]]
+    console.print(_gutter(shown), end="")
+
+
+def _ending(text: str, rows: list[str]) -> list[str]:
+    """How a command ended, and what the model gets of its output when that was cut."""
+    shown = [_bounded(row) for row in rows]
+    if CUT.search(text):
+        shown.append(f"the model gets the start and the end of it: {len(text):,} characters")
+    return shown
 
 
 def show_output(text: str) -> None:
-    """A command's whole output, as the person who ran it wants it: escaped, secrets hidden."""
-    console.print(Text(_shown(text)), overflow="fold")
+    """A command's whole output, as the person who ran it wants it: escaped, secrets hidden, in
+    the gutter tool output has."""
+    console.print(_gutter(_shown(text).rstrip("\n").split("\n"), ""), end="")
 
 
 def _lines(text: str) -> list[str]:
     return text.removesuffix("\n").split("\n") if text else []
 
 
-def diff(old: str, new: str, path: str) -> Text:
-    """A unified diff with every byte of every changed line visible (wrapped, escaped, never cropped) but secrets,
-    hidden with their lines kept: a line whose secret changed shows changed, as [REDACTED]."""
-    real = (_lines(old), _lines(new))
-    shown = (_lines(hidden(old)), _lines(hidden(new)))
-    # lines kept, as redact does
-    real = real if list(map(len, real)) == list(map(len, shown)) else shown
+def diff(old: str | None, new: str, path: str) -> Text:
+    """A unified diff with every byte of every changed line visible (wrapped, escaped, never
+    cropped) but secrets, hidden with their lines kept: a line whose secret changed shows changed,
+    as [REDACTED]. A new file (old None) is said so, its diff from /dev/null as git writes it."""
+    real = (_lines(old or ""), _lines(new))
+    shown = (_lines(hidden(old or "")), _lines(hidden(new)))
+    if list(map(len, real)) != list(map(len, shown)):  # lines kept, as redact does
+        real = shown
     text = Text()
-    for line in _unified(real, shown, path):
-        style = (
-            "bold"
-            if line[:3] in ("---", "+++")
-            else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
-        )
-        text.append(clean(line.removesuffix("\r")) + "\n", style)
-    return text if text else Text(f"(no changes to {path})\n")
+    if old is None:
+        text.append(f"new file {one_line(path)}\n", "bold")
+    for n, line in enumerate(_unified(real, shown, path)):
+        if n == 0 and old is None:
+            line = "--- /dev/null"
+        text.append(clean(line.removesuffix("\r")) + "\n", _diff_style(line))
+    if old is None and not new:
+        text.append("(empty)\n")
+    if not text:
+        return Text(f"(no changes to {path})\n")
+    return text
+
+
+def _diff_style(line: str) -> str:
+    if line[:3] in ("---", "+++"):
+        return "bold"
+    return {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
 
 
 def _matcher(old: list, new: list) -> difflib.SequenceMatcher:
@@ -227,20 +291,83 @@ def can_ask() -> bool:
     return where is not None
 
 
-ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "a": "a", "always": "a"}
-LABELS = {"y": "[y]es", "n": "[n]o", "a": "[a]lways"}
+# each answer's letter is its first
+ANSWERS = {word: word[0] for word in ("y", "yes", "n", "no", "s", "session", "a", "always")}
+LABELS = {"y": "[y]es", "n": "[n]o", "s": "[s]ession", "a": "[a]lways"}
 INSTEAD = ", or say what instead"  # words other than an answer decline, for the model
+FITS = 80  # columns the question's own line should fit in; past them its hint goes above it
+# how people say yes or no besides the letters ("yes please", "ok", "nope"): an answer is made of
+# the words of one of them, and words of courtesy around them
+SAYS = {
+    "y": set(
+        "y yes yeah yep yup ya yea ok okay k sure fine alright good great perfect absolutely "
+        "certainly definitely course go ahead do proceed apply lgtm".split()
+    ),
+    "n": set("n no nope nah dont not stop cancel skip never".split()),
+}
+COURTESY = set("please thanks thank you it on of sounds right then just sir".split())
 
 
-def question(
-    question: str, choices: str = "yna", detail: Text | None = None, always: str = ""
-) -> tuple[str, str]:
-    """The person's choice, and their words when they typed something other than an answer (which
-    declines: the words are feedback for the model); without a terminal, 'n' and a warning."""
+class Asked(NamedTuple):
+    """A question as the person meets it: its words, the letters it takes, what it is about (a
+    diff), its prompt line, and what is said when the words typed are no answer."""
+
+    question: str
+    choices: str
+    detail: object
+    prompt: Text
+    again: str
+
+
+def answer_of(said: str) -> str:
+    """The answer words give: y, n, s or a for a letter or its word, y or n for the common ways to
+    say yes or no ("yes please", "ok", "nope"); "" for anything else."""
+    text = said.strip().lower()
+    if text in ANSWERS:
+        return ANSWERS[text]
+    words = _words(text)
+    meant = {kind for kind, known in SAYS.items() for word in words if word in known}
+    known = COURTESY.union(*SAYS.values())
+    if len(meant) == 1 and all(word in known for word in words):
+        return meant.pop()
+    return ""
+
+
+def _words(text: str) -> list[str]:
+    """The words of what was typed, lower case, apostrophes dropped (don't is dont)."""
+    return re.findall(r"[a-z]+", text.lower().replace("'", "").replace("\u2019", ""))
+
+
+def _instead(words: str, choice: str) -> bool:
+    """Words that decline and tell the agent what to do instead (or name a folder): not an answer,
+    not one word of letters (a slip: "yess"), not a yes with more ("yeah, but use tabs" may mean
+    yes); those are asked again."""
+    found = _words(words)
+    if choice or not words or re.fullmatch(r"[^\W\d_]+", words):
+        return False
+    return len(found) < 2 or found[0] not in SAYS["y"]
+
+
+def question(question: str, detail=None, scopes: dict | None = None) -> tuple[str, str]:
+    """The person's answer: y, n, or a wider yes among scopes (s: this session, a: always; each
+    said on a line of its own), and their words when they typed something other than an answer
+    (which declines: the words are feedback for the model); without a terminal, 'n' and a warning."""
+    offered = {key: what for key, what in (scopes or {}).items() if what}
+    choices = "yn" + "".join(offered)
+    for key, what in offered.items():  # on lines of their own: the question itself fits one
+        detail = _with_line(detail, f"{LABELS[key]}: {one_line(hidden(what))}")
     prompt = _prompt(question, choices)
-    if always and "a" in choices:  # on its own line: the question itself fits one
-        detail = _with_line(detail, f"[a]lways: {one_line(hidden(always))}")
-    return _answer(question, choices, detail, prompt.append(INSTEAD + ": "))
+    if len(prompt) + len(INSTEAD) + 2 <= FITS:
+        prompt.append(INSTEAD)
+    else:
+        detail = _with_line(detail, "or type what to do instead: the agent reads it")
+    again = f"answer {_letters(choices)}, or tell the agent what to do instead"
+    return _answer(Asked(question, choices, detail, prompt.append(": "), again))
+
+
+def _letters(choices: str) -> str:
+    """y, n or a: the letters a question takes, as a sentence says them."""
+    return ", ".join(choices[:-1]) + " or " + choices[-1]
 
 
 def _with_line(detail, line: str) -> Text:
@@ -252,9 +379,10 @@ def _with_line(detail, line: str) -> Text:
     return shown.append(line, "dim")
 
 
-def ask(question: str, choices: str = "yna", detail: Text | None = None) -> str:
-    """One of choices from the person at the terminal (any other text declines)."""
-    return _answer(question, choices, detail, _prompt(question, choices).append(": "))[0]
+def ask(question: str, choices: str = "yn", detail: Text | None = None) -> str:
+    """One of choices from the person at the terminal (a sentence declines)."""
+    prompt = _prompt(question, choices).append(": ")
+    return _answer(Asked(question, choices, detail, prompt, f"answer {_letters(choices)}"))[0]
 
 
 def _prompt(question: str, choices: str) -> Text:
@@ -262,18 +390,22 @@ def _prompt(question: str, choices: str) -> Text:
     return Text.assemble((one_line(hidden(question)), "bold"), " ", "/".join(labels))
 
 
-def _answer(question: str, choices: str, detail, prompt: Text) -> tuple[str, str]:
-    """Show the detail, drop what was typed ahead, read a fresh answer."""
+def _answer(asked: Asked) -> tuple[str, str]:
+    """Show the detail and the lines queued meanwhile, drop what was typed ahead, read a fresh
+    answer."""
     con, stream = _terminal() or (None, None)
-    _show_detail(con or console, detail)
+    _show_detail(con or console, asked.detail)
     if con is None:
-        always = " (run with --yes to accept)" * ("a" in choices)
-        warning(f"{question} declined: no terminal to ask on{always}")
+        accept = ""
+        if "a" in asked.choices:
+            accept = " (run with --yes to accept)"
+        warning(f"{asked.question} declined: no terminal to ask on{accept}")
         return "n", ""
     try:
         with _TYPED.paused():
+            _TYPED.show_queued(con)
             _drop_typed_ahead(stream)
-            return _read_answer(con, stream, prompt, choices)
+            return _read_answer(con, stream, asked)
     finally:
         if stream:
             stream.close()
@@ -284,9 +416,10 @@ KEYS = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1bO.|\x1b.|[\x00-\x1f\x7f]|[^\x0
 
 class Typed:
     """Lines typed while a turn runs: read without echo, shown dimmed under the live area, kept
-    for after the turn (Enter queues a line; Backspace on an empty line takes the last one back
-    to edit; Esc clears the line). Reading pauses while a question is asked: typed ahead, a line
-    never answers one."""
+    for after the turn, where each is handled as what it is (Enter queues a line; Backspace on an
+    empty line takes the last one back to edit; Ctrl+U clears the line; Esc interrupts the turn,
+    as Ctrl+C does). Reading pauses while a question is asked: typed ahead, a line never answers
+    one, and the queued lines are listed above it."""
 
     def __init__(self):
         self.lines = []  # queued: Enter was pressed
@@ -294,20 +427,35 @@ class Typed:
         self.lock = threading.Lock()  # held while reading; a question takes it to pause
         self.saved = None  # the terminal's mode before, restored after
         self.on = False
+        # when the person pressed Enter: the turn's first wait counts from there (a wait for the
+        # model library too); None once an answer came, and the next wait counts from its request
+        self.entered = None
 
     def view(self) -> Text:
         """What was typed, for the bottom of a live area (empty when nothing was)."""
-        text = Text(style="dim")
-        for line in self.lines:
-            text.append(f"\n  queued › {one_line(line)}")
+        text = self.listed()
         if self.partial:
-            text.append(f"\n  › {one_line(self.partial)}▏")
+            text.append(f"\n  › {_cut(one_line(self.partial), 6)}▏")
         if self.lines:
-            text.append("\n  sent when this turn ends (Backspace takes it back to edit)")
+            text.append("\n  handled in order when this turn ends (Backspace takes one back)")
         return text
 
+    def listed(self) -> Text:
+        """The queued lines, one screen row each."""
+        text = Text(style="dim")
+        for line in self.lines:
+            text.append(f"\n  queued › {_cut(one_line(line), 13)}")
+        return text
+
+    def show_queued(self, con: Console) -> None:
+        """Above a question: the lines queued before it, which it never takes as its answer."""
+        if not self.lines:
+            return
+        text = self.listed().append("\n  typed before this question, so not its answer: ")
+        con.print(text.append("handled when this turn ends"), overflow="fold")
+
     def keys(self, data: str) -> None:
-        """Typed keys: letters, Enter, Backspace, Esc and Ctrl+U (arrows and the rest ignored)."""
+        """Typed keys: letters, Enter, Backspace, Ctrl+U and Esc (arrows and the rest ignored)."""
         for key in KEYS.findall(data):
             if key in ("\r", "\n") and self.partial.strip():
                 self.lines.append(self.partial.strip())
@@ -316,7 +464,9 @@ class Typed:
                 self.partial = self.lines.pop()
             elif key in ("\x7f", "\x08"):
                 self.partial = self.partial[:-1]
-            elif key in ("\x1b", "\x15"):
+            elif key == "\x1b" and self.on:  # as Ctrl+C: KeyboardInterrupt in the turn
+                os.kill(os.getpid(), signal.SIGINT)
+            elif key == "\x15":
                 self.partial = ""
             elif key[0] >= " " and key[0] != "\x7f":
                 self.partial += key
@@ -336,10 +486,15 @@ class Typed:
     def _read(self) -> None:
         fd = sys.stdin.fileno()
         while self.on:
+            # keys are taken under the lock: after stop(), no Esc can interrupt what comes next
             with self.lock:
-                ready = self.on and select.select([fd], [], [], 0.05)[0]
-                data = os.read(fd, 1024) if ready else b""
-            self.keys(data.decode(errors="ignore"))
+                data = b""
+                if self.on and select.select([fd], [], [], 0.05)[0]:
+                    data = os.read(fd, 1024)
+                # an Esc at the end may be the start of an arrow key's sequence: its rest follows
+                if data.endswith(b"\x1b") and select.select([fd], [], [], 0.05)[0]:
+                    data += os.read(fd, 1024)
+                self.keys(data.decode(errors="ignore"))
             time.sleep(0.005)  # a question waiting for the lock gets it
 
     def stop(self) -> tuple[list[str], str]:
@@ -380,26 +535,39 @@ def typed_meanwhile():
     """Inside: lines the person types are read without echo and shown queued under the live area.
     Yields a list that holds, after the block, the lines typed and the line being typed."""
     got = []
+    _TYPED.entered = time.monotonic()
     _TYPED.start()
     try:
         yield got
     finally:
+        _TYPED.entered = None
         got.extend(_TYPED.stop())
 
 
-def _read_answer(con: Console, stream, prompt: Text, choices: str) -> tuple[str, str]:
-    """y, n or a from their words; other words decline and are returned; an empty line asks again."""
+def _cut(text: str, margin: int) -> str:
+    """Text cut to one screen row less margin columns, an ellipsis where it was cut."""
+    room = max(console.width - margin, 10)
+    if len(text) <= room:
+        return text
+    return text[: room - 1] + "…"
+
+
+def _read_answer(con: Console, stream, asked: Asked) -> tuple[str, str]:
+    """The answer their words give (answer_of); a sentence declines and is returned, for the
+    model; a word that is no answer here, or a yes with more words, is asked again."""
     try:
         while True:
-            raw = con.input(prompt, stream=stream)
+            raw = con.input(asked.prompt, stream=stream)
             if stream and not raw:  # end of input at the terminal: no
                 return "n", ""
             words = raw.strip()
-            choice = ANSWERS.get(words.lower(), "")
-            if choice and choice in choices:
+            choice = answer_of(words)
+            if choice and choice in asked.choices:
                 return choice, ""
-            if words and not choice:
+            if _instead(words, choice):
                 return "n", words
+            if words:
+                con.print(Text(f"  {asked.again}", "yellow"))
     except EOFError:
         return "n", ""
 
@@ -520,7 +688,8 @@ class Stream:
             from rich.live import Live
             from rich.spinner import Spinner
 
-            self.began = time.monotonic()
+            # the turn's first wait counts from Enter, a wait for the model library included
+            self.began = _TYPED.entered or time.monotonic()
             self.spinner = Spinner("dots", "thinking…")
             self.live = Live(
                 console=self.screen,
@@ -546,6 +715,7 @@ class Stream:
         """The whole answer, once: the rest of its rendered lines, or as plain text."""
         self.text = answer
         self.answered = True
+        _TYPED.entered = None  # an answer came: the next wait counts from its own request
         if self.markdown:
             self._draw(final=True)
         else:
@@ -567,9 +737,11 @@ class Stream:
     def _status(self):
         """The spinner's line: how long since the request, tokens so far, how to stop."""
         took = f"{time.monotonic() - self.began:.0f} s"
-        got = f" · {plural(self.pieces, 'token')}" if self.pieces else ""
-        doing = "answering…" if self.pieces else "thinking…"
-        self.spinner.update(text=Text(f"{doing} ({took}{got} · Ctrl+C to interrupt)"))
+        doing = "thinking…"
+        if self.pieces:
+            doing = "answering…"
+            took += f" · {plural(self.pieces, 'token')}"
+        self.spinner.update(text=Text(f"{doing} ({took} · {_how_to_stop()})"))
         return self.spinner
 
     def _peek(self) -> None:
@@ -594,6 +766,13 @@ class Stream:
                 self.current = _segment_lines(lines[settled:])
         spent = time.monotonic() - began  # a long answer renders slower: draw it less often
         self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
+
+
+def _how_to_stop() -> str:
+    """Esc in the REPL, where keys are read while a turn runs; Ctrl+C anywhere."""
+    if _TYPED.on:
+        return "Esc to interrupt"
+    return "Ctrl+C to interrupt"
 
 
 @functools.cache
@@ -651,16 +830,23 @@ def _escape_name(match: re.Match) -> str:
 
 
 class Tail:
-    """While a command runs: its last lines and the time so far, live on a terminal (silent
-    elsewhere), then one line saying how it went."""
+    """While a command runs: its last lines and the time so far (of its limit, if it has one), live
+    on a terminal (silent elsewhere); then how it went in one line and, unless the caller shows the
+    whole output, what it printed in a few rows: its first lines, how many more, its last lines,
+    each line at most ROWS screen rows. The counts are of what it printed."""
 
-    LINES = 5  # lines of output kept on screen
-    WIDE = 2000  # characters kept of a line that never ends
+    LINES = 5  # lines of output kept on screen while it runs
+    HEAD = 3  # first and last lines of the excerpt after it
+    WIDE = 2000  # characters kept of each line (its length is counted whole)
 
-    def __init__(self, title: str):
+    def __init__(self, title: str, limit: float = 0, excerpt: bool = True):
         self.title = one_line(hidden(title))
-        self.lines = [""]
-        self.count = 0
+        self.limit = limit
+        self.excerpt = excerpt
+        self.first = []  # the first HEAD lines printed, each (text, length)
+        self.last = []  # the last LINES lines after them
+        self.partial = ("", 0)  # the line being printed
+        self.count = 0  # lines ended
         self.live = None
 
     def __enter__(self):
@@ -673,21 +859,51 @@ class Tail:
         return self
 
     def feed(self, chunk: str) -> None:
-        """More output: the partial last line grows, whole lines scroll."""
-        chunk = chunk.replace("\r\n", "\n").replace("\r", "\n")
-        text = self.lines[-1] + chunk
-        parts = text.split("\n")
-        self.count += len(parts) - 1
-        self.lines = [*self.lines[:-1], *parts][-(self.LINES + 1) :]
-        self.lines[-1] = self.lines[-1][-self.WIDE :]
+        """More output: the line being printed grows; lines that end are counted and kept (the
+        first few, the last few)."""
+        pieces = chunk.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        text, size = self.partial
+        ended = pieces[:-1]
+        self.count += len(ended)
+        for n in self._keepable(len(ended)):
+            self._ended((text + ended[n])[: self.WIDE], size + len(ended[n]))
+            text, size = "", 0  # what was being printed ended with the first of them
+        self.partial = ((text + pieces[-1])[: self.WIDE], size + len(pieces[-1]))
+
+    def _keepable(self, count: int) -> list[int]:
+        """Which of count lines that just ended may be kept (0 first, when there are any): only
+        those are looked at, as 200,000 lines come in a few big chunks."""
+        first = range(min(count, self.HEAD + 1))
+        return sorted({*first, *range(max(count - self.LINES, 0), count)})
+
+    def _ended(self, text: str, size: int) -> None:
+        if len(self.first) < self.HEAD:
+            self.first.append((text, size))
+        else:
+            self.last = [*self.last, (text, size)][-self.LINES :]
+
+    def _kept(self) -> tuple[list, list]:
+        """The first lines and the last ones (the line being printed too), secrets hidden: each
+        group together, as a secret may span lines."""
+        last = self.last
+        if self.partial[1]:
+            last = [*last, self.partial]
+        return _hidden_lines(self.first), _hidden_lines(last)
+
+    def total(self) -> int:
+        """Lines printed, the one being printed included."""
+        if self.partial[1]:
+            return self.count + 1
+        return self.count
 
     def _view(self) -> Text:
-        # hidden together: a chunk may split a secret
-        lines = hidden("\n".join(self.lines)).split("\n")
-        shown = [line for line in lines if line][-self.LINES :]
-        text = Text(f"  {self.title} ({time.monotonic() - self.start:.0f} s)", "dim")
-        for line in shown:
-            text.append(f"\n  │ {clean(line)[: max(console.width - 6, 10)]}", "dim")
+        first, last = self._kept()
+        clock = f"{time.monotonic() - self.start:.0f} s"
+        if self.limit:
+            clock += f" of {self.limit:g} s"
+        text = Text(f"  {self.title} ({clock} · {_how_to_stop()})", "dim")
+        for line, _ in [*first, *last][-self.LINES :]:
+            text.append(f"\n  │ {_cut(clean(line), 6)}", "dim")
         return text + _TYPED.view()
 
     def __exit__(self, kind, *exc) -> None:
@@ -695,11 +911,35 @@ class Tail:
         if not self.live:
             return
         self.live.stop()
-        lines = plural(self.count + bool(self.lines[-1]), "line")
         stopped = kind is not None and issubclass(kind, KeyboardInterrupt)  # Ctrl+C, or Stopped
-        how = ", stopped" if stopped else ""
-        if stopped:  # what was shown stays
-            shown = [line for line in hidden("\n".join(self.lines)).split("\n") if line]
-            for line in shown[-self.LINES :]:
-                console.print(Text(f"  │ {clean(line)}", "dim"), overflow="fold")
-        console.print(Text(f"  {self.title}: {lines} in {took:.1f} s{how}", "dim"), overflow="fold")
+        how = ""
+        if stopped:
+            how = ", stopped"
+        said = f"  {self.title}: {_lines_said(self.total())} in {took:.1f} s{how}"
+        console.print(Text(said, "dim"), overflow="fold")
+        if self.total() and (self.excerpt or stopped):  # what was shown stays
+            console.print(_gutter(self._excerpt()), end="")
+
+    def _excerpt(self) -> list[str]:
+        """What it printed, in a few rows: its first lines, how many more, its last lines."""
+        first, last = self._kept()
+        rows = [_bounded(line, size) for line, size in [*first, *last]]
+        if self.total() <= 2 * self.HEAD + 1:  # all of it: first and last meet
+            return rows
+        more = f"… {_lines_said(self.total() - 2 * self.HEAD, 'more ')}"
+        return [*rows[: self.HEAD], more, *rows[-self.HEAD :]]
+
+
+def _lines_said(count: int, more: str = "") -> str:
+    """A count of lines as a person reads a big one: 200,001 lines (or 200,001 more lines)."""
+    if count == 1:
+        return f"1 {more}line"
+    return f"{count:,} {more}lines"
+
+
+def _hidden_lines(lines: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Lines with the secrets in them hidden, all together (lines kept), each with its length."""
+    if not lines:
+        return []
+    texts = hidden("\n".join(text for text, _ in lines)).split("\n")
+    return list(zip(texts, [size for _, size in lines], strict=False))

@@ -296,7 +296,7 @@ def test_a_thousand_files(bare, capsys):
         "- L6 def f151(a, b)",
     ]
     assert mapped["pkg19/m998.js"] == ["- L1 function f998(a)"]
-    assert "mapped 1000 files, 2000 symbols" in out and "1000 reparsed, 0 cached, 0 skipped" in out
+    assert "mapped 1000 files, 2000 symbols" in out and "left out" not in out
 
 
 def test_rerun_parses_only_changed_files_and_drops_removed_ones(project, capsys, monkeypatch):
@@ -315,7 +315,7 @@ def test_rerun_parses_only_changed_files_and_drops_removed_ones(project, capsys,
     )
     out = init(project, capsys)
     assert parsed == [(project / "pkg0/m5.py").read_bytes()]
-    assert "1 reparsed, 28 cached, 0 skipped" in out
+    assert "reparsed" not in out and "cached" not in out  # how it works is not the news
     mapped = sections(project)
     assert mapped["pkg0/m5.py"] == ["- L1 stub"] and mapped["pkg0/m7.py"][0] == "- L1 class C7"
     assert "pkg0/m6.js" not in mapped and len(mapped) == 29
@@ -342,7 +342,7 @@ def test_bad_files_are_skipped_and_counted(bare, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "tree_sitter_go", None)  # its grammar fails to import
     repomap._parser.cache_clear()
     out = init(bare, capsys)
-    assert "2 reparsed, 0 cached, 5 skipped" in out
+    assert "5 files left out: " in out
     for reason in ("1 binary", "1 too large", "1 unparsable", "2 unreadable"):
         assert reason in out
     mapped = sections(bare)
@@ -355,12 +355,10 @@ def test_init_through_the_cli(project):
     write(project, {"app.py": SOURCES["app.py"], "lib.rs": SOURCES["lib.rs"]})
     first = run_amas("init")
     assert first.returncode == 0, first.stderr
-    assert "mapped 2 files, 10 symbols" in (
-        first.stdout + first.stderr
-    ) and "2 reparsed, 0 cached, 0 skipped" in (first.stdout + first.stderr)
+    assert "mapped 2 files, 10 symbols" in first.stdout + first.stderr
     assert "languages: python 1, rust 1" in (first.stdout + first.stderr)
     again = run_amas("init")
-    assert again.returncode == 0 and "0 reparsed, 2 cached" in (again.stdout + again.stderr)
+    assert again.returncode == 0 and "mapped 2 files, 10 symbols" in again.stderr
     assert sections(project)["app.py"] == EXPECTED["app.py"]
 
 

@@ -279,12 +279,13 @@ def test_writes(gate, path, verb, old, plain, under_yes):
         ("secret", "ask"),
         ("timeout", "ask"),
         ("copy", "ask"),
+        ("memory", "ask"),
     ],
 )
 def test_kinds_of_question_and_yes(gate, kind, under_yes):
     """Which questions --yes answers: every kind is listed, and each is settled or not."""
     kinds = {"edit", "shell", "read", "net", "many", "grant", "unboxed", "write", "secret"}
-    assert set(policy.KINDS) == kinds | {"timeout", "copy"}
+    assert set(policy.KINDS) == kinds | {"timeout", "copy", "memory"}
     asked = Verdict("ask", kind, "?", key="k")
     assert gate(**YES).settled(asked).decision == under_yes
 

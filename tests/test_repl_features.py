@@ -24,21 +24,30 @@ def test_bang_runs_a_command_as_the_user_and_the_model_sees_it(repl, project, ll
     assert sent.endswith("what did my command print?")
 
 
-def test_at_path_attaches_the_file_and_a_missing_one_is_said(repl, project, llm):
+def test_at_path_attaches_the_file_and_a_word_that_names_none_stays_text(repl, project, llm):
     (project / "notes.txt").write_text("the notes say 42\n")
+    (project / "docs").mkdir()
+    llm.reply(text="No such file here.")
     child = repl()
-    child.sendline("what is in @missing.txt")
-    child.expect("cannot attach @missing.txt: no such file")
+    child.sendline("what is in @missing.txt")  # no file: the message goes as written
+    child.expect("No such file here.")
     child.expect("›")
-    assert llm.requests == []  # not sent: the user can fix the name
+    assert last_user(llm.requests[-1]) == "what is in @missing.txt"
     llm.reply(text="It says 42.")
     child.sendline("summarize @notes.txt please")
+    child.expect("attached notes.txt")
     child.expect("It says 42.")
     sent = last_user(llm.requests[-1])
     assert "Attached file notes.txt" in sent and "the notes say 42" in sent
-    child.sendline("tell me about @property decorators")  # a word, not a file
     llm.reply(text="Decorators.")
+    child.sendline("tell me about @property decorators and @functools.cache?")  # words, not files
     child.expect("Decorators.")
+    assert last_user(llm.requests[-1]) == "tell me about @property decorators and @functools.cache?"
+    llm.reply(text="A folder.")
+    child.sendline("what is in @docs")  # a folder cannot be attached: said, and sent all the same
+    child.expect("not attached @docs: it is a folder")
+    child.expect("A folder.")
+    assert last_user(llm.requests[-1]) == "what is in @docs"
 
 
 def test_after_undo_the_next_request_says_what_was_taken_back(repl, project, llm):

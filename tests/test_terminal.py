@@ -150,14 +150,18 @@ def test_text_typed_during_the_spinner_does_not_answer_the_question(term, projec
     assert llm.requests[1]["messages"][-1]["content"].startswith("Edit declined")
 
 
-def test_a_sentence_at_a_question_declines_even_if_it_starts_with_y(term, project, llm):
+def test_a_sentence_at_a_question_that_starts_with_yes_is_asked_again(term, project, llm):
     llm.reply(tool="create_file", path="tabs.py", content="x = 1\n").reply(text="Understood.")
     child = term()
     child.sendline("make a file")
     child.expect(QUESTION)
-    child.sendline("yeah but use tabs instead")
+    child.sendline("yeah but use tabs instead")  # a yes, and more: neither applied nor declined
+    child.expect("answer y, n or a, or tell the agent what to do instead")
+    assert not (project / "tabs.py").exists() and len(llm.requests) == 1
+    child.sendline("use tabs instead")
     child.expect("Understood.")
     assert not (project / "tabs.py").exists()
+    assert "They said: use tabs instead" in llm.requests[1]["messages"][-1]["content"]
 
 
 def test_a_sentence_at_a_question_reaches_the_model(term, project, llm):

@@ -89,12 +89,12 @@ def test_waiting_says_how_long_and_how_to_stop(term, llm):
     child.sendline("slow one")
     seconds = set()
     for _ in range(50):  # bounded: the counter is redrawn in place eight times a second
-        child.expect(r"thinking… \((\d+) s · Ctrl\+C to interrupt\)")
+        child.expect(r"thinking… \((\d+) s · Esc to interrupt\)")
         seconds.add(child.match[1])
         if len(seconds) > 1:
             break
     assert len(seconds) > 1  # two screens, two different counts
-    child.expect(r"answering… \(\d+ s · \d+ tokens · Ctrl\+C to interrupt\)")
+    child.expect(r"answering… \(\d+ s · \d+ tokens · Esc to interrupt\)")
     child.expect("›")
     child.sendeof()  # Ctrl+D: how to come back
     child.expect(r"resume this conversation with `amas -c`")

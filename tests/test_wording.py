@@ -11,14 +11,18 @@ def test_a_diff_of_an_absolute_path_has_no_a_slash_slash_header():
     assert ui.diff_summary(shown) == "1 file changed: 1 line added, 1 removed"
 
 
-def test_the_command_question_fits_one_line(monkeypatch):
+def test_the_command_question_fits_one_line_and_says_each_scope_above_it(monkeypatch):
     asked = []
-    monkeypatch.setattr(ui, "_answer", lambda *args: asked.append(args) or ("n", ""))
+    monkeypatch.setattr(ui, "_answer", lambda asked_: asked.append(asked_) or ("n", ""))
     always = "this exact command in this project, from now on; /permissions lists it"
-    ui.question("Run `pytest -q tests/test_dates.py`?", "yna", None, always)
-    _, _, detail, prompt = asked[0]
-    assert "[y]es/[n]o/[a]lways" in prompt.plain and len(prompt.plain) <= 80, prompt.plain
-    assert f"[a]lways: {always}" in detail.plain  # said on its own line above
+    session = "this exact command, until amas exits"
+    ui.question("Run `pytest -q tests/test_dates.py`?", None, {"s": session, "a": always})
+    prompt, detail = asked[0].prompt.plain, asked[0].detail.plain
+    assert "[y]es/[n]o/[s]ession/[a]lways" in prompt and len(prompt) <= 80, prompt
+    assert f"[s]ession: {session}\n[a]lways: {always}" in detail  # said on lines of their own
+    assert "or type what to do instead" in detail  # the hint moved above: the prompt fits
+    ui.question("Apply edit to app.py?", None, {"s": "", "a": "the rest of this session's edits"})
+    assert asked[1].prompt.plain.endswith("[y]es/[n]o/[a]lways, or say what instead: ")
 
 
 def test_compact_refuses_a_summary_that_is_not_one(agent, llm, capsys):
@@ -58,6 +62,13 @@ def test_at_path_in_a_one_shot_prompt_attaches_the_file(project, llm):
     assert "Attached file calc.py:\n```\ndef add(a, b):" in sent and sent.endswith(
         "explain @calc.py"
     )
-    missing = run_amas("explain @nothere.py", llm=llm)
-    assert missing.returncode == 1 and "cannot attach @nothere.py: no such file" in missing.stderr
-    assert len(llm.requests) == 1  # nothing sent
+
+
+def test_an_at_word_that_names_no_file_is_sent_as_written_in_a_one_shot(project, llm):
+    (project / "functools").mkdir()  # a folder by that first name, as a package would have
+    llm.reply(text="Use it for pure functions.")
+    result = run_amas("should this use @functools.cache? see @nothere.py", llm=llm)
+    assert result.returncode == 0, result.stderr
+    assert "cannot attach" not in result.stderr and "attached" not in result.stderr
+    sent = llm.requests[0]["messages"][-1]["content"]
+    assert sent == "should this use @functools.cache? see @nothere.py"
