@@ -1,7 +1,10 @@
 """The REPL as a person uses it (issue 30): !command, @path, what the model is told after /undo,
 the folder the user is in, -c showing where the conversation stood, Ctrl+C keeping a partial answer."""
 
+import time
+
 import pexpect
+import pytest
 from conftest import run_amas
 
 
@@ -138,3 +141,25 @@ def test_resume_lists_conversations_and_opens_the_chosen_one(repl, project, llm)
     child.expect("ok")
     said = [m["content"] for m in llm.requests[-1]["messages"][1:]]
     assert said == ["the first question", "First answer.", "and then?"]
+
+
+@pytest.mark.parametrize("model", ["openai/test-model", "custom_openai/test-model"])
+def test_a_request_interrupted_while_waiting_never_answers_the_next_message(
+    repl, project, llm, model
+):
+    """Ctrl+C (or Esc) while the model had not answered yet left litellm's connection in its pool:
+    the next message went out on it and got the interrupted request's answer (both paths)."""
+    llm.reply(text="Too late.", wait=2)
+    llm.reply(text="Fresh answer.")
+    child = repl("-m", model)
+    child.sendline("first")
+    child.expect("thinking")
+    deadline = time.monotonic() + 20
+    while len(llm.script) == 2 and time.monotonic() < deadline:  # until the server has it
+        time.sleep(0.02)
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect("›")
+    child.sendline("second")
+    child.expect("Fresh answer.")
+    assert "Too late." not in child.before
