@@ -13,12 +13,13 @@ import re
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amas_code import boxview, cgroups, effects, netstack, project, redact, seccomp
+from amas_code import boxview, cgroups, effects, netstack, project, redact, seccomp, ui
 from amas_code.boxview import writable_root
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
@@ -31,6 +32,12 @@ READ_ONLY = re.compile(  # `touch: cannot touch '/x': Read-only…`, `[Errno 30]
     r"([^\s'\"`‘’]+)['\"`’]?: Read-only file system|Read-only file system: ['\"`‘]?([^\s'\"`’]+)"
     r"|could not (?:write|lock) config file ([^\s:]+)"
 )
+# what Docker's default profile masks of /proc and /sys, and keeps read-only
+PROC_MASKED = (
+    "/proc/asound /proc/acpi /proc/kcore /proc/keys /proc/latency_stats /proc/timer_list "
+    "/proc/timer_stats /proc/sched_debug /proc/scsi /sys/firmware /sys/devices/virtual/powercap"
+).split()
+PROC_READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
 WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
 UNBOXED_LINE = "no sandbox: {why}; every command will be asked, allow rules off"
@@ -41,6 +48,7 @@ class Box:
     """How a command is boxed: with the network or not, and the limits it runs under."""
 
     network: bool = False
+    lan: bool = False  # with the network: the private ranges reachable (never the host's own)
     procs: int = 512  # processes in the box: a fork bomb stops here
     memory: int = 0  # bytes a process may allocate (0: three quarters of the machine's memory)
     file_size: int = 2 << 30  # bytes one file may grow to: `yes > file` stops here
@@ -55,7 +63,7 @@ class Box:
     def close(self) -> None:
         """The session's /tmp removed: amas is leaving."""
         if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            _remove(self.scratch)
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,8 @@ def open(config: dict) -> Sandbox:
     name = f"{os.getpid()}-{secrets.token_hex(4)}"
     scratch = str(Path.home() / ".amas" / "tmp" / name)
     read = tuple(config.get("sandbox_read") or ())
-    box = Box(network=bool(config.get("sandbox_network")), read=read, scratch=scratch)
+    network = config.get("sandbox_network")
+    box = Box(network=bool(network), lan=network == "lan", read=read, scratch=scratch)
     return Sandbox(mode, line, box)
 
 
@@ -202,9 +211,19 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2)  # killed: its exit code is the signal's
         boxview.remove_stand_ins(proc.args, Path(root))
-    note += boxview.planted_note(boxview.planted(Path(root), started)) if box else ""
+    if box:
+        note += _planted(Path(root), started)
     parts = [f"$ {command.line}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
+
+
+def _planted(root: Path, started: int) -> str:
+    """What the command left that runs outside amas at the user's next use of it (see
+    boxview.planted), said on screen, and the note that names it in the result."""
+    found = boxview.planted(root, started)
+    if found:
+        ui.warning(f"the command left what runs outside amas: {', '.join(found[:10])}")
+    return boxview.planted_note(found)
 
 
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
@@ -227,7 +246,7 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
     finally:  # the box's ends are the box's alone; amas's start the network (or see bwrap fail)
         for fd in given.values():
             os.close(fd)
-        netstack.start(kept)
+        netstack.start(kept, bool(box and box.lan))
     return proc
 
 
@@ -236,7 +255,7 @@ def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:
     then the process side (see _process)."""
     args = [bwrap() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += _tmp(box) + boxview.files(root, box.read, box.grant)
-    args += [] if "seccomp" in fds else boxview.unix_sockets_hidden()
+    args += boxview.unix_sockets_hidden("seccomp" in fds)
     return args + ["--chdir", str(root)] + _process(box, fds)
 
 
@@ -244,7 +263,7 @@ def _process(box: Box, fds: dict[str, int]) -> list[str]:
     """The box's process side, given after its mounts: its own namespaces (a user namespace also as
     root, a network one always), /proc/sys read-only, a sized /dev/shm in a read-only /dev, and the
     descriptors bwrap reads (the seccomp filter; the network stack's start: --info-fd, --block-fd)."""
-    args = ["--ro-bind", "/proc/sys", "/proc/sys"]
+    args = _proc_masks()
     args += ["--size", str(box.tmp), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net"]
     args += ["--new-session", "--die-with-parent", "--cap-drop", "ALL"]
@@ -252,6 +271,22 @@ def _process(box: Box, fds: dict[str, int]) -> list[str]:
         args += [f"--{name}", str(fd)]
         # the box's resolver: slirp4netns's, for a host that resolves on its own loopback
         args += ["/etc/resolv.conf"] if name == "ro-bind-data" else []
+    return args
+
+
+def _proc_masks() -> list[str]:
+    """What Docker masks in /proc and /sys (an empty file or folder over it) and keeps read-only,
+    where this kernel has it: as root, the box's root is the host's, and /proc/sysrq-trigger would
+    reboot it."""
+    args = []
+    for place in PROC_MASKED:
+        if os.path.isdir(place):
+            args += ["--tmpfs", place, "--remount-ro", place]
+        elif os.path.exists(place):
+            args += ["--ro-bind", "/dev/null", place]
+    for place in PROC_READ_ONLY:
+        if os.path.exists(place):
+            args += ["--ro-bind", place, place]
     return args
 
 
@@ -284,7 +319,7 @@ def _sweep_scratch(base: Path) -> None:
     for stale in base.glob("*-*"):
         pid = stale.name.split("-")[0]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove(str(stale))
 
 
 def _tidy_tmp(box: Box | None) -> str:
@@ -293,16 +328,41 @@ def _tidy_tmp(box: Box | None) -> str:
     if not box or not box.scratch:
         return ""
     size = 0
-    for folder, _, files in os.walk(box.scratch):
+    for folder, _, files in _opened(box.scratch):
         for name in files:
             with contextlib.suppress(OSError):
                 size += os.lstat(os.path.join(folder, name)).st_blocks * 512
     if size <= box.tmp:
         return ""
-    shutil.rmtree(box.scratch, ignore_errors=True)
+    _remove(box.scratch)
     with contextlib.suppress(OSError):
         os.mkdir(box.scratch, 0o700)
     return f"\n[/tmp held {size >> 20} MB, more than {box.tmp >> 20} MB: it was emptied]"
+
+
+def _opened(top: str):
+    """os.walk of a folder a command may have closed (`chmod 000`, which only root walks through):
+    a folder its owner may not read or enter is opened to them before it is walked."""
+    _open(top)
+    for folder, dirs, files in os.walk(top):
+        for name in dirs:
+            _open(os.path.join(folder, name))
+        yield folder, dirs, files
+
+
+def _open(folder: str) -> None:
+    """A folder (not a link) made readable, enterable and writable by its owner, if it was not."""
+    with contextlib.suppress(OSError):
+        mode = os.lstat(folder).st_mode
+        if stat.S_ISDIR(mode) and not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
+            os.chmod(folder, stat.S_IMODE(mode) | 0o700)
+
+
+def _remove(top: str) -> None:
+    """A folder of the session's /tmp removed whole, however a command left its folders' modes."""
+    for _ in _opened(top):
+        pass
+    shutil.rmtree(top, ignore_errors=True)
 
 
 def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | None]:

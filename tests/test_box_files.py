@@ -44,8 +44,10 @@ def test_the_mounts_are_one_value(layout):
     def bind(path: str, kind: str = "--ro-bind", source: str = "") -> list[str]:
         return [kind, source or path, path]
 
-    # of cargo, its programs: not its config or credentials
-    expected = ["--tmpfs", h, *bind(f"{h}/.cargo/bin"), *bind(f"{h}/.gitconfig"), *bind(f"{h}/.m2")]
+    # of cargo, its programs: not its config or credentials; of git's config, amas's copy of its
+    # identity and core settings
+    expected = ["--tmpfs", h, *bind(f"{h}/.cargo/bin"), *bind(f"{h}/.m2")]
+    expected += bind(f"{h}/.gitconfig", source=f"{h}/.amas/box/gitconfig")
     # of the credential places, only those the box would show: the system's
     expected += bind(r, "--bind")
     for place in ("/etc/shadow", "/etc/sudoers", "/etc/ssh"):
@@ -53,9 +55,12 @@ def test_the_mounts_are_one_value(layout):
     expected += bind(f"{r}/.git")
     # the submodule's folder, not checked out, read-only whole; the untracked repository's .git
     expected += [*bind(f"{r}/lib"), *bind(f"{r}/tools/x", "--bind"), *bind(f"{r}/tools/x/.git")]
-    expected += [*bind(f"{r}/AGENTS.md"), *bind(f"{r}/.amas")]
-    # stand-ins for what is missing: no file or folder of that name can be made
-    for name in (".vscode", ".idea", ".envrc"):
+    expected += [*bind(f"{r}/.amas"), *bind(f"{r}/AGENTS.md")]
+    # stand-ins for what is missing: no file or folder of that name can be made (of the hook
+    # managers' files, only those of a manager whose hooks are installed)
+    names = ".vscode .idea .zed .helix .devcontainer .devcontainer.json .nvim.lua .nvimrc .exrc "
+    names += ".envrc .tool-versions mise.toml .mise.toml mise.local.toml .mise.local.toml .mise"
+    for name in names.split():
         expected += ["--tmpfs", f"{r}/{name}", "--remount-ro", f"{r}/{name}"]
     expected += [*bind(f"{r}/.husky"), *bind(f"{r}/.amas/config.yaml", source="/dev/null")]
     assert boxview.files(root, read=("~/.m2",)) == [*expected, "--remount-ro", h]
