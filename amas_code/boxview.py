@@ -40,7 +40,6 @@ STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python ru
 # where a folder the walk after a command looks at is (see Walk): in a virtual environment, its
 # site-packages, a dot-folder, a steering folder; and a dot-folder changed (files made in it)
 VENV, SITE, DOTTED, STEERS, CHANGED = 1, 2, 4, 8, 16
-CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
 # where the sockets of the user's session are, and its credentials (podman's auth.json is in
 # $XDG_RUNTIME_DIR): always hidden; the others where no seccomp filter refuses Unix sockets
 RUNTIME = ("/run/user",)
@@ -314,17 +313,28 @@ def _steering_read_only(root: Path) -> list[str]:
     stand-in, so none can be made: amas makes it, and sandbox.run removes it after (see
     remove_stand_ins; one left by an amas killed mid-command goes after the next command)."""
     args = []
-    for path, stand_in in _steering(root):
-        left = path.endswith(FILES) and os.path.isdir(path) and not os.listdir(path)
-        if os.path.exists(path) and not left:
-            args += ["--ro-bind", path, path]
-        elif stand_in and (left or not os.path.lexists(path)):
-            args += _made_stand_in(path)
-        elif stand_in and Path(os.path.realpath(path)).is_relative_to(root):
-            args += _made_stand_in(os.path.realpath(path))  # a link to nothing: where it leads
+    try:
+        for path, stand_in in _steering(root):
+            args += _read_only(root, path, stand_in)
+    except PermissionError:  # the command is not run: the stand-ins made so far go
+        remove_stand_ins(args, root)
+        raise
     if (root / ".amas" / "config.yaml").is_file():
         args += ["--ro-bind", "/dev/null", str(root / ".amas" / "config.yaml")]
     return args
+
+
+def _read_only(root: Path, path: str, stand_in: bool) -> list[str]:
+    """One steering place read-only; missing (or a stand-in left behind, or a link to nothing: a
+    write would make what it leads to), a stand-in where one is due."""
+    left = path.endswith(FILES) and os.path.isdir(path) and not os.listdir(path)
+    if os.path.exists(path) and not left:
+        return ["--ro-bind", path, path]
+    if stand_in and (left or not os.path.lexists(path)):
+        return _made_stand_in(path)
+    if stand_in and Path(os.path.realpath(path)).is_relative_to(root):
+        return _made_stand_in(os.path.realpath(path))
+    return []
 
 
 def _steering(root: Path) -> list[tuple[str, bool]]:
@@ -376,6 +386,17 @@ def remove_stand_ins(argv: list[str], root: Path) -> None:
                 os.rmdir(path)  # only if empty
 
 
+def now() -> int:
+    """Now, by the clock files' times come from (the kernel's coarse clock, up to a tick behind
+    time_ns()): a file made or changed after this has a ctime of at least this. Read as the time
+    a file made now has."""
+    fd = os.memfd_create("amas-clock")
+    try:
+        return os.fstat(fd).st_ctime_ns
+    finally:
+        os.close(fd)
+
+
 def planted(root: Path, since: int) -> list[str]:
     """What a boxed command left that would run at the user's next ordinary action outside amas,
     relative to the project, found as git, python and the user's tools find it, in every folder
@@ -383,9 +404,9 @@ def planted(root: Path, since: int) -> list[str]:
     a .git or a bare one), a virtual environment's startup files made or changed (in a folder with
     pyvenv.cfg: *.pth, sitecustomize.py, usercustomize.py), what steers (project.steers), and,
     outside what git ignores, a dot-file or a file in a dot-folder made or changed. since: when the
-    command started (time.time_ns()). The project's own repository is read-only in the box."""
+    command started (see now). The project's own repository is read-only in the box."""
     own = {str(place) for place in project.git_places(root)[:2] if place}
-    walk = Walk(str(root), since - CLOCK, own)
+    walk = Walk(str(root), since, own)
     walk.run()
     ignored = project.ignored(root, walk.dotted)
     return sorted({*walk.found, *(rel for rel in walk.dotted if rel not in ignored)})
@@ -441,7 +462,7 @@ class Walk:
                 place |= DOTTED
             return (entry.path, rel, place)
         startup = place & SITE and (name.endswith(".pth") or name in STARTUP)
-        if (steers or place & STEERS or startup or name == ".gitignore") and self.changed(entry):
+        if (steers or place & STEERS or startup) and self.changed(entry):
             self.found.append(rel)
         elif (name.startswith(".") or place & CHANGED) and self.changed(entry):
             self.dotted.append(rel)

@@ -115,27 +115,27 @@ def ANY(new, old) -> bool:  # guards nothing: how the answer shows, when litellm
     return True
 
 
-STRICTER = {
+STRICTER = {  # in the order a warning names what it ignored
+    "auto_accept": OFF,
+    "browser_path": SAME,
+    "checkpoint_on_edit": ON,
+    "searxng_url": SAME,
+    "search_backend": SAME,
+    "api_base": SAME,
     "model": SAME,
     "api_key": SAME,
-    "api_base": SAME,
-    "auto_accept": OFF,
-    "max_context_tokens": LOWER,
-    "max_tokens": LOWER,
-    "checkpoint_on_edit": ON,
-    "check_syntax": ANY,
-    "stream": ANY,
-    "shell_timeout": LOWER,
-    "checkpoint_max_mb": LOWER,
     "sandbox": BOXED,
     "sandbox_network": NETWORK,
     "sandbox_read": FEWER,
     "ignore": FEWER,
+    "shell_timeout": LOWER,
+    "checkpoint_max_mb": LOWER,
+    "max_tokens": LOWER,
+    "max_context_tokens": LOWER,
+    "check_syntax": ANY,
+    "stream": ANY,
     "preload": ANY,
     "text_tools": ANY,
-    "search_backend": SAME,
-    "searxng_url": SAME,
-    "browser_path": SAME,
     "browser_headless": ANY,
 }
 
@@ -268,18 +268,13 @@ def layer(path: Path, warnings: list) -> dict:
 def untrusted(project: dict, base: dict) -> tuple[dict, list[str]]:
     """What an untrusted project file may set, and what was cut: a value only where it is at least
     as strict as base's (STRICTER); of the permissions, deny rules only."""
-    cut = [k for k, v in project.items() if k != "permissions" and not _stricter(k, v, base)]
+    cut = [k for k in STRICTER if k in project and not STRICTER[k](project[k], base.get(k))]
+    cut += [k for k in project if k not in STRICTER and k != "permissions"]
     perms = project.get("permissions") or {}
     cut += [f"permissions.{k}" for k in ("allow", "env") if perms.get(k)]
     kept = {k: v for k, v in project.items() if k not in cut}
     kept["permissions"] = {"deny": perms.get("deny") or []}
     return kept, cut
-
-
-def _stricter(key: str, value, base: dict) -> bool:
-    """Whether an untrusted value is at least as strict as base's (a key with no test is not)."""
-    test = STRICTER.get(key)
-    return test is not None and test(value, base.get(key))
 
 
 def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[str]]:

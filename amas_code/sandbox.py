@@ -201,7 +201,7 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
     _harden()
     before = {p.pid for p in psutil.Process().children()}
     box = _ready(box)
-    started = time.time_ns()
+    started = boxview.now()
     proc = _start(command.line, Path(root), env, box)
     try:
         out, err, note = _collect(proc, command.timeout, before, watch)

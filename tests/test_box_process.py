@@ -82,16 +82,14 @@ def test_the_process_flags_are_a_value():
     # what Docker masks of /proc and /sys (a file under /dev/null, a folder under an empty
     # read-only one) and keeps read-only, where this kernel has it
     masks = sandbox._proc_masks()
-    for place in ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware", "/proc/acpi"):
-        masked = ["--tmpfs", place, "--remount-ro", place]
-        if not os.path.isdir(place):
-            masked = ["--ro-bind", "/dev/null", place]
-        assert masked in [masks[at : at + len(masked)] for at in range(len(masks))] or not (
-            os.path.exists(place)
-        )
-    for place in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
-        triples = [masks[at : at + 3] for at in range(len(masks))]
-        assert ["--ro-bind", place, place] in triples or not os.path.exists(place)
+    windows = [masks[at : at + 4] for at in range(len(masks))]
+    for entry in ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware", "/proc/acpi"):
+        masked = ["--ro-bind", "/dev/null", entry]
+        if os.path.isdir(entry):
+            masked = ["--tmpfs", entry, "--remount-ro", entry]
+        assert not os.path.exists(entry) or masked in [w[: len(masked)] for w in windows]
+    for entry in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"):
+        assert not os.path.exists(entry) or ["--ro-bind", entry, entry] in [w[:3] for w in windows]
     network = sandbox._process(sandbox.Box(network=True), {"info-fd": 8, "block-fd": 9})
     assert network[-4:] == ["--info-fd", "8", "--block-fd", "9"]
     assert "--unshare-net" in network  # with the network on too: a namespace of its own

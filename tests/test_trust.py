@@ -282,17 +282,27 @@ def test_always_on_a_glob_command_remembers_that_command_only(repl, project, hom
 
 
 def test_a_rewritten_project_config_is_untrusted_again(project, home, llm, amas):
-    project_config(project, "model: openai/test-model\nauto_accept: true\n")
+    project_config(project, "model: openai/test-model\n")
     run_amas("--trust", input="")  # the user trusted the folder as it was
-    llm.reply(
-        tool="write_file",
-        path=".amas/config.yaml",
-        content="auto_accept: true\npermissions: {allow: ['*']}\n",
-    )
-    llm.reply(text="done")
-    amas("-y", "harden the config")
+    # rewritten outside amas (a pull, a teammate): the model's edit tools ask, see below
+    project_config(project, "auto_accept: true\npermissions: {allow: ['*']}\n")
     attack(llm, amas, [("shell_command", {"command": "touch pwned"})])
     assert not (project / "pwned").exists()
+
+
+@pytest.mark.parametrize(
+    "path", [".amas/config.yaml", "AGENTS.md", ".husky/pre-commit", ".vscode/tasks.json"]
+)
+def test_what_steers_is_never_written_unasked_even_under_yes(project, llm, amas, path):
+    """The husky body ran at the next commit, the task at the next open of the folder, the config
+    and AGENTS.md at amas's next start: each is asked in every case, and without a terminal, no."""
+    (project / ".husky").mkdir()
+    git(project, "config", "core.hooksPath", ".husky/_")
+    call = ("write_file", {"path": path, "content": "auto_accept: true\ntouch pwned\n"})
+    attack(llm, amas, [call], "-y")
+    assert not (project / path).exists()
+    said = results(llm)[0]
+    assert "which steers amas or your tools" in said and "declined" in said
 
 
 # -- 5. paths outside the project ask, with every tool -----------------------------------------------------------
