@@ -7,7 +7,6 @@ where those are missing. Also what a boxed command left that runs outside amas (
 import contextlib
 import dataclasses
 import errno
-import fnmatch
 import functools
 import os
 from pathlib import Path
@@ -37,9 +36,9 @@ TOOL_CREDENTIALS = (
     "~/.config/git"
 ).split()
 STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
-# where a folder the walk after a command looks at is (see Walk): in a virtual environment, its
-# site-packages, a dot-folder, a steering folder; and a dot-folder changed (files made in it)
-VENV, SITE, DOTTED, STEERS, CHANGED = 1, 2, 4, 8, 16
+# where a folder the walk after a command looks at is (see Tree): in a virtual environment, its
+# site-packages, a dot-folder, a steering folder
+VENV, SITE, DOTTED, STEERS = 1, 2, 4, 8
 # where the sockets of the user's session are, and its credentials (podman's auth.json is in
 # $XDG_RUNTIME_DIR): always hidden; the others where no seccomp filter refuses Unix sockets
 RUNTIME = ("/run/user",)
@@ -397,92 +396,133 @@ def now() -> int:
         os.close(fd)
 
 
-def planted(root: Path, since: int) -> list[str]:
+def planted(root: Path, since: int, tree: "Tree | None" = None) -> list[str]:
     """What a boxed command left that would run at the user's next ordinary action outside amas,
     relative to the project, found as git, python and the user's tools find it, in every folder
     (git-ignored ones too): a repository made or changed (git's own test: HEAD, objects and refs;
     a .git or a bare one), a virtual environment's startup files made or changed (in a folder with
-    pyvenv.cfg: *.pth, sitecustomize.py, usercustomize.py), what steers (project.steers), and,
+    pyvenv.cfg: *.pth, sitecustomize.py, usercustomize.py), what steers (project.NAMES), and,
     outside what git ignores, a dot-file or a file in a dot-folder made or changed. since: when the
-    command started (see now). The project's own repository is read-only in the box."""
+    command started (see now); tree: what the walk after the session's last command found (see
+    Tree), brought up to date. The project's own repository is read-only in the box."""
+    if tree is None or tree.root != str(root):
+        tree = Tree(str(root))
     own = {str(place) for place in project.git_places(root)[:2] if place}
-    walk = Walk(str(root), since, own)
-    walk.run()
-    ignored = project.ignored(root, walk.dotted)
-    return sorted({*walk.found, *(rel for rel in walk.dotted if rel not in ignored)})
+    found, dotted = tree.changes(since, own)
+    ignored = project.ignored(root, sorted({*dotted, *tree.fresh}))
+    tree.forget(ignored)
+    return sorted({*found, *(rel for rel in dotted if rel not in ignored)})
 
 
 @dataclasses.dataclass
-class Walk:
-    """One walk of the project after a command (see planted): a file is looked at (one lstat)
-    only where it could matter, so the walk costs a listing of each folder and little more."""
+class Tree:
+    """The project as the walk after a command last found it: each folder's ctime (which a command
+    cannot set back: it changes whenever a name in the folder is made, removed or renamed), and
+    the files that can change in place and matter (dot-files, what steers, a venv's startup
+    files, a repository's config and hooks). The first walk lists every folder; each after it
+    lists only the folders whose ctime moved, and looks at the files it keeps (one lstat each)."""
 
     root: str
-    since: int  # ns: made or changed at or after this is the command's
-    own: set[str]  # the project's gitdir and commondir
-    found: list[str] = dataclasses.field(default_factory=list)  # named whatever git ignores
-    dotted: list[str] = dataclasses.field(default_factory=list)  # named unless git ignores them
+    folders: dict = dataclasses.field(default_factory=dict)  # path -> (ctime, rel, Place bits)
+    files: dict = dataclasses.field(default_factory=dict)  # path -> (what to name, always)
+    # of one walk (see changes): when the command started, the project's own gitdirs, and the
+    # files made or changed in a dot-folder then
+    since: int = 0
+    own: set = dataclasses.field(default_factory=set)
+    dotted: set = dataclasses.field(default_factory=set)
+    fresh: dict = dataclasses.field(default_factory=dict)  # dot-files kept now: rel -> path
 
-    def run(self) -> None:
-        # a folder: its path, its path in the project, and what it is in (a bit of Place)
-        stack = [(self.root, "", 0)]
+    def changes(self, since: int, own: set[str]) -> tuple[set[str], set[str]]:
+        """What changed since: (named whatever git ignores, named unless it ignores them)."""
+        self.since, self.own, self.dotted, self.fresh = since, own, set(), {}
+        found = set()
+        stack = [] if self.folders else [(self.root, "", 0)]
+        for path, (ctime, rel, place) in list(self.folders.items()):
+            now = _ctime(path)
+            if now is None:
+                del self.folders[path]
+            elif now != ctime:
+                stack.append((path, rel, place))
         while stack:
-            folder, rel, place = stack.pop()
-            with contextlib.suppress(OSError):
-                with os.scandir(folder) as listing:
-                    entries = list(listing)
-                stack += self.folder(folder, rel, place, entries)
+            stack += self.folder(*stack.pop())
+        for path, (name, always) in list(self.files.items()):
+            now = _ctime(path)
+            if now is None:
+                del self.files[path]
+            elif now >= since and always:
+                found.add(name)
+            elif now >= since:
+                self.dotted.add(name)
+        return found, self.dotted
 
-    def folder(self, folder: str, rel: str, place: int, entries: list) -> list[tuple]:
-        """One folder's files looked at; the folders in it, to walk."""
+    def folder(self, path: str, rel: str, place: int) -> list[tuple]:
+        """One folder listed: its files to keep, and the folders in it not known yet, to walk."""
+        ctime = _ctime(path)
+        try:
+            with os.scandir(path) as listing:
+                entries = list(listing)
+        except OSError:
+            return []
+        self.folders[path] = (ctime, rel, place)
         names = {entry.name for entry in entries}
-        if {"HEAD", "objects", "refs"} <= names:  # a repository: not walked into
-            if folder not in self.own and self.repository_changed(folder):
-                self.found.append(rel)
+        if {"HEAD", "objects", "refs"} <= names:  # a repository (git's test): not walked into
+            if path not in self.own:
+                self.repository(path, rel)
             return []
         if "pyvenv.cfg" in names:
             place |= VENV
-        if place & VENV and os.path.basename(folder) == "site-packages":
+        if place & VENV and os.path.basename(path) == "site-packages":
             place |= SITE
-        # in a dot-folder, files made, removed or renamed change the folder
-        if place & DOTTED and self.changed(folder):
-            place |= CHANGED
-        folders = [self.entry(entry, f"{rel}/{entry.name}".lstrip("/"), place) for entry in entries]
-        return [folder for folder in folders if folder]
+        # in a dot-folder changed now, each file made or changed in it (atomic writes too)
+        new = bool(place & DOTTED) and (ctime or 0) >= self.since
+        folders = [self.entry(entry, rel, place, new) for entry in entries]
+        return [folder for folder in folders if folder and folder[0] not in self.folders]
 
-    def entry(self, entry: os.DirEntry, rel: str, place: int):
-        """A folder to walk (with what it is in), or a file looked at (None)."""
+    def entry(self, entry: os.DirEntry, rel: str, place: int, new: bool) -> tuple | None:
+        """A folder to walk (its path, its rel and what it is in), or a file kept (None)."""
         name = entry.name.lower()
-        steers = name in project.NAMES or any(fnmatch.fnmatchcase(name, g) for g in project.GLOBS)
+        path = f"{rel}/{entry.name}".lstrip("/")
+        steers = name in project.NAMES or name.endswith(project.SUFFIXES)
         if entry.is_dir(follow_symlinks=False):
-            place &= ~(SITE | CHANGED)
+            place &= ~SITE
             if steers:
                 place |= STEERS
             if name.startswith("."):
                 place |= DOTTED
-            return (entry.path, rel, place)
+            return (entry.path, path, place)
         startup = place & SITE and (name.endswith(".pth") or name in STARTUP)
-        if (steers or place & STEERS or startup) and self.changed(entry):
-            self.found.append(rel)
-        elif (name.startswith(".") or place & CHANGED) and self.changed(entry):
-            self.dotted.append(rel)
+        if steers or place & STEERS or startup:
+            self.files[entry.path] = (path, True)
+        elif name.startswith("."):
+            self.files[entry.path] = (path, False)
+            self.fresh[path] = entry.path
+        elif new and (_ctime(entry.path) or 0) >= self.since:
+            self.dotted.add(path)
         return None
 
-    def changed(self, entry) -> bool:
-        """Whether a file or folder (a path or a DirEntry) was made or changed since."""
-        try:
-            info = entry.stat(follow_symlinks=False) if hasattr(entry, "stat") else os.lstat(entry)
-        except OSError:
-            return False
-        return info.st_ctime_ns >= self.since
+    def forget(self, ignored: set[str]) -> None:
+        """The dot-files kept in this walk that git ignores, no longer kept: they are never named
+        (a build's outputs, node_modules), so no walk after looks at them."""
+        for rel in ignored:
+            self.files.pop(self.fresh.get(rel, ""), None)
 
-    def repository_changed(self, gitdir: str) -> bool:
-        """Whether a repository was made, or what git runs from it changed: its HEAD (new), config,
-        commondir (a config elsewhere), hooks folder or a hook."""
+    def repository(self, gitdir: str, rel: str) -> None:
+        """A repository's places that decide what git runs, kept: HEAD (new with it), config,
+        commondir (a config elsewhere), the hooks folder and each hook."""
         marks = [os.path.join(gitdir, name) for name in ("HEAD", "config", "commondir", "hooks")]
         with contextlib.suppress(OSError):
             marks += [entry.path for entry in os.scandir(os.path.join(gitdir, "hooks"))]
-        return any(map(self.changed, marks))
+        for mark in marks:
+            if os.path.lexists(mark):
+                self.files[mark] = (rel, True)
+
+
+def _ctime(path: str) -> int | None:
+    """A file's or folder's ctime (ns), or None where there is none."""
+    try:
+        return os.lstat(path).st_ctime_ns
+    except OSError:
+        return None
 
 
 def planted_note(paths: list[str]) -> str:

@@ -342,6 +342,7 @@ TOOLS = tuple(
     ".tool-versions mise.toml .mise.toml mise.local.toml .mise.local.toml .mise .config/mise".split()
 )
 GLOBS = ("*.code-workspace", "*.sublime-project")  # a workspace file runs its tasks wherever it is
+SUFFIXES = tuple(glob[1:] for glob in GLOBS)
 STEERING = (*AMAS, *TOOLS, *(name for names in HOOK_MANAGERS.values() for name in names))
 NAMES = {entry.lower() for entry in STEERING if "/" not in entry}  # steer in any folder
 TOP = [entry.lower() for entry in STEERING if "/" in entry]  # steer at the project's top

