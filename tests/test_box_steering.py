@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import make_config
+from conftest import make_config, run_amas
 from test_sandbox import NOBODY, REPO, RUN, boxed, own, place, user, write  # noqa: F401
 
 from amas_code import boxview, effects, netstack, redact, sandbox
@@ -409,3 +409,14 @@ def test_a_command_that_cannot_be_protected_is_not_run(tmp_path, monkeypatch):
     with pytest.raises(PermissionError, match="could not keep .*.envrc from being made"):
         sandbox.run(effects.Command("touch ran", 10), tmp_path, dict(os.environ), sandbox.Box())
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.skipif(bool(sandbox.probe()), reason="bubblewrap cannot run here")
+def test_what_a_command_left_is_said_on_screen_and_to_the_model(project, llm):
+    plant = "git init -q tools/x && git -C tools/x config core.fsmonitor 'touch pwned'"
+    llm.reply(tool="shell_command", command=plant).reply(text="done")
+    done = run_amas("-y", "set it up", llm=llm)
+    assert done.returncode == 0, done.stderr
+    assert "the command left what runs outside amas: tools/x/.git" in done.stdout + done.stderr
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "at your next use of them: tools/x/.git; look at them" in said
