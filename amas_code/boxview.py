@@ -436,7 +436,9 @@ class Tree:
         """What changed since: (named whatever git ignores, named unless it ignores them)."""
         self.since, self.own, self.dotted, self.fresh = since, own, set(), {}
         found = set()
-        stack = [] if self.folders else [(self.root, "", 0)]
+        stack = []
+        if not self.folders:  # the session's first walk: every folder
+            stack.append((self.root, "", 0))
         for path, (ctime, rel, place) in list(self.folders.items()):
             now = _ctime(path)
             if now is None:

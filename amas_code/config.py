@@ -166,7 +166,9 @@ def loosenings(project: dict, base: dict | None = None) -> list[tuple[str, str, 
     """What trusting a folder turns on, from its config, over base (the defaults and the user's
     own config, read when not given): (setting: value, what it does, whether it is dangerous),
     the dangerous first. Values are shown whole (a key never)."""
-    _, cut = untrusted(project, base if base is not None else _base())
+    if base is None:
+        base = _base()
+    _, cut = untrusted(project, base)
     found = []
     for key in sorted(cut, key=lambda k: (k not in DANGEROUS, list(WHAT).index(k))):
         value = project.get(key) if "." not in key else project["permissions"][key[12:]]

@@ -141,15 +141,18 @@ def _unreachable(owner: int, net: int, networks: list[str]) -> bool:
     child of amas that joins it (through its owner, a user namespace amas's user owns, as
     slirp4netns does). Whether they all were made."""
     import ctypes
+    import ipaddress  # noqa: F401 (imported before the fork: the child only uses them)
+    import struct  # noqa: F401
 
     setns = ctypes.CDLL(None, use_errno=True).setns  # looked up before the fork
     child = os.fork()
     if child == 0:  # single-threaded: it may join a user namespace
-        made = False
+        code = 1
         with contextlib.suppress(BaseException):
             joined = setns(owner, CLONE_NEWUSER) == 0 and setns(net, CLONE_NEWNET) == 0
-            made = joined and _routes(networks)
-        os._exit(0 if made else 1)
+            if joined and _routes(networks):
+                code = 0
+        os._exit(code)
     return os.waitpid(child, 0)[1] == 0
 
 
@@ -161,6 +164,7 @@ def _routes(networks: list[str]) -> bool:
     import struct
 
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as link:
+        link.settimeout(5)  # the kernel answers at once; never a command held forever
         for seq, text in enumerate(networks, 1):
             network = ipaddress.ip_network(text, strict=False)
             # rtmsg: AF_INET, prefix, main table, static, universe scope, RTN_UNREACHABLE

@@ -377,8 +377,10 @@ def installed(hooks: Path | None) -> list[str]:
     """The hook managers whose hooks are installed in the folder git takes hooks from (their hook scripts name
     them), each with what it reads (HOOK_MANAGERS)."""
     said = ""
+    if hooks is None:
+        return []
     with contextlib.suppress(OSError):
-        for entry in os.scandir(hooks) if hooks else ():
+        for entry in os.scandir(hooks):
             if entry.is_file() and not entry.name.endswith(".sample"):
                 with open(entry.path, "rb") as hook:
                     said += hook.read(4096).decode(errors="replace").lower()
@@ -392,7 +394,9 @@ def read_git(root: Path, *args: str) -> str | None:
         done = git(root, *args, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
-    return os.fsdecode(done.stdout) if done.returncode == 0 else None
+    if done.returncode:
+        return None
+    return os.fsdecode(done.stdout)
 
 
 def git_places(root: Path) -> tuple[Path | None, Path | None, Path | None]:
@@ -414,7 +418,7 @@ def _asked_places(root: str, changed: tuple) -> tuple[Path | None, Path | None, 
     said = read_git(
         Path(root), "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"
     )
-    lines = said.splitlines() if said else []
+    lines = (said or "").splitlines()
     if len(lines) != 2:
         return None, None, None
     common = Path(lines[1])

@@ -64,7 +64,9 @@ def load(
         for path in sorted(folder.glob("*.md")):
             skill = parse(path)
             found[skill["name"]] = skill
-    if not (home.trusted(root) if trusted is None else trusted):
+    if trusted is None:
+        trusted = home.trusted(root)
+    if not trusted:
         return list(found.values())
     if files is None:
         files = home.steering_files(root)
