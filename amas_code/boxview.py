@@ -94,7 +94,7 @@ def files(root: Path, read: tuple[str, ...] = (), grant: str = "") -> list[str]:
     if hidden:  # of the credential places, only those the box shows need hiding
         args += _in_sight(_hidden(), hidden, [*shown, str(root)])
     else:  # the home is in sight: other tools' tokens and browser profiles hidden too
-        args += _hidden() + _hidden(TOOL_CREDENTIALS) + _gitconfig(_home())
+        args += _hidden() + _hidden(TOOL_CREDENTIALS) + _gitconfig(_home(), over=True)
     if writable:
         args += _repository(root, grant) + _steering_read_only(root)
     if grant.startswith("/"):  # a folder the person made writable for one run
@@ -139,11 +139,12 @@ def _home_view(home: str | None, shown: list[str]) -> list[str]:
     return args + _gitconfig(home)
 
 
-def _gitconfig(home: str | None) -> list[str]:
+def _gitconfig(home: str | None, over: bool = False) -> list[str]:
     """The user's git config as the box shows it at ~/.gitconfig: a file amas writes (in
     ~/.amas/box/) holding only its GIT_SECTIONS, so `git config user.name` works and a token in an
-    `url.insteadOf` or a credential helper's setting is not there; read-only."""
-    if not home:
+    `url.insteadOf` or a credential helper's setting is not there; read-only. over: the home is in
+    sight, read-only, where no file can be made: only over a ~/.gitconfig there is."""
+    if not home or (over and not os.path.isfile(os.path.join(home, ".gitconfig"))):
         return []
     marks = []
     for mark in (".gitconfig", ".config/git/config"):
@@ -151,6 +152,9 @@ def _gitconfig(home: str | None) -> list[str]:
             info = os.stat(os.path.join(home, mark))
             marks += [mark, info.st_ino, info.st_mtime_ns, info.st_size]
     made = _generated_gitconfig(home, tuple(marks))
+    if made and not os.path.isfile(made):  # removed since: written again
+        _generated_gitconfig.cache_clear()
+        made = _generated_gitconfig(home, tuple(marks))
     if not made:
         return []
     return ["--ro-bind", made, os.path.join(home, ".gitconfig")]

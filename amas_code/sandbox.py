@@ -222,7 +222,10 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
 
 def _planted(root: Path, started: int, box: Box) -> str:
     """What the command left that runs outside amas at the user's next use of it (see
-    boxview.planted), said on screen, and the note that names it in the result."""
+    boxview.planted), said on screen, and the note that names it in the result. Where the box
+    keeps the project read-only (the home), nothing can have been left."""
+    if not writable_root(root):
+        return ""
     tree = box.trees.setdefault(str(root), boxview.Tree(str(root)))
     found = boxview.planted(root, started, tree)
     if found:

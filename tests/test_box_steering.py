@@ -420,3 +420,19 @@ def test_what_a_command_left_is_said_on_screen_and_to_the_model(project, llm):
     assert "the command left what runs outside amas: tools/x/.git" in done.stdout + done.stderr
     said = llm.requests[1]["messages"][-1]["content"]
     assert "at your next use of them: tools/x/.git; look at them" in said
+
+
+def test_a_session_in_the_home_runs_and_shows_no_git_token(user, place):  # noqa: F811
+    """Started in the home, the box shows it read-only: git's config there is amas's copy too, and
+    where there is none, commands still run (no file can be made in a read-only home)."""
+    home = place.parent
+    own(user, home)
+    assert "notes\n[exit code 0]" in boxed(user, home, "echo notes", box={})
+    token = "ghp_" + "Hm7" * 12
+    write(home, {".gitconfig": f'[user]\n\tname = Home Tester\n[url "https://x:{token}@h/"]\n'})
+    write(home, {".config/git/config": f'[url "https://y:{token}@h/"]\n\tinsteadOf = z\n'})
+    own(user, home)
+    result = boxed(
+        user, home, "git config user.name; cat ~/.gitconfig ~/.config/git/config", box={}
+    )
+    assert "\nHome Tester\n" in result and token not in result, result
