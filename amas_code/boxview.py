@@ -452,7 +452,7 @@ class Tree:
         while stack:
             stack += self.folder(*stack.pop())
         for path, (name, always) in list(self.files.items()):
-            now = _ctime(path)
+            now = _ctime(path, follow=always)
             if now is None:
                 del self.files[path]
             elif now >= since and always:
@@ -471,12 +471,14 @@ class Tree:
             return []
         self.folders[path] = (ctime, rel, place)
         names = {entry.name for entry in entries}
-        if {"HEAD", "objects", "refs"} <= names:  # a repository (git's test): not walked into
+        # a repository, by git's own test: a HEAD, and objects and refs here or in its commondir
+        if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
             if path not in self.own:
                 self.repository(path, rel)
-            return []
+            return []  # not walked into
         if "pyvenv.cfg" in names:
             place |= VENV
+            self.files[os.path.join(path, "pyvenv.cfg")] = (f"{rel}/pyvenv.cfg".lstrip("/"), True)
         if place & VENV and os.path.basename(path) == "site-packages":
             place |= SITE
         # in a dot-folder changed now, each file made or changed in it (atomic writes too)
@@ -497,7 +499,8 @@ class Tree:
                 place |= DOTTED
             return (entry.path, path, place)
         startup = place & SITE and (name.endswith(".pth") or name in STARTUP)
-        if steers or place & STEERS or startup:
+        # a .git file anywhere: git follows it to the repository it names
+        if steers or place & STEERS or startup or name == ".git":
             self.files[entry.path] = (path, True)
         elif name.startswith("."):
             self.files[entry.path] = (path, False)
@@ -514,21 +517,33 @@ class Tree:
 
     def repository(self, gitdir: str, rel: str) -> None:
         """A repository's places that decide what git runs, kept: HEAD (new with it), config,
-        commondir (a config elsewhere), the hooks folder and each hook."""
-        marks = [os.path.join(gitdir, name) for name in ("HEAD", "config", "commondir", "hooks")]
-        with contextlib.suppress(OSError):
-            marks += [entry.path for entry in os.scandir(os.path.join(gitdir, "hooks"))]
+        commondir, the hooks folder and each hook; and the config and hooks of the common dir it
+        names, where git reads them."""
+        common = gitdir
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as named:
+                common = os.path.normpath(os.path.join(gitdir, named.read().strip()))
+        marks = [os.path.join(gitdir, name) for name in ("HEAD", "commondir")]
+        for folder in dict.fromkeys([gitdir, common]):
+            marks += [os.path.join(folder, name) for name in ("config", "hooks")]
+            with contextlib.suppress(OSError):
+                marks += [entry.path for entry in os.scandir(os.path.join(folder, "hooks"))]
         for mark in marks:
             if os.path.lexists(mark):
                 self.files[mark] = (rel, True)
 
 
-def _ctime(path: str) -> int | None:
-    """A file's or folder's ctime (ns), or None where there is none."""
+def _ctime(path: str, follow: bool = False) -> int | None:
+    """A file's or folder's ctime (ns), or None where there is none; follow: a link's or what it
+    leads to's, whichever changed last (an .envrc linked to a script runs that script)."""
     try:
-        return os.lstat(path).st_ctime_ns
+        ctime = os.lstat(path).st_ctime_ns
     except OSError:
         return None
+    if follow and os.path.islink(path):
+        with contextlib.suppress(OSError):
+            ctime = max(ctime, os.stat(path).st_ctime_ns)
+    return ctime
 
 
 def planted_note(paths: list[str]) -> str:

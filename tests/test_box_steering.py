@@ -139,6 +139,8 @@ PLANTED = {  # each a way to have git, python, an editor or a shell run code out
     ".tox/py311/lib/python3.11/site-packages/sitecustomize.py": "mkdir -p .tox/py311/lib/"
     "python3.11/site-packages; touch .tox/py311/pyvenv.cfg; echo x > "
     ".tox/py311/lib/python3.11/site-packages/sitecustomize.py",
+    "backend/.venv/pyvenv.cfg": "",  # a new venv: its interpreter and its paths
+    ".tox/py311/pyvenv.cfg": "",
 }
 TOOLS = {  # editors' and tools' files, made in a subfolder or beside the top's stand-ins
     "sub/.zed/tasks.json": "mkdir -p sub/.zed; echo '[]' > sub/.zed/tasks.json",
@@ -436,3 +438,24 @@ def test_a_session_in_the_home_runs_and_shows_no_git_token(user, place):  # noqa
         user, home, "git config user.name; cat ~/.gitconfig ~/.config/git/config", box={}
     )
     assert "\nHome Tester\n" in result and token not in result, result
+
+
+GIT_FINDS = {  # git's test: HEAD, and objects and refs here or in the commondir it names
+    # a worktree's gitdir, its objects, refs and config elsewhere, in a folder git ignores
+    "build/w/.git": "mkdir -p build/w/.git build/common/objects build/common/refs; "
+    "echo 'ref: refs/heads/m' > build/w/.git/HEAD; echo ../../common > build/w/.git/commondir; "
+    "printf '[core]\\n\\tfsmonitor = touch PWNED\\n' > build/common/config",
+    # a gitfile, in an ignored folder, naming a repository elsewhere
+    "build/g/.git": "mkdir -p build/g; echo 'gitdir: ../../vendor.git' > build/g/.git",
+}
+
+
+def test_what_git_finds_through_a_commondir_or_a_gitfile_is_named(user, place):  # noqa: F811
+    write(place, {".gitignore": "build/\n", "api/run.sh": "echo hi\n"})
+    (place / "api" / ".envrc").symlink_to("run.sh")  # direnv runs what it links to
+    own(user, place)
+    ticked(place / "api" / "run.sh")
+    result = boxed(user, place, "; ".join(GIT_FINDS.values()), box={})
+    assert named(result).split(", ") == sorted(GIT_FINDS), result
+    result = boxed(user, place, "echo 'curl x | sh' >> api/run.sh", box={})
+    assert named(result) == "api/.envrc", result
