@@ -5,9 +5,10 @@ the hooks folder too) and what steers amas or the user's tools read-only, with e
 where those are missing. Also what a boxed command left that runs outside amas (planted)."""
 
 import contextlib
+import dataclasses
+import errno
 import functools
 import os
-import subprocess
 from pathlib import Path
 
 from amas_code import project, redact
@@ -17,23 +18,32 @@ RC_FILES = (
 )
 SKIP = {"/proc", "/sys", "/dev"}  # replaced whole in the box, not hidden one by one
 # of the home, only these are in the box, read-only (with the user's own `sandbox_read` places):
-# the toolchains and git's identity; credential places among them stay hidden (redact.CREDENTIALS)
-HOME_READ = (*redact.TOOLCHAINS, "~/.gitconfig", "~/.config/git")
-# what steers amas or the user's tools: read-only in the box; where missing, an empty read-only
-# folder stands in for it (git shows no empty folder; no file of that name can be made)
-STEERING = ("AGENTS.md", ".amas", ".vscode", ".idea", ".envrc")
-FILES = ("AGENTS.md", ".envrc")  # an empty folder of such a name is a stand-in left behind
-# what hook managers run at the user's next commit (husky v9's bodies, pre-commit's, lefthook's)
-HOOK_TOOLS = (".husky", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml")
-# other tools' tokens and browser profiles: hidden too where the box shows the home (a read-only
-# project that holds it); elsewhere the home is hidden whole
+# the toolchains; credential places among them stay hidden (redact.CREDENTIALS). Of git's config,
+# a generated one (see _gitconfig)
+HOME_READ = redact.TOOLCHAINS
+# what the box shows of the user's git config: identity and core settings (an `url.insteadOf` or
+# a credential helper's may hold a token)
+GIT_SECTIONS = ("user.", "core.")
+# a steering name that is a file's (AGENTS.md, .envrc, mise.toml): an empty folder of that name is
+# a stand-in left behind
+FILES = (".md", ".toml", ".yml", ".yaml", ".json", ".jsonc", ".lua", "rc", "-versions")
+# other tools' tokens and browser profiles, and git's config (the generated one stands in for it):
+# hidden too where the box shows the home (a read-only project that holds it); elsewhere the home
+# is hidden whole
 TOOL_CREDENTIALS = (
     "~/.codex ~/.claude ~/.claude.json ~/.cache/huggingface ~/.s3cfg ~/.mozilla ~/snap/firefox "
-    "~/.config/google-chrome ~/.config/chromium ~/.config/BraveSoftware ~/snap/chromium"
+    "~/.config/google-chrome ~/.config/chromium ~/.config/BraveSoftware ~/snap/chromium "
+    "~/.config/git"
 ).split()
 STARTUP = ("sitecustomize.py", "usercustomize.py")  # with *.pth: what python runs at its start
-CLOCK = 20_000_000  # ns: files' times come from the kernel's coarse clock, a tick behind time_ns()
-UNIX_SOCKET_PLACES = ("/run/user", "/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
+# where a folder the walk after a command looks at is (see Tree): in a virtual environment, its
+# site-packages, a dot-folder, a steering folder
+VENV, SITE, DOTTED, STEERS = 1, 2, 4, 8
+# where the sockets of the user's session are, and its credentials (podman's auth.json is in
+# $XDG_RUNTIME_DIR): always hidden; the others where no seccomp filter refuses Unix sockets
+RUNTIME = ("/run/user",)
+UNIX_SOCKET_PLACES = ("/run/dbus", "/var/run/docker.sock", "/run/docker.sock")
+LISTENING = (*RUNTIME, *UNIX_SOCKET_PLACES)  # where programs outside the box listen: no grant
 # bubblewrap's mount options and how many arguments each takes (see seen); those that mount
 # something empty, or other than a host place, at their last one (MOUNTS)
 ARITY = {"--bind": 2, "--ro-bind": 2, "--dev-bind": 2, "--ro-bind-data": 2, "--symlink": 2}
@@ -52,17 +62,20 @@ GIT_FOLDERS = ("hooks", "info", "worktrees", "modules")
 GIT_FILES = ("config", "config.worktree", "commondir", "objects/info/alternates")
 
 
-def unix_sockets_hidden() -> list[str]:
-    """Without a seccomp filter: the places of the sockets that run programs outside the box (the
-    session bus, systemd's, docker's), hidden. The private /tmp already hides X11's."""
+def unix_sockets_hidden(filtered: bool = False) -> list[str]:
+    """The user's runtime folder (/run/user, $XDG_RUNTIME_DIR: its sockets and podman's
+    credentials), hidden always; without a seccomp filter (filtered False) the places of the
+    sockets that run programs outside the box too (the system bus, docker's). The private /tmp
+    already hides X11's."""
+    places = [*RUNTIME, os.environ.get("XDG_RUNTIME_DIR") or RUNTIME[0]]
+    if not filtered:
+        places += UNIX_SOCKET_PLACES
     args = []
-    own = os.environ.get("XDG_RUNTIME_DIR")  # where it is not under /run/user
-    for place in [*UNIX_SOCKET_PLACES, *([own] if own else [])]:
-        path = os.path.realpath(place)
-        if os.path.isdir(path):
-            args += ["--tmpfs", path]
-        elif os.path.exists(path):
-            args += ["--ro-bind", "/dev/null", path]
+    for place in dict.fromkeys(os.path.realpath(place) for place in places):
+        if os.path.isdir(place):
+            args += ["--tmpfs", place]
+        elif os.path.exists(place):
+            args += ["--ro-bind", "/dev/null", place]
     return args
 
 
@@ -95,13 +108,16 @@ def files(root: Path, read: tuple[str, ...] = (), grant: str = "", plan: bool = 
     if grant.startswith("/"):
         folder = [grant]
     places = [["--ro-bind", os.path.realpath(place), place] for place in shown]
+    gitconfig = _gitconfig(hidden)  # git's identity, without the tokens ~/.gitconfig may hold
+    if gitconfig:
+        places.append(gitconfig)
     # plan mode: the project bound read-only
     args = _binds(root, writable and not plan, hidden, places + [["--bind", f, f] for f in folder])
     if hidden:  # of the credential places, only those the box shows need hiding
         hiding = _hidden() + _hidden(TOOL_CREDENTIALS)
         args += _in_sight(hiding, hidden, [*shown, str(root), *folder])
     else:  # the home is in sight: other tools' tokens and browser profiles hidden too
-        args += _hidden() + _hidden(TOOL_CREDENTIALS)
+        args += _hidden() + _hidden(TOOL_CREDENTIALS) + _gitconfig(_home(), over=True)
     if writable and not plan:
         args += _repository(root, grant) + _steering_read_only(root)
     if plan and (root / ".amas" / "config.yaml").is_file():  # its key stays unreadable
@@ -202,6 +218,62 @@ def _home() -> str | None:
     """The user's home as it really is, or None when there is none to hide (missing, or /)."""
     home = os.path.realpath(os.path.expanduser("~"))
     return home if home != "/" and os.path.isdir(home) else None
+
+
+def _gitconfig(home: str | None, over: bool = False) -> list[str]:
+    """The user's git config as the box shows it at ~/.gitconfig: a file amas writes (in
+    ~/.amas/box/) holding only its GIT_SECTIONS, so `git config user.name` works and a token in an
+    `url.insteadOf` or a credential helper's setting is not there; read-only. over: the home is in
+    sight, read-only, where no file can be made: only over a ~/.gitconfig there is."""
+    if not home or (over and not os.path.isfile(os.path.join(home, ".gitconfig"))):
+        return []
+    marks = []
+    for mark in (".gitconfig", ".config/git/config"):
+        with contextlib.suppress(OSError):
+            info = os.stat(os.path.join(home, mark))
+            marks += [mark, info.st_ino, info.st_mtime_ns, info.st_size]
+    made = _generated_gitconfig(home, tuple(marks))
+    if made and not os.path.isfile(made):  # removed since: written again
+        _generated_gitconfig.cache_clear()
+        made = _generated_gitconfig(home, tuple(marks))
+    if not made:
+        return []
+    return ["--ro-bind", made, os.path.join(home, ".gitconfig")]
+
+
+@functools.lru_cache(maxsize=4)
+def _generated_gitconfig(home: str, marks: tuple) -> str:
+    """The generated git config's path (see _gitconfig), written again only when the user's
+    changed (marks); "" where it cannot be written."""
+    said = project.read_git(Path(home), "config", "--global", "--includes", "--list", "-z") or ""
+    sections = {}
+    for entry in said.split("\0"):
+        key, _, value = entry.partition("\n")
+        section, _, name = key.rpartition(".")
+        if key.startswith(GIT_SECTIONS) and name:
+            sections.setdefault(section, []).append(f"\t{name} = {_quoted(value)}\n")
+    text = "".join(f"[{_section(s)}]\n" + "".join(lines) for s, lines in sections.items())
+    path = Path(home, ".amas", "box", "gitconfig")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        project.write(path, [text.encode()], mode=0o600)
+    except OSError:
+        return ""
+    return str(path)
+
+
+def _section(name: str) -> str:
+    """A section's header as git writes it: `core`, or `branch "main"` for branch.main."""
+    head, _, sub = name.partition(".")
+    if not sub:
+        return head
+    return f"{head} {_quoted(sub)}"
+
+
+def _quoted(value: str) -> str:
+    """A value in double quotes, escaped as git's config reads it."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("\n", "\\n").replace("\t", "\\t") + '"'
 
 
 def _in_sight(hiding: list[str], home: str, shown: list[str]) -> list[str]:
@@ -326,47 +398,13 @@ def _left(path: Path) -> bool:
 
 
 def _git(root: Path, *args: str) -> str | None:
-    """What git says on the user's repository, reading only; None when it fails or is missing."""
-    env = project.git_env(GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
-    try:
-        done = project.git(root, *args, env=env)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return os.fsdecode(done.stdout) if done.returncode == 0 else None
+    """What git says on the user's repository, reading only (see project.read_git)."""
+    return project.read_git(root, *args)
 
 
 def _git_places(root: Path) -> tuple[Path | None, Path | None, Path | None]:
-    """The repository's gitdir, its commondir and the folder it takes hooks from (hooksPath),
-    asked again only when the .git or the user's git config changed (the box cannot change them;
-    a worktree's shared config, changed outside, is seen at amas's next start)."""
-    marks = [root / ".git", *map(Path, ("~/.gitconfig", "~/.config/git/config"))]
-    changed = []
-    for mark in marks:
-        with contextlib.suppress(OSError):
-            info = mark.expanduser().lstat()
-            changed += [str(mark), info.st_ino, info.st_mtime_ns]
-    return _asked_places(str(root), tuple(changed))
-
-
-@functools.lru_cache(maxsize=16)
-def _asked_places(root: str, changed: tuple) -> tuple[Path | None, Path | None, Path | None]:
-    """What git says of the repository at root (see _git_places)."""
-    paths = "--git-dir", "--git-common-dir"
-    said = _git(Path(root), "rev-parse", "--path-format=absolute", *paths)
-    lines = said.splitlines() if said else []
-    if len(lines) != 2:
-        return None, None, None
-    common = Path(lines[1])
-    return Path(lines[0]), common, _hooks_path(Path(root), common)
-
-
-def _hooks_path(root: Path, common: Path) -> Path:
-    """The folder git takes hooks from: the one core.hooksPath names (amas's own -c, of scope
-    "command", is not the repository's), else the common dir's hooks."""
-    said = _git(root, "config", "--path", "--show-scope", "--get-all", "core.hooksPath") or ""
-    lines = said.splitlines()
-    named = [line.split("\t", 1)[1] for line in lines if not line.startswith("command\t")]
-    return root / named[-1] if named and named[-1] else common / "hooks"
+    """The repository's gitdir, its commondir and hooks folder (see project.git_places)."""
+    return project.git_places(root)
 
 
 def _nested_read_only(root: Path) -> list[str]:
@@ -426,37 +464,85 @@ def _hooks_read_only(root: Path, hooks: Path | None, gitdirs: set[str]) -> list[
         return []
     if any(hooks.is_relative_to(gitdir) for gitdir in gitdirs):
         return []  # .git/hooks: read-only with the repository
-    hooks = hooks.parent if hooks.name == "_" and hooks.parent != root else hooks
-    if hooks.parent == root and hooks.name in HOOK_TOOLS:
+    if hooks.name == "_" and hooks.parent != root:
+        hooks = hooks.parent
+    if hooks.parent == root and hooks.name in project.STEERING:
         return []  # read-only with what steers (see _steering_read_only)
     if hooks.exists():
         return ["--ro-bind", str(hooks), str(hooks)]
     while not hooks.parent.exists():
         hooks = hooks.parent
-    return _stand_in(str(hooks)) if os.access(root, os.W_OK) else []
+    return _made_stand_in(str(hooks))
 
 
 def _steering_read_only(root: Path) -> list[str]:
-    """What steers amas or the user's tools read-only (STEERING, HOOK_TOOLS), and the project
-    config empty in the box (its key unreadable). A steering place that does not exist gets an
-    empty read-only stand-in, so none can be made: bubblewrap leaves it on disk, and sandbox.run
-    removes it after (see remove_stand_ins; one left by an amas killed mid-command goes after the
-    next command)."""
-    # bubblewrap makes them, in the box's user namespace: the folder must be writable, and ours
-    # (as root in that namespace, a folder of another user's is not)
-    stand_ins = os.access(root, os.W_OK) and os.stat(root).st_uid == os.geteuid()
+    """What steers amas or the user's tools read-only (see _steering), and the project config
+    empty in the box (its key unreadable). One that does not exist gets an empty read-only
+    stand-in, so none can be made: amas makes it, and sandbox.run removes it after (see
+    remove_stand_ins; one left by an amas killed mid-command goes after the next command)."""
     args = []
-    for path in [str(root / name) for name in STEERING]:
-        left = path.endswith(FILES) and os.path.isdir(path) and not os.listdir(path)
-        if os.path.exists(path) and not left:
-            args += ["--ro-bind", path, path]
-        elif stand_ins and (left or not os.path.lexists(path)):
-            args += _stand_in(path)
-    for path in [str(root / name) for name in HOOK_TOOLS if (root / name).exists()]:
-        args += ["--ro-bind", path, path]
+    try:
+        for path, stand_in in _steering(root):
+            args += _read_only(root, path, stand_in)
+    except PermissionError:  # the command is not run: the stand-ins made so far go
+        remove_stand_ins(args, root)
+        raise
     if (root / ".amas" / "config.yaml").is_file():
         args += ["--ro-bind", "/dev/null", str(root / ".amas" / "config.yaml")]
     return args
+
+
+def _read_only(root: Path, path: str, stand_in: bool) -> list[str]:
+    """One steering place read-only; missing (or a stand-in left behind, or a link to nothing: a
+    write would make what it leads to), a stand-in where one is due."""
+    left = path.endswith(FILES) and _empty_folder(path)
+    if os.path.exists(path) and not left:
+        return ["--ro-bind", path, path]
+    if stand_in and (left or not os.path.lexists(path)):
+        return _made_stand_in(path)
+    if stand_in and Path(os.path.realpath(path)).is_relative_to(root):
+        return _made_stand_in(os.path.realpath(path))
+    return []
+
+
+def _steering(root: Path) -> list[tuple[str, bool]]:
+    """Each place of what steers at the project's top (project.STEERING, what AGENTS.md links to)
+    whose folder exists, and whether a stand-in takes its place where it is missing: amas's, the
+    editors' and the environment managers' always, a hook manager's where its hooks are installed
+    (what it reads runs at the next commit)."""
+    hooks = project.git_places(root)[2]
+    installed = [project.HOOK_MANAGERS[name] for name in project.installed(hooks)]
+    stand_ins = {*project.AMAS, *project.TOOLS, *(name for names in installed for name in names)}
+    found = [(str(root / name), name in stand_ins) for name in project.STEERING]
+    target = project.agents_target(root)
+    if target is not None:
+        found.append((str(target), False))
+    return [(path, stand_in) for path, stand_in in found if os.path.isdir(os.path.dirname(path))]
+
+
+def _empty_folder(path: str) -> bool:
+    """Whether path is a folder that holds nothing (one amas cannot read is not known empty)."""
+    try:
+        return os.path.isdir(path) and not os.listdir(path)
+    except OSError:
+        return False
+
+
+def _made_stand_in(path: str) -> list[str]:
+    """A stand-in (see _stand_in) whose folder amas makes: as root, the box's own root cannot make
+    one in a checkout of another user's, nor can bwrap. Where amas cannot make it either for want
+    of permission, neither can the box (the same user, with no capabilities): none is needed.
+    Otherwise the command is not run (PermissionError): what steers is never left open."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return []
+        said = f"the box could not keep {path} from being made ({e.strerror})"
+        raise PermissionError(f"{said}, so the command was not run") from e
+    return _stand_in(path)
 
 
 def _stand_in(path: str) -> list[str]:
@@ -489,51 +575,171 @@ def _remove_empty(path: str) -> None:
             os.unlink(path)
 
 
-def planted(root: Path, since: int) -> list[str]:
-    """What a boxed command left that runs at the user's next ordinary action outside amas and
-    that the box cannot stop, relative to the project: *.pth, sitecustomize.py or usercustomize.py
-    made or changed in a virtual environment of the project, a new nested .git. since: when the
-    command started (time.time_ns()); what the box keeps read-only cannot have changed."""
-    found = []
-    for path in [*_startup_files(root), *_git_folders(root)]:
-        # a repository's .git folder changes whenever git locks its index: its HEAD is as old as it
-        mark = os.path.join(path, "HEAD") if path.endswith(".git") and os.path.isdir(path) else path
+def now() -> int:
+    """Now, by the clock files' times come from (the kernel's coarse clock, up to a tick behind
+    time_ns()): a file made or changed after this has a ctime of at least this. Read as the time
+    a file made now has."""
+    fd = os.memfd_create("amas-clock")
+    try:
+        return os.fstat(fd).st_ctime_ns
+    finally:
+        os.close(fd)
+
+
+def planted(root: Path, since: int, tree: "Tree | None" = None) -> list[str]:
+    """What a boxed command left that would run at the user's next ordinary action outside amas,
+    relative to the project, found as git, python and the user's tools find it, in every folder
+    (git-ignored ones too): a repository made or changed (git's own test: HEAD, objects and refs;
+    a .git or a bare one), a virtual environment's startup files made or changed (in a folder with
+    pyvenv.cfg: *.pth, sitecustomize.py, usercustomize.py), what steers (project.NAMES), and,
+    outside what git ignores, a dot-file or a file in a dot-folder made or changed. since: when the
+    command started (see now); tree: what the walk after the session's last command found (see
+    Tree), brought up to date. The project's own repository is read-only in the box."""
+    if tree is None or tree.root != str(root):
+        tree = Tree(str(root))
+    own = {str(place) for place in project.git_places(root)[:2] if place}
+    found, dotted = tree.changes(since, own)
+    ignored = project.ignored(root, sorted({*dotted, *tree.fresh}))
+    tree.forget(ignored)
+    return sorted({*found, *(rel for rel in dotted if rel not in ignored)})
+
+
+@dataclasses.dataclass
+class Tree:
+    """The project as the walk after a command last found it: each folder's ctime (which a command
+    cannot set back: it changes whenever a name in the folder is made, removed or renamed), and
+    the files that can change in place and matter (dot-files, what steers, a venv's startup
+    files, a repository's config and hooks). The first walk lists every folder; each after it
+    lists only the folders whose ctime moved, and looks at the files it keeps (one lstat each)."""
+
+    root: str
+    folders: dict = dataclasses.field(default_factory=dict)  # path -> (ctime, rel, Place bits)
+    files: dict = dataclasses.field(default_factory=dict)  # path -> (what to name, always)
+    # of one walk (see changes): when the command started, the project's own gitdirs, and the
+    # files made or changed in a dot-folder then
+    since: int = 0
+    own: set = dataclasses.field(default_factory=set)
+    dotted: set = dataclasses.field(default_factory=set)
+    fresh: dict = dataclasses.field(default_factory=dict)  # dot-files kept now: rel -> path
+
+    def changes(self, since: int, own: set[str]) -> tuple[set[str], set[str]]:
+        """What changed since: (named whatever git ignores, named unless it ignores them)."""
+        self.since, self.own, self.dotted, self.fresh = since, own, set(), {}
+        found = set()
+        stack = []
+        if not self.folders:  # the session's first walk: every folder
+            stack.append((self.root, "", 0))
+        for path, (ctime, rel, place) in list(self.folders.items()):
+            now = _ctime(path)
+            if now is None:
+                del self.folders[path]
+            elif now != ctime:
+                stack.append((path, rel, place))
+        while stack:
+            stack += self.folder(*stack.pop())
+        for path, (name, always) in list(self.files.items()):
+            now = _ctime(path, follow=always)
+            if now is None:
+                del self.files[path]
+            elif now >= since and always:
+                found.add(name)
+            elif now >= since:
+                self.dotted.add(name)
+        return found, self.dotted
+
+    def folder(self, path: str, rel: str, place: int) -> list[tuple]:
+        """One folder listed: its files to keep, and the folders in it not known yet, to walk."""
+        ctime = _ctime(path)
+        try:
+            with os.scandir(path) as listing:
+                entries = list(listing)
+        except OSError:
+            return []
+        self.folders[path] = (ctime, rel, place)
+        names = {entry.name for entry in entries}
+        # a repository, by git's own test: a HEAD, and objects and refs here or in its commondir
+        if "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names):
+            if path not in self.own:
+                self.repository(path, rel)
+            return []  # not walked into
+        if "pyvenv.cfg" in names:
+            place |= VENV
+            self.files[os.path.join(path, "pyvenv.cfg")] = (f"{rel}/pyvenv.cfg".lstrip("/"), True)
+        if place & VENV and os.path.basename(path) == "site-packages":
+            place |= SITE
+        # in a dot-folder changed now, each file made or changed in it (atomic writes too)
+        new = bool(place & DOTTED) and (ctime or 0) >= self.since
+        folders = [self.entry(entry, rel, place, new) for entry in entries]
+        return [folder for folder in folders if folder and folder[0] not in self.folders]
+
+    def entry(self, entry: os.DirEntry, rel: str, place: int, new: bool) -> tuple | None:
+        """A folder to walk (its path, its rel and what it is in), or a file kept (None)."""
+        name = entry.name.lower()
+        path = f"{rel}/{entry.name}".lstrip("/")
+        steers = name in project.NAMES or name.endswith(project.SUFFIXES)
+        if entry.is_dir(follow_symlinks=False):
+            place &= ~SITE
+            if steers:
+                place |= STEERS
+            if name.startswith("."):
+                place |= DOTTED
+            return (entry.path, path, place)
+        startup = place & SITE and (name.endswith(".pth") or name in STARTUP)
+        # a .git file anywhere: git follows it to the repository it names
+        if steers or place & STEERS or startup or name == ".git":
+            self.files[entry.path] = (path, True)
+        elif name.startswith("."):
+            self.files[entry.path] = (path, False)
+            self.fresh[path] = entry.path
+        elif new and (_ctime(entry.path) or 0) >= self.since:
+            self.dotted.add(path)
+        return None
+
+    def forget(self, ignored: set[str]) -> None:
+        """The dot-files kept in this walk that git ignores, no longer kept: they are never named
+        (a build's outputs, node_modules), so no walk after looks at them."""
+        for rel in ignored:
+            self.files.pop(self.fresh.get(rel, ""), None)
+
+    def repository(self, gitdir: str, rel: str) -> None:
+        """A repository's places that decide what git runs, kept: HEAD (new with it), config,
+        commondir, the hooks folder and each hook; and the config and hooks of the common dir it
+        names, where git reads them."""
+        common = gitdir
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as named:
+                common = os.path.normpath(os.path.join(gitdir, named.read().strip()))
+        marks = [os.path.join(gitdir, name) for name in ("HEAD", "commondir")]
+        for folder in dict.fromkeys([gitdir, common]):
+            marks += [os.path.join(folder, name) for name in ("config", "hooks")]
+            with contextlib.suppress(OSError):
+                marks += [entry.path for entry in os.scandir(os.path.join(folder, "hooks"))]
+        for mark in marks:
+            if os.path.lexists(mark):
+                self.files[mark] = (rel, True)
+
+
+def _ctime(path: str, follow: bool = False) -> int | None:
+    """A file's or folder's ctime (ns), or None where there is none; follow: a link's or what it
+    leads to's, whichever changed last (an .envrc linked to a script runs that script)."""
+    try:
+        ctime = os.lstat(path).st_ctime_ns
+    except OSError:
+        return None
+    if follow and os.path.islink(path):
         with contextlib.suppress(OSError):
-            if os.lstat(mark).st_ctime_ns >= since - CLOCK:
-                found.append(os.path.relpath(path, root))
-    return sorted(found)
-
-
-def _startup_files(root: Path) -> list[str]:
-    """*.pth, sitecustomize.py and usercustomize.py in the site-packages of each virtual
-    environment at the project's top (a folder holding pyvenv.cfg: .venv, venv, env)."""
-    import glob
-
-    found = []
-    with contextlib.suppress(OSError):
-        venvs = [e.path for e in os.scandir(root) if os.path.isfile(Path(e.path, "pyvenv.cfg"))]
-        sites = [glob.glob(f"{glob.escape(venv)}/lib/python*/site-packages") for venv in venvs]
-        for site in [path for paths in sites for path in paths]:
-            names = os.listdir(site)
-            found += [os.path.join(site, n) for n in names if n.endswith(".pth") or n in STARTUP]
-    return found
-
-
-def _git_folders(root: Path) -> list[str]:
-    """The .git of the project, of its nested repositories (see _nested) and of its top folders (a
-    repository there may be one git ignores)."""
-    links, others = _nested(root) if os.path.exists(root / ".git") else ([], [])
-    with contextlib.suppress(OSError):
-        others += [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
-    return [os.path.join(root, rel, ".git") for rel in dict.fromkeys(["", *links, *others])]
+            ctime = max(ctime, os.stat(path).st_ctime_ns)
+    return ctime
 
 
 def planted_note(paths: list[str]) -> str:
     """The note a command's result ends with, naming what it left that runs outside amas."""
     if not paths:
         return ""
-    shown = ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
+    shown = ", ".join(paths[:10])
+    if len(paths) > 10:
+        shown += f" and {len(paths) - 10} more"
     return (
-        "\n[left in the project, and run by python or git outside amas at their next start: "
-        f"{shown}; look at them before you use that environment or repository]"
+        "\n[left in the project, and run outside amas by git, python, your editor or your shell "
+        f"at your next use of them: {shown}; look at them before you do]"
     )

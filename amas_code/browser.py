@@ -325,7 +325,7 @@ class Browser:
                     executable_path=path,
                     headless=self.config.get("browser_headless", True),
                     args=chromium_args() + self.proxied(),
-                    env=redact.child_env(self.config),
+                    env=redact.without_secrets(self.config),
                 )
                 self.page = self.browser.new_page()
                 if self.visit:  # popups open in the same context, so they are asked about too

@@ -69,6 +69,7 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
     ),  # YAML: off is False
     "text_tools": (lambda v: v in TRISTATE, "true, false or auto"),
     "check_syntax": (lambda v: isinstance(v, bool), "true or false"),
+    "sandbox_network": (lambda v: v in (True, False, "lan"), "true, false or lan"),
     "search_backend": (
         lambda v: v in ("google", "duckduckgo", "searxng"),
         "google, duckduckgo or searxng",
@@ -78,39 +79,65 @@ KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string", NUM
 ENV = {"AMAS_MODEL": "model", "AMAS_API_BASE": "api_base", "AMAS_API_KEY": "api_key"}
 
 
-def SET(v) -> bool:  # set at all
-    return v is not None
+# An untrusted project's value is kept only where it is at least as strict as the value under it
+# (the defaults, then the user's own config): each key's test says so, and a key without one is
+# never kept (tests/test_trust.py holds every key to having one).
+def SAME(new, old) -> bool:  # no order: another model, server, program or search engine
+    return new == old
 
 
-def ON(v) -> bool:  # checkpoint_on_edit turned off
-    return v is False
+def LOWER(new, old) -> bool:  # a ceiling: seconds a command runs, MB copied unasked, tokens spent
+    return new is not None and (old is None or new <= old)
 
 
-def OFF(v) -> bool:  # the sandbox turned off: a clone may not take its commands out of the box
-    return v in ("off", False)
+def OFF(new, old) -> bool:  # a guard's switch, off (auto_accept): never turned on
+    return not new or bool(old)
 
 
-def TRUE(v) -> bool:  # sandbox_network turned on
-    return v is True
+def ON(new, old) -> bool:  # a guard's switch, on (checkpoint_on_edit): never turned off
+    return bool(new) or not old
 
 
-def MORE(v) -> bool:  # ignore naming more than the defaults: outside git, what /undo leaves
-    return not set(v or []) <= set(DEFAULT_CONFIG["ignore"])
+def FEWER(new, old) -> bool:  # places shown to the box, files left out of checkpoints
+    return set(new or []) <= set(old or [])
 
 
-LOOSER = dict(  # what an untrusted project may not set: each loosens a guard or sends your work elsewhere
-    auto_accept=bool,
-    browser_path=SET,
-    checkpoint_on_edit=ON,
-    searxng_url=SET,
-    api_base=SET,
-    model=SET,
-    api_key=SET,
-    sandbox=OFF,
-    sandbox_network=TRUE,
-    sandbox_read=bool,
-    ignore=MORE,
-)
+def BOXED(new, old) -> bool:  # the sandbox: never turned off (YAML reads a bare `off` as false)
+    return new not in ("off", False) or old in ("off", False)
+
+
+def NETWORK(new, old) -> bool:  # sandbox_network: off < on < lan
+    rank = [False, True, "lan"]
+    return new in rank and rank.index(new) <= rank.index(old if old in rank else False)
+
+
+def ANY(new, old) -> bool:  # guards nothing: how the answer shows, when litellm loads
+    return True
+
+
+STRICTER = {  # in the order a warning names what it ignored
+    "auto_accept": OFF,
+    "browser_path": SAME,
+    "checkpoint_on_edit": ON,
+    "searxng_url": SAME,
+    "search_backend": SAME,
+    "api_base": SAME,
+    "model": SAME,
+    "api_key": SAME,
+    "sandbox": BOXED,
+    "sandbox_network": NETWORK,
+    "sandbox_read": FEWER,
+    "ignore": FEWER,
+    "shell_timeout": LOWER,
+    "checkpoint_max_mb": LOWER,
+    "max_tokens": LOWER,
+    "max_context_tokens": LOWER,
+    "check_syntax": ANY,
+    "stream": ANY,
+    "preload": ANY,
+    "text_tools": ANY,
+    "browser_headless": ANY,
+}
 
 WHAT = {  # what a setting an untrusted project may not make does, once the folder is trusted
     "sandbox": "commands run outside the box",
@@ -123,23 +150,40 @@ WHAT = {  # what a setting an untrusted project may not make does, once the fold
     "browser_path": "this program is run as the browser",
     "checkpoint_on_edit": "changes get no checkpoint (/undo cannot take them back)",
     "searxng_url": "your searches go to this server",
+    "search_backend": "your searches go to this engine",
     "sandbox_read": "the box shows these places of your home",
     "ignore": "these files are left out of checkpoints",
     "permissions.env": "commands get these secret variables",
+    "shell_timeout": "a command may run this many seconds",
+    "checkpoint_max_mb": "a checkpoint copies this many MB into ~/.amas unasked",
+    "max_tokens": "a reply may take this many tokens (what it costs)",
+    "max_context_tokens": "a request may carry this many tokens (what it costs)",
 }
 DANGEROUS = list(WHAT)[:8]  # shown first, marked: each takes work or data out of amas's guard
 
 
-def loosenings(project: dict) -> list[tuple[str, str, bool]]:
-    """What trusting a folder turns on, from its config: (setting: value, what it does, whether it
-    is dangerous), the dangerous first. Values are shown whole (a key never)."""
-    _, cut = untrusted(project)
+def loosenings(project: dict, base: dict | None = None) -> list[tuple[str, str, bool]]:
+    """What trusting a folder turns on, from its config, over base (the defaults and the user's
+    own config, read when not given): (setting: value, what it does, whether it is dangerous),
+    the dangerous first. Values are shown whole (a key never)."""
+    if base is None:
+        base = _base()
+    _, cut = untrusted(project, base)
     found = []
     for key in sorted(cut, key=lambda k: (k not in DANGEROUS, list(WHAT).index(k))):
         value = project.get(key) if "." not in key else project["permissions"][key[12:]]
         shown = "[REDACTED]" if key == "api_key" else _shown(value)
         found.append((f"{key}: {shown}", WHAT[key], key in DANGEROUS))
     return found
+
+
+def _base() -> dict:
+    """The values an untrusted project's are held to: the defaults, then the user's own config."""
+    try:
+        user = layer(Path.home() / ".amas" / "config.yaml", [])
+    except ConfigError:
+        user = {}
+    return {**DEFAULT_CONFIG, **user}
 
 
 def _shown(value) -> str:
@@ -223,9 +267,11 @@ def layer(path: Path, warnings: list) -> dict:
     return out
 
 
-def untrusted(project: dict) -> tuple[dict, list[str]]:
-    """What an untrusted project file may set (it may add deny rules, not loosen anything), and what was cut."""
-    cut = [k for k, test in LOOSER.items() if k in project and test(project[k])]
+def untrusted(project: dict, base: dict) -> tuple[dict, list[str]]:
+    """What an untrusted project file may set, and what was cut: a value only where it is at least
+    as strict as base's (STRICTER); of the permissions, deny rules only."""
+    cut = [k for k in STRICTER if k in project and not STRICTER[k](project[k], base.get(k))]
+    cut += [k for k in project if k not in STRICTER and k != "permissions"]
     perms = project.get("permissions") or {}
     cut += [f"permissions.{k}" for k in ("allow", "env") if perms.get(k)]
     kept = {k: v for k, v in project.items() if k not in cut}
@@ -247,7 +293,7 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
         home.ignore_config(root)
     secrets = [str(project["api_key"])] if project.get("api_key") else []
     if not own and not home.trusted(root):
-        project, ignored = untrusted(project)
+        project, ignored = untrusted(project, {**DEFAULT_CONFIG, **user})
         user = _without_allow(user, warnings)
     env = {key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)}
     given = {k: v for k, v in (flags or {}).items() if v is not None}

@@ -47,7 +47,10 @@ class Context:
         self.model = model
         self.warn = warn  # a warning on screen and in the report
         self.cwd = Path.cwd().resolve()  # where the user is
-        self.trusted = home.trusted(root)  # its rules and skills may steer the model
+        # what steers amas there, read once: what trust digests is what the prompt carries (a
+        # command that changes AGENTS.md or its link changes nothing before the next start)
+        self.steering = home.steering_files(root)
+        self.trusted = home.trusted(root, self.steering)  # its rules and skills may steer the model
         memory.expire(root)  # a short-term note whose day has passed goes at start
         self.warned = set()
         prompt = (Path(__file__).parent / "prompt.md").read_text(encoding="utf-8")
@@ -101,7 +104,9 @@ class Context:
         return f"The user is in {here}/ (paths they mention are relative to it)\n"
 
     def rules(self) -> str:
-        text = skills.rules(self.root, self.trusted)
+        text = ""
+        if self.trusted:
+            text = skills.rules(self.steering)
         if estimate(text) > RULES_BUDGET:
             text = (
                 text[: RULES_BUDGET * 3] + "\n[cut here: the rest did not fit in the system prompt]"
@@ -113,7 +118,7 @@ class Context:
         return f"\n### Project rules\n{text}\n" if text else ""
 
     def skills(self, latest: str) -> str:
-        found = skills.load(self.root, self.trusted)
+        found = skills.load(self.root, self.trusted, self.steering)
         matched = [s for s in found if skills.matches(s, latest)]
         others = "\n".join(f"- {s['name']}: {s['description']}" for s in found if s not in matched)
         text = "".join(f"\n### Skill: {s['name']}\n{s['body']}\n" for s in matched)

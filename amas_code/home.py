@@ -50,23 +50,50 @@ def _ignore_local(path: Path, extra: str = "") -> None:
             f.write("\n" * (text[-1:] not in ("", "\n")) + "\n".join(missing) + "\n")
 
 
-def steering(root: Path) -> dict[str, str]:
-    """A digest of each file that steers amas in the project, by its path: the config, the rules,
-    AGENTS.md and the skills (what amas applies as settings or puts in the system prompt)."""
-    found = [root / ".amas" / "config.yaml", root / ".amas" / "rules.md", root / "AGENTS.md"]
+def steering_files(root: Path) -> dict[str, bytes]:
+    """Each file in the project that steers amas (project.AMAS_FILES and .amas/skills/*.md), by
+    its path, as it is now: read once, at the start, and those bytes are what trust digests and
+    what the prompt carries (a change on disk after, by a command or anyone, is seen at the next
+    start). AGENTS.md is read through a link in the project (to CLAUDE.md, say); amas's own files
+    never through a link, and nothing that is not a regular file."""
+    found = [root / name for name in project.AMAS_FILES]
     skills = root / ".amas" / "skills"
-    found += sorted(skills.glob("*.md")) if skills.is_dir() and not skills.is_symlink() else []
-    digests = {}
+    if skills.is_dir() and not skills.is_symlink():
+        found += sorted(skills.glob("*.md"))
+    files = {}
     for path in found:
-        with contextlib.suppress(OSError):
-            digests[path.relative_to(root).as_posix()] = hashlib.sha256(
-                path.read_bytes()
-            ).hexdigest()
-    return digests
+        with contextlib.suppress(OSError, ConfigError):
+            files[path.relative_to(root).as_posix()] = _steering_bytes(root, path)
+    return files
 
 
-def _digest(root: Path) -> str:
-    return hashlib.sha256(json.dumps(steering(root), sort_keys=True).encode()).hexdigest()
+def _steering_bytes(root: Path, path: Path) -> bytes:
+    """One steering file's bytes; OSError or ConfigError where it is not to be read (see
+    steering_files)."""
+    if path.name == "AGENTS.md" and path.parent == root:
+        target = project.agents_target(root)
+        if target is None and path.is_symlink():  # a link out of the project
+            raise ConfigError(f"{path} links out of the project")
+        path = target or path
+    elif path.is_symlink() or path.parent.is_symlink():
+        raise ConfigError(f"{path} is a symlink")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO never waits
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path} is not a regular file")
+        return f.read()
+
+
+def steering(root: Path, files: dict[str, bytes] | None = None) -> dict[str, str]:
+    """A digest of each file that steers amas in the project, by its path (see steering_files;
+    files: as read already)."""
+    if files is None:
+        files = steering_files(root)
+    return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+
+
+def _digest(root: Path, files: dict[str, bytes] | None = None) -> str:
+    return hashlib.sha256(json.dumps(steering(root, files), sort_keys=True).encode()).hexdigest()
 
 
 def project_id(root: Path, history: bool = True) -> str:
@@ -150,15 +177,18 @@ def remember(root: Path, key: str, value) -> None:
     write_private(Path.home() / ".amas" / "projects.json", json.dumps(data, indent=1))
 
 
-def answered(root: Path) -> bool | None:
-    """True or False as the user answered for this project and this exact config file; None if never asked."""
+def answered(root: Path, files: dict[str, bytes] | None = None) -> bool | None:
+    """True or False as the user answered for this project and what steers it now (files: as read
+    already, see steering_files); None if never asked."""
     answer = remembered(root).get("trust") or ""
-    return {f"yes:{_digest(root)}": True, f"no:{_digest(root)}": False}.get(answer)
+    digest = _digest(root, files)
+    return {f"yes:{digest}": True, f"no:{digest}": False}.get(answer)
 
 
-def trusted(root: Path) -> bool:
-    """Whether the user trusts this folder as it is now: its settings, rules and skills are then used."""
-    return answered(root) is True
+def trusted(root: Path, files: dict[str, bytes] | None = None) -> bool:
+    """Whether the user trusts this folder as it is now (or as files were read): its settings,
+    rules and skills are then used."""
+    return answered(root, files) is True
 
 
 def set_trust(root: Path, yes: bool) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from amas_code import home, project, webproxy
+from amas_code import home, project, ui, webproxy
 from amas_code.effects import ALLOW, Change, Command, Verdict
 from amas_code.redact import CREDENTIALS, TOOLCHAINS
 
@@ -42,6 +42,8 @@ MEMORY = {  # the memory tool's changes, and the question each asks
 }
 # what a yes for this session covers, where a kind offers one besides 'always'
 SESSION = {"shell": "this exact command, until amas exits"}
+# said with each change to what steers: why it is asked even under --yes or after 'a'
+STEERS = "It steers amas or your tools (their hooks, tasks or rules): asked every time."
 WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
     "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
     "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
@@ -328,6 +330,13 @@ class Gate:
             kind = "secret" if "credentials" in place else "write"
             reason = f"access to {path} ({place})"
             return Verdict("ask", kind, f"Write {path} ({place})?", reason=reason)
+        if project.steers(self.root, path, project.git_places(self.root)[2]):
+            # what amas or the user's tools run or obey (hooks, editor tasks, rules): asked every
+            # time, never by --yes or an 'always', and no without a terminal
+            reason = f"a change to {name}, which steers amas or your tools"
+            return Verdict(
+                "ask", "write", f"{change.verb.capitalize()} {name}? {STEERS}", reason=reason
+            )
         if change.verb == "screenshot" and change.old is None:
             return ALLOW  # a new picture in the project: nothing of the user's is replaced
         if change.verb == "screenshot":
@@ -510,8 +519,12 @@ class Gate:
         origin = _origin(url)  # scheme, host and port: http://a:80 is not https://a:443
         if origin in self.hosts:
             return ALLOW
-        question = f"Let the agent connect to {origin}?"
-        reason = f"connecting to {origin}"
+        # a name that mixes scripts is shown as its punycode: what it really is
+        scheme, _, place = origin.partition("://")
+        name, colon, port = place.rpartition(":")
+        shown = f"{scheme}://{ui.host(name)}{colon}{port}"
+        question = f"Let the agent connect to {shown}?"
+        reason = f"connecting to {shown}"
         return self.settled(Verdict("ask", "net", question, key=origin, reason=reason))
 
 

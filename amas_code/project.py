@@ -1,8 +1,10 @@
-"""The user's tree and git: the one place a git argv is built, listing the project's files, atomic writes."""
+"""The user's tree and git: the one place a git argv is built, listing the project's files, atomic writes, and
+what in the tree steers amas or the user's tools."""
 
 import contextlib
 import errno
 import fnmatch
+import functools
 import os
 import re
 import shutil
@@ -159,6 +161,38 @@ def _ignored(chain: list, path: str) -> bool:
     return False
 
 
+def ignored(root: Path, rels: list[str]) -> set[str]:
+    """Of paths in the project, those git ignores: as `git check-ignore` says in a repository (a
+    tracked file is never ignored), else as the .gitignore files on their way say (an ignored
+    folder ignores all it holds). Where git fails, none."""
+    if not rels:
+        return set()
+    if not (root / ".git").exists():
+        return {rel for rel in rels if _ignored_here(root, rel)}
+    data = "\0".join(rels).encode(errors="surrogateescape") + b"\0"
+    try:
+        done = git(root, "check-ignore", "-z", "--stdin", env=git_env(LC_ALL="C"), data=data)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if done.returncode not in (0, 1):
+        return set()
+    return {name.decode(errors="surrogateescape") for name in done.stdout.split(b"\0") if name}
+
+
+def _ignored_here(root: Path, rel: str) -> bool:
+    """Whether the .gitignore files from the project's top down to rel ignore it (outside git)."""
+    parts = rel.split("/")
+    chain = []
+    for depth in range(len(parts)):
+        here = "/".join(parts[:depth]) or "."
+        own = _gitignore(root / here)
+        if own is not None:
+            chain.append((here, own))
+        if depth and _ignored(chain, here + "/"):
+            return True
+    return _ignored(chain, rel)
+
+
 def shown(root: Path, path: Path | str) -> str:
     """A path as the user thinks of it: relative inside the project, whole outside it."""
     inside = os.path.isabs(path) and os.path.commonpath((path, root)) == str(root)
@@ -272,3 +306,131 @@ def _within(real: str, project: str) -> bool:
 
 def _marks_project(folder: Path) -> bool:
     return (folder / ".git").exists() or ((folder / ".amas").is_dir() and folder != Path.home())
+
+
+# -- what steers: amas, or the user's tools at their next ordinary action -----------------------
+# One definition, used by the box (read-only, with stand-ins where missing), the edit tools (asked
+# in every case) and trust (amas's part). Each is a path from a folder of the project: a name
+# steers in any folder, a path with a folder in it only from the top (`.config/mise`).
+# amas's settings, rules and skills; AGENTS.md is rules (and so is its link's target)
+AMAS = (".amas", "AGENTS.md")
+# with .amas/skills/*.md, what trust digests and what the prompt carries
+AMAS_FILES = (".amas/config.yaml", ".amas/rules.md", "AGENTS.md")
+# lefthook reads one of its configs and merges its -local one; its script folders hold what runs
+LEFTHOOK = tuple(
+    f"{dot}lefthook{local}.{ext}"
+    for dot in ("", ".")
+    for local in ("", "-local")
+    for ext in ("yml", "yaml", "json", "jsonc", "toml")
+)
+# a hook manager, as its installed hooks name it -> what its hooks run at the next commit
+HOOK_MANAGERS = {
+    "husky": (".husky",),
+    "pre-commit": (".pre-commit-config.yaml",),
+    "lefthook": (
+        *LEFTHOOK,
+        ".lefthook",
+        ".lefthook-local",
+        *(f".config/{n}" for n in LEFTHOOK[:10]),
+    ),
+    "overcommit": (".overcommit.yml", ".git-hooks"),
+}
+# editors' task and language-server files, and the environment managers that run code when the
+# folder is opened or entered (direnv, mise, asdf)
+TOOLS = tuple(
+    ".vscode .idea .zed .helix .devcontainer .devcontainer.json .nvim.lua .nvimrc .exrc .envrc "
+    ".tool-versions mise.toml .mise.toml mise.local.toml .mise.local.toml .mise .config/mise".split()
+)
+GLOBS = ("*.code-workspace", "*.sublime-project")  # a workspace file runs its tasks wherever it is
+SUFFIXES = tuple(glob[1:] for glob in GLOBS)
+STEERING = (*AMAS, *TOOLS, *(name for names in HOOK_MANAGERS.values() for name in names))
+NAMES = {entry.lower() for entry in STEERING if "/" not in entry}  # steer in any folder
+TOP = [entry.lower() for entry in STEERING if "/" in entry]  # steer at the project's top
+
+
+def steers(root: Path, path: Path, hooks: Path | None = None) -> bool:
+    """Whether a path in the project steers amas or the user's tools (STEERING, GLOBS), is what AGENTS.md links
+    to, or is in the folder git takes hooks from (hooks). Names are compared in any case (a disk of macOS or
+    Windows reads `.VSCode` as `.vscode`)."""
+    if hooks is not None and path.is_relative_to(hooks):
+        return True
+    if path == agents_target(root):
+        return True
+    parts = [part.lower() for part in path.relative_to(root).parts]
+    if any(part in NAMES or any(fnmatch.fnmatchcase(part, g) for g in GLOBS) for part in parts):
+        return True
+    return any(f"{'/'.join(parts)}/".startswith(f"{entry}/") for entry in TOP)
+
+
+def agents_target(root: Path) -> Path | None:
+    """What AGENTS.md links to in the project (CLAUDE.md, say), or None: rules as much as AGENTS.md is."""
+    agents = root / "AGENTS.md"
+    if not agents.is_symlink():
+        return None
+    target = agents.resolve()
+    if not target.is_relative_to(Path(root).resolve()):
+        return None
+    return target
+
+
+def installed(hooks: Path | None) -> list[str]:
+    """The hook managers whose hooks are installed in the folder git takes hooks from (their hook scripts name
+    them), each with what it reads (HOOK_MANAGERS)."""
+    said = ""
+    if hooks is None:
+        return []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(hooks):
+            if entry.is_file() and not entry.name.endswith(".sample"):
+                with open(entry.path, "rb") as hook:
+                    said += hook.read(4096).decode(errors="replace").lower()
+    return [name for name in HOOK_MANAGERS if name in said]
+
+
+def read_git(root: Path, *args: str) -> str | None:
+    """What git says on the user's repository, reading only; None when it fails or is missing."""
+    env = git_env(GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    try:
+        done = git(root, *args, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode:
+        return None
+    return os.fsdecode(done.stdout)
+
+
+def git_places(root: Path) -> tuple[Path | None, Path | None, Path | None]:
+    """The repository's gitdir, its commondir and the folder it takes hooks from (hooksPath), asked again only
+    when the .git or the user's git config changed (the box cannot change them; a worktree's shared config,
+    changed outside, is seen at amas's next start)."""
+    marks = [root / ".git", *map(Path, ("~/.gitconfig", "~/.config/git/config"))]
+    changed = []
+    for mark in marks:
+        with contextlib.suppress(OSError):
+            info = mark.expanduser().lstat()
+            changed += [str(mark), info.st_ino, info.st_mtime_ns]
+    return _asked_places(str(root), tuple(changed))
+
+
+@functools.lru_cache(maxsize=16)
+def _asked_places(root: str, changed: tuple) -> tuple[Path | None, Path | None, Path | None]:
+    """What git says of the repository at root (see git_places)."""
+    said = read_git(
+        Path(root), "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"
+    )
+    lines = (said or "").splitlines()
+    if len(lines) != 2:
+        return None, None, None
+    common = Path(lines[1])
+    return Path(lines[0]), common, _hooks_path(Path(root), common)
+
+
+def _hooks_path(root: Path, common: Path) -> Path:
+    """The folder git takes hooks from: the one core.hooksPath names (amas's own -c, of scope "command", is not
+    the repository's), else the common dir's hooks."""
+    said = read_git(root, "config", "--path", "--show-scope", "--get-all", "core.hooksPath") or ""
+    lines = said.splitlines()
+    named = [line.split("\t", 1)[1] for line in lines if not line.startswith("command\t")]
+    if named and named[-1]:
+        return root / named[-1]
+    return common / "hooks"

@@ -165,7 +165,7 @@ def take_keys(config: dict) -> dict:
     (command, git, the browser's driver) inherits them, and each model call borrows them back (lent)."""
     from amas_code import redact
 
-    kept = redact.child_env(config)
+    kept = redact.without_secrets(config)
     taken = {name: value for name, value in os.environ.items() if name not in kept}
     for name in taken:
         del os.environ[name]

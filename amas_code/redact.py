@@ -13,20 +13,37 @@ CREDENTIALS = (
     "~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc /sys /dev /etc/shadow /etc/sudoers "
     "/etc/ssh ~/.pgpass ~/.my.cnf ~/.vault-token ~/.config/rclone ~/.config/git/credentials "
     "~/.terraform.d/credentials.tfrc.json ~/.cargo/credentials ~/.cargo/credentials.toml "
-    "~/.config/containers/auth.json ~/.m2/settings.xml ~/.gradle/gradle.properties "
-    "~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history ~/.mysql_history ~/.python_history"
+    "~/.cargo/config ~/.cargo/config.toml ~/.gem/credentials ~/.local/share/uv/credentials ~/.config/uv "
+    "~/.config/pip ~/.pip ~/.yarnrc.yml ~/.nuget ~/.config/containers/auth.json ~/.m2/settings.xml "
+    "~/.gradle/gradle.properties ~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history "
+    "~/.mysql_history ~/.python_history"
 ).split()
 
 # the places of the home a build reads, which hold no credentials: the box shows them read-only
 # (boxview), and reading them is not asked under --yes (policy); credential places inside any of
-# them stay hidden (CREDENTIALS)
+# them stay hidden (CREDENTIALS). What a build needs, never a tool's whole folder (its config may
+# hold a registry's token): cargo's programs and downloads, not its config
 TOOLCHAINS = (
     "~/.local/bin ~/.local/lib ~/.local/share/pipx ~/.local/share/uv/python ~/.local/share/uv/tools "
     "~/.cargo/bin ~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv ~/.nvm ~/.npm/_cacache "
-    "~/.m2/repository ~/.gradle/caches ~/.gradle/wrapper ~/.rbenv ~/.gem ~/.sdkman ~/.deno ~/.bun "
-    "~/.volta ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip ~/.cache/uv ~/.cache/go-build "
-    "~/.dotnet"
+    "~/.m2/repository ~/.gradle/caches ~/.gradle/wrapper ~/.rbenv ~/.gem/ruby ~/.gem/specs "
+    "~/.sdkman/candidates ~/.deno/bin ~/.bun/bin ~/.bun/install/cache ~/.volta/bin ~/.volta/tools "
+    "~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip ~/.cache/uv ~/.cache/go-build ~/.dotnet"
 ).split()
+# what commands get of amas's environment (as Codex's `inherit = "core"`), and what the user's
+# config adds (`permissions: {env: [NAME]}`): who and where the user is, the terminal and the
+# locale, and the toolchains' own variables (where they live, which one is in force)
+ENVIRONMENT = set(
+    "PATH HOME USER LOGNAME USERNAME SHELL TERM COLORTERM NO_COLOR TZ LANG LANGUAGE TMPDIR "
+    "VIRTUAL_ENV CONDA_PREFIX CONDA_DEFAULT_ENV PYENV_ROOT PYENV_VERSION PIPX_HOME UV_PYTHON "
+    "CARGO_HOME RUSTUP_HOME RUSTUP_TOOLCHAIN NVM_DIR NVM_BIN NODE_PATH PNPM_HOME VOLTA_HOME "
+    "BUN_INSTALL DENO_INSTALL GOPATH GOROOT GOBIN JAVA_HOME GRADLE_USER_HOME MAVEN_HOME M2_HOME "
+    "SDKMAN_DIR RBENV_ROOT GEM_HOME GEM_PATH DOTNET_ROOT GHCUP_INSTALL_BASE_PREFIX OPAMROOT "
+    "ELAN_HOME JULIA_DEPOT_PATH XDG_CONFIG_HOME XDG_CACHE_HOME XDG_DATA_HOME PKG_CONFIG_PATH "
+    "CC CXX CFLAGS CXXFLAGS LDFLAGS LD_LIBRARY_PATH HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy "
+    "https_proxy no_proxy GIT_AUTHOR_NAME GIT_AUTHOR_EMAIL GIT_COMMITTER_NAME "
+    "GIT_COMMITTER_EMAIL".split()
+)
 
 
 # a secret-named environment variable (withheld from commands, its value hidden): a wider net
@@ -651,7 +668,18 @@ def _hide(line: str, spans: list[tuple[int, int]]) -> str:
 
 
 def child_env(config: dict) -> dict:
-    """The environment for commands and the browser: no secret-named variables or URL credentials, unless passed."""
+    """The environment commands get: an allow-list (ENVIRONMENT, the locale's LC_* and what the
+    user's `permissions.env` names), never a variable whose value carries credentials in a URL
+    unless the user named it. A token in any other variable stays out without a list of names."""
+    keep = set(config["permissions"].get("env", []))
+    listed = ENVIRONMENT | keep
+    found = {k: v for k, v in os.environ.items() if k in listed or k.startswith("LC_")}
+    return {k: v for k, v in found.items() if k in keep or not _secret_variable(k, v)}
+
+
+def without_secrets(config: dict) -> dict:
+    """amas's environment without secret-named variables or URL credentials, unless passed: what
+    amas keeps for itself (the keys are taken out at start) and gives the browser."""
     keep = set(config["permissions"].get("env", []))
     return {k: v for k, v in os.environ.items() if k in keep or not _secret_variable(k, v)}
 

@@ -276,7 +276,7 @@ def cmd_memory(agent, arg):
     """List your notes; /memory forget <number|words|all>; /memory edit [--user] opens the file."""
     words = arg.split()
     if words[:1] == ["forget"]:
-        return _forget(agent, " ".join(words[1:]))
+        return _forget_notes(agent, " ".join(words[1:]))
     if words[:1] == ["edit"]:
         scope = "project"
         if "--user" in words:
@@ -292,7 +292,7 @@ def cmd_memory(agent, arg):
     ui.info("forget one with /memory forget <number or words>; edit them with /memory edit")
 
 
-def _forget(agent, which: str) -> None:
+def _forget_notes(agent, which: str) -> None:
     """The notes named by number (as /memory lists them), by words they hold, or all, forgotten."""
     found = memory.notes(agent.root)
     if which.isdigit() and 1 <= int(which) <= len(found):
@@ -344,7 +344,7 @@ def cmd_permissions(agent, arg):
     /permissions forget <command|host|all>."""
     said = arg.strip()
     if said.split(" ", 1)[0] == "forget":
-        return _forget(agent, said.removeprefix("forget").strip())
+        return _forget_answers(agent, said.removeprefix("forget").strip())
     if said:
         return ui.error(f"/permissions takes forget <command|host|all>, not {said!r}")
     rules = agent.config["permissions"]
@@ -370,7 +370,7 @@ FORGET = (
 )
 
 
-def _forget(agent, what: str) -> None:
+def _forget_answers(agent, what: str) -> None:
     """/permissions forget: what was named forgotten, and said."""
     if not what:
         return ui.info(FORGET)

@@ -13,7 +13,7 @@ from contextlib import closing
 from pathlib import Path
 
 from amas_code import project, ui
-from amas_code.home import ConfigError, private_dir, write_private
+from amas_code.home import ConfigError, private_dir, project_id, write_private
 
 MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
 SIGNATURE = 120  # characters of a signature kept in the cache
@@ -48,7 +48,7 @@ happen happens implemented defined code file files function project logic hello 
 EXTENSIONS = {f".{ext}": language for language, exts in dict(python="py", javascript="js mjs cjs jsx", typescript="ts",
     tsx="tsx", go="go", rust="rs", java="java", c="c h", cpp="cc cpp cxx hpp hh").items() for ext in exts.split()}
 # fmt: on
-INDEX = ".amas/map_index.db"
+INDEX = "map_index.db"  # in ~/.amas/projects/<id>/: a clone's .amas/ could ship one (see index)
 OLD_CACHE = ".amas/map_cache.json"
 MAP = ".amas/project_map.md"
 INDEX_VERSION = (
@@ -381,16 +381,23 @@ def _reader(path: Path):
     return None
 
 
-def _writable(root: Path, tmp: Path):
-    """A private copy of the index to bring up to date (a new one when there is none this version reads), which
-    replaces it at the end: a prompt never reads a half-written index, nothing is written through a link."""
+def index(root: Path) -> Path:
+    """Where the project's index lives: in the user's home, by the project's identity, never in
+    the project (its text reaches the system prompt, and a clone could ship one)."""
+    return Path.home() / ".amas" / "projects" / project_id(root) / INDEX
+
+
+def _writable(path: Path, tmp: Path):
+    """A private copy of the index at path to bring up to date (a new one when there is none this
+    version reads), which replaces it at the end: a prompt never reads a half-written index,
+    nothing is written through a link."""
     private_dir(tmp.parent)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    old = _reader(root / INDEX)
+    old = _reader(path)
     with os.fdopen(fd, "wb") as copy:
         if old is not None:
             old.close()
-            with open(root / INDEX, "rb") as source:
+            with open(path, "rb") as source:
                 shutil.copyfileobj(source, copy, 1 << 20)
     db = _sqlite().connect(tmp)
     # a copy: no journal to leave beside it, no wait for the disk
@@ -403,21 +410,23 @@ def _writable(root: Path, tmp: Path):
 
 
 def init(root: Path, ignore: list[str]) -> int:
-    """Map the project into .amas/map_index.db and project_map.md, parsing only files changed since the last run."""
+    """Map the project into its index (see index) and .amas/project_map.md, parsing only files
+    changed since the last run."""
     began = time.perf_counter()
     root = Path(root).resolve()
     stats = Counter()
     sqlite3 = _sqlite()
-    tmp = root / ".amas" / f".map_index.db.{os.getpid()}.tmp"
+    path = index(root)
+    tmp = path.parent / f".{INDEX}.{os.getpid()}.tmp"
     made = not os.path.lexists(root / ".amas")
     try:
         found = _sources(root, ignore)
-        db = _writable(root, tmp)
+        db = _writable(path, tmp)
         with closing(db):
             _update(db, found, stats)
             db.commit()
             _write_map(root, db, stats, time.perf_counter() - began)
-        os.replace(tmp, root / INDEX)
+        os.replace(tmp, path)
         # the JSON cache of earlier versions: read whole at every prompt, now replaced by the index
         (root / OLD_CACHE).unlink(missing_ok=True)
     # a read-only folder, a file named .amas, a link
@@ -735,7 +744,7 @@ def _rows(db, keys: set[int]) -> dict[int, tuple]:
 
 def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
     """The files that matter most for this message, with their key symbols, in at most ~budget tokens."""
-    db = _reader(Path(root).resolve() / INDEX)
+    db = _reader(index(Path(root).resolve()))
     if db is None:  # init never ran
         return ""
     with closing(db):

@@ -13,12 +13,13 @@ import re
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from amas_code import boxview, cgroups, effects, netstack, project, redact, seccomp
+from amas_code import boxview, cgroups, effects, netstack, project, redact, seccomp, ui
 from amas_code.boxview import writable_root
 
 KEEP = 100_000  # bytes kept of each stream's head and of its tail; the middle is counted, not kept
@@ -35,6 +36,12 @@ PATH = re.compile(  # a path in what a command printed: /x, ~/x, ../x, .git/x
     r"(?<![^\s'\"`‘(=])((?:~|\.\.?)?/[^\s'\"`’):;,]+|[\w.-]+/[^\s'\"`’):;,]*)"
 )
 SYSTEM = ("/proc/", "/sys/", "/dev/")  # the box has its own: never granted, never a refusal
+# what Docker's default profile masks of /proc and /sys, and keeps read-only
+PROC_MASKED = (
+    "/proc/asound /proc/acpi /proc/kcore /proc/keys /proc/latency_stats /proc/timer_list "
+    "/proc/timer_stats /proc/sched_debug /proc/scsi /sys/firmware /sys/devices/virtual/powercap"
+).split()
+PROC_READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
 SANDBOX_LINE = "commands run in a sandbox (bubblewrap): {net}, writes only in the project{weaker}"
 WEAKER = "; weaker: no seccomp filter (install libseccomp2), only the known Unix sockets are hidden"
 UNBOXED_LINE = "no sandbox: {why}; every command will be asked, allow rules off"
@@ -45,6 +52,7 @@ class Box:
     """How a command is boxed: with the network or not, and the limits it runs under."""
 
     network: bool = False
+    lan: bool = False  # with the network: the private ranges reachable (never the host's own)
     procs: int = 512  # processes in the box: a fork bomb stops here
     memory: int = 0  # bytes a process may allocate (0: three quarters of the machine's memory)
     file_size: int = 2 << 30  # bytes one file may grow to: `yes > file` stops here
@@ -56,11 +64,14 @@ class Box:
     # gitdir, what a commit writes: see boxview._written_only) or a folder's absolute path (writable)
     grant: str = ""
     plan: bool = False  # plan mode: the project read-only too (tests and linters still run)
+    # what the walk after each command found, by project (boxview.Tree): the next walk lists only
+    # the folders that changed; shared by the copies a grant makes
+    trees: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     def close(self) -> None:
         """The session's /tmp removed: amas is leaving."""
         if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            _remove(self.scratch)
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,8 @@ def open(config: dict) -> Sandbox:
     name = f"{os.getpid()}-{secrets.token_hex(4)}"
     scratch = str(Path.home() / ".amas" / "tmp" / name)
     read = tuple(config.get("sandbox_read") or ())
-    box = Box(network=bool(config.get("sandbox_network")), read=read, scratch=scratch)
+    network = config.get("sandbox_network")
+    box = Box(network=bool(network), lan=network == "lan", read=read, scratch=scratch)
     return Sandbox(mode, line, box)
 
 
@@ -193,6 +205,7 @@ def tried(
     mounts = []
     if places:  # computed only for a command that named a place outside the project
         mounts = _bwrap(root, box, {})
+        boxview.remove_stand_ins(mounts, root)  # made to be mounted: no box is made here
     for path, read_only, folder, text in places:
         seen, where = boxview.seen(path, mounts)
         there = _existing(path)
@@ -324,7 +337,7 @@ def _placed(path: str, root: Path) -> str:
 def _key_place(path: str) -> str:
     """The place that path is in that no grant opens: one that holds keys, git's own config, or
     where programs outside the box listen; or ""."""
-    places = [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS, *boxview.UNIX_SOCKET_PLACES]
+    places = [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS, *boxview.LISTENING]
     for place in [*places, *boxview.GIT_HOME]:
         real = os.path.realpath(os.path.expanduser(place))
         if path == real or path.startswith(real + "/"):
@@ -344,7 +357,7 @@ def _what(place: str) -> str:
     """What a place no grant opens is, for the person."""
     if place in [os.path.realpath(os.path.expanduser(p)) for p in boxview.GIT_HOME]:
         return "git's own config (what runs at every git command)"
-    if place in [os.path.realpath(p) for p in boxview.UNIX_SOCKET_PLACES]:
+    if place in [os.path.realpath(p) for p in boxview.LISTENING]:
         return "where programs outside the box listen"
     return "a place that holds keys"
 
@@ -361,7 +374,7 @@ def _held(path: str, root: Path) -> str:
     if hooks and (hooks.is_relative_to(inside) or inside.is_relative_to(hooks)):
         return f"git takes the project's hooks from {tilde(str(hooks))}, which no grant opens"
     git = [os.path.realpath(os.path.expanduser(p)) for p in boxview.GIT_HOME]
-    places = [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS, *boxview.UNIX_SOCKET_PLACES]
+    places = [*redact.CREDENTIALS, *boxview.TOOL_CREDENTIALS, *boxview.LISTENING]
     keys = [os.path.realpath(os.path.expanduser(p)) for p in places]
     for place in git + [k for k in keys if os.path.exists(k)]:
         if Path(place).is_relative_to(inside):
@@ -395,7 +408,7 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
     _harden()
     before = {p.pid for p in psutil.Process().children()}
     box = _ready(box)
-    started = time.time_ns()
+    started = boxview.now()
     proc = _start(command.line, Path(root), env, box)
     try:
         out, err, note = _collect(proc, command.timeout, before, watch)
@@ -405,9 +418,23 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(2)  # killed: its exit code is the signal's
         boxview.remove_stand_ins(proc.args, Path(root))
-    note += boxview.planted_note(boxview.planted(Path(root), started)) if box else ""
+    if box:
+        note += _planted(Path(root), started, box)
     parts = [f"$ {command.line}", out.rstrip(), f"[stderr]\n{err.rstrip()}" if err.strip() else ""]
     return "\n".join(p for p in [*parts, f"[exit code {proc.returncode}]{note}"] if p)
+
+
+def _planted(root: Path, started: int, box: Box) -> str:
+    """What the command left that runs outside amas at the user's next use of it (see
+    boxview.planted), said on screen, and the note that names it in the result. Where the box
+    keeps the project read-only (the home), nothing can have been left."""
+    if not writable_root(root):
+        return ""
+    tree = box.trees.setdefault(str(root), boxview.Tree(str(root)))
+    found = boxview.planted(root, started, tree)
+    if found:
+        ui.warning(f"the command left what runs outside amas: {', '.join(found[:10])}")
+    return boxview.planted_note(found)
 
 
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
@@ -430,7 +457,7 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
     finally:  # the box's ends are the box's alone; amas's start the network (or see bwrap fail)
         for fd in given.values():
             os.close(fd)
-        netstack.start(kept)
+        netstack.start(kept, bool(box and box.lan))
     return proc
 
 
@@ -439,7 +466,7 @@ def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:
     then the process side (see _process)."""
     args = [bwrap() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += _tmp(box) + boxview.files(root, box.read, box.grant, box.plan)
-    args += [] if "seccomp" in fds else boxview.unix_sockets_hidden()
+    args += boxview.unix_sockets_hidden("seccomp" in fds)
     return args + ["--chdir", str(root)] + _process(box, fds)
 
 
@@ -447,7 +474,7 @@ def _process(box: Box, fds: dict[str, int]) -> list[str]:
     """The box's process side, given after its mounts: its own namespaces (a user namespace also as
     root, a network one always), /proc/sys read-only, a sized /dev/shm in a read-only /dev, and the
     descriptors bwrap reads (the seccomp filter; the network stack's start: --info-fd, --block-fd)."""
-    args = ["--ro-bind", "/proc/sys", "/proc/sys"]
+    args = _proc_masks()
     args += ["--size", str(box.tmp), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net"]
     args += ["--new-session", "--die-with-parent", "--cap-drop", "ALL"]
@@ -455,6 +482,22 @@ def _process(box: Box, fds: dict[str, int]) -> list[str]:
         args += [f"--{name}", str(fd)]
         # the box's resolver: slirp4netns's, for a host that resolves on its own loopback
         args += ["/etc/resolv.conf"] if name == "ro-bind-data" else []
+    return args
+
+
+def _proc_masks() -> list[str]:
+    """What Docker masks in /proc and /sys (an empty file or folder over it) and keeps read-only,
+    where this kernel has it: as root, the box's root is the host's, and /proc/sysrq-trigger would
+    reboot it."""
+    args = []
+    for place in PROC_MASKED:
+        if os.path.isdir(place):
+            args += ["--tmpfs", place, "--remount-ro", place]
+        elif os.path.exists(place):
+            args += ["--ro-bind", "/dev/null", place]
+    for place in PROC_READ_ONLY:
+        if os.path.exists(place):
+            args += ["--ro-bind", place, place]
     return args
 
 
@@ -487,7 +530,7 @@ def _sweep_scratch(base: Path) -> None:
     for stale in base.glob("*-*"):
         pid = stale.name.split("-")[0]
         if pid.isdigit() and not psutil.pid_exists(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove(str(stale))
 
 
 def _tidy_tmp(box: Box | None) -> str:
@@ -496,16 +539,41 @@ def _tidy_tmp(box: Box | None) -> str:
     if not box or not box.scratch:
         return ""
     size = 0
-    for folder, _, files in os.walk(box.scratch):
+    for folder, _, files in _opened(box.scratch):
         for name in files:
             with contextlib.suppress(OSError):
                 size += os.lstat(os.path.join(folder, name)).st_blocks * 512
     if size <= box.tmp:
         return ""
-    shutil.rmtree(box.scratch, ignore_errors=True)
+    _remove(box.scratch)
     with contextlib.suppress(OSError):
         os.mkdir(box.scratch, 0o700)
     return f"\n[/tmp held {size >> 20} MB, more than {box.tmp >> 20} MB: it was emptied]"
+
+
+def _opened(top: str):
+    """os.walk of a folder a command may have closed (`chmod 000`, which only root walks through):
+    a folder its owner may not read or enter is opened to them before it is walked."""
+    _open(top)
+    for folder, dirs, files in os.walk(top):
+        for name in dirs:
+            _open(os.path.join(folder, name))
+        yield folder, dirs, files
+
+
+def _open(folder: str) -> None:
+    """A folder (not a link) made readable, enterable and writable by its owner, if it was not."""
+    with contextlib.suppress(OSError):
+        mode = os.lstat(folder).st_mode
+        if stat.S_ISDIR(mode) and not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
+            os.chmod(folder, stat.S_IMODE(mode) | 0o700)
+
+
+def _remove(top: str) -> None:
+    """A folder of the session's /tmp removed whole, however a command left its folders' modes."""
+    for _ in _opened(top):
+        pass
+    shutil.rmtree(top, ignore_errors=True)
 
 
 def _descriptors(box: Box | None) -> tuple[dict[str, int], tuple[int, int] | None]:

@@ -1,7 +1,8 @@
 """The box's seccomp filter: built with libseccomp through ctypes for this machine's ABIs and
-exported as the BPF program bwrap's --seccomp reads. It refuses Unix sockets (the session bus,
-ssh-agent, docker and systemd reached through a socket file) and io_uring; where libseccomp is
-missing there is no filter, and the box hides the known socket places instead."""
+exported as the BPF program bwrap's --seccomp reads. It refuses Unix sockets and datagram socket
+pairs (the session bus, ssh-agent, docker, systemd and the journal reached through a socket file),
+io_uring, the keyring, and setuid or setgid modes; where libseccomp is missing there is no filter,
+and the box hides the known socket places instead."""
 
 import functools
 import os
@@ -67,23 +68,63 @@ def _arch_token(lib, name: str) -> int:
     return lib.seccomp_arch_resolve_name(name.encode())
 
 
+EPERM = 0x00050000 | 1  # SCMP_ACT_ERRNO(EPERM)
+ENOSYS = 0x00050000 | 38  # SCMP_ACT_ERRNO(ENOSYS): the C library falls back to an older call
+MASKED_EQ = 7  # SCMP_CMP_MASKED_EQ: (argument & mask) == value
+# setuid and setgid bits, each refused alone: a box run as root would make a root-owned program
+# any user can run as root
+SETID = (0o4000, 0o2000)
+# what the filter refuses: a system call, how, and the argument, mask and value that select it
+# (none: every call); a call's rows with the same conditions but another argument are separate
+RULES = (
+    # a Unix socket, read-only or not: the session bus, ssh-agent, docker, systemd. The family's
+    # low 32 bits, as the kernel reads it: 0x1_0000_0001 is AF_UNIX too
+    ("socket", EPERM, [(0, 0xFFFFFFFF, 1)]),
+    # a datagram pair: sendto with an address reaches any datagram socket of the host
+    ("socketpair", EPERM, [(0, 0xFFFFFFFF, 1), (1, 0xF, 2)]),
+    # 32-bit x86's socketcall(SYS_SOCKETPAIR, …): its arguments are in memory, any pair refused
+    ("socketcall", EPERM, [(0, 0xFFFFFFFF, 8)]),
+    ("io_uring_setup", EPERM, []),  # its socket and connect operations pass no seccomp filter
+    # the session keyring (Kerberos tickets, systemd-ask-password's answers), as Docker's profile
+    ("keyctl", EPERM, []),
+    ("add_key", EPERM, []),
+    ("request_key", EPERM, []),
+    # their arguments are in memory the filter cannot read: the older calls are used instead
+    ("openat2", ENOSYS, []),
+    ("fchmodat2", ENOSYS, []),
+    *[
+        (call, EPERM, [(at, bit, bit)])
+        for bit in SETID
+        for call, at in (
+            ("chmod", 1),
+            ("fchmod", 1),
+            ("fchmodat", 2),
+            ("creat", 1),
+            ("open", 2),
+            ("openat", 3),
+            ("mknod", 1),
+            ("mknodat", 2),
+        )
+    ],
+)
+
+
 def _rules(lib, context: int) -> bool:
-    """socket(AF_UNIX, …) refused with EPERM (a session bus, ssh-agent, docker or systemd reached
-    through a socket file, read-only or not), and io_uring_setup (its socket and connect operations
-    pass no seccomp filter). The family is compared on its low 32 bits, as the kernel reads it:
-    0x1_0000_0001 is AF_UNIX too."""
+    """Each of RULES added, for every ABI of the filter that has the call."""
     import ctypes
 
     class Compare(ctypes.Structure):  # struct scmp_arg_cmp
         _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int)]
         _fields_ += [("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
-    eperm = 0x00050000 | 1  # SCMP_ACT_ERRNO(EPERM)
-    unix = Compare(0, 7, 0xFFFFFFFF, 1)  # argument 0, SCMP_CMP_MASKED_EQ, mask, AF_UNIX
-    socket = lib.seccomp_syscall_resolve_name(b"socket")
-    uring = lib.seccomp_syscall_resolve_name(b"io_uring_setup")
-    done = lib.seccomp_rule_add_array(context, eperm, socket, 1, ctypes.byref(unix))
-    return done == 0 and lib.seccomp_rule_add_array(context, eperm, uring, 0, None) == 0
+    for name, action, tests in RULES:
+        call = lib.seccomp_syscall_resolve_name(name.encode())
+        if call == -1:  # __NR_SCMP_ERROR: a name this libseccomp does not know
+            continue
+        compares = (Compare * 6)(*[Compare(at, MASKED_EQ, mask, v) for at, mask, v in tests])
+        if lib.seccomp_rule_add_array(context, action, call, len(tests), compares) != 0:
+            return False
+    return True
 
 
 def _export(lib, context: int) -> bytes:

