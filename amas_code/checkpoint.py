@@ -742,87 +742,12 @@ class Checkpoint(Shadow):
             for rel in rels
         }
 
-    # -- undo, redo, restore ----------------------------------------------------------------
-    def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
-        """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
-        plan, dirs, between = _plan(chain, forward)
-        now = self.asked(plan, between, ask)
-        doomed = self.uncopied_going(chain, forward, ask)
-        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
-        try:
-            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
-            wanted |= dict.fromkeys(doomed)
-            self.put(wanted, dirs, [*plan, *dirs, *doomed])
-        except OSError as e:
-            raise CheckpointError(
-                f"stopped part way ({e}); what was put back stays, running it again goes on"
-            ) from None
-        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
-            (self.dir / "restored").touch()
-        return sorted([*plan, *doomed])
-
-    def asked(self, plan: dict, between: set, ask) -> dict:
-        """The planned files as they are now, once the person said yes to discarding those changed
-        since (CheckpointError: no)."""
-        now = self.state(list(plan))  # the content of a file changed since is kept too, in case
-        edited = [
-            rel
-            for rel, sides in plan.items()
-            if now[rel] not in (sides[0], sides[-1]) or rel in between
-        ]
-        if edited and not ask(
-            f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"
-        ):
-            raise CheckpointError("cancelled; nothing changed")
-        return now
-
-    def uncopied_going(self, chain: list[dict], forward: bool, ask) -> list[str]:
-        """The files commands of the chain made and did not copy (past checkpoint_max_mb) that undo
-        deletes: those still there, if the person says so. Redo says it cannot bring them back."""
-        made = [rel for cp in chain for rel in cp.get("uncopied", [])]
-        there = [rel for rel in made if os.path.lexists(self.root / rel)]
-        if forward and len(there) < len(made):
-            gone = _some([rel for rel in made if rel not in there])
-            ui.warning(f"/redo cannot bring back {gone}: not copied (past checkpoint_max_mb)")
-        if forward or not there:
-            return []
-        said = f"{_some(there)}: made by a command and not copied (past checkpoint_max_mb)"
-        if ask(f"{said}, so /redo cannot bring them back. Delete them?"):
-            return there
-        ui.info(f"left in place: {said}")
-        return []
-
-    def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
-        """Remove files, remove and make folders, then write files; never through a link on the way to one of rels
-        (a link this removes or replaces goes first: a folder swapped for a link)."""
-        going = {rel for rel, side in files.items() if LINK not in (side or ())}
-        links = {
-            str(d) for rel in rels for d in Path(rel).parents if os.path.islink(self.root / d)
-        } - going
-        if linked := [rel for rel in rels if links & set(map(str, Path(rel).parents))]:
-            raise CheckpointError(
-                f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed"
-            )
-        paths = {rel: self.root / rel for rel in [*files, *dirs]}
-        written = sorted((rel for rel in files if files[rel]), key=len)
-        gone = [(rel, False) for rel, side in files.items() if not side] + [
-            (d, True) for d in dirs if not dirs[d]
-        ]
-        # all there, or nothing changes
-        with self.blobs([files[rel][1] for rel in written]) as pieces:
-            for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
-                _remove(paths[rel], folder)
-            for rel in sorted(d for d, keep in dirs.items() if keep):
-                paths[rel].mkdir(parents=True, exist_ok=True)
-            for rel in written:
-                _write(paths[rel], files[rel][0], pieces())
-                _pause("undo")
-
+    # -- undo, redo, restore (Putback puts a chain on disk) ----------------------------------
     def undo(self, n: int = 1, ask=lambda q: False) -> list[str]:
         """Restore the before state of the last n checkpoints; return the files restored."""
         with self.locked():
             chain = self.undoable(n, ask)
-            files = self.apply(chain, False, ask)
+            files = Putback(self, False, ask).apply(chain)
             redo = self.ref(REDO)
             if not (redo and self.descends(redo, chain[0]["id"])):
                 self.set_ref(REDO, chain[0]["id"])  # else it holds a longer line of undone ones
@@ -898,7 +823,7 @@ class Checkpoint(Shadow):
             if ahead is None:
                 raise CheckpointError("nothing to redo")
             chain = self.rest_of_turn(ahead)
-            files = self.apply(chain, True, ask)
+            files = Putback(self, True, ask).apply(chain)
             self.set_ref(MAIN, chain[-1]["id"])
             return files
 
@@ -966,24 +891,115 @@ class Checkpoint(Shadow):
         return [(rel, side(first[rel]), side(last[rel])) for rel in sorted(first)]
 
 
-def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
-    """Per file [expected now, ..., wanted], per folder whether it should be there, and the files to ask about:
-    changed between two checkpoints of the chain (by you: undoing both would drop that edit unasked), or in a
-    checkpoint of an amas that was killed (what changed until the next one started may be yours)."""
-    plan = {}
-    dirs = {}
-    between = set()
-    for cp in chain:
-        for rel, sides in cp[
-            "files"
-        ].items():  # a file made by a command that removed an ignored one stays
-            if forward or sides[0] or not (cp.get("lost") or cp.get("beyond")):
-                between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
-                plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
-        dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
-        # what changed while no amas watched
-        between |= set(cp["files"]) if cp.get("interrupted") else set()
-    return plan, dirs, between
+class Putback:
+    """One undo or redo on disk: a chain's before state (undo, newest first) or after state (redo,
+    oldest first) put in place, once the person said yes to discarding what changed since; never
+    written through a link."""
+
+    def __init__(self, checkpoint: "Checkpoint", forward: bool, ask):
+        self.checkpoint = checkpoint
+        self.root = checkpoint.root
+        self.forward = forward
+        self.ask = ask
+
+    def apply(self, chain: list[dict]) -> list[str]:
+        """Put the chain's state on disk, asking about files changed since; the files put back."""
+        plan, dirs, between = self.plan(chain)
+        now = self.asked(plan, between)
+        doomed = self.uncopied_going(chain)
+        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
+        try:
+            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
+            wanted |= dict.fromkeys(doomed)
+            self.put(wanted, dirs, [*plan, *dirs, *doomed])
+        except OSError as e:
+            raise CheckpointError(
+                f"stopped part way ({e}); what was put back stays, running it again goes on"
+            ) from None
+        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
+            (self.checkpoint.dir / "restored").touch()
+        return sorted([*plan, *doomed])
+
+    def plan(self, chain: list[dict]) -> tuple[dict, dict, set]:
+        """Per file [expected now, ..., wanted], per folder whether it should be there, and the files to ask about:
+        changed between two checkpoints of the chain (by you: undoing both would drop that edit unasked), or in a
+        checkpoint of an amas that was killed (what changed until the next one started may be yours)."""
+        forward = self.forward
+        plan = {}
+        dirs = {}
+        between = set()
+        for cp in chain:
+            for rel, sides in cp[
+                "files"
+            ].items():  # a file made by a command that removed an ignored one stays
+                if forward or sides[0] or not (cp.get("lost") or cp.get("beyond")):
+                    between |= (
+                        {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
+                    )
+                    plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
+            dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
+            # what changed while no amas watched
+            between |= set(cp["files"]) if cp.get("interrupted") else set()
+        return plan, dirs, between
+
+    def asked(self, plan: dict, between: set) -> dict:
+        """The planned files as they are now, once the person said yes to discarding those changed
+        since (CheckpointError: no)."""
+        now = self.checkpoint.state(
+            list(plan)
+        )  # the content of a file changed since is kept too, in case
+        edited = [
+            rel
+            for rel, sides in plan.items()
+            if now[rel] not in (sides[0], sides[-1]) or rel in between
+        ]
+        if edited and not self.ask(
+            f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"
+        ):
+            raise CheckpointError("cancelled; nothing changed")
+        return now
+
+    def uncopied_going(self, chain: list[dict]) -> list[str]:
+        """The files commands of the chain made and did not copy (past checkpoint_max_mb) that undo
+        deletes: those still there, if the person says so. Redo says it cannot bring them back."""
+        made = [rel for cp in chain for rel in cp.get("uncopied", [])]
+        there = [rel for rel in made if os.path.lexists(self.root / rel)]
+        if self.forward and len(there) < len(made):
+            gone = _some([rel for rel in made if rel not in there])
+            ui.warning(f"/redo cannot bring back {gone}: not copied (past checkpoint_max_mb)")
+        if self.forward or not there:
+            return []
+        said = f"{_some(there)}: made by a command and not copied (past checkpoint_max_mb)"
+        if self.ask(f"{said}, so /redo cannot bring them back. Delete them?"):
+            return there
+        ui.info(f"left in place: {said}")
+        return []
+
+    def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
+        """Remove files, remove and make folders, then write files; never through a link on the way to one of rels
+        (a link this removes or replaces goes first: a folder swapped for a link)."""
+        going = {rel for rel, side in files.items() if LINK not in (side or ())}
+        links = {
+            str(d) for rel in rels for d in Path(rel).parents if os.path.islink(self.root / d)
+        } - going
+        if linked := [rel for rel in rels if links & set(map(str, Path(rel).parents))]:
+            raise CheckpointError(
+                f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed"
+            )
+        paths = {rel: self.root / rel for rel in [*files, *dirs]}
+        written = sorted((rel for rel in files if files[rel]), key=len)
+        gone = [(rel, False) for rel, side in files.items() if not side] + [
+            (d, True) for d in dirs if not dirs[d]
+        ]
+        # all there, or nothing changes
+        with self.checkpoint.blobs([files[rel][1] for rel in written]) as pieces:
+            for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
+                _remove(paths[rel], folder)
+            for rel in sorted(d for d, keep in dirs.items() if keep):
+                paths[rel].mkdir(parents=True, exist_ok=True)
+            for rel in written:
+                _write(paths[rel], files[rel][0], pieces())
+                _pause("undo")
 
 
 def _visible(old: dict) -> Callable[[str], bool]:
