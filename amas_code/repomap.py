@@ -685,7 +685,7 @@ def _words(text: str) -> set[str]:
 
 
 def _stem(word: str) -> str:
-    """A word without its suffix (`redirects` -> `redirect`), unless that leaves under 3 letters."""
+    """A word without its suffix (`redirects` -> `redirect`), unless under 3 letters are left."""
     stem = SUFFIX.sub("", word)
     if len(stem) < 3:
         return word
@@ -792,8 +792,8 @@ def _packed(db, query: str, touched: set[str], budget: int) -> str:
 
 
 def _block(rel: str, found: list, roots: frozenset) -> str:
-    """A file's path and its most referenced symbols (those the user named first), each with its class;
-    "" for a file without symbols."""
+    """A file's path and its most referenced symbols (those the user named first), each with its
+    class; "" for a file without symbols."""
     if not found:
         return ""
     best = {}  # name -> its symbol ranked first: overloads of one name are shown once
