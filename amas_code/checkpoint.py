@@ -940,9 +940,8 @@ class Putback:
     def asked(self, plan: dict, between: set) -> dict:
         """The planned files as they are now, once the person said yes to discarding those changed
         since (CheckpointError: no)."""
-        now = self.checkpoint.state(
-            list(plan)
-        )  # the content of a file changed since is kept too, in case
+        # the content of a file changed since is kept too, in case
+        now = self.checkpoint.state(list(plan))
         edited = [
             rel
             for rel, sides in plan.items()
