@@ -140,11 +140,13 @@ TS = {**JS, **_nodes("type_alias_declaration enum_declaration function_signature
 C = _nodes("function_definition struct_specifier union_specifier type_definition", "",
            "preproc_if preproc_ifdef preproc_else preproc_elif")
 LANGUAGES = dict(
+    # `if TYPE_CHECKING:` guards definitions
     python=_nodes("function_definition", "class_definition", "decorated_definition block if_statement elif_clause "
-                  "else_clause try_statement except_clause finally_clause"),  # `if TYPE_CHECKING:` guards definitions
+                  "else_clause try_statement except_clause finally_clause"),
     javascript=JS, typescript=TS, tsx=TS, c=C,
+    # Go's grouped `type ( ... )` names each spec alone
     go=_nodes("function_declaration method_declaration type_alias method_elem", "type_spec",
-              "type_declaration interface_type"),  # Go's grouped `type ( ... )` names each spec alone
+              "type_declaration interface_type"),
     rust=_nodes("function_item function_signature_item struct_item enum_item union_item type_item macro_definition",
                 "trait_item impl_item mod_item", "declaration_list"),
     java=_nodes("method_declaration constructor_declaration annotation_type_element_declaration", "class_declaration "
