@@ -20,11 +20,8 @@ MAX_HOPS = 5  # redirects fetch_url follows, each judged by the host gate
 TIMEOUT = 20  # seconds for a whole fetch; connecting gets at most 10
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) amas-code"
 TEXT_TYPES = ("text/", "json", "xml", "javascript", "yaml")  # content types read as text
-WBITS = {
-    "gzip": 31,
-    "x-gzip": 31,
-    "deflate": 15,
-}  # the encodings fetch_url asks for, as zlib reads them
+# the encodings fetch_url asks for, as zlib reads them
+WBITS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
 HEADERS = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"}
 # Spelled out so no update brings background traffic back; the rest save
 # memory on a 1 GB Pi: no GPU work, one renderer however many sites a page pulls in.
@@ -33,10 +30,8 @@ ARGS = (
     "--disable-software-rasterizer --disable-dev-shm-usage --disable-extensions --renderer-process-limit=1 "
     "--mute-audio --in-process-gpu"
 ).split()
-AS_ROOT = [
-    "--no-sandbox",
-    "--no-zygote",
-]  # Chromium's own sandbox cannot run as root; without it, no zygote
+# Chromium's own sandbox cannot run as root; without it, no zygote
+AS_ROOT = ["--no-sandbox", "--no-zygote"]
 WAIT = 5_000  # ms for a selector to appear (a wrong one should fail fast)
 LOAD = 30_000  # ms for a page to load
 INSTALL = (
@@ -89,9 +84,7 @@ def search(query: str, num_results: int, config: dict) -> str:
         results = BACKENDS[name](query, max(1, min(num_results, 20)), config)
     # blocked, rate-limited, offline, missing package: the model may try another way
     except Exception as e:
-        status = getattr(getattr(e, "response", None), "status_code", None)
-        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        why += " (blocked or rate-limited)" if status in (403, 429) else ""
+        why = _why(e)
         others = " or ".join(f"`search_backend: {other}`" for other in BACKENDS if other != name)
         said = f"{name} search failed: {why}. Try another backend in .amas/config.yaml: {others}"
         raise ValueError(said) from e
@@ -101,6 +94,15 @@ def search(query: str, num_results: int, config: dict) -> str:
         f"{i}. {title}\n   {url}\n   {snippet}"
         for i, (title, url, snippet) in enumerate(results, 1)
     )
+
+
+def _why(error: Exception) -> str:
+    """A search backend's failure in one line: its type, its first line, and a refusal said."""
+    why = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if status in (403, 429):
+        why += " (blocked or rate-limited)"
+    return why
 
 
 def fetch(url: str, reach) -> str:
@@ -223,7 +225,10 @@ def find(config: dict) -> str | None:
         "chromium-browser",
         "google-chrome",
     ]
-    for name in (shells if config.get("browser_headless", True) else []) + full:
+    names = full
+    if config.get("browser_headless", True):
+        names = shells + full
+    for name in names:
         if found := _configured(name):
             return found
     return None
@@ -243,7 +248,9 @@ def _configured(path: str) -> str | None:
         return project.program(path)
     if not os.path.isabs(path) or project.in_project(path):
         return None
-    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    return None
 
 
 def available(config: dict) -> bool:
@@ -260,7 +267,10 @@ def _quiet_driver(start):
     try:
         return start().start()
     finally:
-        os.environ.pop("NODE_OPTIONS") if old is None else os.environ.update(NODE_OPTIONS=old)
+        if old is None:
+            os.environ.pop("NODE_OPTIONS")
+        else:
+            os.environ["NODE_OPTIONS"] = old
 
 
 def _tool(method):
@@ -291,7 +301,9 @@ def _page(text: str, limit: int, stopped: bool = False) -> str:
 
 def chromium_args() -> list[str]:
     """Chromium's flags: its own sandbox stays on unless amas runs as root, where it cannot start."""
-    return ARGS + (AS_ROOT if os.geteuid() == 0 else [])
+    if os.geteuid() == 0:
+        return ARGS + AS_ROOT
+    return list(ARGS)
 
 
 class Browser:
@@ -340,9 +352,9 @@ class Browser:
 
     def failed(self, e: Exception) -> str:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        hint = (
-            " (no element matched, or the page did not load in time)" if "Timeout" in first else ""
-        )
+        hint = ""
+        if "Timeout" in first:
+            hint = " (no element matched, or the page did not load in time)"
         if self.browser is not None and not self.browser.is_connected():
             self.close()  # it crashed or was killed (the OOM killer, on a Pi): start afresh next time
             hint = " (the browser had stopped; the next call starts a new one)"
@@ -399,21 +411,23 @@ class Browser:
         """A paused request: a redirect's next hop (a navigation's or a resource's) passes visit first, as any
         request to a new host does; the rest go on to the routes."""
         answer = {"requestId": event["requestId"]}
+        method = "Fetch.continueRequest"
         try:
             if event.get("redirectedRequestId"):
                 self.let(event["request"]["url"])
         except Exception as e:  # refused, or the question failed: the hop does not go out
             self.notes.append(f"a redirect of the page stopped: {e}")
             answer["errorReason"] = "BlockedByClient"
+            method = "Fetch.failRequest"
         with contextlib.suppress(Exception):  # the page closed meanwhile: nothing left to answer
-            cdp.send(
-                "Fetch.failRequest" if "errorReason" in answer else "Fetch.continueRequest", answer
-            )
+            cdp.send(method, answer)
 
     def socket(self, ws) -> None:
         """A WebSocket the page opens: its host judged as an http(s) request to it would be, before any
         connection is made; refused, the page sees the socket close."""
-        url = "http" + ws.url[2:] if ws.url.startswith(("ws:", "wss:")) else ws.url
+        url = ws.url
+        if url.startswith(("ws:", "wss:")):
+            url = "http" + url[2:]
         try:
             self.let(url)
         except PermissionError as e:
@@ -427,7 +441,9 @@ class Browser:
         unreachable = response and response.headers.get("x-amas-unreachable")
         if unreachable:  # the proxy could not connect: as an error, as without it
             raise ValueError(f"Page.goto: {unreachable} (at {url})")
-        status = f" (HTTP {response.status})" if response and not response.ok else ""
+        status = ""
+        if response and not response.ok:
+            status = f" (HTTP {response.status})"
         text = _page(page.inner_text("body", timeout=WAIT).strip(), MAX_TEXT)
         return f"{page.title()}\n{page.url}{status}\n\n{text}"
 

@@ -19,15 +19,10 @@ from pathlib import Path
 from amas_code import home, project, ui
 from amas_code.project import git_env
 
-ATTRIBUTES = (
-    "* -text -filter -ident -working-tree-encoding !eol\n"  # bytes in and out exactly as on disk
-)
-GENERATED = [
-    "node_modules",
-    "__pycache__",
-    "*.pyc",
-    ".venv",
-]  # in a git repository the rest is what git ignores
+# bytes in and out exactly as on disk
+ATTRIBUTES = "* -text -filter -ident -working-tree-encoding !eol\n"
+# in a git repository the rest is what git ignores
+GENERATED = ["node_modules", "__pycache__", "*.pyc", ".venv"]
 UNREAD = re.compile(r"""error: open\("(.+?)"\): |warning: could not open directory '(.+?)': """)
 GIT_MOVED = "git's HEAD, branches or index changed too, which /undo does not put back"
 LOST = (  # what no checkpoint holds
@@ -46,6 +41,8 @@ GITLINK = "160000"
 BIG = 10 << 20  # a file this big is stored by git, which streams it (core.bigFileThreshold above)
 HUGE = 256 << 20  # a new file this big is left out of a command's checkpoint (named, never read)
 UNCOPIED = "uncopied.json"  # files a command made past checkpoint_max_mb (see Shadow.remembered)
+# a new file's mode under the umask, by the mode git records
+NEW_MODES = {"100755": 0o777, "100644": 0o666}
 UNCOPIED_SAID = (
     "not copied (past checkpoint_max_mb): /undo deletes them, asked; /redo cannot bring them back"
 )
@@ -65,12 +62,8 @@ class Record:
     files: list[str] = dataclasses.field(default_factory=list)
 
 
-TROUBLE = (
-    OSError,
-    ValueError,
-    CheckpointError,
-    home.ConfigError,
-)  # a change then goes on without checkpoint
+# a change then goes on without checkpoint
+TROUBLE = (OSError, ValueError, CheckpointError, home.ConfigError)
 
 
 class Shadow:
@@ -101,7 +94,9 @@ class Shadow:
     ) -> subprocess.CompletedProcess:
         """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
         # of your config, only that
-        excludes = ["-c", f"core.excludesFile={self.excludes}"] if self.excludes else []
+        excludes = []
+        if self.excludes:
+            excludes = ["-c", f"core.excludesFile={self.excludes}"]
         return project.git(self.root, *excludes, *args, env=self.env(borrow), data=data)
 
     def env(self, borrow: bool = False) -> dict:
@@ -135,25 +130,17 @@ class Shadow:
     def find_git(self) -> None:
         """The user's repository, if any, and its object store, read through git's alternates (tracked files cost
         no disk)."""
-        found = self.user(
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-common-dir",
-            "--git-dir",
-            "--show-object-format",
-        )
-        lines = os.fsdecode(found.stdout).split("\n") if found.returncode == 0 else []
-        self.common, self.gitdir, kind = (lines + ["", "", ""])[:3]
-        quoted = (
-            (self.common + "/objects")
-            .replace("\\", "\\\\")
-            .replace('"', '\\"')
-            .replace("\n", "\\n")
-        )
-        self.borrowed = f'"{quoted}"' if kind == "sha1" else ""
-        self.excludes = os.fsdecode(
-            self.user("config", "--path", "core.excludesFile").stdout
-        ).strip()
+        asked = ["--path-format=absolute", "--git-common-dir", "--git-dir", "--show-object-format"]
+        found = self.user("rev-parse", *asked)
+        lines = ["", "", ""]
+        if found.returncode == 0:
+            lines = os.fsdecode(found.stdout).split("\n") + lines
+        self.common, self.gitdir, kind = lines[:3]
+        self.borrowed = ""
+        if kind == "sha1":
+            self.borrowed = _alternate(self.common + "/objects")
+        excludes = self.user("config", "--path", "core.excludesFile").stdout
+        self.excludes = os.fsdecode(excludes).strip()
 
     def excluded(self) -> list[str]:
         """The patterns of the user's .git/info/exclude, which git ignores like a .gitignore's."""
@@ -196,21 +183,23 @@ class Shadow:
         blobs = "".join(
             {f"{side[1]}\n" for sides in changes.values() for side in sides if side}
         ).encode()
-        checked = (
-            self.run_git("cat-file", "--batch-check", data=blobs).stdout.splitlines()
-            if self.borrowed
-            else []
-        )
+        # without the user's objects, the shadow holds every blob it names
+        checked = []
+        if self.borrowed:
+            checked = self.batch_check(blobs)
         missing = b"".join(line[:40] + b"\n" for line in checked if line.endswith(b" missing"))
-        there = (
-            self.run_git("cat-file", "--batch-check", data=missing, borrow=True).stdout.splitlines()
-            if missing
-            else []
-        )
+        there = []
+        if missing:
+            there = self.batch_check(missing, borrow=True)
         if found := b"".join(line[:40] + b"\n" for line in there if not line.endswith(b" missing")):
             pack = str(self.dir / "objects" / "pack" / "pack")
             self.git("pack-objects", "-q", pack, data=found, borrow=True)
         return {line[:40].decode() for line in there if line.endswith(b" missing")}
+
+    def batch_check(self, ids: bytes, borrow: bool = False) -> list[bytes]:
+        """`git cat-file --batch-check` of ids: a line each, `<id> missing` for one not there."""
+        done = self.run_git("cat-file", "--batch-check", data=ids, borrow=borrow)
+        return done.stdout.splitlines()
 
     def snapshot(self, limit: int | None = None, retry: bool = True) -> dict:
         """The tree through the shadow index as a stat cache (only changed files are read); folders
@@ -248,7 +237,9 @@ class Shadow:
         out = [*self.huge, *self.uncopied, *known]
         spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in out)]
         add = ["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"]
-        bulk = ["-c", "core.bigFileThreshold=1"] * first
+        bulk = []
+        if first:
+            bulk = ["-c", "core.bigFileThreshold=1"]
         added = self.run_git(*bulk, *add, data=b"\0".join(spec) + b"\0", borrow=True)
         # an error on one path (a nested repository with no commit) is no reason
         if b"fatal:" in added.stderr:
@@ -274,10 +265,12 @@ class Shadow:
         listing = ["ls-files", "-oz", "--exclude-standard"]
         with self.locked():
             # before the first snapshot the user's git knows what is new (the shadow: everything)
-            fresh = self.gitdir and not (self.dir / "index").exists()
-            listed = (self.user(*listing).stdout if fresh else self.git(*listing)).split(b"\0")
+            if self.gitdir and not (self.dir / "index").exists():
+                listed = self.user(*listing).stdout
+            else:
+                listed = self.git(*listing)
             known = self.remembered()
-        new = [os.fsdecode(p) for p in listed if p and os.fsdecode(p) not in known]
+        new = [os.fsdecode(p) for p in listed.split(b"\0") if p and os.fsdecode(p) not in known]
         sizes = (_size(self.root / p) for p in new)
         return sum(size for size in sizes if size <= HUGE)
 
@@ -330,20 +323,14 @@ class Shadow:
         paths = [
             self.root / os.fsdecode(p) for p in self.user("ls-files", "-z").stdout.split(b"\0") if p
         ]
-        paths = [
-            p for p in paths if not _linked(p)
-        ]  # beyond a link the user made in place of a tracked folder
+        # beyond a link the user made in place of a tracked folder
+        paths = [p for p in paths if not _linked(p)]
         files = [
             os.fsencode(p.relative_to(self.root)) for p in paths if p.is_symlink() or _readable(p)
         ]
         if files:
-            add = [
-                "update-index",
-                "--add",
-                "--replace",
-                "-z",
-                "--stdin",
-            ]  # --replace: a file now a folder, or back
+            # --replace: a file now a folder, or back
+            add = ["update-index", "--add", "--replace", "-z", "--stdin"]
             self.git(*add, data=b"\0".join(files) + b"\0", borrow=True)
 
     def compare(self, old: dict, new: dict) -> tuple[dict, list[str], list[str]]:
@@ -367,11 +354,13 @@ class Shadow:
         fields = raw.split(b"\0")
         for head, path in zip(fields[0:-1:2], fields[1::2], strict=True):
             mode_a, mode_b, sha_a, sha_b, _ = head[1:].decode().split()
-            if TREE in (mode_a, mode_b) and mode_a != mode_b:
-                (added if mode_b == TREE else deleted).add(os.fsdecode(path))
+            rel = os.fsdecode(path)
+            if mode_b == TREE and mode_a != TREE:
+                added.add(rel)
+            elif mode_a == TREE and mode_b != TREE:
+                deleted.add(rel)
             elif TREE not in (mode_a, mode_b) and GITLINK not in (mode_a, mode_b):
-                sides = ((mode_a, sha_a), (mode_b, sha_b))
-                changes[os.fsdecode(path)] = [None if m == "000000" else [m, s] for m, s in sides]
+                changes[rel] = [_tree_side(mode_a, sha_a), _tree_side(mode_b, sha_b)]
         return changes, added, deleted
 
     def made_by(self) -> dict:
@@ -390,7 +379,9 @@ class Shadow:
         }
         parent = self.ref(MAIN)
         who = f"Amas Code <amas@localhost> {int(time.time())} +0000"
-        head = f"tree {self.tree(files)}\n" + (f"parent {parent}\n" if parent else "")
+        head = f"tree {self.tree(files)}\n"
+        if parent:
+            head += f"parent {parent}\n"
         message = f"{ui.one_line(label)}\n\n{json.dumps(meta)}\n"
         body = f"{head}author {who}\ncommitter {who}\n\n{message}"
         sha = self.store(body.encode(errors="surrogateescape"), "commit")
@@ -405,8 +396,7 @@ class Shadow:
             name, _, rest = path.partition("/")
             inner.setdefault(name, {})[rest] = side  # rest "": a file right here
         here = {name: sub.get("") or ["40000", self.tree(sub)] for name, sub in inner.items()}
-        # git's order
-        order = sorted(here, key=lambda n: os.fsencode(n) + b"/" * (here[n][0] == "40000"))
+        order = sorted(here, key=lambda n: _git_order(n, here[n][0]))
         entries = [
             b"%s %s\0" % (here[n][0].encode(), os.fsencode(n)) + bytes.fromhex(here[n][1])
             for n in order
@@ -523,14 +513,12 @@ class Checkpoint(Shadow):
         (self.dir / "index.lock").unlink(missing_ok=True)
         if self.borrowed is None:
             self.find_git()
-        patterns = (
-            "\n".join(["/.amas/", *(GENERATED + self.excluded() if self.gitdir else self.ignore)])
-            + "\n"
-        )
-        if (
-            not (exclude := self.dir / "info" / "exclude").exists()
-            or exclude.read_text() != patterns
-        ):
+        ignored = self.ignore
+        if self.gitdir:
+            ignored = GENERATED + self.excluded()
+        patterns = "\n".join(["/.amas/", *ignored]) + "\n"
+        exclude = self.dir / "info" / "exclude"
+        if not exclude.exists() or exclude.read_text() != patterns:
             exclude.write_text(patterns)
         if self.pending.exists():
             self.finish(interrupted=True)
@@ -569,7 +557,10 @@ class Checkpoint(Shadow):
         """Keep the before state where a killed amas is found again: the named files, or the
         project's snapshot; and who makes the change, whose checkpoint it is even if another amas
         has to finish it."""
-        before = self.before_command(git) if paths is None else self.before_files(paths)
+        if paths is None:
+            before = self.before_command(git)
+        else:
+            before = self.before_files(paths)
         pending = {"label": label, "main": self.ref(MAIN), "by": self.made_by(), **before}
         pending["limit"] = limit
         home.write_private(self.pending, json.dumps(pending))
@@ -742,87 +733,12 @@ class Checkpoint(Shadow):
             for rel in rels
         }
 
-    # -- undo, redo, restore ----------------------------------------------------------------
-    def apply(self, chain: list[dict], forward: bool, ask) -> list[str]:
-        """Put a chain's before (undo, newest first) or after (redo) state on disk, asking about files changed since."""
-        plan, dirs, between = _plan(chain, forward)
-        now = self.asked(plan, between, ask)
-        doomed = self.uncopied_going(chain, forward, ask)
-        # a file already as wanted is left alone, so an undo that was interrupted can simply be run again
-        try:
-            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
-            wanted |= dict.fromkeys(doomed)
-            self.put(wanted, dirs, [*plan, *dirs, *doomed])
-        except OSError as e:
-            raise CheckpointError(
-                f"stopped part way ({e}); what was put back stays, running it again goes on"
-            ) from None
-        finally:  # what it put back the user's git tracks, an ignored file too, is tracked again, by every amas
-            (self.dir / "restored").touch()
-        return sorted([*plan, *doomed])
-
-    def asked(self, plan: dict, between: set, ask) -> dict:
-        """The planned files as they are now, once the person said yes to discarding those changed
-        since (CheckpointError: no)."""
-        now = self.state(list(plan))  # the content of a file changed since is kept too, in case
-        edited = [
-            rel
-            for rel, sides in plan.items()
-            if now[rel] not in (sides[0], sides[-1]) or rel in between
-        ]
-        if edited and not ask(
-            f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"
-        ):
-            raise CheckpointError("cancelled; nothing changed")
-        return now
-
-    def uncopied_going(self, chain: list[dict], forward: bool, ask) -> list[str]:
-        """The files commands of the chain made and did not copy (past checkpoint_max_mb) that undo
-        deletes: those still there, if the person says so. Redo says it cannot bring them back."""
-        made = [rel for cp in chain for rel in cp.get("uncopied", [])]
-        there = [rel for rel in made if os.path.lexists(self.root / rel)]
-        if forward and len(there) < len(made):
-            gone = _some([rel for rel in made if rel not in there])
-            ui.warning(f"/redo cannot bring back {gone}: not copied (past checkpoint_max_mb)")
-        if forward or not there:
-            return []
-        said = f"{_some(there)}: made by a command and not copied (past checkpoint_max_mb)"
-        if ask(f"{said}, so /redo cannot bring them back. Delete them?"):
-            return there
-        ui.info(f"left in place: {said}")
-        return []
-
-    def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
-        """Remove files, remove and make folders, then write files; never through a link on the way to one of rels
-        (a link this removes or replaces goes first: a folder swapped for a link)."""
-        going = {rel for rel, side in files.items() if LINK not in (side or ())}
-        links = {
-            str(d) for rel in rels for d in Path(rel).parents if os.path.islink(self.root / d)
-        } - going
-        if linked := [rel for rel in rels if links & set(map(str, Path(rel).parents))]:
-            raise CheckpointError(
-                f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed"
-            )
-        paths = {rel: self.root / rel for rel in [*files, *dirs]}
-        written = sorted((rel for rel in files if files[rel]), key=len)
-        gone = [(rel, False) for rel, side in files.items() if not side] + [
-            (d, True) for d in dirs if not dirs[d]
-        ]
-        # all there, or nothing changes
-        with self.blobs([files[rel][1] for rel in written]) as pieces:
-            for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
-                _remove(paths[rel], folder)
-            for rel in sorted(d for d, keep in dirs.items() if keep):
-                paths[rel].mkdir(parents=True, exist_ok=True)
-            for rel in written:
-                _write(paths[rel], files[rel][0], pieces())
-                _pause("undo")
-
+    # -- undo, redo, restore (Putback puts a chain on disk) ----------------------------------
     def undo(self, n: int = 1, ask=lambda q: False) -> list[str]:
         """Restore the before state of the last n checkpoints; return the files restored."""
         with self.locked():
             chain = self.undoable(n, ask)
-            files = self.apply(chain, False, ask)
+            files = Putback(self, False, ask).apply(chain)
             redo = self.ref(REDO)
             if not (redo and self.descends(redo, chain[0]["id"])):
                 self.set_ref(REDO, chain[0]["id"])  # else it holds a longer line of undone ones
@@ -898,7 +814,7 @@ class Checkpoint(Shadow):
             if ahead is None:
                 raise CheckpointError("nothing to redo")
             chain = self.rest_of_turn(ahead)
-            files = self.apply(chain, True, ask)
+            files = Putback(self, True, ask).apply(chain)
             self.set_ref(MAIN, chain[-1]["id"])
             return files
 
@@ -906,7 +822,7 @@ class Checkpoint(Shadow):
         """The checkpoint /redo re-applies and those after it of the same turn, oldest first."""
         if not first.get("turn"):
             return [first]
-        ahead = self.history(f"{first['parent']}..{self.ref(REDO)}" if first["parent"] else REDO)
+        ahead = self.history(_after(first["parent"], REDO))
         chain = []
         for cp in reversed(ahead):
             if cp.get("turn") != first["turn"]:
@@ -921,8 +837,10 @@ class Checkpoint(Shadow):
         redo = self.ref(REDO)
         if not redo or redo == head:
             return None
-        ahead = self.history(f"{head}..{redo}" if head else redo)
-        return ahead[-1] if ahead and ahead[-1]["parent"] == head else None
+        ahead = self.history(_after(head, redo))
+        if not ahead or ahead[-1]["parent"] != head:
+            return None
+        return ahead[-1]
 
     def earlier(self, n: int) -> list[dict]:
         """Of the last n checkpoints, those an amas that has ended made in another session (a one-shot
@@ -956,34 +874,126 @@ class Checkpoint(Shadow):
             for rel, (before, after) in cp["files"].items():
                 first.setdefault(rel, before)
                 last[rel] = after
-        blobs = (
-            self.contents([s[1] for s in [*first.values(), *last.values()] if s]) if first else {}
-        )
-
-        def side(s):
-            return (s[0], blobs[s[1]]) if s else (None, b"")
-
-        return [(rel, side(first[rel]), side(last[rel])) for rel in sorted(first)]
+        if not first:
+            return []
+        blobs = self.contents([s[1] for s in [*first.values(), *last.values()] if s])
+        files = sorted(first)
+        return [(rel, _bytes(first[rel], blobs), _bytes(last[rel], blobs)) for rel in files]
 
 
-def _plan(chain: list[dict], forward: bool) -> tuple[dict, dict, set]:
-    """Per file [expected now, ..., wanted], per folder whether it should be there, and the files to ask about:
-    changed between two checkpoints of the chain (by you: undoing both would drop that edit unasked), or in a
-    checkpoint of an amas that was killed (what changed until the next one started may be yours)."""
-    plan = {}
-    dirs = {}
-    between = set()
-    for cp in chain:
-        for rel, sides in cp[
-            "files"
-        ].items():  # a file made by a command that removed an ignored one stays
-            if forward or sides[0] or not (cp.get("lost") or cp.get("beyond")):
-                between |= {rel} if rel in plan and plan[rel][-1] != sides[not forward] else set()
+class Putback:
+    """One undo or redo on disk: a chain's before state (undo, newest first) or after state (redo,
+    oldest first) put in place, once the person said yes to discarding what changed since; never
+    written through a link."""
+
+    def __init__(self, checkpoint: "Checkpoint", forward: bool, ask):
+        self.checkpoint = checkpoint
+        self.root = checkpoint.root
+        self.forward = forward
+        self.ask = ask
+
+    def apply(self, chain: list[dict]) -> list[str]:
+        """Put the chain's state on disk, asking about files changed since; the files put back."""
+        plan, dirs, between = self.plan(chain)
+        now = self.asked(plan, between)
+        doomed = self.uncopied_going(chain)
+        # a file already as wanted is left alone, so an undo that was interrupted can simply be run
+        # again
+        try:
+            wanted = {rel: sides[-1] for rel, sides in plan.items() if now[rel] != sides[-1]}
+            wanted |= dict.fromkeys(doomed)
+            self.put(wanted, dirs, [*plan, *dirs, *doomed])
+        except OSError as e:
+            raise CheckpointError(
+                f"stopped part way ({e}); what was put back stays, running it again goes on"
+            ) from None
+        finally:
+            # what it put back the user's git tracks, an ignored file too, is tracked again, by
+            # every amas
+            (self.checkpoint.dir / "restored").touch()
+        return sorted([*plan, *doomed])
+
+    def plan(self, chain: list[dict]) -> tuple[dict, dict, set]:
+        """Per file [expected now, ..., wanted], per folder whether it should be there, and the
+        files to ask about: changed between two checkpoints of the chain (by you: undoing both
+        would drop that edit unasked), or in a checkpoint of an amas that was killed (what changed
+        until the next one started may be yours)."""
+        forward = self.forward
+        plan = {}
+        dirs = {}
+        between = set()
+        for cp in chain:
+            # a file made by a command that removed an ignored one stays
+            made_stay = not forward and (cp.get("lost") or cp.get("beyond"))
+            for rel, sides in cp["files"].items():
+                if made_stay and not sides[0]:
+                    continue
+                if rel in plan and plan[rel][-1] != sides[not forward]:
+                    between.add(rel)
                 plan.setdefault(rel, [sides[not forward]]).append(sides[forward])
-        dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
-        # what changed while no amas watched
-        between |= set(cp["files"]) if cp.get("interrupted") else set()
-    return plan, dirs, between
+            dirs |= {d: forward for d in cp["made"]} | {d: not forward for d in cp["gone"]}
+            # what changed while no amas watched
+            if cp.get("interrupted"):
+                between |= set(cp["files"])
+        return plan, dirs, between
+
+    def asked(self, plan: dict, between: set) -> dict:
+        """The planned files as they are now, once the person said yes to discarding those changed
+        since (CheckpointError: no)."""
+        # the content of a file changed since is kept too, in case
+        now = self.checkpoint.state(list(plan))
+        edited = [
+            rel
+            for rel, sides in plan.items()
+            if now[rel] not in (sides[0], sides[-1]) or rel in between
+        ]
+        if edited and not self.ask(
+            f"{', '.join(edited)} changed since the checkpoint. Discard those edits?"
+        ):
+            raise CheckpointError("cancelled; nothing changed")
+        return now
+
+    def uncopied_going(self, chain: list[dict]) -> list[str]:
+        """The files commands of the chain made and did not copy (past checkpoint_max_mb) that undo
+        deletes: those still there, if the person says so. Redo says it cannot bring them back."""
+        made = [rel for cp in chain for rel in cp.get("uncopied", [])]
+        there = [rel for rel in made if os.path.lexists(self.root / rel)]
+        if self.forward and len(there) < len(made):
+            gone = _some([rel for rel in made if rel not in there])
+            ui.warning(f"/redo cannot bring back {gone}: not copied (past checkpoint_max_mb)")
+        if self.forward or not there:
+            return []
+        said = f"{_some(there)}: made by a command and not copied (past checkpoint_max_mb)"
+        if self.ask(f"{said}, so /redo cannot bring them back. Delete them?"):
+            return there
+        ui.info(f"left in place: {said}")
+        return []
+
+    def put(self, files: dict, dirs: dict, rels: list[str]) -> None:
+        """Remove files, remove and make folders, then write files; never through a link on the
+        way to one of rels (a link this removes or replaces goes first: a folder swapped for a
+        link)."""
+        going = {rel for rel, side in files.items() if LINK not in (side or ())}
+        links = {
+            str(d) for rel in rels for d in Path(rel).parents if os.path.islink(self.root / d)
+        } - going
+        if linked := [rel for rel in rels if links & set(map(str, Path(rel).parents))]:
+            raise CheckpointError(
+                f"a folder on the path of {', '.join(linked)} is a symlink; nothing changed"
+            )
+        paths = {rel: self.root / rel for rel in [*files, *dirs]}
+        written = sorted((rel for rel in files if files[rel]), key=len)
+        gone = [(rel, False) for rel, side in files.items() if not side]
+        gone += [(d, True) for d in dirs if not dirs[d]]
+        # all there, or nothing changes
+        with self.checkpoint.blobs([files[rel][1] for rel in written]) as pieces:
+            for rel, folder in sorted(gone, key=lambda item: len(item[0]), reverse=True):
+                _remove(paths[rel], folder)
+            for rel in sorted(d for d, keep in dirs.items() if keep):
+                paths[rel].mkdir(parents=True, exist_ok=True)
+            for rel in written:
+                _write(paths[rel], files[rel][0], pieces())
+                _pause("undo")
 
 
 def _visible(old: dict) -> Callable[[str], bool]:
@@ -1005,6 +1015,41 @@ def _stamp(path: Path) -> list[int] | None:
     return [info.st_size, info.st_mtime_ns]
 
 
+def _alternate(objects: str) -> str:
+    """An object folder as GIT_ALTERNATE_OBJECT_DIRECTORIES takes it: quoted, with \\, " and
+    newlines escaped."""
+    quoted = objects.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{quoted}"'
+
+
+def _tree_side(mode: str, sha: str) -> list[str] | None:
+    """One side of a `git diff-tree` line as a checkpoint holds it: [mode, blob]; None: absent."""
+    if mode == "000000":
+        return None
+    return [mode, sha]
+
+
+def _git_order(name: str, mode: str) -> bytes:
+    """Where a tree entry sorts in git's order: by name, a folder's as if it ended in /."""
+    if mode == "40000":
+        return os.fsencode(name) + b"/"
+    return os.fsencode(name)
+
+
+def _after(start: str | None, end: str) -> str:
+    """The revisions of end's line after start; all of them when there is no start."""
+    if not start:
+        return end
+    return f"{start}..{end}"
+
+
+def _bytes(side: list | None, blobs: dict[str, bytes]) -> tuple[str | None, bytes]:
+    """A side of a change as (mode, bytes); an absent file is (None, b"")."""
+    if not side:
+        return None, b""
+    return side[0], blobs[side[1]]
+
+
 def _left_out(big: list[str], ignored: list[str]) -> list[str]:
     """What a command made that no checkpoint holds, said: files too big to read, and files git
     ignores, those in a folder it made named by that folder (`.pytest_cache/`, not each file)."""
@@ -1015,8 +1060,10 @@ def _left_out(big: list[str], ignored: list[str]) -> list[str]:
 def _note(said: list[str], left: list[str]) -> str:
     """The checkpoint's note under a command's output: what it holds, and what /undo leaves."""
     if left:
-        said = [*said, f"/undo leaves {', '.join(left[:5])}{'…' * (len(left) > 5)}"]
-    return f"[{'; '.join(said)}]" if said else ""
+        said = [*said, f"/undo leaves {_some(left)}"]
+    if not said:
+        return ""
+    return f"[{'; '.join(said)}]"
 
 
 def _under(paths: list[str], made: list[str]) -> list[str]:
@@ -1024,7 +1071,10 @@ def _under(paths: list[str], made: list[str]) -> list[str]:
     named = {}
     for rel in paths:
         folders = [str(f) for f in reversed(Path(rel).parents) if str(f) in made]
-        named.setdefault(folders[0] + "/" if folders else rel)
+        name = rel
+        if folders:
+            name = folders[0] + "/"
+        named.setdefault(name)
     return list(named)
 
 
@@ -1070,15 +1120,23 @@ def _side(path: Path, big: float = float("inf")) -> tuple[str, bytes | Path] | N
     """(mode, bytes) of the file or link at path, never read through a link on the way (a file over big: its path,
     not read); None: absent or a folder."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        st = None if _linked(path) else os.lstat(path)
-        if st and stat.S_ISLNK(st.st_mode):
+        if _linked(path):
+            return None
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
             return LINK, os.fsencode(os.readlink(path))
-        if st and stat.S_ISREG(st.st_mode):
-            return (
-                "100755" if st.st_mode & 0o100 else "100644",
-                path if st.st_size > big else path.read_bytes(),
-            )
+        if stat.S_ISREG(st.st_mode) and st.st_size > big:
+            return _mode(st), path
+        if stat.S_ISREG(st.st_mode):
+            return _mode(st), path.read_bytes()
     return None
+
+
+def _mode(st: os.stat_result) -> str:
+    """A regular file's mode as git records it: executable by its owner, or not."""
+    if st.st_mode & 0o100:
+        return "100755"
+    return "100644"
 
 
 def _pieces(pipe) -> Iterator[bytes]:
@@ -1120,7 +1178,9 @@ def _size(path: Path) -> int:
         info = os.lstat(path)
     except OSError:
         return 0
-    return info.st_size if stat.S_ISREG(info.st_mode) else 0
+    if not stat.S_ISREG(info.st_mode):
+        return 0
+    return info.st_size
 
 
 def _kept(path: str, kept: dict) -> bool:
@@ -1162,9 +1222,9 @@ def _remove(path: Path, folder: bool = False) -> None:
         return
     if not folder and (path.is_symlink() or path.is_file()):
         path.unlink()
-    for inner, _, _ in (
-        os.walk(path, topdown=False) if path.is_dir() and not path.is_symlink() else []
-    ):
+    if not path.is_dir() or path.is_symlink():
+        return
+    for inner, _, _ in os.walk(path, topdown=False):
         with contextlib.suppress(OSError):
             os.rmdir(inner)
 
@@ -1176,21 +1236,26 @@ def _write(path: Path, mode: str, pieces: Iterator[bytes]) -> None:
         path.rmdir()  # a folder where the file was (emptied above): a file/folder swap
     if mode == LINK:
         return _link(path, os.fsdecode(b"".join(pieces)))
-    executable = mode == "100755"
     if not path.is_file() or path.is_symlink():
-        return project.write(path, pieces, mode=0o777 if executable else 0o666)
+        return project.write(path, pieces, mode=NEW_MODES.get(mode, 0o666))
     project.write(path, pieces)  # its own bits, exactly
+    _set_x(path, mode == "100755")
+
+
+def _set_x(path: Path, executable: bool) -> None:
+    """A file's x bits as recorded: on (for whoever may read it) or off, its other bits its own."""
     old = os.lstat(path).st_mode & 0o777
-    bits = old | (old & 0o444) >> 2 if executable else old & ~0o111
+    bits = old & ~0o111
+    if executable:
+        bits = old | (old & 0o444) >> 2
     if bits != old:
         os.chmod(path, bits)
 
 
 def _link(path: Path, target: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(
-        f".amas-undo-{os.urandom(4).hex()}.tmp"
-    )  # short, whatever the name's length
+    # short, whatever the name's length
+    tmp = path.with_name(f".amas-undo-{os.urandom(4).hex()}.tmp")
     os.symlink(target, tmp)
     try:
         os.replace(tmp, path)

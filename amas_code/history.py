@@ -25,11 +25,12 @@ class Log:
 
     def entries(self) -> list[dict]:
         """Every well-formed line of the history."""
+        lines = []
         try:
-            lines = home.read_private(self.path).splitlines() if self.path.is_file() else []
+            if self.path.is_file():
+                lines = home.read_private(self.path).splitlines()
         except (OSError, home.ConfigError) as e:
             ui.warning(f"cannot read the history: {e}")
-            lines = []
         return [e for e in map(_entry, lines) if e]
 
     def conversations(self) -> list[dict]:
@@ -41,9 +42,10 @@ class Log:
             if "content" not in e:
                 continue
             if e["session"] not in found and str(e["content"]).startswith(SUMMARY):
-                before = found.popitem()[1] if found else {"first": ""}
-                found[e["session"]] = {"session": e["session"], "first": before["first"]}
-                found[e["session"]]["count"] = 0
+                first = ""
+                if found:
+                    first = found.popitem()[1]["first"]
+                found[e["session"]] = {"session": e["session"], "first": first, "count": 0}
             seen = found.setdefault(
                 e["session"], {"session": e["session"], "first": "", "count": 0}
             )
@@ -61,11 +63,10 @@ class Log:
         mine = [e for e in entries if e["session"] == session]
         found = [{k: e[k] for k in KEYS if k in e} for e in mine if "content" in e]
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime((mine or entries)[-1]["time"]))
-        ui.info(
-            f"resuming the conversation of {when} ({ui.plural(len(found), 'message')})"
-            if found
-            else "no earlier conversation"
-        )
+        if found:
+            ui.info(f"resuming the conversation of {when} ({ui.plural(len(found), 'message')})")
+        else:
+            ui.info("no earlier conversation")
         self.logged = len(found)
         return session, found
 
@@ -81,7 +82,9 @@ class Log:
     def flush(self, session: str, messages: list[dict], marker: bool = False) -> str:
         """Append the messages the file lacks (or a session marker); what went wrong, if anything (then
         nothing more is written)."""
-        new = [{"role": "session"}] if marker else messages[self.logged :]
+        new = messages[self.logged :]
+        if marker:
+            new = [{"role": "session"}]
         self.logged = len(messages)
         stamp = {"session": session, "time": time.time()}
         try:
@@ -127,7 +130,9 @@ def preview(messages: list[dict], turns: int = 3) -> list[tuple[str, str]]:
         elif m["role"] == "assistant" and content.strip():
             shown.append(("assistant", content))
     starts = [i for i, (who, _) in enumerate(shown) if who == "user"]
-    return shown[starts[-turns] if len(starts) >= turns else 0 :]
+    if len(starts) < turns:
+        return shown
+    return shown[starts[-turns] :]
 
 
 def _entry(line: str) -> dict | None:
@@ -147,7 +152,9 @@ def _entry(line: str) -> dict | None:
         return None
     if any(not isinstance(entry[k], t) for k, t in shape.items() if k in entry):
         return None
-    return entry if all(map(_whole_call, entry.get("tool_calls", []))) else None
+    if not all(map(_whole_call, entry.get("tool_calls", []))):
+        return None
+    return entry
 
 
 def _whole_call(c) -> bool:

@@ -3,6 +3,7 @@ Markdown a person can read and edit. Long-term notes hold; a short-term note end
 "(until YYYY-MM-DD)" and is dropped once that day has passed. Its own file because the REPL, the
 model's tool and the system prompt all read it."""
 
+import contextlib
 import datetime
 import re
 from dataclasses import dataclass
@@ -46,15 +47,19 @@ def places(root: Path) -> dict[str, Path]:
 
 def read(path: Path, scope: str) -> list[Note]:
     """The notes of one file (a line that is not a note is a person's: kept, never read as one)."""
-    try:
-        text = home.read_private(path) if path.is_file() else ""
-    except (OSError, home.ConfigError):
-        return []
     notes = []
-    for line in text.splitlines():
+    for line in _text(path, "").splitlines():
         if line.startswith("- ") and line[2:].strip():
             notes.append(_note(line[2:].strip(), scope))
     return notes
+
+
+def _text(path: Path, default: str) -> str:
+    """A memory file's text; default when there is none, or it cannot be read."""
+    with contextlib.suppress(OSError, home.ConfigError):
+        if path.is_file():
+            return home.read_private(path)
+    return default
 
 
 def _note(said: str, scope: str) -> Note:
@@ -75,11 +80,7 @@ def notes(root: Path) -> list[Note]:
 
 def lines(root: Path, scope: str, notes_now: list[Note]) -> str:
     """A memory file's whole text with these notes (its other lines as the person left them)."""
-    path = places(root)[scope]
-    try:
-        text = home.read_private(path) if path.is_file() else HEADER
-    except (OSError, home.ConfigError):
-        text = HEADER
+    text = _text(places(root)[scope], HEADER)
     kept = [line for line in text.splitlines() if not line.startswith("- ")]
     mine = [note.line() for note in notes_now if note.scope == scope]
     return "\n".join([*kept, *mine]) + "\n"

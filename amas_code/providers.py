@@ -35,14 +35,8 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
     "no tools": "{model} has no native tool calling at this server",
     "provider": "unknown model {model!r}: write it as provider/model, e.g. openai/gpt-4.1 or ollama_chat/qwen2.5-coder",
 }
-RETRIES = {
-    429: 2,
-    500: 1,
-    "timeout": 1,
-    "connection": 1,
-    "empty": 1,
-    "dropped": 1,
-}  # others never (auth, 404...)
+# others never (auth, 404...)
+RETRIES = {429: 2, 500: 1, "timeout": 1, "connection": 1, "empty": 1, "dropped": 1}
 SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
     "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens"
     r"|prompt is too long|maximum model length",
@@ -63,9 +57,8 @@ KEYS = {  # the key variables of the providers the README lists, and a few more,
     "deepseek": ("DEEPSEEK_API_KEY",),
     "xai": ("XAI_API_KEY",),
 }
-TIMEOUT = (
-    600  # seconds without an answer before a request counts as timed out (local models are slow)
-)
+# seconds without an answer before a request counts as timed out (local models are slow)
+TIMEOUT = 600
 OVERFLOW = (  # the server's context size in the words of its overflow error
     r"n_ctx\W{0,3}(\d+)",  # llama.cpp's error fields ('n_ctx': 4096); LM Studio's (n_ctx: 4096)
     r"context size \((\d+)",  # llama.cpp: request (N tokens) exceeds the available context size
@@ -82,11 +75,8 @@ PROBE_TIMEOUT = 60  # seconds for the unstreamed ask after an empty stream
 # litellm's names for an error before the server's words (litellm.BadRequestError: …Exception - )
 WRAPPING = r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?::| -) )+"
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
-NULL_CONTENT = (
-    "gemini/",
-    "vertex_ai/",
-    "anthropic/",
-)  # reject an empty text part; others reject a null one
+# reject an empty text part; others reject a null one
+NULL_CONTENT = ("gemini/", "vertex_ai/", "anthropic/")
 # prefixes that, at an api_base, name a server speaking OpenAI's chat API itself: the direct path.
 # Not OpenAI's own API nor OpenRouter (no api_base): litellm's price table and its options for
 # reasoning models are worth its import there (docs/models.md#which-path).
@@ -194,7 +184,9 @@ def precheck(config: dict) -> None:
     if base:
         _check_base(str(base))
         _listening(str(base))
-    prefix = model.split("/", 1)[0] if "/" in model else ""
+    prefix = ""
+    if "/" in model:
+        prefix = model.split("/", 1)[0]
     providers = _providers()
     if prefix and providers and prefix not in providers and not base:
         raise ProviderError(HINTS["provider"].format(model=model), "provider")
@@ -278,8 +270,12 @@ def _providers() -> dict[str, tuple[str, ...]]:
         return {}
     found = dict.fromkeys(re.findall(r'^\s+\w+ = "([^"]+)"', table, re.M), ())
     for name, entry in listed.items():
-        found[name] = (entry["api_key_env"],) if entry.get("api_key_env") else ()
-    return found if "openai" in found else {}
+        found[name] = ()
+        if entry.get("api_key_env"):
+            found[name] = (entry["api_key_env"],)
+    if "openai" not in found:
+        return {}
+    return found
 
 
 def check(model: str) -> None:
@@ -355,7 +351,7 @@ class Model:
                 except ProviderError as e:
                     if e.partial or attempt >= RETRIES.get(e.kind, 0):
                         raise
-                    time.sleep(2**attempt if e.kind == 429 else 0.2)
+                    time.sleep(_backoff(e.kind, attempt))
 
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
         """One streamed reply, its text shown as it comes; a failure after text keeps that text."""
@@ -428,12 +424,10 @@ class Model:
 
     def sent(self, messages: list[dict]) -> list[dict]:
         """The messages as sent: a turn that only called tools gets the content each template accepts."""
-        silent = {"content": ""}
+        content = ""
         if self.name.startswith(NULL_CONTENT):
-            silent = {"content": None}
-        return [
-            {**m, **silent} if m.get("tool_calls") and not m.get("content") else m for m in messages
-        ]
+            content = None
+        return [_with_content(m, content) for m in messages]
 
     def hint(self, kind, detail: str) -> str:
         env = ", ".join(self.wire.key_names(self.name)) or "the provider's API key variable"
@@ -475,8 +469,7 @@ class Model:
     def learn(self, said: str, messages: list[dict]) -> None:
         """The context size in a server's overflow error (or, from Ollama's excess, the request's
         size less it), kept for the session: Context.limit plans for it from now on."""
-        found = next((m for p in OVERFLOW if (m := re.search(p, said, re.I))), None)
-        size = int(found[1]) if found else None
+        size = _said_size(said)
         over = re.search(OVER_BY, said, re.I)
         if size is None and over and messages:
             counted = self.count_tokens(messages) or estimate(json.dumps(messages))
@@ -582,14 +575,19 @@ class Model:
     def listed_size(self, listed: list[dict]) -> int | None:
         """The context size in this model's entry (the only entry, if none has its name)."""
         wanted = self.name.split("/", 1)[1]
-        entry = next((m for m in listed if m.get("id") == wanted), None)
-        entry = entry or (listed[0] if len(listed) == 1 else {})
-        sizes = [entry.get(k) for k in LISTED if isinstance(entry.get(k), int)]
-        return sizes[0] if sizes else None
+        entry = next((m for m in listed if m.get("id") == wanted), {})
+        if not entry and len(listed) == 1:
+            entry = listed[0]
+        for key in LISTED:
+            if isinstance(entry.get(key), int):
+                return entry[key]
+        return None
 
     def tool_prompt(self, tools: list[dict]) -> str:
         """The tools described in the system prompt, when calls are written as text."""
-        return toolcalls.describe(tools) if self.text_tools else ""
+        if not self.text_tools:
+            return ""
+        return toolcalls.describe(tools)
 
 
 class Litellm:
@@ -645,6 +643,28 @@ class Litellm:
         if request.get("tools"):  # the private flag skips litellm's MCP gateway (it needs `mcp`)
             kwargs["_skip_mcp_handler"] = True
         return kwargs
+
+
+def _backoff(kind, attempt: int) -> float:
+    """Seconds before a retry: a rate limit waits longer each time, anything else a moment."""
+    if kind == 429:
+        return 2**attempt
+    return 0.2
+
+
+def _with_content(message: dict, content) -> dict:
+    """A message as sent: one that only called tools gets the content its template accepts."""
+    if message.get("tool_calls") and not message.get("content"):
+        return {**message, "content": content}
+    return message
+
+
+def _said_size(said: str) -> int | None:
+    """The context size a server's overflow error states, in the words of the first that match."""
+    for pattern in OVERFLOW:
+        if found := re.search(pattern, said, re.I):
+            return int(found[1])
+    return None
 
 
 def _answer(litellm, chunks: list, request: dict) -> dict:
@@ -708,9 +728,12 @@ def _body_said(e: Exception, text: str) -> str:
     body = getattr(e, "body", None)
     with contextlib.suppress(Exception):  # a streamed response not read has no text
         body = body or e.response.text
-    body = json.dumps(body) if isinstance(body, (dict, list)) else str(body or "")
-    body = re.sub(r"\s+", " ", body)[:2000]
-    return f"{text} {body}" if body and body not in text else text
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+    body = re.sub(r"\s+", " ", str(body or ""))[:2000]
+    if not body or body in text:
+        return text
+    return f"{text} {body}"
 
 
 def _get_json(url: str, data: bytes | None = None):
@@ -727,7 +750,9 @@ def _gather(streamed, chunks: list, on_text) -> None:
         chunks.append(chunk)
         if _past_the_cap(chunk):  # the rest is not read: bounded time and memory
             return
-        text = chunk.choices[0].delta.content if chunk.choices else None
+        if not chunk.choices:
+            continue
+        text = chunk.choices[0].delta.content
         if text and on_text:
             on_text(text)
 
@@ -735,8 +760,9 @@ def _gather(streamed, chunks: list, on_text) -> None:
 def _past_the_cap(chunk) -> bool:
     """A chunk that starts a tool call past toolcalls.MAX_CALLS (so one more than the cap is kept:
     the agent sees that the reply held more)."""
-    delta = chunk.choices[0].delta if chunk.choices else None
-    calls = getattr(delta, "tool_calls", None) or []
+    if not chunk.choices:
+        return False
+    calls = getattr(chunk.choices[0].delta, "tool_calls", None) or []
     return any((getattr(c, "index", 0) or 0) >= toolcalls.MAX_CALLS for c in calls)
 
 
@@ -744,10 +770,8 @@ def _close(streamed) -> None:
     """End the HTTP response under a stream now, read to its end or not: closed by the garbage collector inside the
     next request, it waits for the pool lock that request holds, forever (httpcore issue 990)."""
     inner = getattr(streamed, "completion_stream", None)
-    for stream in (
-        getattr(inner, "streaming_response", None),
-        inner,
-    ):  # litellm's own iterators; the SDKs' streams
+    # litellm's own iterators; the SDKs' streams
+    for stream in (getattr(inner, "streaming_response", None), inner):
         with contextlib.suppress(Exception):
             stream.close()
 

@@ -51,12 +51,10 @@ EXTENSIONS = {f".{ext}": language for language, exts in dict(python="py", javasc
 INDEX = "map_index.db"  # in ~/.amas/projects/<id>/: a clone's .amas/ could ship one (see index)
 OLD_CACHE = ".amas/map_cache.json"
 MAP = ".amas/project_map.md"
-INDEX_VERSION = (
-    6  # bump when extraction or the index's layout changes, so older indexes are built again
-)
-MAP_BYTES = (
-    300_000  # project_map.md lists the best-ranked files up to this size, the rest by folder
-)
+# bump when extraction or the index's layout changes, so older indexes are built again
+INDEX_VERSION = 6
+# project_map.md lists the best-ranked files up to this size, the rest by folder
+MAP_BYTES = 300_000
 FOLDERS = 2_000  # folders counted at the end of project_map.md, at most
 CROWD = 100  # files in a folder from which look-alikes group by their symbols alone
 DIGITS = re.compile(r"\d+")
@@ -116,11 +114,9 @@ def _holds(node):
     """JS/TS: a function assigned is listed; an object literal holding methods is listed with them."""
     value = node.child_by_field_name("value") or node.child_by_field_name("right")
     if getattr(value, "type", None) == "object":
-        return (
-            CLASS
-            if any(c.type == "method_definition" or _holds(c) == DEF for c in value.children)
-            else None
-        )
+        if any(c.type == "method_definition" or _holds(c) == DEF for c in value.children):
+            return CLASS
+        return None
     functions = dict.fromkeys(
         ["arrow_function", "function_expression", "function", "generator_function"], DEF
     )
@@ -144,11 +140,13 @@ TS = {**JS, **_nodes("type_alias_declaration enum_declaration function_signature
 C = _nodes("function_definition struct_specifier union_specifier type_definition", "",
            "preproc_if preproc_ifdef preproc_else preproc_elif")
 LANGUAGES = dict(
+    # `if TYPE_CHECKING:` guards definitions
     python=_nodes("function_definition", "class_definition", "decorated_definition block if_statement elif_clause "
-                  "else_clause try_statement except_clause finally_clause"),  # `if TYPE_CHECKING:` guards definitions
+                  "else_clause try_statement except_clause finally_clause"),
     javascript=JS, typescript=TS, tsx=TS, c=C,
+    # Go's grouped `type ( ... )` names each spec alone
     go=_nodes("function_declaration method_declaration type_alias method_elem", "type_spec",
-              "type_declaration interface_type"),  # Go's grouped `type ( ... )` names each spec alone
+              "type_declaration interface_type"),
     rust=_nodes("function_item function_signature_item struct_item enum_item union_item type_item macro_definition",
                 "trait_item impl_item mod_item", "declaration_list"),
     java=_nodes("method_declaration constructor_declaration annotation_type_element_declaration", "class_declaration "
@@ -157,21 +155,14 @@ LANGUAGES = dict(
     cpp={**C, **_nodes("", "struct_specifier class_specifier namespace_definition",
                        "field_declaration_list declaration_list template_declaration linkage_specification")})
 # fmt: on
-BODIED = {
-    "struct_specifier",
-    "union_specifier",
-    "class_specifier",
-    "type_definition",
-}  # listed if they have a body
+# listed if they have a body
+BODIED = {"struct_specifier", "union_specifier", "class_specifier", "type_definition"}
 OPENERS = ("{", "field_declaration_list")  # where a definition without a body field opens its block
-NAME_FIELDS = (
-    "name",
-    "declarator",
-    "left",
-    "property",
-    "key",
-    "type",
-)  # followed down to the defined name
+# followed down to the defined name
+NAME_FIELDS = ("name", "declarator", "left", "property", "key", "type")
+ANNOTATIONS = ("annotation", "marker_annotation", "attribute_item")
+# the tsx grammar ships in the typescript package
+GRAMMARS = {"tsx": "typescript"}
 
 
 @functools.cache
@@ -180,9 +171,7 @@ def _parser(language: str):
 
     from tree_sitter import Language, Parser
 
-    grammar = importlib.import_module(
-        f"tree_sitter_{'typescript' if language == 'tsx' else language}"
-    )
+    grammar = importlib.import_module(f"tree_sitter_{GRAMMARS.get(language, language)}")
     return Parser(Language((getattr(grammar, f"language_{language}", None) or grammar.language)()))
 
 
@@ -195,12 +184,9 @@ def _checker(language: str):
 def syntax_error(path: Path, old: bytes | None, new: bytes) -> int | None:
     """The 1-based line of the first parse error an edit brought into a file the map parses: None
     when the new text parses, the old one did not either, or the map does not know the language."""
-    language = EXTENSIONS.get(path.suffix.lower())
-    if language is None or len(new) > MAX_BYTES or b"\0" in new[:8192]:
+    if path.suffix.lower() not in EXTENSIONS or len(new) > MAX_BYTES or b"\0" in new[:8192]:
         return None
-    # a .h holding C++ parses as C++, as the map reads it
-    language = "cpp" if path.suffix == ".h" and CPP.search(new) else language
-    parser = _checker(language)
+    parser = _checker(_language(path, new))
     if old and parser.parse(old).root_node.has_error:
         return None
     node = parser.parse(new).root_node
@@ -215,6 +201,13 @@ def syntax_error(path: Path, old: bytes | None, new: bytes) -> int | None:
     return node.start_point[0] + 1
 
 
+def _language(path: Path, source: bytes) -> str:
+    """The grammar a file is read with, by its extension; a .h holding C++ is read as C++."""
+    if path.suffix == ".h" and CPP.search(source):
+        return "cpp"
+    return EXTENSIONS[path.suffix.lower()]
+
+
 def symbols(source: bytes, language: str) -> list[list]:
     """[depth, 1-based line of the name, name, signature] for each class, function and method in source."""
     return list(_walk(_parser(language).parse(source).root_node, LANGUAGES[language], source, 0))
@@ -222,23 +215,41 @@ def symbols(source: bytes, language: str) -> list[list]:
 
 def _walk(node, table: dict, source: bytes, depth: int):
     for child in node.children:
-        # not the keyword in `declare module "x"`
-        kind = table.get(child.type) if child.is_named else None
-        # an error hides nothing
-        kind = WALK if child.type == "ERROR" else kind(child) if callable(kind) else kind
+        kind = _kind(child, table)
         # `typedef struct node node_t;`
         if kind is None or (child.type in BODIED and not _body(child)):
             continue
         if kind != WALK:
-            name = child
-            while (
-                inner := next(filter(None, map(name.child_by_field_name, NAME_FIELDS)), None)
-            ) is not None:
-                name = inner  # through C declarators (`*\nf(void)`), JS member assignments and Rust impls
+            name = _name(child)
             label = name.text.decode(errors="replace").strip("'\"`")
             yield [depth, name.start_point.row + 1, label, _signature(child, source)]
         if kind != DEF:
             yield from _walk(child, table, source, depth + (kind == CLASS))
+
+
+def _kind(child, table: dict):
+    """What the walk does with a node, by the table: list it (DEF, CLASS), look inside (WALK), or
+    pass it by (None)."""
+    # an error hides nothing
+    if child.type == "ERROR":
+        return WALK
+    # not the keyword in `declare module "x"`
+    if not child.is_named:
+        return None
+    kind = table.get(child.type)
+    if callable(kind):
+        return kind(child)
+    return kind
+
+
+def _name(node):
+    """The node of a definition's name, down its name fields: through C declarators (`*\nf(void)`),
+    JS member assignments and Rust impls."""
+    while True:
+        inner = next(filter(None, map(node.child_by_field_name, NAME_FIELDS)), None)
+        if inner is None:
+            return node
+        node = inner
 
 
 def _body(node) -> tuple[int, int] | None:
@@ -247,22 +258,20 @@ def _body(node) -> tuple[int, int] | None:
         body = owner.child_by_field_name("body") or next(
             (c for c in owner.children if c.type in OPENERS), None
         )
-        if body is not None:
-            return (
-                body.start_byte,
-                owner.end_byte if body.type == "{" else body.end_byte,
-            )  # `struct S(T) where …`
+        if body is None:
+            continue
+        end = body.end_byte
+        # the block opened by a bare `{` (`struct S(T) where …`) ends with its owner
+        if body.type == "{":
+            end = owner.end_byte
+        return body.start_byte, end
     return None
 
 
 def _noise(node, end: int):
     """Byte ranges of the comments and annotations before `end`: never part of a signature."""
     for child in (c for c in node.children if c.start_byte < end):
-        if child.type.endswith("comment") or child.type in (
-            "annotation",
-            "marker_annotation",
-            "attribute_item",
-        ):
+        if child.type.endswith("comment") or child.type in ANNOTATIONS:
             yield child.start_byte, child.end_byte
         elif child.child_count:
             yield from _noise(child, end)
@@ -272,27 +281,43 @@ def _signature(node, source: bytes) -> str:
     """The definition on one line without its body, comments or annotations: `def foo(a, b) -> int`."""
     text = b""
     at = node.start_byte
-    body = _body(node)
     end = min(node.end_byte, at + 8 * SIGNATURE)
-    # most signatures hold no comment or annotation: skip walking them
-    cut = body[0] if body else end
-    noise = _noise(node, cut) if NOISY.search(source, at, cut) else ()
-    for cut_start, cut_end in sorted([*noise, *([body] if body else [])]):
+    for cut_start, cut_end in _cuts(node, source, end):
         text = text + source[at : max(at, cut_start)] + b" "
         at = max(at, cut_end)
-    text += source[
-        at : max(at, end)
-    ]  # C's `typedef struct {...} name;` keeps the name after the body
+    # C's `typedef struct {...} name;` keeps the name after the body
+    text += source[at : max(at, end)]
     line = SPACES.sub("", " ".join(text.decode("utf-8", errors="replace").split())).rstrip(" {:;=,")
-    line = "type " * (node.type in ("type_spec", "type_alias")) + _decorators(node) + line
-    return line if len(line) <= SIGNATURE else line[: SIGNATURE - 1] + "…"
+    line = _decorators(node) + line
+    if node.type in ("type_spec", "type_alias"):
+        line = "type " + line
+    if len(line) > SIGNATURE:
+        line = line[: SIGNATURE - 1] + "…"
+    return line
+
+
+def _cuts(node, source: bytes, end: int) -> list[tuple[int, int]]:
+    """The byte ranges a signature leaves out, in order: the body, and the comments and annotations
+    before it (or before end)."""
+    cuts = []
+    cut = end
+    body = _body(node)
+    if body:
+        cuts.append(body)
+        cut = body[0]
+    # most signatures hold no comment or annotation: skip walking them
+    if NOISY.search(source, node.start_byte, cut):
+        cuts += _noise(node, cut)
+    return sorted(cuts)
 
 
 def _decorators(node) -> str:
     """What goes before a decorated definition's signature: `@x.setter ` of `def x(self, v)`."""
     # a node walked has a parent
-    around = node.parent.children if node.parent.type == "decorated_definition" else ()
-    found = [re.match(rb"@\s*[\w.]+", d.text) for d in around if d.type == "decorator"]
+    if node.parent.type != "decorated_definition":
+        return ""
+    decorators = [d for d in node.parent.children if d.type == "decorator"]
+    found = [re.match(rb"@\s*[\w.]+", d.text) for d in decorators]
     return "".join(m[0].decode() + " " for m in found if m)
 
 
@@ -304,19 +329,27 @@ def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
     if read is None:  # a link loop or dangling link, no permission, not a regular file
         return rel, None, "unreadable"
     st, source = read
-    why = "too large" if st.st_size > MAX_BYTES else "binary" * project.looks_binary(source)
-    cpp = path.suffix == ".h" and CPP.search(source)
-    language = "cpp" if cpp else EXTENSIONS[path.suffix.lower()]
-    try:
-        found = [] if why else symbols(source, language)
-    # a grammar that fails to load or parse costs that file its symbols, never the map
-    except Exception:
-        why = "unparsable"
+    why = _unmapped(st, source)
     if why:
         return rel, None, why
+    language = _language(path, source)
+    try:
+        found = symbols(source, language)
+    # a grammar that fails to load or parse costs that file its symbols, never the map
+    except Exception:
+        return rel, None, "unparsable"
     low = bool(LOW_RANK.search(rel) or GENERATED.search(source[:600]))
     words = " ".join(dict.fromkeys(IDENTIFIER.findall(source.decode("latin-1"))))
     return rel, [st.st_mtime_ns, st.st_size, language, low, words, found], "reparsed"
+
+
+def _unmapped(st: os.stat_result, source: bytes) -> str:
+    """Why a file's symbols are not read: it is too large, or binary; "" when they are."""
+    if st.st_size > MAX_BYTES:
+        return "too large"
+    if project.looks_binary(source):
+        return "binary"
+    return ""
 
 
 def _source(path: Path) -> tuple[os.stat_result, bytes] | None:
@@ -325,7 +358,9 @@ def _source(path: Path) -> tuple[os.stat_result, bytes] | None:
         if not path.is_file():  # a FIFO would block the read; a submodule is a folder
             return None
         st = path.stat()
-        return st, b"" if st.st_size > MAX_BYTES else path.read_bytes()
+        if st.st_size > MAX_BYTES:
+            return st, b""
+        return st, path.read_bytes()
     except OSError:
         return None
 
@@ -539,10 +574,11 @@ def _insert(db, rel: str, entry: list) -> int:
     row = (rel, rel.rpartition("/")[2], *entry[: WORDS + 1], len(found), shape, size)
     key = db.execute(INSERT, row).lastrowid
     db.executemany("INSERT INTO symbols VALUES (?, ?, ?, ?, ?, 0)", [(key, *s) for s in found])
+    weights = dict.fromkeys(_words(" ".join({s[2] for s in found})), 1)
     # a word in the path says more than a symbol's
-    in_path = _words(rel.rsplit(".", 1)[0]) if found else set()
-    words = _words(" ".join({s[2] for s in found})) | in_path
-    db.executemany(POSTING, [(word, key, 3 if word in in_path else 1) for word in words])
+    if found:
+        weights |= dict.fromkeys(_words(rel.rsplit(".", 1)[0]), 3)
+    db.executemany(POSTING, [(word, key, weight) for word, weight in weights.items()])
     return key
 
 
@@ -573,7 +609,9 @@ def _regroup(db) -> None:
     groups = defaultdict(list)
     for key, rel, shape, *_ in rows:
         folder = rel.rpartition("/")[0]
-        where = folder + "/" if crowds[folder] >= CROWD else DIGITS.sub("#", rel)
+        where = DIGITS.sub("#", rel)
+        if crowds[folder] >= CROWD:
+            where = folder + "/"
         groups[where, shape].append(key)
     lead = {key: members[0] for members in groups.values() for key in members}
     alike = {members[0]: len(members) - 1 for members in groups.values()}
@@ -600,7 +638,9 @@ def _totals(db) -> None:
 
 
 def _shown(rel: str, alike: int) -> str:
-    return f"{rel} (+{alike} alike)" if alike else rel
+    if not alike:
+        return rel
+    return f"{rel} (+{alike} alike)"
 
 
 def _write_map(root: Path, db, stats: Counter, seconds: float) -> None:
@@ -662,17 +702,22 @@ def _by_folder(db, listed: set[int]) -> list[str]:
         f"- {f} {ui.plural(files[f], 'file')}, {ui.plural(symbols_in[f], 'symbol')}"
         for f in folders[:FOLDERS]
     ]
-    return lines + (
-        [f"- … and {len(folders) - FOLDERS} more folders"] if len(folders) > FOLDERS else []
-    )
+    if len(folders) > FOLDERS:
+        lines.append(f"- … and {len(folders) - FOLDERS} more folders")
+    return lines
 
 
 def _words(text: str) -> set[str]:
     """Word roots: `resolveRedirects` -> {resolv, redirect}, at least 3 letters each."""
-    return {
-        stem if len(stem := SUFFIX.sub("", word)) >= 3 else word
-        for word in {w.lower() for w in WORD.findall(text)}
-    }
+    return {_stem(word) for word in {w.lower() for w in WORD.findall(text)}}
+
+
+def _stem(word: str) -> str:
+    """A word without its suffix (`redirects` -> `redirect`), unless under 3 letters are left."""
+    stem = SUFFIX.sub("", word)
+    if len(stem) < 3:
+        return word
+    return stem
 
 
 def _query_scores(db, query: str, groups: int) -> tuple[Counter, frozenset]:
@@ -704,18 +749,18 @@ def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, froze
     scores, roots = _query_scores(db, query, groups)
     # the shortest name costs ~3.4 tokens: no more files can be named
     limit = int(budget / 3.4) + 31
-    keys = {
-        *sorted(scores, key=scores.get, reverse=True)[:limit],
-        *_keys(db, TOUCHED_IDS, sorted(touched)),
-    }
+    keys = set(sorted(scores, key=scores.get, reverse=True)[:limit])
+    keys |= _keys(db, TOUCHED_IDS, sorted(touched))
     for tier in ("lead", "tail"):
         keys.update(key for (key,) in db.execute(BEST.format(tier=tier), (limit,)))
     rows = _rows(db, keys)
-    touched_keys = {key for key in keys if rows[key][0] in touched}
+    touched_keys = [key for key in keys if rows[key][0] in touched]
+    # a file read or changed in the conversation ranks as one asked about
+    scores.update(dict.fromkeys(touched_keys, TOUCHED))
 
     def order(key):
         rel, static, grp, alike, count = rows[key]
-        asked = scores[key] + TOUCHED * (key in touched_keys)
+        asked = scores[key]
         # a look-alike nobody asked about comes after every other file; ties favour files of their own
         return grp != key and not asked, -(static / top + asked), alike > 0, -count, rel
 
@@ -763,10 +808,9 @@ def _packed(db, query: str, touched: set[str], budget: int) -> str:
     rest = []
     used = 0
     for key, shown in ranked:
-        found = (
-            db.execute(SYMBOLS, (key,)).fetchall() if room - used > 12 and len(rest) < 30 else ()
-        )
-        block = _block(shown, found, roots) if found else ""
+        block = ""
+        if room - used > 12 and len(rest) < 30:
+            block = _block(shown, db.execute(SYMBOLS, (key,)).fetchall(), roots)
         if block and used + _tokens(block) <= room:  # one that does not fit is skipped, not the end
             parts.append(block)
             used += _tokens(block)
@@ -776,7 +820,10 @@ def _packed(db, query: str, touched: set[str], budget: int) -> str:
 
 
 def _block(rel: str, found: list, roots: frozenset) -> str:
-    """A file's path and its most referenced symbols (those the user named first), each with its class."""
+    """A file's path and its most referenced symbols (those the user named first), each with its
+    class; "" for a file without symbols."""
+    if not found:
+        return ""
     best = {}  # name -> its symbol ranked first: overloads of one name are shown once
     named = [bool(roots and roots & _words(symbol[2])) for symbol in found]
     for i in sorted(range(len(found)), key=lambda i: (named[i], found[i][4]), reverse=True):
@@ -787,7 +834,9 @@ def _block(rel: str, found: list, roots: frozenset) -> str:
         keep |= {max(j for j in range(i) if found[j][0] == depth) for depth in range(found[i][0])}
     lines = [rel] + [f"{'  ' * (found[i][0] + 1)}{found[i][3][:LINE]}" for i in sorted(keep)]
     more = len(found) - len(keep)
-    return "\n".join(lines + ([f"  (+{more} more)"] if more else []))
+    if more:
+        lines.append(f"  (+{more} more)")
+    return "\n".join(lines)
 
 
 @functools.lru_cache(maxsize=4096)  # file and folder names come back at every call
@@ -809,7 +858,9 @@ def _more(rest: list[str], room: float) -> list[str]:
             chosen.append(rel)
             folders.update("/".join(parts[:i]) for i in new)
             used += cost
-    return ["More files:", *_tree(chosen)] if chosen else []
+    if not chosen:
+        return []
+    return ["More files:", *_tree(chosen)]
 
 
 def _tree(rels: list[str]) -> list[str]:
@@ -818,8 +869,12 @@ def _tree(rels: list[str]) -> list[str]:
     for folder, _, name in (rel.rpartition("/") for rel in sorted(rels)):
         names[folder].append(name)
     folders = {"/".join(f.split("/")[:i]) for f in names if f for i in range(1, f.count("/") + 2)}
-    lines = [f"./: {', '.join(names[''])}"] if "" in names else []
+    lines = []
+    if "" in names:
+        lines.append(f"./: {', '.join(names[''])}")
     for folder in sorted(folders, key=lambda f: f.split("/")):  # `a/b` before `a-b`: parents first
-        listed = f": {', '.join(names[folder])}" if folder in names else ""
-        lines.append("  " * folder.count("/") + folder.rsplit("/", 1)[-1] + "/" + listed)
+        line = "  " * folder.count("/") + folder.rsplit("/", 1)[-1] + "/"
+        if folder in names:
+            line += f": {', '.join(names[folder])}"
+        lines.append(line)
     return lines

@@ -24,7 +24,9 @@ def place(url: str) -> str:
     except ValueError:  # a port that is not a number
         port = 0
     host = (parts.hostname or "").lower()
-    return f"{'[' + host + ']' if ':' in host else host}:{port}"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{port}"
 
 
 class Proxy:
@@ -58,12 +60,14 @@ class _Handler(socketserver.StreamRequestHandler):
     rbufsize = 0  # unbuffered: what follows the request's head is pumped, never left in a buffer
 
     def handle(self) -> None:
-        method, target, version = (self.rfile.readline(8192).decode("latin-1").split() + [""] * 3)[
-            :3
-        ]
+        words = self.rfile.readline(8192).decode("latin-1").split()
+        method, target, version = (words + ["", "", ""])[:3]
         head = _head(self.rfile)
         connect = method == "CONNECT"
-        where = place(f"//{target}" if connect else target)
+        url = target
+        if connect:  # host:port, which urlsplit reads as a host only after //
+            url = f"//{target}"
+        where = place(url)
         if not self.server.known(where) or where.endswith(":0"):
             self.wfile.write(REFUSED)
             return
@@ -113,7 +117,9 @@ def _forwarded(method: str, target: str, version: str, head: list[bytes]) -> byt
     """A plain http request as the server takes it: its path, not the whole URL, and one request
     per connection (a next one may be for another host, which is judged again)."""
     parts = urlsplit(target)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    path = parts.path or "/"
+    if parts.query:
+        path += f"?{parts.query}"
     kept = [line for line in head if not line.lower().startswith(HOP_BY_HOP)]
     first = f"{method} {path} {version}\r\n".encode("latin-1")
     return first + b"".join(kept) + b"Connection: close\r\n\r\n"
@@ -121,9 +127,9 @@ def _forwarded(method: str, target: str, version: str, head: list[bytes]) -> byt
 
 def _pump(a: socket.socket, b: socket.socket) -> None:
     """Bytes both ways until either side closes or both stay silent for IDLE seconds."""
-    ends = [a, b]
+    other = {a: b, b: a}
     while True:
-        ready, _, _ = select.select(ends, [], [], IDLE)
+        ready, _, _ = select.select([a, b], [], [], IDLE)
         if not ready:
             return
         for end in ready:
@@ -131,6 +137,6 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
                 data = end.recv(65536)
                 if not data:
                     return
-                (b if end is a else a).sendall(data)
+                other[end].sendall(data)
             except OSError:  # reset by either side
                 return
