@@ -102,30 +102,51 @@ def files(root: Path, read: tuple[str, ...] = (), grant: str = "", plan: bool = 
     is on disk now."""
     root = Path(root)
     writable = writable_root(root)
-    hidden = _home() if writable else None  # else the project shows the home, read-only
-    shown = _shown(hidden, read) if hidden else []
+    hidden = None  # the home, hidden; none where the project holds it (it shows it, read-only)
+    shown = []
+    if writable:
+        hidden = _home()
+    if hidden:
+        shown = _shown(hidden, read)
     folder = []
     if grant.startswith("/"):
         folder = [grant]
-    places = [["--ro-bind", os.path.realpath(place), place] for place in shown]
-    gitconfig = _gitconfig(hidden)  # git's identity, without the tokens ~/.gitconfig may hold
-    if gitconfig:
-        places.append(gitconfig)
-    # plan mode: the project bound read-only
-    args = _binds(root, writable and not plan, hidden, places + [["--bind", f, f] for f in folder])
-    if hidden:  # of the credential places, only those the box shows need hiding
-        hiding = _hidden() + _hidden(TOOL_CREDENTIALS)
-        args += _in_sight(hiding, hidden, [*shown, str(root), *folder])
-    else:  # the home is in sight: other tools' tokens and browser profiles hidden too
-        args += _hidden() + _hidden(TOOL_CREDENTIALS) + _gitconfig(_home(), over=True)
-    if writable and not plan:
-        args += _repository(root, grant) + _steering_read_only(root)
-    if plan and (root / ".amas" / "config.yaml").is_file():  # its key stays unreadable
-        args += ["--ro-bind", "/dev/null", str(root / ".amas" / "config.yaml")]
-    args += _git_outside(root, folder)
+    args = _binds(root, writable and not plan, hidden, _places(hidden, shown, folder))
+    args += _credentials_hidden(hidden, [*shown, str(root), *folder])
+    args += _inside(root, writable, grant, plan) + _git_outside(root, folder)
     if hidden:
         args += ["--remount-ro", hidden]
     return args
+
+
+def _places(home: str | None, shown: list[str], folder: list[str]) -> list[list[str]]:
+    """The binds besides the project's: the home's places shown read-only, git's identity (a copy
+    without the tokens ~/.gitconfig may hold), and a folder granted for one run, writable."""
+    places = [["--ro-bind", os.path.realpath(place), place] for place in shown]
+    gitconfig = _gitconfig(home)
+    if gitconfig:
+        places.append(gitconfig)
+    return places + [["--bind", f, f] for f in folder]
+
+
+def _credentials_hidden(home: str | None, seen: list[str]) -> list[str]:
+    """Credential places and other tools' tokens hidden: in a hidden home only those the box shows
+    (in seen), else every one, and git's config over by amas's copy."""
+    hiding = _hidden() + _hidden(TOOL_CREDENTIALS)
+    if home:
+        return _in_sight(hiding, home, seen)
+    return hiding + _gitconfig(_home(), over=True)
+
+
+def _inside(root: Path, writable: bool, grant: str, plan: bool) -> list[str]:
+    """In a writable project, the repository and what steers read-only (but for a grant); in plan
+    mode, where the project is read-only whole, the project config's key unreadable."""
+    config = root / ".amas" / "config.yaml"
+    if plan and config.is_file():
+        return ["--ro-bind", "/dev/null", str(config)]
+    if writable and not plan:
+        return _repository(root, grant) + _steering_read_only(root)
+    return []
 
 
 def _binds(root: Path, writable: bool, home: str | None, places: list[list[str]]) -> list[str]:
