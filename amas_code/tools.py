@@ -136,18 +136,7 @@ class Tools:
             )
         sig = inspect.signature(getattr(self, name))
         args = _tolerant(name, sig, call.args)
-        required = [p.name for p in sig.parameters.values() if p.default is p.empty]
-        missing = [key for key in required if key not in args]
-        if missing:
-            raise ValueError(f"{name} is missing required argument(s): {', '.join(missing)}")
-        unknown = [key for key in args if key not in sig.parameters]
-        if unknown:
-            takes = ", ".join(sig.parameters)
-            raise ValueError(f"{name} has no argument(s) {', '.join(unknown)}; it takes {takes}")
-        if args.get("path") == "":
-            raise ValueError(
-                f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
-            )
+        _bound(name, sig, args)
         return args
 
     def check_plan(self, name: str) -> None:
@@ -177,6 +166,17 @@ class Tools:
         self.touched.add(shown(self.root, change.path))
         if change.verb != "edit" or change.path in self.seen:
             self.saw(change.path)
+
+    def seen_as(self, path: Path) -> str:
+        """How much of a file the model has seen: "read" (as it is now), "unread" (never),
+        "changed" (not since it changed), or "outside" (a place outside the project)."""
+        if self.gate.where(path):
+            return "outside"
+        if path not in self.seen:
+            return "unread"
+        if self.seen[path] != _version(path):
+            return "changed"
+        return "read"
 
     def unseen(self, path: Path, old: bytes) -> None:
         """ValueError when replacing a file whose content the model has not seen (never read in
@@ -287,14 +287,7 @@ class Tools:
             new_str = new_str.replace("\r\n", "\n")
         # the file as the model sees it, where [REDACTED] stands for the value at its place
         view = redact.Masked(self.secrets, text)
-        known = "read"
-        if self.gate.where(p):
-            known = "outside"
-        elif p not in self.seen:
-            known = "unread"
-        elif self.seen[p] != _version(p):
-            known = "changed"
-        at = _found_once(view, old_str, path, known)
+        at = _found_once(view, old_str, path, self.seen_as(p))
         new = view.replace(at, old_str, new_str)
         if new is None:
             raise ValueError(
@@ -716,6 +709,22 @@ def _numbered(lines: list[str], offset: int, total: int) -> str:
             f"[{why}: lines {offset + 1}-{end} of {total} shown; read_file offset={end} reads on]"
         )
     return "\n".join(out)
+
+
+def _bound(name: str, sig: inspect.Signature, args: dict) -> None:
+    """ValueError unless args bind to the signature: none missing, none unknown, no empty path."""
+    required = [p.name for p in sig.parameters.values() if p.default is p.empty]
+    missing = [key for key in required if key not in args]
+    if missing:
+        raise ValueError(f"{name} is missing required argument(s): {', '.join(missing)}")
+    unknown = [key for key in args if key not in sig.parameters]
+    if unknown:
+        takes = ", ".join(sig.parameters)
+        raise ValueError(f"{name} has no argument(s) {', '.join(unknown)}; it takes {takes}")
+    if args.get("path") == "":
+        raise ValueError(
+            f"the path for {name} is empty; name a file or folder, e.g. README.md or ."
+        )
 
 
 def _tolerant(name: str, sig: inspect.Signature, args: dict) -> dict:
