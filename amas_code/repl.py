@@ -38,7 +38,8 @@ HELP_COLUMN = 15  # where /help's descriptions start
 
 def cmd_undo(agent, arg):
     """Take back the last n turns (default 1): /undo [n]."""
-    if not arg.strip().isdigit() and arg.strip() or arg.strip() == "0":
+    count = arg.strip() or "1"
+    if not count.isdigit() or count == "0":
         return ui.error(
             f"/undo takes a number of turns (1 or more), not {arg.strip()!r}; nothing changed"
         )
@@ -46,18 +47,21 @@ def cmd_undo(agent, arg):
     if checkpoint is None:
         return _off()
     try:
-        chain = checkpoint.turns(int(arg.strip() or 1))
+        chain = checkpoint.turns(int(count))
     except CheckpointError as e:
         return ui.error(str(e))
     ui.info("taking back: " + "; ".join(cp["label"] for cp in chain if not cp["idle"]))
     earlier = [cp for cp in checkpoint.earlier(len(chain)) if cp["files"]]
     if earlier and not _ask(_made_before(earlier)):
         return ui.error("cancelled; nothing changed")
-    done = _checkpoints(agent, "undone", lambda: checkpoint.undo(len(chain), _ask))
-    left = sorted(
-        {p for cp in chain for p in cp.get("left", []) if os.path.lexists(agent.root / p)}
-    )
-    if done and left:
+    if _checkpoints(agent, "undone", lambda: checkpoint.undo(len(chain), _ask)):
+        _left(agent.root, chain)
+
+
+def _left(root: Path, chain: list[dict]) -> None:
+    """What an undo left in place, said: made by a command, but no checkpoint holds a copy."""
+    left = sorted({p for cp in chain for p in cp.get("left", []) if os.path.lexists(root / p)})
+    if left:
         ui.info(
             f"left in place: {', '.join(map(ui.clean, left))}: made by a command, but git ignores "
             "it or it is too big, so no checkpoint holds a copy (a .env may hold a key); delete it "
@@ -677,17 +681,7 @@ def step(agent, line: str) -> str:
     """One line typed at the prompt: a command, a shell line or a turn; how it went: "done",
     "stopped" (Ctrl+C, Esc or an error: what was typed meanwhile waits) or "quit"."""
     try:
-        if line.startswith("/"):
-            command(agent, line)
-        elif line.startswith("!"):
-            shell(agent, line[1:].strip())
-        elif line.startswith("# ") and "\n" not in line:  # a note to keep, as /remember
-            cmd_remember(agent, line[2:])
-        elif agent.tools.planning and line.strip().lower() == "go":  # the plan, carried out
-            cmd_plan(agent, "")
-            return _turn(agent, "Go ahead: carry out the plan.")
-        elif line:
-            return _turn(agent, line)
+        return _handled(agent, line)
     except EOFError:
         return "quit"
     except KeyboardInterrupt:
@@ -700,6 +694,22 @@ def step(agent, line: str) -> str:
     except Exception as e:  # a bug must not end the session or show a traceback
         ui.error(f"{type(e).__name__}: {e}")
         return "stopped"
+
+
+def _handled(agent, line: str) -> str:
+    """The line run as what it is: a slash command, !command, `# note`, `go` in plan mode, or a
+    message to the model."""
+    if line.startswith("/"):
+        command(agent, line)
+    elif line.startswith("!"):
+        shell(agent, line[1:].strip())
+    elif line.startswith("# ") and "\n" not in line:  # a note to keep, as /remember
+        cmd_remember(agent, line[2:])
+    elif agent.tools.planning and line.strip().lower() == "go":  # the plan, carried out
+        cmd_plan(agent, "")
+        return _turn(agent, "Go ahead: carry out the plan.")
+    elif line:
+        return _turn(agent, line)
     return "done"
 
 
