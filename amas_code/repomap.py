@@ -446,21 +446,14 @@ def _writable(path: Path, tmp: Path):
 
 def init(root: Path, ignore: list[str]) -> int:
     """Map the project into its index (see index) and .amas/project_map.md, parsing only files
-    changed since the last run."""
-    began = time.perf_counter()
+    changed since the last run; the exit code."""
     root = Path(root).resolve()
-    stats = Counter()
     sqlite3 = _sqlite()
     path = index(root)
     tmp = path.parent / f".{INDEX}.{os.getpid()}.tmp"
     made = not os.path.lexists(root / ".amas")
     try:
-        found = _sources(root, ignore)
-        db = _writable(path, tmp)
-        with closing(db):
-            _update(db, found, stats)
-            db.commit()
-            _write_map(root, db, stats, time.perf_counter() - began)
+        _mapped(root, ignore, tmp)
         os.replace(tmp, path)
         # the JSON cache of earlier versions: read whole at every prompt, now replaced by the index
         (root / OLD_CACHE).unlink(missing_ok=True)
@@ -474,6 +467,18 @@ def init(root: Path, ignore: list[str]) -> int:
     if made:
         _made(root)
     return 0
+
+
+def _mapped(root: Path, ignore: list[str], tmp: Path) -> None:
+    """The index brought up to date in tmp (from the index there was), and the map written."""
+    began = time.perf_counter()
+    stats = Counter()
+    found = _sources(root, ignore)
+    db = _writable(index(root), tmp)
+    with closing(db):
+        _update(db, found, stats)
+        db.commit()
+        _write_map(root, db, stats, time.perf_counter() - began)
 
 
 def _made(root: Path) -> None:
