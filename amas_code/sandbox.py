@@ -202,21 +202,30 @@ def tried(
     if result.startswith("$ "):
         line, _, said = result.partition("\n")
     places = _places(said, line, root, "mkdir" in programs)
-    mounts = []
-    if places:  # computed only for a command that named a place outside the project
-        mounts = _bwrap(root, box, {})
-        boxview.remove_stand_ins(mounts, root)  # made to be mounted: no box is made here
-    for path, read_only, folder, text in places:
-        seen, where = boxview.seen(path, mounts)
-        there = _existing(path)
-        if there == where and not os.path.lexists(path):  # it hides nothing the host has there
-            seen = seen.replace("hidden", "read-only")
-        refused = seen == "hidden" or (seen == "read-only" and read_only)
-        if not refused or _secret(path) or _secret(there):  # the model is told no more
-            continue
-        proposed, reason = _proposal(path, there, root, folder)
-        return Refusal(path, seen, _why(there, seen, where), text, proposed, reason)
+    if not places:  # the mounts are computed only for a command that named a place outside
+        return None
+    mounts = _bwrap(root, box, {})
+    boxview.remove_stand_ins(mounts, root)  # made to be mounted: no box is made here
+    for place in places:
+        refusal = _refusal(place, root, mounts)
+        if refusal:
+            return refusal
     return None
+
+
+def _refusal(place: tuple, root: Path, mounts: list[str]) -> Refusal | None:
+    """The box's refusal of one place a command named (path, whether it said it could not write
+    there, whether it names a folder, its line), read from the box's mounts; None if none."""
+    path, read_only, folder, text = place
+    seen, where = boxview.seen(path, mounts)
+    there = _existing(path)
+    if there == where and not os.path.lexists(path):  # it hides nothing the host has there
+        seen = seen.replace("hidden", "read-only")
+    refused = seen == "hidden" or (seen == "read-only" and read_only)
+    if not refused or _secret(path) or _secret(there):  # the model is told no more
+        return None
+    proposed, reason = _proposal(path, there, root, folder)
+    return Refusal(path, seen, _why(there, seen, where), text, proposed, reason)
 
 
 def _existing(path: str) -> str:
