@@ -262,7 +262,7 @@ class Act:
         env = redact.child_env(self.config)
         title = ui.command_summary(command.line, policy.programs(command.line))
         with ui.Tail(title, command.timeout) as tail:  # its limit beside its time
-            return sandbox.run(command, self.root, env, box, watch=tail.feed)
+            return sandbox.run(dataclasses.replace(command, env=env), self.root, box, tail.feed)
 
     def recording(self, effect: effects.Change | effects.Command, grant: str = ""):
         """The checkpoint around the effect; it gives the Record of what it made (None: off)."""

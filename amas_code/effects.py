@@ -20,10 +20,12 @@ class Change:
 
 @dataclass
 class Command:
-    """A shell line a tool wants run: the agent asks, checkpoints it and runs it."""
+    """A shell line a tool wants run: the agent asks, checkpoints it and runs it (with env, the
+    environment the agent gives it: see redact.child_env)."""
 
     line: str
     timeout: float
+    env: dict | None = None
 
 
 @dataclass

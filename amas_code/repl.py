@@ -191,11 +191,10 @@ def shell(agent, line: str) -> None:
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
     # as the user: no box
-    command = effects.Command(line, USER_TIMEOUT)
-    env = redact.child_env(agent.config)
+    command = effects.Command(line, USER_TIMEOUT, redact.child_env(agent.config))
     title = ui.command_summary(line, policy.programs(line))
     with ui.Tail(title, excerpt=False) as tail:  # its whole output follows
-        result = sandbox.run(command, agent.context.cwd, env, watch=tail.feed)
+        result = sandbox.run(command, agent.context.cwd, watch=tail.feed)
     ui.show_output(result.split("\n", 1)[-1])
     agent.ran(result)
 

@@ -409,7 +409,7 @@ def _succeeded(result: str) -> bool:
     return result[result.rfind("[exit code ") :].startswith("[exit code 0]")
 
 
-def run(command: effects.Command, root: Path, env: dict, box: Box | None = None, watch=None) -> str:
+def run(command: effects.Command, root: Path, box: Box | None = None, watch=None) -> str:
     """Run a shell line in root (boxed when box is given); stdout, stderr and exit code, each chunk
     also given to watch(text) as it comes. Whatever it started is gone when it returns."""
     import psutil
@@ -418,7 +418,7 @@ def run(command: effects.Command, root: Path, env: dict, box: Box | None = None,
     before = {p.pid for p in psutil.Process().children()}
     box = _ready(box)
     started = boxview.now()
-    proc = _start(command.line, Path(root), env, box)
+    proc = _start(command.line, Path(root), command.env or {}, box)
     try:
         out, err, note = _collect(proc, command.timeout, before, watch)
         note += _tidy_tmp(box)

@@ -26,7 +26,7 @@ COMMANDS = ("true", "git status --short", "python3 -c pass")
 def timed(command: str, root: Path, box) -> float:
     """Seconds one command takes through sandbox.run."""
     start = time.perf_counter()
-    sandbox.run(effects.Command(command, 30), root, dict(os.environ), box)
+    sandbox.run(effects.Command(command, 30, dict(os.environ)), root, box)
     return time.perf_counter() - start
 
 

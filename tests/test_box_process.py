@@ -1,6 +1,7 @@
 """The box's process side: its flags as a value, its seccomp filter on each ABI amas runs on, and
 real attacks through bubblewrap as root and as an unprivileged user."""
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -153,7 +154,9 @@ def test_network_mode_without_its_stack_says_so(monkeypatch, tmp_path):
         "commands run in a sandbox (bubblewrap): no network (no-such-stack missing)"
     )
     command = effects.Command("cat /proc/net/route; grep -c lo /proc/net/dev", 10)
-    result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box(network=True))
+    result = sandbox.run(
+        dataclasses.replace(command, env=dict(os.environ)), tmp_path, sandbox.Box(network=True)
+    )
     # the route table's header alone, and one interface: the box's own loopback
     lines = result.splitlines()
     assert lines[1].startswith("Iface\t") and lines[2:] == ["1", "[exit code 0]"]
@@ -331,7 +334,9 @@ def test_a_host_resolving_on_its_loopback_gives_the_network_box_slirps_resolver(
         pytest.skip("no box with a network here")
     monkeypatch.setattr(netstack, "loopback_resolver", lambda path: True)
     command = effects.Command("cat /etc/resolv.conf", 10)
-    result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box(network=True))
+    result = sandbox.run(
+        dataclasses.replace(command, env=dict(os.environ)), tmp_path, sandbox.Box(network=True)
+    )
     assert result == "$ cat /etc/resolv.conf\nnameserver 10.0.2.3\n[exit code 0]"
 
 
@@ -345,9 +350,13 @@ def test_without_a_filter_a_session_bus_is_not_there(monkeypatch, tmp_path):
     dial = f"s = socket.socket(socket.AF_UNIX); s.connect('{base}/user/1000/bus'); s.sendall(b'hi')"
     command = effects.Command(f'python3 -c "import socket; {dial}"', 10)
     try:
-        result = sandbox.run(command, tmp_path, dict(os.environ), sandbox.Box())
+        result = sandbox.run(
+            dataclasses.replace(command, env=dict(os.environ)), tmp_path, sandbox.Box()
+        )
         assert "FileNotFoundError" in result
-        assert "[exit code 0]" in sandbox.run(command, tmp_path, dict(os.environ))  # unboxed
+        assert "[exit code 0]" in sandbox.run(
+            dataclasses.replace(command, env=dict(os.environ)), tmp_path
+        )  # unboxed
     finally:
         server.close()
         shutil.rmtree(base)

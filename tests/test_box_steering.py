@@ -409,7 +409,7 @@ def test_a_command_that_cannot_be_protected_is_not_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "mkdir", full)
     with pytest.raises(PermissionError, match="could not keep .*.envrc from being made"):
-        sandbox.run(effects.Command("touch ran", 10), tmp_path, dict(os.environ), sandbox.Box())
+        sandbox.run(effects.Command("touch ran", 10, dict(os.environ)), tmp_path, sandbox.Box())
     assert not (tmp_path / "ran").exists()
 
 

@@ -78,7 +78,7 @@ def test_a_repository_grant_lets_a_commit_through_but_no_hook(project):
     from amas_code import effects, redact
 
     env = redact.child_env(make_config())
-    out = sandbox.run(effects.Command(line, 20), project, env, sandbox.Box(grant="repository"))
+    out = sandbox.run(effects.Command(line, 20, env), project, sandbox.Box(grant="repository"))
     log = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True)
     assert log.stdout.splitlines()[0] == "boxed", out
     assert not Path(project / ".git" / "hooks" / "post-commit").exists()

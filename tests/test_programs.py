@@ -2,6 +2,7 @@
 are found only at absolute paths outside the project, never through a relative or in-project PATH
 entry such as the `node_modules/.bin` that `npm run` puts first."""
 
+import dataclasses
 import os
 
 import pytest
@@ -77,7 +78,7 @@ def test_the_box_is_never_started_by_the_projects_bwrap(planted_path, tmp_path):
         if not why:
             line = effects.Command("echo boxed", 10)
             env = {"PATH": os.environ["PATH"]}
-            out = sandbox.run(line, planted_path, env, sandbox.Box())
+            out = sandbox.run(dataclasses.replace(line, env=env), planted_path, sandbox.Box())
             assert "boxed\n[exit code 0]" in out
     finally:
         sandbox.probe.cache_clear()
@@ -94,7 +95,9 @@ def test_the_boxs_limits_are_set_by_the_systems_prlimit(planted_path):
         if sandbox.probe():
             pytest.skip(f"no box here: {sandbox.probe()}")
         line = effects.Command("ulimit -f", 10)
-        out = sandbox.run(line, planted_path, {"PATH": os.environ["PATH"]}, sandbox.Box())
+        out = sandbox.run(
+            dataclasses.replace(line, env={"PATH": os.environ["PATH"]}), planted_path, sandbox.Box()
+        )
     finally:
         sandbox.probe.cache_clear()
     assert not marker.exists()

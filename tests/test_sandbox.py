@@ -22,8 +22,8 @@ NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
 RUN = (  # sandbox.run in a fresh interpreter, for another user or for a process to kill
     "import json, sys, pathlib; from amas_code import effects, sandbox; a = json.loads(sys.argv[1]); "
     "box = None if a['box'] is None else sandbox.Box(**a['box']); "
-    "command = effects.Command(a['command'], a['timeout']); "
-    "print(sandbox.run(command, pathlib.Path(a['root']), a['env'], box), end='')"
+    "command = effects.Command(a['command'], a['timeout'], a['env']); "
+    "print(sandbox.run(command, pathlib.Path(a['root']), box), end='')"
 )
 KEY = "sk-proj-" + "Zq8" * 12  # the shape of an OpenAI key
 
@@ -67,7 +67,7 @@ def boxed(user: str, root: Path, command: str, timeout: float = 10, box: dict | 
     env = redact.child_env(make_config())
     if user == "root":
         where = None if box is None else sandbox.Box(**box)
-        return sandbox.run(effects.Command(command, timeout), root, env, where)
+        return sandbox.run(effects.Command(command, timeout, env), root, where)
     args = dict(command=command, timeout=timeout, root=str(root), env=env, box=box)
     done = subprocess.run(
         [*NOBODY, sys.executable, "-c", RUN, json.dumps(args)],

@@ -369,7 +369,7 @@ def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeo
     script = (
         "import os, pathlib; from amas_code import effects, sandbox; sandbox._harden = lambda: None; "
         "line = \"setsid sh -c 'echo $$ > daemon.pid; exec sleep 303' & " + WAIT + 'echo started"; '
-        "print(sandbox.run(effects.Command(line, 2), pathlib.Path.cwd(), dict(os.environ)))"
+        "print(sandbox.run(effects.Command(line, 2, dict(os.environ)), pathlib.Path.cwd()))"
     )
     try:
         done = subprocess.run(
