@@ -81,6 +81,8 @@ NULL_CONTENT = ("gemini/", "vertex_ai/", "anthropic/")
 # Not OpenAI's own API nor OpenRouter (no api_base): litellm's price table and its options for
 # reasoning models are worth its import there (docs/models.md#which-path).
 DIRECT = ("openai", "hosted_vllm", "lm_studio")
+# where a provider of this machine listens when no api_base is given
+DEFAULT_BASES = {"ollama": "http://localhost:11434", "ollama_chat": "http://localhost:11434"}
 CONNECT = 3  # seconds for the one connect that tells a local server is listening, before any import
 
 
@@ -183,7 +185,8 @@ def precheck(config: dict) -> None:
     base = config.get("api_base")
     if base:
         _check_base(str(base))
-        _listening(str(base))
+    if base or default_base(model):
+        _listening(str(base or default_base(model)))
     prefix = ""
     if "/" in model:
         prefix = model.split("/", 1)[0]
@@ -220,6 +223,12 @@ def _check_base(base: str) -> None:
 def _shown(base: str) -> str:
     """An api_base as said on the screen: credentials in it hidden, whatever their shape."""
     return re.sub(r"[^/@\s]+@", "[REDACTED]@", base)
+
+
+def default_base(model: str) -> str:
+    """Where a provider that runs on this machine listens when no api_base is given (Ollama's
+    11434, as litellm and Ollama itself assume), or ""."""
+    return DEFAULT_BASES.get(model.split("/", 1)[0], "")
 
 
 def _listening(base: str) -> None:
@@ -431,7 +440,7 @@ class Model:
 
     def hint(self, kind, detail: str) -> str:
         env = ", ".join(self.wire.key_names(self.name)) or "the provider's API key variable"
-        base = self.config.get("api_base") or "the provider"
+        base = self.config.get("api_base") or default_base(self.name) or "the provider"
         size, fix = self.overflow_advice()
         line = HINTS.get(kind, "the model call failed")
         line = line.format(model=self.name, env=env, base=base, size=size, fix=fix)

@@ -158,8 +158,7 @@ def test_the_provider_table_read_from_litellms_files_agrees_with_litellm(model):
         {"model": "gemini/gemini-2.5-flash", "env_keys": {"GEMINI_API_KEY": "k"}},
         {"model": "anthropic/claude-sonnet-4-5", "api_key": "k"},
         {"model": "openai/local", "api_base": "LIVE/v1"},  # llama.cpp: no key
-        {"model": "ollama_chat/qwen2.5-coder", "api_base": "LIVE"},
-        {"model": "ollama_chat/qwen2.5-coder"},  # a provider with no key at all
+        {"model": "ollama_chat/qwen2.5-coder", "api_base": "LIVE"},  # a provider with no key at all
         {"model": "gpt-4.1"},  # no prefix: litellm places it
         {"model": "somewhere/model", "api_base": "https://api.example.com/v1"},  # litellm's call
     ],
@@ -172,3 +171,18 @@ def test_a_model_that_can_work_passes_the_early_check(config, monkeypatch, llm):
     if "api_base" in config:
         config = {**config, "api_base": config["api_base"].replace("LIVE", live)}
     providers.precheck(config)
+
+
+def test_ollama_not_running_names_the_address_it_listens_on(bare):
+    """`-m ollama_chat/…` with no api_base: Ollama's own address, named (the error named none)."""
+    import socket
+
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 11434)) == 0:
+            pytest.skip("something listens on 11434 here")
+    done = fresh("-m", "ollama_chat/qwen2.5-coder", "hello")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0].startswith(
+        "✗ cannot reach http://localhost:11434: is the server running and the address right?"
+    )
+    assert "litellm loaded: False" in done.stderr
