@@ -67,7 +67,8 @@ REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ 
     r"|^[A-Z]+(?:_[A-Z]+)+$"  # another variable's name: `"env_key": "GEMINI_API_KEY"`
     r"|^urn:|^[A-Za-z_][\w.]*(?:\[.*\])?(?:\s*\|\s*[A-Za-z_][\w.\[\], ]*)+$"  # a URN; `Auth | None`
     r"|^\$[A-Za-z_]|^\$\d+(?:::\w+)?$|^[Xx]-[A-Za-z-]+$"  # `$HOME/x`, SQL's `$3::text`, `x-api-key`
-    r"|^[-+]?(?:\d+\.\d*|\.\d+|\d+(?:\.\d+)?e[-+]?\d+)$|^-\d+$"  # a float, `1e-05`, `-9850`
+    # a float, `1e-05`, `-9850`; a version or its range (`"cookie": "0.5.0"`, `"path-key": "^3.1.0"`)
+    r"|^[-+~^]?(?:\d+\.[\d.]*|\.\d+|\d+(?:\.\d+)?e[-+]?\d+)$|^-\d+$"
     r"|^#[0-9a-fA-F]{3,8}$"  # a colour
 )
 
@@ -161,11 +162,11 @@ STEM_ANY_CASE = re.compile(STEM.pattern, re.I)
 # a name's words: camelCase and CAPS runs split, `_-.$` between (OAuth2Token: o auth 2 token)
 WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
-# words that say secret wherever they stand, and endings that do in one word (PGPASSWORD)
-SECRET_WORDS = set(
+# endings that say secret wherever they stand, a whole word or the end of one (PGPASSWORD,
+# AWSACCESSKEY)
+SECRET_ENDINGS = tuple(
     "password passwd passphrase secret secrets token apikey secretkey accesskey privatekey".split()
 )
-SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "privatekey")
 NOT_SECRET_WORDS = {"tiktoken"}  # TIKTOKEN_CACHE_DIR
 
 # words that say secret as a name's last word only: `basic_auth`, `DB_PASS`, `MYSQL_PWD`;
@@ -215,11 +216,12 @@ ABOUT = set(
     "option options flag alias expr use setting settings override profile number".split()
 )
 
-# a value: quoted (the text between its quotes, each character read one way: a long line of
-# backslashes costs linear time), or bare up to a space or a quote, less the `,;)]}` that end
-# it in code (`DB_PASSWORD=Tr0ub4dor&3x;x` is all hidden, `f(password=pw, x)` reads `pw`)
+# a value: quoted, backticks too (a Go raw string, a template literal), the text between its
+# quotes each character read one way (a long line of backslashes costs linear time); or bare up
+# to a space or a quote, less the `,;)]}` that end it in code (`DB_PASSWORD=Tr0ub4dor&3x;x` is
+# all hidden, `f(password=pw, x)` reads `pw`)
 VALUE = (
-    r"""(?:(?P<prefix>[bfru]{0,2})(?P<q>["'])(?P<inner>(?:\\.|(?!(?P=q))[^\\])*)(?P=q)"""
+    r"""(?:(?P<prefix>[bfru]{0,2})(?P<q>["'`])(?P<inner>(?:\\.|(?!(?P=q))[^\\])*)(?P=q)"""
     r"""|(?P<bare>[^\s"'`]+))"""
 )
 
@@ -263,8 +265,8 @@ FORMS = {  # the forms a (name, value) pair is written in, each read where its m
     ),
     # an HTTP header, its scheme left visible
     ("authorization",): re.compile(
-        r"""\b(?P<name>authorization)["']?[ \t]*[:=][ \t]*["']?"""
-        r"""(?:(?:bearer|basic|token|digest)[ \t]+)?(?P<bare>[^\s"',;)}\]]+)""",
+        r"""\b(?P<name>authorization)["']?[ \t]*[:=][ \t]*["'`]?"""
+        r"""(?:(?:bearer|basic|token|digest)[ \t]+)?(?P<bare>[^\s"'`,;)}\]]+)""",
         re.I,
     ),
     # XML: <password>value</password>
@@ -543,8 +545,6 @@ def _secret_word(words: list[str], i: int) -> bool:
     word = words[i]
     if i > 0 and words[i - 1] in COUNTED:
         return False
-    if word in SECRET_WORDS:
-        return True
     if word.endswith(SECRET_ENDINGS):
         return word not in NOT_SECRET_WORDS
     if word in ("key", "keys"):

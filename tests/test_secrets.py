@@ -44,6 +44,36 @@ def test_real_looking_secrets_stay_hidden(bare):
     assert len(rows) > 25 and shown == []
 
 
+REAL_NO_SECRETS = [  # lines hidden before, from the 408 that named values hid in 13 repositories
+    # gothinkster/node-express-realworld-example-app 30b68e1 package.json, package-lock.json: the
+    # model could not see which jsonwebtoken it bumps
+    '"jsonwebtoken": "^9.0.2",',
+    '"cookie": "0.5.0",',
+    '"path-key": "^3.1.0",',
+    # docker/awesome-compose 18f59bd react-express-mysql/backend/package-lock.json
+    '"basic-auth": "~2.0.1",',
+    # ShishirPatil/gorilla 6ea57973 agent-arena/client/src/components/UserProfile.js
+    "headers: { Authorization: `Bearer ${localStorage.getItem('token')}` }",
+    "const headers = token ? { Authorization: `Bearer ${token}` } : {};",
+]
+
+
+def test_versions_and_template_literals_are_no_secrets(bare):
+    secrets = redact.Secrets(make_config())
+    assert [line for line in REAL_NO_SECRETS if secrets.redact(line) != line] == []
+
+
+def test_a_secret_between_backticks_is_hidden(bare):
+    """A Go raw string, a JavaScript template literal with no field: quoted like any other
+    (gitleaks' `go - backticks` form; 120 services' key shapes in it were shown before)."""
+    secrets = redact.Secrets(make_config())
+    lines = ["apiKey := `Zx9Qw7eP4mK2aB3c`", "const token = `9fK2mL5nP8qR1sT4`"]
+    assert [secrets.redact(line) for line in lines] == [
+        "apiKey := `[REDACTED]`",
+        "const token = `[REDACTED]`",
+    ]
+
+
 def test_git_author_is_no_secret_name(project, monkeypatch):
     """GIT_AUTHOR_NAME holds AUTH but names no secret: commands get it and git log shows the author.
     Nor does TIKTOKEN_CACHE_DIR: taken out of amas's environment, litellm's tokenizer went online."""
@@ -103,7 +133,7 @@ def test_a_value_whose_name_says_secret_never_reaches_the_model(project, llm, am
 NAMES = {  # a name in any case and style: secret, or not
     True: "db_password privateKey access-key SECRET_KEY accessKey clientSecret PGPASSWORD "
     "_authToken X-Api-Key apikey OAuth2Token MYSQL_PWD DB_PASS basic_auth "
-    "spring.datasource.password API_KEY_PROD $password --password",
+    "spring.datasource.password API_KEY_PROD $password --password AWSACCESSKEY",
     False: "GIT_AUTHOR_NAME TIKTOKEN_CACHE_DIR KEYBOARD TOKENIZERS_PARALLELISM passwordField "
     "max_tokens primary_key SECRET_KEY_PATH token_url PWD key author compass SECRET_NAME passenv "
     "public_key",
