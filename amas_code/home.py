@@ -46,8 +46,11 @@ def _ignore_local(path: Path, extra: str = "") -> None:
     missing = [line for line in (GITIGNORE + extra).splitlines() if line not in after]
     if missing:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        added = "\n".join(missing) + "\n"
+        if text[-1:] not in ("", "\n"):  # the last line the file had, ended first
+            added = "\n" + added
         with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write("\n" * (text[-1:] not in ("", "\n")) + "\n".join(missing) + "\n")
+            f.write(added)
 
 
 def steering_files(root: Path) -> dict[str, bytes]:

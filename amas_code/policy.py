@@ -274,9 +274,8 @@ def denied(words: list[str], rule: str) -> bool:
     pattern = next(iter(parse(rule).commands), None) or [rule]
     (name, flags, rest) = _parts(words)
     (want, need, args) = _parts(pattern)
-    flags |= {f.lower() for f in flags} | {
-        f"-{f[2].lower()}" for f in flags if f.startswith("--")
-    }  # -R, --force
+    # -R as -r, --force as -f
+    flags |= {f.lower() for f in flags} | {f"-{f[2].lower()}" for f in flags if f.startswith("--")}
     # more or none
     fits = any(fnmatch.fnmatchcase(rest, a) for a in (args, f"{args} *", args.removesuffix(" *")))
     unknown = "$(" in words[0] or "`" in words[0] or "$" in name  # `$HOME/bin/tool` is tool

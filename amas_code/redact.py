@@ -279,10 +279,8 @@ class Secrets:
 
     def __init__(self, config: dict):
         keep = set(config["permissions"].get("env", []))
-        environ = {
-            **os.environ,
-            **config.get("env_keys", {}),
-        }  # the keys amas took out of its environment
+        # with the keys amas took out of its environment
+        environ = {**os.environ, **config.get("env_keys", {})}
         values = {
             v
             for k, v in environ.items()

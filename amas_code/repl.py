@@ -396,9 +396,8 @@ def cmd_quit(agent, arg):
     raise EOFError
 
 
-COMMANDS = {
-    "/" + name[4:]: fn for name, fn in list(globals().items()) if name.startswith("cmd_")
-}  # in this order
+# in the order they are written above
+COMMANDS = {"/" + name[4:]: fn for name, fn in list(globals().items()) if name.startswith("cmd_")}
 COMMANDS |= {"/exit": cmd_quit}
 
 

@@ -18,9 +18,8 @@ from rich.text import Text
 
 out = Console(highlight=False)  # the answer: what `amas "..." > file` keeps
 console = Console(stderr=True, highlight=False)  # everything about the work
-UNWRAPPED = (
-    1 << 20
-)  # the width of a file or pipe: lines as long as they are (a CI log wraps itself)
+# the width of a file or pipe: lines as long as they are (a CI log wraps itself)
+UNWRAPPED = 1 << 20
 for _console in (out, console):
     if not _console.is_terminal:
         _console.width = UNWRAPPED
