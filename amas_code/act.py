@@ -100,7 +100,7 @@ class Act:
 
     def dispatch(self, call: toolcalls.Call) -> effects.Outcome:
         """One call run: what its tool returned, or the outcome of the effect it wants."""
-        args = self.tools.check(call)
+        args = self.tools.bind(call)
         done = getattr(self.tools, call.name)(**args)
         if isinstance(done, (effects.Change, effects.Command)):
             return self.effect(done)

@@ -128,7 +128,7 @@ class Agent:
     def switch_model(self, name: str) -> None:
         """/model NAME: another model from the next request on; the configured server and key only
         for the same provider (ProviderError for a model string no provider takes)."""
-        providers.check(name)
+        providers.check_model(name)
         config = {**self.config, "api_base": None, "api_key": None, "model": name}
         if name.split("/")[0] == self.config["model"].split("/")[0]:
             config.update(api_base=self.config["api_base"], api_key=self.config["api_key"])

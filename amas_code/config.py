@@ -229,7 +229,7 @@ def _of_kind(kind, v) -> bool:
     return isinstance(v, kind) and not (kind is not bool and isinstance(v, bool))
 
 
-def check(key: str, value, where: str) -> None:
+def check_value(key: str, value, where: str) -> None:
     """Refuse a value of the wrong type with one line naming the key and where it came from."""
     default = DEFAULT_CONFIG[key]
     test, want = CHECKS.get(key) or (None, None)
@@ -262,7 +262,7 @@ def layer(path: Path, warnings: list) -> dict:
         if key not in DEFAULT_CONFIG:
             warnings.append(f"{path}: unknown config key {key!r} ignored")
             continue
-        check(key, value, str(path))
+        check_value(key, value, str(path))
         out[key] = value
     return out
 
@@ -298,7 +298,7 @@ def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[s
     env = {key: os.environ[var] for var, key in ENV.items() if os.environ.get(var)}
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     config = _merged([user, project, env, given], secrets)
-    check("model", config["model"], "the model setting")
+    check_value("model", config["model"], "the model setting")
     return config, warnings, ignored
 
 

@@ -133,7 +133,7 @@ def preload(direct_path: bool = False) -> None:
     library: the openai SDK on the direct path, else litellm."""
     LOADED.clear()
 
-    def run():
+    def imported():
         try:
             ui.warm()
             if direct_path:
@@ -143,7 +143,7 @@ def preload(direct_path: bool = False) -> None:
         finally:
             LOADED.set()
 
-    threading.Thread(target=run, daemon=True).start()
+    threading.Thread(target=imported, daemon=True).start()
 
 
 def preloaded() -> bool:
@@ -287,7 +287,7 @@ def _providers() -> dict[str, tuple[str, ...]]:
     return found
 
 
-def check(model: str) -> None:
+def check_model(model: str) -> None:
     """Refuse a model string litellm cannot place, with one line; a known provider prefix is read
     from its files (no import), only a model without one is asked of litellm."""
     if model.split("/", 1)[0] in _providers() and "/" in model:
@@ -612,7 +612,7 @@ class Litellm:
 
     def ready(self, name: str) -> None:
         """Refuse a model litellm cannot place, or whose key is missing."""
-        check(name)
+        check_model(name)
         if self.config.get("api_key") or self.config.get("api_base"):
             return
         keys = self.key_names(name)

@@ -517,7 +517,7 @@ def interact(agent) -> None:
         # just as a turn ends, is Python's KeyboardInterrupt (prompt_toolkit's own handler would
         # run after it closed and print a traceback)
         try:
-            go_on = ahead.run(agent, ahead.next(prompt).strip())
+            go_on = ahead.handled(agent, ahead.next(prompt).strip())
         except KeyboardInterrupt:
             continue
         except EOFError:
@@ -550,7 +550,7 @@ class Ahead:
             _held(why, len(self.held))
         return prompt.prompt(default=start, handle_sigint=False)  # its mark says the mode
 
-    def run(self, agent, line: str) -> bool:
+    def handled(self, agent, line: str) -> bool:
         """One line handled, and what was typed meanwhile kept; False to leave. A turn reads what
         is typed while it runs; after a command the prompt reads it (Tab and arrows work there)."""
         lines, typing = [], ""

@@ -123,7 +123,7 @@ class Tools:
             },
         }
 
-    def check(self, call: toolcalls.Call) -> dict:
+    def bind(self, call: toolcalls.Call) -> dict:
         """The call's arguments, bound to the handler's signature; ValueError with what to fix otherwise."""
         name = call.name
         if name not in self.names:

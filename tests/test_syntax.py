@@ -75,7 +75,7 @@ def test_check_syntax_false_turns_it_off(bare):
 
 
 def test_check_syntax_takes_only_true_or_false(bare):
-    from amas_code.config import ConfigError, check
+    from amas_code.config import ConfigError, check_value
 
     with pytest.raises(ConfigError, match="check_syntax should be true or false"):
-        check("check_syntax", "yes", "config.yaml")
+        check_value("check_syntax", "yes", "config.yaml")
