@@ -125,8 +125,11 @@ def _checkpoints(agent, verb: str, action) -> bool | None:
     """Undo, redo or restore, said; True when it was done."""
     try:
         files = action()
-    except (CheckpointError, home.ConfigError, OSError) as e:
+    except (CheckpointError, home.ConfigError) as e:
         return ui.error(str(e))
+    except OSError as e:  # the shadow itself: read-only, full, its lock not made
+        where = e.filename or "~/.amas/checkpoints"
+        return ui.error(f"the checkpoints cannot be used ({e.strerror}: {where}); nothing changed")
     ui.success(f"{verb}: {', '.join(files) or 'nothing'}")
     if files:  # the model must not build on a change that is gone
         did = _DID[verb].format(files=", ".join(files))
@@ -145,7 +148,10 @@ def cmd_diff(agent, arg):
     """Show what the agent changed in this session."""
     if agent.checkpoint is None:
         return _off()
-    changes = agent.checkpoint.changes()
+    try:
+        changes = agent.checkpoint.changes()
+    except CheckpointError as e:  # the shadow cannot be read
+        return ui.error(str(e))
     for path, (old_mode, old), (new_mode, new) in changes:
         if old_mode and new_mode and old_mode != new_mode:
             ui.info(f"{path}: mode {old_mode} → {new_mode}")

@@ -70,9 +70,26 @@ def test_a_read_only_checkpoints_folder_costs_the_checkpoint_not_the_command(pro
     (project / "w.txt").unlink()
     folder = shlex.quote(str(home / ".amas" / "checkpoints"))
     read_only = [f"mount --bind {folder} {folder}", f"mount -o remount,bind,ro {folder}"]
-    said, screen = amas(project, home, "/checkpoint", wrap=read_only)
+    said, screen = amas(project, home, "/checkpoint", "/diff", wrap=read_only)
     made_anyway(project, said, "Read-only file system")
     assert "[amas] shell: head -c 300000" in screen  # the earlier ones are still listed
+
+
+def test_an_undo_the_shadow_cannot_take_says_so_plainly(agent, capsys):
+    """/undo on a read-only shadow printed Python's "[Errno 30] Read-only file system: '…'"."""
+    import errno
+
+    from amas_code import repl
+
+    def read_only():
+        raise OSError(
+            errno.EROFS, "Read-only file system", "/home/me/.amas/checkpoints/x/amas.lock"
+        )
+
+    repl._checkpoints(agent, "undone", read_only)
+    err = capsys.readouterr().err
+    assert "✗ the checkpoints cannot be used (Read-only file system: /home/me/.amas/" in err
+    assert "nothing changed" in err and "Errno" not in err
 
 
 def test_a_full_disk_costs_the_checkpoint_not_the_command(project, home):
