@@ -1,0 +1,161 @@
+"""The task bench's own logic (bench/taskbench.py, bench/taskset.py), with the scripted server, not the real model.
+
+Skipped in the default run (AMAS_BENCH_TESTS=1 runs it): the checks judge each task right both ways (the
+project as given fails, a reference fix passes), and a run through the recording proxy reports what happened:
+solved or not and why, the requests and prompt tokens the server saw, amas's exit code and JSON result, and
+a run past its limit is killed with its whole process group.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import taskbench  # noqa: E402
+import taskset  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("AMAS_BENCH_TESTS"), reason="the bench's own tests: AMAS_BENCH_TESTS=1"
+)
+FIXES = {  # a reference fix per task: path -> (old text, new text)
+    "failing-test": {
+        "stats.py": (
+            "    return sum(values) / len(values)",
+            "    return sum(values) / len(values) if values else 0.0",
+        ),
+    },
+    "run-tests": {"textutil.py": ('"-".join(words)', '"-".join(words).lower()')},
+    "new-param": {
+        "report.py": (
+            'def format_row(name, amount):\n    """One line: the name, then the amount with two decimals."""\n'
+            '    return f"{name}: {amount:.2f}"',
+            'def format_row(name, amount, currency=""):\n    return f"{name}: {currency}{amount:.2f}"',
+        ),
+    },
+    "rename": {"users.py": ("get_usr", "get_user"), "app.py": ("get_usr", "get_user")},
+    "unnamed-file": {"pricing.py": ("price - percent / 100", "price - price * percent / 100")},
+    "readme-convention": {
+        "convert.py": (
+            "CONVERTERS = {",
+            'def celsius_to_fahrenheit(c):\n    """Celsius to Fahrenheit."""\n    return c * 9 / 5 + 32\n\n\n'
+            'CONVERTERS = {\n    "celsius_to_fahrenheit": celsius_to_fahrenheit,',
+        ),
+        "test_convert.py": (
+            "from convert import kg_to_pounds, km_to_miles",
+            "from convert import celsius_to_fahrenheit, kg_to_pounds, km_to_miles\n\n\n"
+            "def test_celsius_to_fahrenheit():\n    assert celsius_to_fahrenheit(100) == 212",
+        ),
+    },
+}
+
+
+def apply(repo: Path, fix: dict) -> None:
+    for path, (old, new) in fix.items():
+        text = (repo / path).read_text()
+        assert old in text
+        (repo / path).write_text(text.replace(old, new))
+
+
+@pytest.mark.parametrize("task", taskset.TASKS, ids=lambda t: t.name)
+def test_each_check_fails_the_project_as_given_and_passes_a_real_fix(task, tmp_path):
+    repo = tmp_path / "repo"
+    taskset.make_repo(task, repo)
+    assert len("".join(task.files.values()).splitlines()) < 60
+    assert task.check(task, repo), "the task is solved before anyone worked on it"
+    apply(repo, FIXES[task.name])
+    assert task.check(task, repo) == []
+
+
+def test_editing_the_test_instead_of_the_code_does_not_solve_it(tmp_path):
+    task = taskset.TASKS[0]
+    repo = tmp_path / "repo"
+    taskset.make_repo(task, repo)
+    apply(repo, {"test_stats.py": ("self.assertEqual(mean([]), 0.0)", "pass")})
+    assert "test_stats.py was changed" in task.check(task, repo)
+
+
+@pytest.fixture
+def bench(llm, tmp_path, home):
+    recorder = taskbench.Recorder(llm.url)
+    yield {
+        "out": tmp_path,
+        "recorder": recorder,
+        "upstream": llm.url,
+        "limit": 60,
+        "peers": tmp_path,
+    }
+    recorder.close()
+
+
+def test_a_run_that_solves_its_task_is_reported_with_the_servers_counts(llm, bench):
+    task = taskset.TASKS[0]
+    old, new = FIXES[task.name]["stats.py"]
+    llm.reply(tool="edit_file", path="stats.py", old_str=old, new_str=new).reply("Fixed.")
+    row = taskbench.run_task("amas", task, bench)
+    assert (row["solved"], row["wrong"], row["exit"]) == (True, [], 0)
+    assert (row["requests"], row["prompt"], row["first"]) == (2, 20, 10)
+    assert row["amas"]["num_model_calls"] == 2
+    assert row["amas"]["tool_calls"] == [
+        {"name": "edit_file", "target": "stats.py", "status": "ok"}
+    ]
+    sent = [json.loads(line) for line in open(Path(row["dir"]) / "exchanges.jsonl")]
+    chats = taskbench.chats(sent)
+    assert chats[0]["request"]["messages"][-1]["content"].startswith(task.prompt)
+    assert '"edit_file"' in chats[0]["answer"]
+    assert "| failing-test | amas | ✓ |" in taskbench.table([row])
+
+
+def test_a_run_that_changes_nothing_is_not_solved_and_says_why(llm, bench):
+    task = taskset.TASKS[1]
+    llm.reply("The tests pass, nothing to do.")
+    row = taskbench.run_task("amas", task, bench)
+    assert row["solved"] is False
+    assert row["wrong"] == ["the project's tests fail (FAILED (failures=2))"]
+    assert "| run-tests | amas | ✗ |" in taskbench.table([row])
+    assert "| amas | 0/1 |" in taskbench.table([row])
+
+
+def test_a_run_past_its_limit_is_stopped_there(llm, bench):
+    bench["limit"] = 8
+    llm.reply(tool="shell_command", command="touch started && sleep 313").reply("done")
+    row = taskbench.run_task("amas", taskset.TASKS[3], bench)
+    assert row["exit"] == "timeout"
+    assert 8 <= row["wall"] < 30
+    assert (Path(row["dir"]) / "repo" / "started").exists()
+    assert len(llm.requests) == 1  # stopped inside the command, before its result went back
+
+
+def test_what_a_run_started_is_killed_with_it(tmp_path):
+    """A peer's shell command is not boxed as amas's are: the whole process group goes."""
+    argv = ["sh", "-c", "sleep 313 & echo started; exec sleep 314"]
+    code, wall = taskbench.run_bounded(argv, dict(os.environ), tmp_path, tmp_path / "run", 2)
+    assert (code, (tmp_path / "run.out").read_text()) == ("timeout", "started\n")
+    assert 2 <= wall < 15
+    sleeping = [(p.info["cmdline"] or [])[-2:] for p in psutil.process_iter(["cmdline"])]
+    assert ["sleep", "313"] not in sleeping
+
+
+def test_token_counts_are_read_from_llama_servers_timings_else_usage():
+    streamed = 'data: {"choices": []}\n\ndata: {"timings": {"prompt_n": 12, "cache_n": 1500, "predicted_n": 40}}\n'
+    assert taskbench.counts({"answer": streamed}) == {
+        "prompt": 1512,
+        "evaluated": 12,
+        "completion": 40,
+    }
+    plain = json.dumps({"usage": {"prompt_tokens": 7, "completion_tokens": 3}})
+    assert taskbench.counts({"answer": plain}) == {"prompt": 7, "evaluated": 7, "completion": 3}
+    assert taskbench.counts({"answer": "(relay stopped: reset)"})["prompt"] == 0
+
+
+def test_a_peer_that_is_not_installed_is_skipped(tmp_path):
+    assert taskbench.installed("amas", tmp_path)
+    assert not taskbench.installed("aider", tmp_path)
+    (tmp_path / "aider" / "bin").mkdir(parents=True)
+    (tmp_path / "aider" / "bin" / "aider").write_text("#!/bin/sh\n")
+    (tmp_path / "aider" / "bin" / "aider").chmod(0o755)
+    assert taskbench.installed("aider", tmp_path)
