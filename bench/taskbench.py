@@ -163,6 +163,56 @@ def counts(exchange: dict) -> dict:
     return {"prompt": prompt, "evaluated": prompt, "completion": usage.get("completion_tokens", 0)}
 
 
+def said(exchange: dict) -> str:
+    """What the model answered in an exchange, streamed or not: its text, then each tool call."""
+    text, calls = [], {}
+    for line in exchange["answer"].splitlines():
+        data = parse_json(line.removeprefix("data: ").strip().encode())
+        if not isinstance(data, dict):
+            continue
+        for choice in data.get("choices") or []:
+            part = choice.get("delta") or choice.get("message") or {}
+            text.append(part.get("content") or "")
+            for call in part.get("tool_calls") or []:
+                add_call(calls, call)
+    return "".join(text) + "".join(f"\n[call] {name} {args}" for name, args in calls.values())
+
+
+def add_call(calls: dict, call: dict) -> None:
+    """A streamed tool call's piece added to what came before it at its index."""
+    index = call.get("index", 0)
+    name, args = calls.get(index, ("", ""))
+    function = call.get("function") or {}
+    calls[index] = (name + (function.get("name") or ""), args + (function.get("arguments") or ""))
+
+
+def transcript(exchanges: list[dict]) -> str:
+    """The conversation as the server saw it: each request's messages new since the last, then the answer."""
+    lines, seen = [], 0
+    for n, exchange in enumerate(chats(exchanges)):
+        messages = exchange["request"].get("messages", [])
+        if len(messages) < seen:
+            seen = 0
+        for message in messages[seen:]:
+            lines.append(f"--- {message.get('role')}: {shown(message)}")
+        seen = len(messages) + 1
+        lines.append(
+            f"=== answer {n + 1} ({counts(exchange)}, {exchange.get('seconds')} s): {said(exchange)}"
+        )
+    return "\n".join(lines)
+
+
+def shown(message: dict) -> str:
+    text = message.get("content") or ""
+    if isinstance(text, list):
+        text = " ".join(part.get("text", "") for part in text)
+    calls = [
+        c["function"]["name"] + " " + c["function"]["arguments"]
+        for c in message.get("tool_calls") or []
+    ]
+    return text + "".join(f"\n[call] {c}" for c in calls)
+
+
 def chats(exchanges: list[dict]) -> list[dict]:
     return [x for x in exchanges if x["path"].rstrip("/").endswith("chat/completions")]
 
@@ -413,6 +463,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--api-base", help="a model server already running (else one is started)")
     parser.add_argument("--peers", type=Path, default=PEERS, help="where the peers' venvs are")
     parser.add_argument(
+        "--transcript",
+        type=Path,
+        metavar="RUN",
+        help="print a run's conversation (its folder) and stop",
+    )
+    parser.add_argument(
         "--out", type=Path, help="where each run's logs go (default: a new /tmp dir)"
     )
     return parser.parse_args()
@@ -420,6 +476,10 @@ def arguments() -> argparse.Namespace:
 
 def main() -> None:
     args = arguments()
+    if args.transcript:
+        lines = (args.transcript / "exchanges.jsonl").read_text().splitlines()
+        print(transcript([json.loads(line) for line in lines]))
+        return
     out = args.out or Path(tempfile.mkdtemp(prefix="taskbench-"))
     out.mkdir(parents=True, exist_ok=True)
     began = datetime.datetime.now().astimezone()

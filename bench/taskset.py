@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-IDENTITY = ["-c", "user.name=Bench", "-c", "user.email=bench@example.com"]
 CHECK_TIMEOUT = (
     60  # seconds for one check's command: a task's code that loops for ever fails its check
 )
@@ -378,5 +377,11 @@ def make_repo(task: Task, repo: Path) -> None:
     repo.mkdir(parents=True)
     for path, text in task.files.items():
         (repo / path).write_text(text)
-    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "the project"]):
-        subprocess.run(["git", *IDENTITY, *argv], cwd=repo, check=True, capture_output=True)
+    steps = [["init", "-q", "-b", "main"], ["config", "user.name", "Bench"]]
+    steps += [
+        ["config", "user.email", "bench@example.com"],
+        ["add", "-A"],
+        ["commit", "-qm", "the project"],
+    ]
+    for argv in steps:
+        subprocess.run(["git", *argv], cwd=repo, check=True, capture_output=True)
