@@ -124,7 +124,7 @@ def server_argv(binary: Path, gguf: Path, port: int, context: int = CONTEXT) -> 
     """llama-server on 127.0.0.1:port: one thread, Jinja chat template (tools), one slot of `context`."""
     argv = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--threads", "1", "--threads-batch", "1", "--jinja", "-c", str(context)]
-    argv += ["--parallel", "1", "--metrics", "--no-webui"]
+    argv += ["--parallel", "1", "--metrics"]
     return argv
 
 

@@ -15,6 +15,7 @@ project's tests, hidden calls, greps; never the agent's word. The agents, as con
 - `amas`: `python -m amas_code --yes --output-format json -m openai/MODEL --api-base PROXY "TASK"`, this
   worktree's code (PYTHONPATH), no config file: native tool calls (`text_tools: auto`);
 - `amas-text`: the same with `text_tools: true` in ~/.amas/config.yaml (tool calls written as text);
+- `amas-init`: `amas init` first (the project map in the prompt), then the same as `amas`;
 - `aider`: aider-chat 0.86.2 from its own venv, `aider --model openai/MODEL --openai-api-base PROXY
   --openai-api-key none --message "TASK" --yes-always --no-check-update --no-analytics --no-show-release-notes
   --no-show-model-warnings --no-pretty --no-fancy-input`: Aider's defaults otherwise (its edit format for a
@@ -249,6 +250,13 @@ def amas_text_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[
     return amas_command(prompt, base, home, peers)
 
 
+def amas_init_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[list, dict]:
+    """amas after `amas init` (the project map in its prompt), as the README's first step has it."""
+    argv, env = amas_command(prompt, base, home, peers)
+    script = '"$0" -m amas_code init >/dev/null && exec "$0" "$@"'
+    return ["sh", "-c", script, argv[0], *argv[1:]], env
+
+
 def aider_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[list, dict]:
     argv = [str(peers / "aider" / "bin" / "aider"), "--model", f"openai/{NAME}"]
     argv += ["--openai-api-base", base, "--openai-api-key", "none", "--message", prompt]
@@ -279,6 +287,7 @@ def mini_text_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[
 AGENTS = {
     "amas": amas_command,
     "amas-text": amas_text_command,
+    "amas-init": amas_init_command,
     "aider": aider_command,
     "mini": mini_command,
     "mini-text": mini_text_command,
