@@ -32,6 +32,7 @@ with the server (JSON lines) and the check's findings go to --out (default a new
 
 import argparse
 import datetime
+import http.client
 import json
 import os
 import signal
@@ -43,6 +44,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench")]
@@ -65,10 +67,11 @@ class Recorder:
     chunk by chunk) and keeps both as an exchange: {path, request, status, answer, seconds}."""
 
     def __init__(self, upstream: str):
-        self.upstream = upstream.rstrip("/").removesuffix("/v1")
+        self.upstream = urlsplit(upstream.rstrip("/").removesuffix("/v1"))
         self.exchanges = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), relay_handler(self))
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
         self.server.daemon_threads = True
+        self.server.recorder = self
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
         threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
@@ -83,54 +86,54 @@ class Recorder:
         self.server.server_close()
 
 
-def relay_handler(recorder: Recorder):
-    import http.client
-    from urllib.parse import urlsplit
+class Relay(BaseHTTPRequestHandler):
+    """One request passed on to the recorder's upstream, its answer passed back as it comes."""
 
-    target = urlsplit(recorder.upstream)
+    protocol_version = "HTTP/1.1"
 
-    class Relay(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
 
-        def log_message(self, *args):
-            pass
+    def do_GET(self):
+        self.relay()
 
-        def do_GET(self):
-            self.relay()
+    def do_POST(self):
+        self.relay()
 
-        def do_POST(self):
-            self.relay()
+    def relay(self):
+        recorder = self.server.recorder
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        record = {"path": self.path, "request": parse_json(raw), "status": None, "answer": ""}
+        recorder.exchanges.append(record)
+        began = time.monotonic()
+        target = recorder.upstream
+        upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=LIMIT * 2)
+        try:
+            headers = {"Content-Type": self.headers.get("Content-Type") or "application/json"}
+            upstream.request(self.command, self.path, body=raw or None, headers=headers)
+            self.pass_on(upstream.getresponse(), record)
+        except OSError as e:  # the agent went away (killed at its limit), or the server did
+            record["answer"] += f"\n(relay stopped: {e})"
+        finally:
+            upstream.close()
+            record["seconds"] = round(time.monotonic() - began, 2)
 
-        def relay(self):
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            record = {"path": self.path, "request": parse_json(raw), "status": None, "answer": ""}
-            recorder.exchanges.append(record)
-            began = time.monotonic()
-            upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=LIMIT * 2)
-            try:
-                headers = {"Content-Type": self.headers.get("Content-Type") or "application/json"}
-                upstream.request(self.command, self.path, body=raw or None, headers=headers)
-                self.pass_on(upstream.getresponse(), record)
-            except OSError as e:  # the agent went away (killed at its limit), or the server did
-                record["answer"] += f"\n(relay stopped: {e})"
-            finally:
-                upstream.close()
-                record["seconds"] = round(time.monotonic() - began, 2)
-
-        def pass_on(self, answer, record):
-            record["status"] = answer.status
-            self.send_response(answer.status)
-            self.send_header("Content-Type", answer.getheader("Content-Type") or "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+    def pass_on(self, answer, record: dict) -> None:
+        record["status"] = answer.status
+        self.send_response(answer.status)
+        self.send_header("Content-Type", answer.getheader("Content-Type") or "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        kept = bytearray()
+        try:
             while piece := answer.read1(65536):
-                record["answer"] += piece.decode(errors="replace")
+                kept += piece
                 self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
-            self.close_connection = True
-
-    return Relay
+        finally:  # decoded whole: a chunk may end inside a character
+            record["answer"] = kept.decode(errors="replace")
+        self.close_connection = True
 
 
 def parse_json(raw: bytes):
@@ -302,16 +305,14 @@ def installed(agent: str, peers: Path) -> bool:
 
 
 # -- one run -----------------------------------------------------------------------------------------------------
-def run_bounded(
-    argv: list, env: dict, cwd: Path, logs: Path, limit: float
-) -> tuple[int | str, float]:
-    """Run to its end or to `limit` seconds (then its whole process group is killed): (exit code or
-    "timeout", wall seconds). stdout and stderr go to logs.out and logs.err."""
+def run_bounded(argv: list, env: dict, place: Path, limit: float) -> tuple[int | str, float]:
+    """Run in place/repo to its end or to `limit` seconds (then its whole process group is killed):
+    (exit code or "timeout", wall seconds). stdout and stderr go to place/agent.out and agent.err."""
     began = time.monotonic()
-    with open(logs.with_suffix(".out"), "wb") as out, open(logs.with_suffix(".err"), "wb") as err:
+    with open(place / "agent.out", "wb") as out, open(place / "agent.err", "wb") as err:
         proc = subprocess.Popen(
             argv,
-            cwd=cwd,
+            cwd=place / "repo",
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -343,8 +344,6 @@ def kill_group(proc: subprocess.Popen) -> None:
 def wait_idle(upstream: str, limit: float = LIMIT) -> None:
     """Until the server has no request in work (a killed agent's last request may still be evaluated):
     llama-server's GET /slots; a server without it counts as idle."""
-    from urllib.parse import urlsplit
-
     port = urlsplit(upstream).port
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -371,7 +370,7 @@ def run_task(agent: str, task: taskset.Task, bench: dict) -> dict:
     home.mkdir()
     taskset.make_repo(task, repo)
     argv, env = AGENTS[agent](task.prompt, bench["recorder"].url, home, bench["peers"])
-    code, wall = run_bounded(argv, env, repo, place / "agent", bench["limit"])
+    code, wall = run_bounded(argv, env, place, bench["limit"])
     wait_idle(bench["upstream"])
     exchanges = bench["recorder"].take()
     wrong = task.check(task, repo)
