@@ -424,7 +424,9 @@ def table_row(row: dict) -> str:
     solved = "✗"
     if row["solved"]:
         solved = "✓"
-    why = "; ".join(row["wrong"])[:160].replace("|", "\\|")
+    why = ""
+    if row["wrong"]:  # the first finding, short: the run's row.json has them all
+        why = row["wrong"][0][:90].replace("|", "\\|")
     return (
         f"| {row['task']} | {row['agent']} | {solved} | {row['wall']:.0f} s | {row['exit']} "
         f"| {row['requests']} | {row['prompt']:,} ({row['evaluated']:,}) | {row['first']:,} | {why} |"
@@ -447,6 +449,14 @@ def totals(rows: list[dict]) -> list[str]:
             f"| {agent} | {solved}/{len(mine)} | {wall:.0f} s | {requests} | {prompt:,} ({evaluated:,}) |"
         )
     return lines
+
+
+def combined(outs: list[Path]) -> str:
+    """One table from the runs kept in earlier --out folders, side by side: task by task, agent by agent."""
+    rows = [json.loads(row.read_text()) for out in outs for row in sorted(out.glob("*/row.json"))]
+    order = [t.name for t in taskset.TASKS]
+    rows.sort(key=lambda row: order.index(row["task"]))
+    return table(rows)
 
 
 def heading(args, began: datetime.datetime) -> str:
@@ -477,6 +487,13 @@ def arguments() -> argparse.Namespace:
         help="print a run's conversation (its folder) and stop",
     )
     parser.add_argument(
+        "--combine",
+        type=Path,
+        nargs="+",
+        metavar="OUT",
+        help="one table from earlier runs' --out folders",
+    )
+    parser.add_argument(
         "--out", type=Path, help="where each run's logs go (default: a new /tmp dir)"
     )
     return parser.parse_args()
@@ -487,6 +504,9 @@ def main() -> None:
     if args.transcript:
         lines = (args.transcript / "exchanges.jsonl").read_text().splitlines()
         print(transcript([json.loads(line) for line in lines]))
+        return
+    if args.combine:
+        print(combined(args.combine), end="")
         return
     out = args.out or Path(tempfile.mkdtemp(prefix="taskbench-"))
     out.mkdir(parents=True, exist_ok=True)
