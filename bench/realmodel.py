@@ -132,18 +132,28 @@ class Server:
     """A llama-server process on 127.0.0.1, ready once /health answers 200; stop() ends its session."""
 
     def __init__(self, argv: list[str], port: int, log: Path):
+        self.argv = argv
         self.port = port
         self.url = f"http://127.0.0.1:{port}/v1"
         self.log = log
-        with open(log, "wb") as out:
+        self.start()
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
             )
         try:
             self.wait()
         except BaseException:
             self.stop()
             raise
+
+    def restart(self) -> None:
+        """Stopped and started again: the one way to end a request whose client left, when the request
+        was not streamed (llama-server notices a closed connection only when it writes a chunk)."""
+        self.stop()
+        self.start()
 
     def wait(self) -> None:
         deadline = time.monotonic() + STARTUP
@@ -208,12 +218,18 @@ def main() -> None:
 
 
 def hold(server: Server) -> None:
+    """Serve until Ctrl+C or a plain kill, then stop the server (its own session: not signalled)."""
+    signal.signal(signal.SIGTERM, stop_serving)
     try:
         server.proc.wait()
     except KeyboardInterrupt:
         pass
     finally:
         server.stop()
+
+
+def stop_serving(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

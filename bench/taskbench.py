@@ -36,6 +36,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -52,6 +53,7 @@ import realmodel  # noqa: E402
 import taskset  # noqa: E402
 
 LIMIT = 480  # seconds for one agent on one task
+SETTLE = 10  # seconds for the server to drop a killed agent's request before it is restarted
 NAME = "qwen2.5-coder-1.5b-instruct"  # the model's name in the agents' -m; llama-server serves its one model
 PEERS = Path("/work/peers-tasks")  # the peers' venvs, outside the repository
 MINI_CONFIG = """model:
@@ -69,6 +71,7 @@ class Recorder:
     def __init__(self, upstream: str):
         self.upstream = urlsplit(upstream.rstrip("/").removesuffix("/v1"))
         self.exchanges = []
+        self.open = set()  # connections to the upstream now in use
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
         self.server.daemon_threads = True
         self.server.recorder = self
@@ -80,6 +83,13 @@ class Recorder:
         taken = self.exchanges
         self.exchanges = []
         return taken
+
+    def cut(self) -> None:
+        """Close every request still open upstream: a killed agent's last request is not left to run
+        on (an unstreamed one gives no chunk to fail on, so the server would never hear of it)."""
+        for connection in list(self.open):
+            if connection.sock is not None:
+                connection.sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -108,6 +118,7 @@ class Relay(BaseHTTPRequestHandler):
         began = time.monotonic()
         target = recorder.upstream
         upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=LIMIT * 2)
+        recorder.open.add(upstream)
         try:
             headers = {"Content-Type": self.headers.get("Content-Type") or "application/json"}
             upstream.request(self.command, self.path, body=raw or None, headers=headers)
@@ -115,6 +126,7 @@ class Relay(BaseHTTPRequestHandler):
         except OSError as e:  # the agent went away (killed at its limit), or the server did
             record["answer"] += f"\n(relay stopped: {e})"
         finally:
+            recorder.open.discard(upstream)
             upstream.close()
             record["seconds"] = round(time.monotonic() - began, 2)
 
@@ -341,16 +353,32 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def wait_idle(upstream: str, limit: float = LIMIT) -> None:
-    """Until the server has no request in work (a killed agent's last request may still be evaluated):
-    llama-server's GET /slots; a server without it counts as idle."""
+def idle(upstream: str, limit: float) -> bool:
+    """Whether the server has no request in work, waiting at most `limit` seconds for it: llama-server's
+    GET /slots (a server without it counts as idle)."""
     port = urlsplit(upstream).port
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    while True:
         slots = parse_json(realmodel.get(port, "/slots")[1])
         if not isinstance(slots, list) or not any(s.get("is_processing") for s in slots):
-            return
+            return True
+        if time.monotonic() > deadline:
+            return False
         time.sleep(1)
+
+
+def settle(bench: dict) -> str:
+    """The server idle before the next run, and how: a killed agent's last request is cut at the relay,
+    which ends a streamed one; an unstreamed one runs on until the server (when the bench started it) is
+    restarted. A server given with --api-base is waited for, up to the run limit."""
+    bench["recorder"].cut()
+    if idle(bench["upstream"], SETTLE):
+        return ""
+    if bench.get("server") is None:
+        idle(bench["upstream"], bench["limit"])
+        return "server busy after the run: waited"
+    bench["server"].restart()
+    return "server restarted: its last request ran on"
 
 
 def amas_result(stdout: str) -> dict:
@@ -371,11 +399,11 @@ def run_task(agent: str, task: taskset.Task, bench: dict) -> dict:
     taskset.make_repo(task, repo)
     argv, env = AGENTS[agent](task.prompt, bench["recorder"].url, home, bench["peers"])
     code, wall = run_bounded(argv, env, place, bench["limit"])
-    wait_idle(bench["upstream"])
+    note = settle(bench)
     exchanges = bench["recorder"].take()
     wrong = task.check(task, repo)
     row = summary(agent, task, exchanges, wrong)
-    row.update(exit=code, wall=wall, dir=str(place))
+    row.update(exit=code, wall=wall, dir=str(place), server=note)
     if agent.startswith("amas"):
         row["amas"] = amas_result((place / "agent.out").read_text(errors="replace"))
     save(place, exchanges, row)
@@ -530,6 +558,7 @@ def bench_all(args, out: Path) -> list[dict]:
     recorder = Recorder(upstream)
     bench = {"out": out, "recorder": recorder, "upstream": upstream, "limit": args.limit}
     bench["peers"] = args.peers
+    bench["server"] = server
     try:
         return run_all(args, bench)
     finally:

@@ -9,6 +9,8 @@ a run past its limit is killed with its whole process group.
 import json
 import os
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import psutil
@@ -160,3 +162,49 @@ def test_a_peer_that_is_not_installed_is_skipped(tmp_path):
     (tmp_path / "aider" / "bin" / "aider").write_text("#!/bin/sh\n")
     (tmp_path / "aider" / "bin" / "aider").chmod(0o755)
     assert taskbench.installed("aider", tmp_path)
+
+
+class Busy(BaseHTTPRequestHandler):
+    """A model server whose one slot stays busy (GET /slots), as llama-server with an unstreamed request
+    whose client has gone."""
+
+    def do_GET(self):
+        body = json.dumps([{"id": 0, "is_processing": True}]).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class Restartable:
+    restarts = 0
+
+    def restart(self):
+        self.restarts += 1
+
+
+@pytest.fixture
+def busy_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_server_still_busy_after_a_run_is_restarted_when_the_bench_started_it(
+    busy_server, monkeypatch
+):
+    monkeypatch.setattr(taskbench, "SETTLE", 1)
+    recorder = taskbench.Recorder(busy_server)
+    bench = {"recorder": recorder, "upstream": busy_server, "limit": 2, "server": Restartable()}
+    try:
+        assert taskbench.settle(bench) == "server restarted: its last request ran on"
+        assert bench["server"].restarts == 1
+        bench["server"] = None  # given with --api-base: waited for, up to the run's limit
+        assert taskbench.settle(bench) == "server busy after the run: waited"
+    finally:
+        recorder.close()
