@@ -120,11 +120,12 @@ def find_server() -> Path:
     raise Failed("no llama-server: run .ci/llamacpp.sh (it builds one into ~/.cache/amas-ci/bin)")
 
 
-def server_argv(binary: Path, gguf: Path, port: int, context: int = CONTEXT) -> list[str]:
-    """llama-server on 127.0.0.1:port: one thread, Jinja chat template (tools), one slot of `context`."""
+def server_argv(binary: Path, gguf: Path, port: int, extra: tuple = ()) -> list[str]:
+    """llama-server on 127.0.0.1:port: one thread, Jinja chat template (tools), one slot of CONTEXT
+    tokens; `extra` arguments after those (e.g. --temp 0: the temperature of requests that set none)."""
     argv = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--threads", "1", "--threads-batch", "1", "--jinja", "-c", str(context)]
-    argv += ["--parallel", "1", "--metrics"]
+    argv += ["--threads", "1", "--threads-batch", "1", "--jinja", "-c", str(CONTEXT)]
+    argv += ["--parallel", "1", "--metrics", *extra]
     return argv
 
 
@@ -194,10 +195,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(name: str, port: int, log: Path) -> Server:
-    """Assemble the named model and start llama-server with it."""
+def serve(name: str, port: int, log: Path, extra: tuple = ()) -> Server:
+    """Assemble the named model and start llama-server with it (and `extra` arguments)."""
     gguf = assemble(MODELS[name])
-    return Server(server_argv(find_server(), gguf, port), port, log)
+    return Server(server_argv(find_server(), gguf, port, extra), port, log)
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ import datetime
 import http.client
 import json
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -506,6 +507,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--limit", type=float, default=LIMIT, help=f"seconds a run (default {LIMIT})"
     )
+    parser.add_argument(
+        "--server-args",
+        default="",
+        metavar="ARGS",
+        help='more llama-server arguments, in one string: --server-args "--temp 0"',
+    )
     parser.add_argument("--api-base", help="a model server already running (else one is started)")
     parser.add_argument("--peers", type=Path, default=PEERS, help="where the peers' venvs are")
     parser.add_argument(
@@ -553,7 +560,10 @@ def bench_all(args, out: Path) -> list[dict]:
     server = None
     upstream = args.api_base
     if not upstream:
-        server = realmodel.serve(args.model, realmodel.free_port(), out / "llama-server.log")
+        log = out / "llama-server.log"
+        server = realmodel.serve(
+            args.model, realmodel.free_port(), log, tuple(shlex.split(args.server_args))
+        )
         upstream = server.url
     recorder = Recorder(upstream)
     bench = {"out": out, "recorder": recorder, "upstream": upstream, "limit": args.limit}
