@@ -1,8 +1,18 @@
 """Task bench (issue 52): small real tasks solved by amas, Aider and mini-swe-agent with one real small model.
 
-    python bench/taskbench.py                          # all tasks, all agents installed, the 1.5B model
+    python bench/taskbench.py                          # all tasks: amas, aider, mini; the 1.5B model
     python bench/taskbench.py --agents amas amas-text --tasks rename run-tests --limit 300
+    python bench/taskbench.py --server-args "--temp 0"           # llama-server's defaults changed
     python bench/taskbench.py --api-base http://127.0.0.1:8089/v1   # a llama-server already running
+    python bench/taskbench.py --combine /tmp/tb-amas /tmp/tb-peers  # one table from earlier runs
+    python bench/taskbench.py --transcript /tmp/tb-amas/amas-rename-XXXX   # one run's conversation
+
+The recorded run (docs/performance.md, 2026-11-29), one --out folder per agent:
+
+    python bench/taskbench.py --agents amas --out /tmp/tb-amas1        # likewise amas-text, amas-init,
+    python bench/taskbench.py --agents aider --out /tmp/tb-aider1      # mini, mini-text
+    python bench/taskbench.py --agents amas amas-text --server-args "--temp 0" --out /tmp/tb-temp0
+    python bench/taskbench.py --combine /tmp/tb-*
 
 The model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, assembled from its PyPI parts and served by llama-server on
 127.0.0.1 with one thread, `--jinja` and one slot of 16,384 tokens (bench/realmodel.py says how). Every agent
@@ -22,7 +32,12 @@ project's tests, hidden calls, greps; never the agent's word. The agents, as con
   model it does not know, its repo map, auto-commits; no --test-cmd, so it runs no tests of its own);
 - `mini`: mini-swe-agent 2.4.6 from its own venv, `mini --model openai/MODEL --task "TASK" --yolo
   --exit-immediately` with the proxy as litellm's api_base (`-c` a config file beside the default one,
-  cost tracking off: the model has no price), its default agent otherwise (bash commands only).
+  cost tracking off: the model has no price), its default agent otherwise (bash commands only);
+- `mini-text`: the same with mini's own `mini_textbased.yaml` and `--model-class litellm_textbased` (the
+  command in a fenced block, for models without tool calls).
+
+Temperature: Aider sends 0; amas and mini send none, so llama-server's default applies (0.8, or what
+--server-args sets).
 
 Peers live in venvs OUTSIDE the repository, --peers (default /work/peers-tasks): `<peers>/aider/bin/aider`,
 `<peers>/mini/bin/mini`; one not installed is skipped and said so. Each run's stdout, stderr, the exchanges
