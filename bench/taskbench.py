@@ -1,48 +1,53 @@
-"""Task bench (issue 52): small real tasks solved by amas, Aider and mini-swe-agent with one real small model.
+"""Task bench (issue 52): small real tasks for amas, Aider and mini-swe-agent, one small model.
 
-    python bench/taskbench.py                          # all tasks: amas, aider, mini; the 1.5B model
+    python bench/taskbench.py                   # all tasks: amas, aider, mini; the 1.5B model
     python bench/taskbench.py --agents amas amas-text --tasks rename run-tests --limit 300
     python bench/taskbench.py --server-args "--temp 0"           # llama-server's defaults changed
-    python bench/taskbench.py --api-base http://127.0.0.1:8089/v1   # a llama-server already running
+    python bench/taskbench.py --api-base http://127.0.0.1:8089/v1   # a server already running
     python bench/taskbench.py --combine /tmp/tb-amas /tmp/tb-peers  # one table from earlier runs
     python bench/taskbench.py --transcript /tmp/tb-amas/amas-rename-XXXX   # one run's conversation
 
 The recorded run (docs/performance.md, 2026-11-29), one --out folder per agent:
 
-    python bench/taskbench.py --agents amas --out /tmp/tb-amas1        # likewise amas-text, amas-init,
-    python bench/taskbench.py --agents aider --out /tmp/tb-aider1      # mini, mini-text
+    python bench/taskbench.py --agents amas --out /tmp/tb-amas1    # and amas-text, amas-init,
+    python bench/taskbench.py --agents aider --out /tmp/tb-aider1  # mini, mini-text
     python bench/taskbench.py --agents amas amas-text --server-args "--temp 0" --out /tmp/tb-temp0
     python bench/taskbench.py --combine /tmp/tb-*
 
-The model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, assembled from its PyPI parts and served by llama-server on
-127.0.0.1 with one thread, `--jinja` and one slot of 16,384 tokens (bench/realmodel.py says how). Every agent
-reaches it through a recording proxy on 127.0.0.1, which keeps each request and answer: the requests, and the
-prompt tokens as the server counted them (llama-server's `timings`: `prompt_n` tokens evaluated, `cache_n`
-reused from the previous request). Each task (bench/taskset.py) runs in a fresh git repository with a fresh
-HOME, bounded by --limit seconds (the agent's process group is killed then), and is judged by its check: the
+The model is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, assembled from its PyPI parts and served by
+llama-server on 127.0.0.1 with one thread, `--jinja` and one slot of 16,384 tokens
+(bench/realmodel.py says how). Every agent reaches it through a recording proxy on 127.0.0.1, which
+keeps each request and answer: the requests, and the prompt tokens as the server counted them
+(llama-server's `timings`: `prompt_n` tokens evaluated, `cache_n` reused from the previous
+request). Each task (bench/taskset.py) runs in a fresh git repository with a fresh HOME, bounded by
+--limit seconds (the agent's process group is killed then), and is judged by its check: the
 project's tests, hidden calls, greps; never the agent's word. The agents, as configured here:
 
-- `amas`: `python -m amas_code --yes --output-format json -m openai/MODEL --api-base PROXY "TASK"`, this
-  worktree's code (PYTHONPATH), no config file: native tool calls (`text_tools: auto`);
-- `amas-text`: the same with `text_tools: true` in ~/.amas/config.yaml (tool calls written as text);
+- `amas`: `python -m amas_code --yes --output-format json -m openai/MODEL --api-base PROXY "TASK"`,
+  this worktree's code (PYTHONPATH), no config file: native tool calls (`text_tools: auto`);
+- `amas-text`: the same with `text_tools: true` in ~/.amas/config.yaml (tool calls written as
+  text);
 - `amas-init`: `amas init` first (the project map in the prompt), then the same as `amas`;
 - `aider`: aider-chat 0.86.2 from its own venv, `aider --model openai/MODEL --openai-api-base PROXY
-  --openai-api-key none --message "TASK" --yes-always --no-check-update --no-analytics --no-show-release-notes
-  --no-show-model-warnings --no-pretty --no-fancy-input`: Aider's defaults otherwise (its edit format for a
-  model it does not know, its repo map, auto-commits; no --test-cmd, so it runs no tests of its own);
+  --openai-api-key none --message "TASK" --yes-always --no-check-update --no-analytics
+  --no-show-release-notes --no-show-model-warnings --no-pretty --no-fancy-input`: Aider's defaults
+  otherwise (its edit format for a model it does not know, its repo map, auto-commits; no
+  --test-cmd, so it runs no tests of its own);
 - `mini`: mini-swe-agent 2.4.6 from its own venv, `mini --model openai/MODEL --task "TASK" --yolo
-  --exit-immediately` with the proxy as litellm's api_base (`-c` a config file beside the default one,
-  cost tracking off: the model has no price), its default agent otherwise (bash commands only);
-- `mini-text`: the same with mini's own `mini_textbased.yaml` and `--model-class litellm_textbased` (the
-  command in a fenced block, for models without tool calls).
+  --exit-immediately` with the proxy as litellm's api_base (`-c` a config file beside the default
+  one, cost tracking off: the model has no price), its default agent otherwise (bash commands
+  only);
+- `mini-text`: the same with mini's own `mini_textbased.yaml` and `--model-class litellm_textbased`
+  (the command in a fenced block, for models without tool calls).
 
-Temperature: Aider sends 0; amas and mini send none, so llama-server's default applies (0.8, or what
---server-args sets).
+Temperature: Aider sends 0; amas and mini send none, so llama-server's default applies (0.8, or
+what --server-args sets).
 
-Peers live in venvs OUTSIDE the repository, --peers (default /work/peers-tasks): `<peers>/aider/bin/aider`,
-`<peers>/mini/bin/mini`; one not installed is skipped and said so. Each run's stdout, stderr, the exchanges
-with the server (JSON lines) and the check's findings go to --out (default a new /tmp/taskbench-*); the table
-(markdown) is printed and written there as table.md.
+Peers live in venvs OUTSIDE the repository, --peers (default /work/peers-tasks):
+`<peers>/aider/bin/aider`, `<peers>/mini/bin/mini`; one not installed is skipped and said so. Each
+run's stdout, stderr, the exchanges with the server (JSON lines) and the check's findings go to
+--out (default a new /tmp/taskbench-*); the table (markdown) is printed and written there as
+table.md.
 """
 
 import argparse
@@ -70,7 +75,8 @@ import taskset  # noqa: E402
 
 LIMIT = 480  # seconds for one agent on one task
 SETTLE = 10  # seconds for the server to drop a killed agent's request before it is restarted
-NAME = "qwen2.5-coder-1.5b-instruct"  # the model's name in the agents' -m; llama-server serves its one model
+# the model's name in the agents' -m (llama-server serves its one model whatever the name)
+NAME = "qwen2.5-coder-1.5b-instruct"
 PEERS = Path("/work/peers-tasks")  # the peers' venvs, outside the repository
 MINI_CONFIG = """model:
   model_kwargs:
@@ -81,8 +87,9 @@ MINI_CONFIG = """model:
 
 
 class Recorder:
-    """A proxy on 127.0.0.1 in front of the model server: relays each request and its answer (streamed
-    chunk by chunk) and keeps both as an exchange: {path, request, status, answer, seconds}."""
+    """A proxy on 127.0.0.1 in front of the model server: relays each request and its answer
+    (streamed chunk by chunk) and keeps both as an exchange: {path, request, status, answer,
+    seconds}."""
 
     def __init__(self, upstream: str):
         self.upstream = urlsplit(upstream.rstrip("/").removesuffix("/v1"))
@@ -101,8 +108,9 @@ class Recorder:
         return taken
 
     def cut(self) -> None:
-        """Close every request still open upstream: a killed agent's last request is not left to run
-        on (an unstreamed one gives no chunk to fail on, so the server would never hear of it)."""
+        """Close every request still open upstream: a killed agent's last request is not left to
+        run on (a streamed one then fails at its next chunk; an unstreamed one has none to fail on,
+        and runs on: see settle)."""
         for connection in list(self.open):
             if connection.sock is not None:
                 connection.sock.shutdown(socket.SHUT_RDWR)
@@ -172,8 +180,9 @@ def parse_json(raw: bytes):
 
 
 def counts(exchange: dict) -> dict:
-    """A chat exchange's tokens as the server counted them: prompt (all of it), evaluated (not from the
-    cache), completion. llama-server's `timings` say prompt_n (evaluated) and cache_n; else `usage`."""
+    """A chat exchange's tokens as the server counted them: prompt (all of it), evaluated (not from
+    the cache), completion. llama-server's `timings` say prompt_n (evaluated) and cache_n; else
+    `usage`."""
     last = {}
     for line in exchange["answer"].splitlines():
         body = line.removeprefix("data: ").strip()
@@ -219,7 +228,8 @@ def add_call(calls: dict, call: dict) -> None:
 
 
 def transcript(exchanges: list[dict]) -> str:
-    """The conversation as the server saw it: each request's messages new since the last, then the answer."""
+    """The conversation as the server saw it: each request's messages new since the last, then the
+    answer."""
     lines, seen = [], 0
     for n, exchange in enumerate(chats(exchanges)):
         messages = exchange["request"].get("messages", [])
@@ -229,7 +239,8 @@ def transcript(exchanges: list[dict]) -> str:
             lines.append(f"--- {message.get('role')}: {shown(message)}")
         seen = len(messages) + 1
         lines.append(
-            f"=== answer {n + 1} ({counts(exchange)}, {exchange.get('seconds')} s): {said(exchange)}"
+            f"=== answer {n + 1} ({counts(exchange)}, {exchange.get('seconds')} s): "
+            f"{said(exchange)}"
         )
     return "\n".join(lines)
 
@@ -249,10 +260,10 @@ def chats(exchanges: list[dict]) -> list[dict]:
     return [x for x in exchanges if x["path"].rstrip("/").endswith("chat/completions")]
 
 
-# -- the agents --------------------------------------------------------------------------------------------------
+# -- the agents -----------------------------------------------------------------------------------
 def clean_env(home: Path) -> dict:
-    """The environment an agent starts with: this one without keys, API bases or amas's variables, a
-    fresh HOME, litellm's price map from its package (no download), a git identity."""
+    """The environment an agent starts with: this one without keys, API bases or amas's
+    variables, a fresh HOME, litellm's price map from its package (no download), a git identity."""
     env = {}
     for key, value in os.environ.items():
         secret = key.endswith(("_API_KEY", "_API_BASE")) or key.startswith(("AMAS_", "OPENAI_"))
@@ -282,7 +293,7 @@ def amas_text_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[
 
 
 def amas_init_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[list, dict]:
-    """amas after `amas init` (the project map in its prompt), as the README's first step has it."""
+    """amas after `amas init` (the project map in its prompt), the README's first step."""
     argv, env = amas_command(prompt, base, home, peers)
     script = '"$0" -m amas_code init >/dev/null && exec "$0" "$@"'
     return ["sh", "-c", script, argv[0], *argv[1:]], env
@@ -296,15 +307,12 @@ def aider_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[list
     return argv, clean_env(home)
 
 
-def mini_command(prompt: str, base: str, home: Path, peers: Path, text: bool = False):
-    """mini-swe-agent: its default config (native bash tool calls), or its text-based one."""
+def mini_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[list, dict]:
+    """mini-swe-agent with its default config (native bash tool calls)."""
     config = home / "mini-model.yaml"
     config.write_text(MINI_CONFIG.format(base=base))
     argv = [str(peers / "mini" / "bin" / "mini"), "--model", f"openai/{NAME}", "--task", prompt]
     argv += ["--yolo", "--exit-immediately", "-c", "mini.yaml", "-c", str(config)]
-    if text:
-        argv[-3] = "mini_textbased.yaml"
-        argv += ["--model-class", "litellm_textbased"]
     env = clean_env(home)
     env["MSWEA_COST_TRACKING"] = "ignore_errors"
     env["MSWEA_CONFIGURED"] = "true"
@@ -312,7 +320,10 @@ def mini_command(prompt: str, base: str, home: Path, peers: Path, text: bool = F
 
 
 def mini_text_command(prompt: str, base: str, home: Path, peers: Path) -> tuple[list, dict]:
-    return mini_command(prompt, base, home, peers, text=True)
+    """mini-swe-agent with its text-based config: the command in a fenced block, no tool calls."""
+    argv, env = mini_command(prompt, base, home, peers)
+    argv[argv.index("mini.yaml")] = "mini_textbased.yaml"
+    return [*argv, "--model-class", "litellm_textbased"], env
 
 
 AGENTS = {
@@ -332,10 +343,11 @@ def installed(agent: str, peers: Path) -> bool:
     return os.access(peers / PEER_BINARIES[agent], os.X_OK)
 
 
-# -- one run -----------------------------------------------------------------------------------------------------
+# -- one run --------------------------------------------------------------------------------------
 def run_bounded(argv: list, env: dict, place: Path, limit: float) -> tuple[int | str, float]:
     """Run in place/repo to its end or to `limit` seconds (then its whole process group is killed):
-    (exit code or "timeout", wall seconds). stdout and stderr go to place/agent.out and agent.err."""
+    (exit code or "timeout", wall seconds). stdout and stderr go to place/agent.out and agent.err.
+    """
     began = time.monotonic()
     with open(place / "agent.out", "wb") as out, open(place / "agent.err", "wb") as err:
         proc = subprocess.Popen(
@@ -370,8 +382,8 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def idle(upstream: str, limit: float) -> bool:
-    """Whether the server has no request in work, waiting at most `limit` seconds for it: llama-server's
-    GET /slots (a server without it counts as idle)."""
+    """Whether the server has no request in work, waiting at most `limit` seconds for it:
+    llama-server's GET /slots (a server without it counts as idle)."""
     port = urlsplit(upstream).port
     deadline = time.monotonic() + limit
     while True:
@@ -384,9 +396,9 @@ def idle(upstream: str, limit: float) -> bool:
 
 
 def settle(bench: dict) -> str:
-    """The server idle before the next run, and how: a killed agent's last request is cut at the relay,
-    which ends a streamed one; an unstreamed one runs on until the server (when the bench started it) is
-    restarted. A server given with --api-base is waited for, up to the run limit."""
+    """The server idle before the next run, and how: a killed agent's last request is cut at the
+    relay, which ends a streamed one; an unstreamed one runs on until the server (when the bench
+    started it) is restarted. A server given with --api-base is waited for, up to the run limit."""
     bench["recorder"].cut()
     if idle(bench["upstream"], SETTLE):
         return ""
@@ -451,9 +463,10 @@ def save(place: Path, exchanges: list[dict], row: dict) -> None:
     (place / "row.json").write_text(json.dumps(row, indent=1))
 
 
-# -- the table ---------------------------------------------------------------------------------------------------
+# -- the table ------------------------------------------------------------------------------------
 HEADER = [
-    "| task | agent | solved | wall | exit | requests | prompt tokens (evaluated) | 1st request | why not |",
+    "| task | agent | solved | wall | exit | requests | prompt tokens (evaluated) | 1st request "
+    "| why not |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
 
@@ -473,7 +486,8 @@ def table_row(row: dict) -> str:
         why = row["wrong"][0][:90].replace("|", "\\|")
     return (
         f"| {row['task']} | {row['agent']} | {solved} | {row['wall']:.0f} s | {row['exit']} "
-        f"| {row['requests']} | {row['prompt']:,} ({row['evaluated']:,}) | {row['first']:,} | {why} |"
+        f"| {row['requests']} | {row['prompt']:,} ({row['evaluated']:,}) | {row['first']:,} "
+        f"| {why} |"
     )
 
 
@@ -490,13 +504,15 @@ def totals(rows: list[dict]) -> list[str]:
         evaluated = sum(r["evaluated"] for r in mine)
         requests = sum(r["requests"] for r in mine)
         lines.append(
-            f"| {agent} | {solved}/{len(mine)} | {wall:.0f} s | {requests} | {prompt:,} ({evaluated:,}) |"
+            f"| {agent} | {solved}/{len(mine)} | {wall:.0f} s | {requests} "
+            f"| {prompt:,} ({evaluated:,}) |"
         )
     return lines
 
 
 def combined(outs: list[Path]) -> str:
-    """One table from the runs kept in earlier --out folders, side by side: task by task, agent by agent."""
+    """One table from the runs kept in earlier --out folders, side by side: task by task, agent by
+    agent."""
     rows = [json.loads(row.read_text()) for out in outs for row in sorted(out.glob("*/row.json"))]
     order = [t.name for t in taskset.TASKS]
     rows.sort(key=lambda row: order.index(row["task"]))
@@ -505,47 +521,36 @@ def combined(outs: list[Path]) -> str:
 
 def heading(args, began: datetime.datetime) -> str:
     return (
-        f"{began:%Y-%m-%d %H:%M %Z}; model {args.model} ({NAME}, Q4_K_M) on llama-server, 1 thread, "
-        f"context {realmodel.CONTEXT:,}; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at the end; "
+        f"{began:%Y-%m-%d %H:%M %Z}; model {args.model} ({NAME}, Q4_K_M) on llama-server, "
+        f"1 thread, context {realmodel.CONTEXT:,}; {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.1f} at the end; "
         f"limit {args.limit:.0f} s a run\n\n"
     )
 
 
-# -- main --------------------------------------------------------------------------------------------------------
+# -- main -----------------------------------------------------------------------------------------
+OPTIONS = {  # the command line: option -> argparse's keywords
+    "--agents": {"nargs": "+", "choices": list(AGENTS), "default": ["amas", "aider", "mini"]},
+    "--tasks": {"nargs": "+", "choices": [t.name for t in taskset.TASKS]},
+    "--model": {"choices": sorted(realmodel.MODELS), "default": "1.5b"},
+    "--limit": {"type": float, "default": LIMIT, "help": f"seconds a run (default {LIMIT})"},
+    "--server-args": {
+        "default": "",
+        "metavar": "ARGS",
+        "help": 'more llama-server arguments, in one string: --server-args "--temp 0"',
+    },
+    "--api-base": {"help": "a model server already running (else one is started)"},
+    "--peers": {"type": Path, "default": PEERS, "help": "where the peers' venvs are"},
+    "--transcript": {"type": Path, "metavar": "RUN", "help": "print a run's conversation, stop"},
+    "--combine": {"type": Path, "nargs": "+", "metavar": "OUT", "help": "one table from --out's"},
+    "--out": {"type": Path, "help": "where each run's logs go (default: a new /tmp dir)"},
+}
+
+
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--agents", nargs="+", choices=list(AGENTS), default=["amas", "aider", "mini"]
-    )
-    parser.add_argument("--tasks", nargs="+", choices=[t.name for t in taskset.TASKS])
-    parser.add_argument("--model", choices=sorted(realmodel.MODELS), default="1.5b")
-    parser.add_argument(
-        "--limit", type=float, default=LIMIT, help=f"seconds a run (default {LIMIT})"
-    )
-    parser.add_argument(
-        "--server-args",
-        default="",
-        metavar="ARGS",
-        help='more llama-server arguments, in one string: --server-args "--temp 0"',
-    )
-    parser.add_argument("--api-base", help="a model server already running (else one is started)")
-    parser.add_argument("--peers", type=Path, default=PEERS, help="where the peers' venvs are")
-    parser.add_argument(
-        "--transcript",
-        type=Path,
-        metavar="RUN",
-        help="print a run's conversation (its folder) and stop",
-    )
-    parser.add_argument(
-        "--combine",
-        type=Path,
-        nargs="+",
-        metavar="OUT",
-        help="one table from earlier runs' --out folders",
-    )
-    parser.add_argument(
-        "--out", type=Path, help="where each run's logs go (default: a new /tmp dir)"
-    )
+    for option, keywords in OPTIONS.items():
+        parser.add_argument(option, **keywords)
     return parser.parse_args()
 
 

@@ -1,8 +1,10 @@
-"""The task bench's tasks: six small projects, each with a prompt and a check that runs code, never asks the model.
+"""The task bench's tasks: six small projects, each with a prompt and a check that runs code.
 
-Each project is under 60 lines, made fresh as a git repository for every run. A check returns what is wrong
-(an empty list: solved): the project's own tests run with `python -m unittest`, hidden calls or greps of what the
-task asked for, and the test files compared with their original text (a task is not solved by editing its test).
+
+Each project is under 60 lines, made fresh as a git repository for every run. A check returns what
+is wrong (an empty list: solved): the project's own tests run with `python -m unittest`, hidden
+calls or greps of what the task asked for, and the test files compared with their original text (a
+task is not solved by editing its test).
 """
 
 import re
@@ -37,7 +39,7 @@ def run(repo: Path, *argv: str) -> subprocess.CompletedProcess:
 
 
 def python(repo: Path, code: str) -> str:
-    """What `code` prints, run by Python in the repository (its modules importable); the error if it fails."""
+    """What `code` prints, run in the repository (its modules importable); or its error."""
     done = run(repo, sys.executable, "-c", code)
     if done.returncode != 0:
         return (
@@ -72,7 +74,7 @@ def expect(repo: Path, code: str, wanted: str) -> list[str]:
     return [f"{code!r} printed {got!r}, not {wanted!r}"]
 
 
-# -- 1. a failing test, named in the prompt ----------------------------------------------------------------------
+# -- 1. a failing test, named in the prompt -------------------------------------------------------
 STATS = '''"""Small statistics helpers."""
 
 
@@ -108,7 +110,7 @@ def check_failing_test(task: Task, repo: Path) -> list[str]:
     return unchanged(task, repo, "test_stats.py") + tests_pass(repo)
 
 
-# -- 2. a bug found by running the tests ---------------------------------------------------------------------------
+# -- 2. a bug found by running the tests ----------------------------------------------------------
 TEXTUTIL = '''"""Text helpers for titles and slugs."""
 
 import re
@@ -150,7 +152,7 @@ def check_run_tests(task: Task, repo: Path) -> list[str]:
     return unchanged(task, repo, "test_textutil.py") + tests_pass(repo)
 
 
-# -- 3. a new parameter --------------------------------------------------------------------------------------------
+# -- 3. a new parameter ---------------------------------------------------------------------------
 REPORT = '''"""Format the rows of a report as lines of text."""
 
 
@@ -178,14 +180,13 @@ class ReportTest(unittest.TestCase):
 
 
 def check_new_param(task: Task, repo: Path) -> list[str]:
-    wrong = expect(
-        repo, "from report import format_row as f; print(f('tea', 2.5, currency='$'))", "tea: $2.50"
-    )
-    wrong += expect(repo, "from report import format_row as f; print(f('tea', 2.5))", "tea: 2.50")
+    imported = "from report import format_row as f; "
+    wrong = expect(repo, imported + "print(f('tea', 2.5, currency='$'))", "tea: $2.50")
+    wrong += expect(repo, imported + "print(f('tea', 2.5))", "tea: 2.50")
     return wrong + unchanged(task, repo, "test_report.py") + tests_pass(repo)
 
 
-# -- 4. a rename across two files ----------------------------------------------------------------------------------
+# -- 4. a rename across two files -----------------------------------------------------------------
 USERS = '''"""The users this service knows."""
 
 USERS = {1: "ada", 2: "grace"}
@@ -228,13 +229,15 @@ class AppTest(unittest.TestCase):
 
 def check_rename(task: Task, repo: Path) -> list[str]:
     left = [p.name for p in sorted(repo.glob("*.py")) if re.search(r"\bget_usr\b", p.read_text())]
-    wrong = [f"get_usr is still in {', '.join(left)}"] if left else []
+    wrong = []
+    if left:
+        wrong.append(f"get_usr is still in {', '.join(left)}")
     wrong += expect(repo, "import users; print(users.get_user(2))", "grace")
     wrong += expect(repo, "import app; print(app.greet(1))", "hello, ada")
     return wrong + unchanged(task, repo, "test_app.py") + tests_pass(repo)
 
 
-# -- 5. a fix in a file the prompt does not name -------------------------------------------------------------------
+# -- 5. a fix in a file the prompt does not name --------------------------------------------------
 PRICING = '''"""Prices after discounts."""
 
 
@@ -242,8 +245,10 @@ def discounted(price, percent):
     """The price less `percent` per cent of it."""
     return price - percent / 100
 '''
-SHOP = '''"""`python shop.py PRICE PERCENT` prints the price to pay after a discount of PERCENT per cent."""
-
+SHOP = (
+    '"""`python shop.py PRICE PERCENT` prints the price to pay '
+    'after a discount of PERCENT per cent."""\n'
+    """
 import sys
 
 from pricing import discounted
@@ -257,7 +262,8 @@ def main(argv):
 
 if __name__ == "__main__":
     main(sys.argv[1:])
-'''
+"""
+)
 
 
 def check_unnamed_file(task: Task, repo: Path) -> list[str]:
@@ -269,17 +275,23 @@ def check_unnamed_file(task: Task, repo: Path) -> list[str]:
     return wrong + expect(repo, "import pricing; print(pricing.discounted(80, 25))", "60.0")
 
 
-# -- 6. a README convention to follow ------------------------------------------------------------------------------
-README = """# units
-
-Unit converters.
-
-## Conventions
-
-- A converter is a function named `<from>_to_<to>` (lower case) in `convert.py`, with a one-line docstring.
-- Every converter is registered in the `CONVERTERS` table at the end of `convert.py`, under its name.
-- Every converter has a test in `test_convert.py`.
-"""
+# -- 6. a README convention to follow -------------------------------------------------------------
+README = "\n".join(
+    [
+        "# units",
+        "",
+        "Unit converters.",
+        "",
+        "## Conventions",
+        "",
+        "- A converter is a function named `<from>_to_<to>` (lower case) in "
+        "`convert.py`, with a one-line docstring.",
+        "- Every converter is registered in the `CONVERTERS` table at the end "
+        "of `convert.py`, under its name.",
+        "- Every converter has a test in `test_convert.py`.",
+        "",
+    ]
+)
 CONVERT = '''"""Unit converters (README.md says how to add one)."""
 
 
@@ -336,15 +348,17 @@ TASKS = [
     Task(
         "run-tests",
         "a bug found by running the tests",
-        "Some of this project's tests fail. Run them with `python -m unittest`, find the bug and fix it.",
+        "Some of this project's tests fail. Run them with `python -m unittest`, find the bug and "
+        "fix it.",
         {"textutil.py": TEXTUTIL, "test_textutil.py": TEST_TEXTUTIL},
         check_run_tests,
     ),
     Task(
         "new-param",
         "a new parameter",
-        "Add a parameter `currency` to format_row in report.py, an empty string by default, written just "
-        "before the amount: format_row('tea', 2.5, currency='$') returns 'tea: $2.50'.",
+        "Add a parameter `currency` to format_row in report.py, an empty string by default, "
+        "written just before the amount: format_row('tea', 2.5, currency='$') returns "
+        "'tea: $2.50'.",
         {"report.py": REPORT, "test_report.py": TEST_REPORT},
         check_new_param,
     ),
@@ -358,7 +372,8 @@ TASKS = [
     Task(
         "unnamed-file",
         "a fix in a file the prompt does not name",
-        "`python shop.py 200 10` prints 199.90, but 200 with a 10% discount should be 180.00. Fix the bug.",
+        "`python shop.py 200 10` prints 199.90, but 200 with a 10% discount should be 180.00. "
+        "Fix the bug.",
         {"shop.py": SHOP, "pricing.py": PRICING},
         check_unnamed_file,
     ),

@@ -1,9 +1,10 @@
-"""The task bench's own logic (bench/taskbench.py, bench/taskset.py), with the scripted server, not the real model.
+"""The task bench's own logic (bench/taskbench.py, taskset.py), with the scripted server.
 
-Skipped in the default run (AMAS_BENCH_TESTS=1 runs it): the checks judge each task right both ways (the
-project as given fails, a reference fix passes), and a run through the recording proxy reports what happened:
-solved or not and why, the requests and prompt tokens the server saw, amas's exit code and JSON result, and
-a run past its limit is killed with its whole process group.
+
+Skipped in the default run (AMAS_BENCH_TESTS=1 runs it): the checks judge each task right both ways
+(the project as given fails, a reference fix passes), and a run through the recording proxy reports
+what happened: solved or not and why, the requests and prompt tokens the server saw, amas's exit
+code and JSON result, and a run past its limit is killed with its whole process group.
 """
 
 import json
@@ -24,40 +25,37 @@ import taskset  # noqa: E402
 pytestmark = pytest.mark.skipif(
     not os.environ.get("AMAS_BENCH_TESTS"), reason="the bench's own tests: AMAS_BENCH_TESTS=1"
 )
-FIXES = {  # a reference fix per task: path -> (old text, new text)
-    "failing-test": {
-        "stats.py": (
-            "    return sum(values) / len(values)",
-            "    return sum(values) / len(values) if values else 0.0",
+CELSIUS = 'def celsius_to_fahrenheit(c):\n    """Celsius to Fahrenheit."""\n'
+CELSIUS += "    return c * 9 / 5 + 32\n\n\n"
+CELSIUS_TEST = "def test_celsius_to_fahrenheit():\n    assert celsius_to_fahrenheit(100) == 212\n"
+FIXES = {  # a reference fix per task: (path, old text, new text), in order
+    "failing-test": [("stats.py", "len(values)\n", "len(values) if values else 0.0\n")],
+    "run-tests": [("textutil.py", '"-".join(words)', '"-".join(words).lower()')],
+    "new-param": [
+        (
+            "report.py",
+            "def format_row(name, amount):",
+            'def format_row(name, amount, currency=""):',
         ),
-    },
-    "run-tests": {"textutil.py": ('"-".join(words)', '"-".join(words).lower()')},
-    "new-param": {
-        "report.py": (
-            'def format_row(name, amount):\n    """One line: the name, then the amount with two decimals."""\n'
-            '    return f"{name}: {amount:.2f}"',
-            'def format_row(name, amount, currency=""):\n    return f"{name}: {currency}{amount:.2f}"',
-        ),
-    },
-    "rename": {"users.py": ("get_usr", "get_user"), "app.py": ("get_usr", "get_user")},
-    "unnamed-file": {"pricing.py": ("price - percent / 100", "price - price * percent / 100")},
-    "readme-convention": {
-        "convert.py": (
+        ("report.py", "{name}: {amount:.2f}", "{name}: {currency}{amount:.2f}"),
+    ],
+    "rename": [("users.py", "get_usr", "get_user"), ("app.py", "get_usr", "get_user")],
+    "unnamed-file": [("pricing.py", "price - percent / 100", "price - price * percent / 100")],
+    "readme-convention": [
+        ("convert.py", "CONVERTERS = {", CELSIUS + "CONVERTERS = {"),
+        (
+            "convert.py",
             "CONVERTERS = {",
-            'def celsius_to_fahrenheit(c):\n    """Celsius to Fahrenheit."""\n    return c * 9 / 5 + 32\n\n\n'
             'CONVERTERS = {\n    "celsius_to_fahrenheit": celsius_to_fahrenheit,',
         ),
-        "test_convert.py": (
-            "from convert import kg_to_pounds, km_to_miles",
-            "from convert import celsius_to_fahrenheit, kg_to_pounds, km_to_miles\n\n\n"
-            "def test_celsius_to_fahrenheit():\n    assert celsius_to_fahrenheit(100) == 212",
-        ),
-    },
+        ("test_convert.py", "from convert import", "from convert import celsius_to_fahrenheit,"),
+        ("test_convert.py", "\n\n\nclass", "\n\n\n" + CELSIUS_TEST + "\n\nclass"),
+    ],
 }
 
 
-def apply(repo: Path, fix: dict) -> None:
-    for path, (old, new) in fix.items():
+def apply(repo: Path, fix: list) -> None:
+    for path, old, new in fix:
         text = (repo / path).read_text()
         assert old in text
         (repo / path).write_text(text.replace(old, new))
@@ -77,7 +75,7 @@ def test_editing_the_test_instead_of_the_code_does_not_solve_it(tmp_path):
     task = taskset.TASKS[0]
     repo = tmp_path / "repo"
     taskset.make_repo(task, repo)
-    apply(repo, {"test_stats.py": ("self.assertEqual(mean([]), 0.0)", "pass")})
+    apply(repo, [("test_stats.py", "self.assertEqual(mean([]), 0.0)", "pass")])
     assert "test_stats.py was changed" in task.check(task, repo)
 
 
@@ -96,7 +94,7 @@ def bench(llm, tmp_path, home):
 
 def test_a_run_that_solves_its_task_is_reported_with_the_servers_counts(llm, bench):
     task = taskset.TASKS[0]
-    old, new = FIXES[task.name]["stats.py"]
+    _, old, new = FIXES[task.name][0]
     llm.reply(tool="edit_file", path="stats.py", old_str=old, new_str=new).reply("Fixed.")
     row = taskbench.run_task("amas", task, bench)
     assert (row["solved"], row["wrong"], row["exit"]) == (True, [], 0)
@@ -144,7 +142,8 @@ def test_what_a_run_started_is_killed_with_it(tmp_path):
 
 
 def test_token_counts_are_read_from_llama_servers_timings_else_usage():
-    streamed = 'data: {"choices": []}\n\ndata: {"timings": {"prompt_n": 12, "cache_n": 1500, "predicted_n": 40}}\n'
+    timings = {"prompt_n": 12, "cache_n": 1500, "predicted_n": 40}
+    streamed = f'data: {{"choices": []}}\n\ndata: {json.dumps({"timings": timings})}\n'
     assert taskbench.counts({"answer": streamed}) == {
         "prompt": 1512,
         "evaluated": 12,
@@ -165,8 +164,8 @@ def test_a_peer_that_is_not_installed_is_skipped(tmp_path):
 
 
 class Busy(BaseHTTPRequestHandler):
-    """A model server whose one slot stays busy (GET /slots), as llama-server with an unstreamed request
-    whose client has gone."""
+    """A model server whose one slot stays busy (GET /slots), as llama-server with an unstreamed
+    request whose client has gone."""
 
     def do_GET(self):
         body = json.dumps([{"id": 0, "is_processing": True}]).encode()
