@@ -67,11 +67,12 @@ def unchanged(task: Task, repo: Path, *paths: str) -> list[str]:
 
 
 def expect(repo: Path, code: str, wanted: str) -> list[str]:
-    """What `code` prints must be `wanted`."""
+    """What `code` prints must be `wanted` (said by what it prints: `code` ends in one print)."""
     got = python(repo, code)
     if got == wanted:
         return []
-    return [f"{code!r} printed {got!r}, not {wanted!r}"]
+    printed = code.rsplit("print(", 1)[-1].removesuffix(")")
+    return [f"{printed} gave {got!r}, not {wanted!r}"]
 
 
 # -- 1. a failing test, named in the prompt -------------------------------------------------------
@@ -322,15 +323,17 @@ class ConvertTest(unittest.TestCase):
     def test_kg_to_pounds(self):
         self.assertAlmostEqual(kg_to_pounds(2), 4.409246)
 """
+CONVERTED = "from convert import *; print(round(celsius_to_fahrenheit(100), 6))"
+CONVERTED_40 = "from convert import *; print(round(celsius_to_fahrenheit(-40), 6))"
+DOCUMENTED = "from convert import *; print(bool((celsius_to_fahrenheit.__doc__ or '').strip()))"
 REGISTERED = (
-    "import convert as c; f = c.celsius_to_fahrenheit; "
-    "print(round(f(100), 6), round(f(-40), 6), bool((f.__doc__ or '').strip()), "
-    "c.CONVERTERS.get('celsius_to_fahrenheit') is f)"
+    "from convert import *; print(CONVERTERS.get('celsius_to_fahrenheit') is celsius_to_fahrenheit)"
 )
 
 
 def check_readme_convention(task: Task, repo: Path) -> list[str]:
-    wrong = expect(repo, REGISTERED, "212.0 -40.0 True True")
+    wrong = expect(repo, CONVERTED, "212.0") + expect(repo, CONVERTED_40, "-40.0")
+    wrong += expect(repo, DOCUMENTED, "True") + expect(repo, REGISTERED, "True")
     test = repo / "test_convert.py"
     if not test.is_file() or "celsius_to_fahrenheit" not in test.read_text():
         wrong.append("test_convert.py has no test of celsius_to_fahrenheit")
