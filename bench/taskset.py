@@ -326,9 +326,8 @@ class ConvertTest(unittest.TestCase):
 CONVERTED = "from convert import *; print(round(celsius_to_fahrenheit(100), 6))"
 CONVERTED_40 = "from convert import *; print(round(celsius_to_fahrenheit(-40), 6))"
 DOCUMENTED = "from convert import *; print(bool((celsius_to_fahrenheit.__doc__ or '').strip()))"
-REGISTERED = (
-    "from convert import *; print(CONVERTERS.get('celsius_to_fahrenheit') is celsius_to_fahrenheit)"
-)
+REGISTERED = "from convert import *; print(CONVERTERS.get('celsius_to_fahrenheit') is "
+REGISTERED += "celsius_to_fahrenheit)"
 
 
 def check_readme_convention(task: Task, repo: Path) -> list[str]:

@@ -3,8 +3,8 @@
 Skipped in the default run (AMAS_BENCH_TESTS=1 runs it): the model is its parts in order, checked
 by size and made once; the checks judge each task right both ways (the project as given fails, a
 reference fix passes); a run through the recording proxy reports what happened: solved or not and
-why, the requests and prompt tokens the server saw, amas's exit code and JSON result; a run past its
-limit is stopped, with what it started, and a server left busy is restarted.
+why, the requests and prompt tokens the server saw, amas's exit code and JSON result; a run past
+its limit is stopped, with what it started, and a server left busy is restarted.
 """
 
 import json
