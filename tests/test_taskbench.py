@@ -1,6 +1,6 @@
 """The task bench's own logic (bench/taskbench.py, taskset.py), with the scripted server.
 
-Skipped in the default run (AMAS_BENCH_TESTS=1 runs it): the model is its parts in order, checked
+Off the default run (marked bench: `.ci/run` runs it with -m bench): the model is its parts in order, checked
 by size and made once; the checks judge each task right both ways (the project as given fails, a
 reference fix passes); a run through the recording proxy reports what happened: solved or not and
 why, the requests and prompt tokens the server saw, amas's exit code and JSON result; a run past
@@ -22,9 +22,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import taskbench  # noqa: E402
 import taskset  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("AMAS_BENCH_TESTS"), reason="the bench's own tests: AMAS_BENCH_TESTS=1"
-)
+pytestmark = pytest.mark.bench  # off the default run: `.ci/run` runs it with -m bench
 CELSIUS = 'def celsius_to_fahrenheit(c):\n    """Celsius to Fahrenheit."""\n'
 CELSIUS += "    return c * 9 / 5 + 32\n\n\n"
 CELSIUS_TEST = "def test_celsius_to_fahrenheit():\n    assert celsius_to_fahrenheit(100) == 212\n"
