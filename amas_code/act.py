@@ -111,6 +111,8 @@ class Act:
         verdict = self.gate.judge(effect)
         if verdict.decision == "deny":
             return effects.Outcome(f"Error: {verdict.reason}", "denied")
+        if verdict.kind == "timeout" and not ui.can_ask():
+            return self.capped(effect)
         detail = self.detail(effect)
         if verdict.decision == "allow":
             if detail is not None:
@@ -124,9 +126,21 @@ class Act:
             declined = f"{_declined(effect)} declined (no terminal to ask the user on)."
         if verdict.reason:  # a place outside the project
             declined = f"Error: {verdict.reason} was declined by the user"
+        if verdict.reason and not ui.can_ask():
+            declined = f"Error: {verdict.reason} was declined: no terminal to ask the user on"
         if feedback:
             declined += f" They said: {feedback}"
         return effects.Outcome(declined, "declined")
+
+    def capped(self, command: effects.Command) -> effects.Outcome:
+        """A command given more time than shell_timeout where no one can allow it: run within
+        shell_timeout (judged as any command), the model told why (a small model asks for 60 s by
+        habit, and a refusal cost it a turn)."""
+        ceiling = self.config["shell_timeout"]
+        done = self.effect(dataclasses.replace(command, timeout=ceiling))
+        said = f"[run within shell_timeout's {ceiling:g} s, not the {command.timeout:g} s asked: "
+        said += "only the user can allow longer, in a terminal]"
+        return effects.Outcome(f"{done.text}\n{said}", done.status)
 
     def detail(self, effect: effects.Change | effects.Command):
         """What the person sees before deciding: a change's diff (a picture's size)."""

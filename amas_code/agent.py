@@ -17,6 +17,11 @@ SUMMARY_WORDS = 2  # one word ("OK.", "Done.") is not a summary
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 # calls of one reply past this are not run nor answered: the model is told in one line
 MAX_CALLS = toolcalls.MAX_CALLS
+EMPTY = "[Your reply was empty. Go on: make the next tool call, or answer the user.]"
+SHOWN = (
+    "[You showed code but changed no file, and the user asked for a change: make it now with the "
+    "tools (read_file, then edit_file or write_file), then check it.]"
+)
 ECHOED = (
     "[Your reply only repeated a tool's result. Go on: make the next tool call, or answer the user "
     "in your own words.]"
@@ -41,6 +46,7 @@ class Agent:
         self.history = history.Log(self.root)
         self.session, self.messages = self.history.opened(resume)
         self.attachments = []
+        self.asked = ""  # the user's own words in the turn under way
         self.ok = True  # the last turn ended by itself (not Ctrl+C, not an error)
         self.notes = []  # what the user did since the last turn (/undo, !command)
         self.max_requests = 0  # a one-shot's --max-turns: model requests in its turn (0: no end)
@@ -179,6 +185,7 @@ class Agent:
 
     def run_turn(self, text: str) -> bool:
         start = len(self.messages)
+        self.asked = text
         # hidden as it is added (piped in too: a log with a token in it)
         self.add({"role": "user", "content": self.preamble() + text})
         self.attachments = []
@@ -242,7 +249,7 @@ class Agent:
                 self.warn(f"{WARN_STEPS} tool rounds in this turn; Ctrl+C stops it")
             reply = self.reply()
             if not reply.get("tool_calls"):
-                if not asked and (self.unread(reply) or self.echoed(reply)):
+                if not asked and self.asked_again(reply, calls):
                     asked = True
                     continue
                 return
@@ -250,6 +257,23 @@ class Agent:
             self.act_on(reply, calls)
             if self.stuck(calls):
                 return
+
+    def asked_again(self, reply: dict, calls: list) -> bool:
+        """A reply without calls that is no answer, and the model asked once more: call markup the
+        reader could not read, an echo of a tool's result, nothing at all, or code shown for a
+        change the user asked for while no tool was called (a small model's usual slip)."""
+        if self.unread(reply) or self.echoed(reply):
+            return True
+        said = reply["content"].strip()
+        if not said and not reply.get("tool_calls"):
+            if self.messages[-1]["role"] == "user":  # two in a row: some templates refuse them
+                self.add({"role": "assistant", "content": "(no answer)"})
+            self.add({"role": "user", "content": EMPTY})
+            return True
+        if not calls and not self.tools.planning and context.shown_not_made(said, self.asked):
+            self.add({"role": "user", "content": SHOWN})
+            return True
+        return False
 
     def echoed(self, reply: dict) -> bool:
         """A reply that only repeats a tool's result (a small model echoing amas's own
@@ -366,7 +390,7 @@ class Agent:
         line = reply.pop("unreadable", None)
         if line:
             self.warn(line)
-            self.add({"role": "user", "content": toolcalls.error(self.tools.names)})
+            self.add({"role": "user", "content": toolcalls.error(self.tools.names, line)})
         return bool(line)
 
     def keep_partial(self, text: str) -> None:

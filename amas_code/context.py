@@ -5,11 +5,12 @@ import json
 import re
 from pathlib import Path
 
-from amas_code import effects, home, memory, providers, repomap, skills, ui
+from amas_code import effects, home, memory, project, providers, repomap, skills, ui
 
 PROMPT_BUDGET = 2000  # tokens of system prompt; the project map gets what the rest leaves
 MEMORY_SHARE = 8  # the memory's notes get an eighth of the system prompt's budget
-ROOMY = 16_000  # tokens of context from which the browser's tools are offered
+LISTED = 10_000  # files past the listing counted, at most (a huge tree is not walked whole)
+ROOMY = 16_000  # tokens of context from which the web's and the browser's tools are offered
 RULES_BUDGET = 500  # tokens of rules.md and AGENTS.md, so the map keeps a useful share
 # the map sizes itself by its own estimate (0.92-1.02 of real counts), kept within the budget by a
 # margin rather than a tokenizer's count (tiktoken's encoding costs 35 MB)
@@ -28,6 +29,40 @@ SUMMARIZE = (
     "goals, decisions, files touched and their state, commands run and results, and open problems. "
     "Be concise and concrete; keep paths, names and numbers exact."
 )
+
+
+# the first words of a request for a change (a question, or "explain", asks for none)
+CHANGE = re.compile(
+    r"(?i)^\W*(?:please\s+)?(?:add|fix|make|change|rename|update|implement|create|write|remove|"
+    r"delete|refactor|replace|move|convert|rewrite|correct|edit|set|use|support|handle)\b"
+)
+FENCE = re.compile(r"^\s*```", re.M)
+
+
+def shown_not_made(said: str, latest: str) -> bool:
+    """Whether an answer shows code (a fenced block) for a request that asked for a change: a
+    small model's way of answering without making it."""
+    return bool(FENCE.search(said) and CHANGE.match(latest))
+
+
+def _listing(files, room: float) -> str:
+    """The project's files, one a line, as many as room tokens hold; how many more, if any."""
+    shown = []
+    left = room * CHARS_PER_TOKEN
+    more = 0
+    for path in files:
+        if more or len(path) + 1 > left:
+            more += 1
+        else:
+            shown.append(path)
+            left -= len(path) + 1
+        if more == LISTED:  # a huge tree: counted no further
+            break
+    if more == LISTED:
+        shown.append(f"(over {LISTED:,} more files: list_files shows them)")
+    elif more:
+        shown.append(f"({more} more files: list_files shows them)")
+    return "\n".join(shown)
 
 
 def last_user(messages: list[dict]) -> str:
@@ -71,9 +106,10 @@ class Context:
         return context - min(self.config.get("max_tokens") or 0, context // 4)
 
     def offered(self, tools) -> list[dict]:
-        """The tools' schemas offered to the model: the browser's only where the context has room
-        for them (a small local model pays for every token of the first request)."""
-        return tools.schemas(browser=self.limit() >= ROOMY)
+        """The tools' schemas offered to the model: the web's and the browser's only where the
+        context has room for them (a small local model pays for every token of the first request:
+        Qwen2.5-Coder-1.5B read 1,661 of them at 15-26 a second on two cores)."""
+        return tools.schemas(web=self.limit() >= ROOMY)
 
     def budget(self) -> int:
         """Tokens of system prompt: PROMPT_BUDGET, less in a small context (the map shrinks)."""
@@ -93,8 +129,22 @@ class Context:
         tail += self.rules() + self.skills(latest)
         tail += memory.prompt(self.root, latest, self.budget() // MEMORY_SHARE)
         room = (self.budget() - estimate(head + tail)) * MAP_MARGIN
-        found = repomap.prompt_map(self.root, latest, tools.touched, room) if room > 50 else ""
-        return head + tail + (f"\n### Project map\n{found}\n" if found else "")
+        return head + tail + self.project(latest, tools.touched, room)
+
+    def project(self, latest: str, touched: set[str], room: float) -> str:
+        """The project for the prompt in room tokens: its ranked map, or where `amas init` never
+        made one, its files (a small model that sees no file name invents one)."""
+        if room <= 50:
+            return ""
+        found = repomap.prompt_map(self.root, latest, touched, room)
+        if found:
+            return f"\n### Project map\n{found}\n"
+        cut = len(str(self.root)) + 1  # the paths as the project names them
+        files = (path[cut:] for path in project.project_files(self.root, self.config["ignore"]))
+        listed = _listing(files, room)
+        if listed:
+            return f"\n### Project files\n{listed}\n"
+        return ""
 
     def where(self) -> str:
         """The folder the user is in, when it is not the root: the paths they type start there."""

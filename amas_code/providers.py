@@ -81,6 +81,9 @@ NULL_CONTENT = ("gemini/", "vertex_ai/", "anthropic/")
 # Not OpenAI's own API nor OpenRouter (no api_base): litellm's price table and its options for
 # reasoning models are worth its import there (docs/models.md#which-path).
 DIRECT = ("openai", "hosted_vllm", "lm_studio")
+# the sampling temperature asked of a server of your own (api_base): llama-server's default is 0.8,
+# at which Qwen2.5-Coder-1.5B answered 5 of 6 coding tasks in prose; at 0 it called a tool in 5 of 6
+LOCAL_TEMPERATURE = 0
 # where a provider of this machine listens when no api_base is given
 DEFAULT_BASES = {"ollama": "http://localhost:11434", "ollama_chat": "http://localhost:11434"}
 CONNECT = 3  # seconds for the one connect that tells a local server is listening, before any import
@@ -421,6 +424,8 @@ class Model:
             body.update(tools=tools, tool_choice="auto")
         if self.name.startswith("ollama"):  # Ollama's default context window is tiny
             body["num_ctx"] = self.context_limit()
+        if self.config.get("api_base"):  # a server of your own: a small model, calls made reliably
+            body["temperature"] = LOCAL_TEMPERATURE
         return body
 
     def answer_room(self) -> int | None:

@@ -118,7 +118,28 @@ def read(text: str, names, model: str = "") -> tuple[list[dict], str, str | None
     spans = _grouped(text, _ending(text, _made_up(text, spans)))
     calls = [native(n, _schema_typed(a, names, n)) for s in spans if s.run for n, a in s.calls]
     shown = [span for span in spans if not span.run]
-    return _left(text, spans, calls, _lost(text, code, broken, shown))
+    lost = _lost(text, code, broken, shown)
+    if not calls and not lost:
+        lost = _unknown(text, names)
+    return _left(text, spans, calls, lost)
+
+
+UNKNOWN_LINE = "the model called {name}, which is no tool of amas; it is told the tools there are"
+TAIL = re.compile(r"\s*(?:```)?\s*\Z")  # what may follow a call that ends the reply: its fence
+
+
+def _unknown(text: str, names) -> tuple[int, str] | None:
+    """A call to a tool that does not exist ending the reply (a small model's `{"name":
+    "format_row", "arguments": {…}}`, the project's own function): the line that says so (the
+    reply stays whole; the model hears the tools there are). Looked for in the reply's last 4,000
+    characters, at each `{` that starts a line."""
+    start = max(0, len(text) - 4000)
+    for match in re.finditer(r"(?m)^[ \t]*(?=\{)", text[start:]):
+        found = _json_at(text, start + match.end())
+        call = _as_call(found[0]) if found else None
+        if call and call[0] not in names and TAIL.match(text, found[1]):
+            return len(text), UNKNOWN_LINE.format(name=call[0])
+    return None
 
 
 def family(model: str) -> set | None:
@@ -1088,12 +1109,14 @@ def _type(spec: dict) -> str:
     return kind
 
 
-def error(names) -> str:
-    """What the model reads when its call could not be read, or read as an example: how to write one."""
-    return (
-        "Error: your tool call could not be read, or it stood in prose as an example and was not run."
-        f" To run a tool, write just the call, as {EXAMPLE} (tools: {', '.join(names)})"
-    )
+def error(names, line: str = "") -> str:
+    """What the model reads when its call could not be read, was read as an example, or named no
+    tool (line: what the user was told): how to write one, and the tools there are."""
+    said = "your tool call could not be read, or it stood in prose as an example and was not run"
+    unknown = re.match(r"the model called (\S+), which is no tool", line)
+    if unknown:
+        said = f"there is no tool named {unknown[1]}"
+    return f"Error: {said}. To run a tool, write just the call, as {EXAMPLE} (tools: {', '.join(names)})"
 
 
 def to_text(messages: list[dict]) -> list[dict]:

@@ -38,7 +38,7 @@ PARAMS = dict(  # what a parameter means, where its name is not enough
     old_str="Exact text to replace, with enough context to be unique",
     timeout="Seconds before it is killed",
     action="store, search or forget",
-    days="store: days until the note expires (0: it is kept)",
+    days="Days until the note expires (0: kept)",
 )
 CONCEALED = (  # why a write is refused whose diff would hide more than a secret
     "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
@@ -67,6 +67,7 @@ NAMES = (
     "memory",
 )
 NAMES += ("search_google", "fetch_url", *BROWSER)
+WEB = ("search_google", "fetch_url", *BROWSER)  # offered where the context has room for them
 # plan mode's tools: those that read, and commands in the box with the project read-only
 PLAN = ("read_file", "search_files", "list_files", "shell_command", "search_google", "fetch_url")
 
@@ -94,12 +95,12 @@ class Tools:
         self.planning = False  # plan mode: reading tools only, commands with the project read-only
 
     # -- the registry -----------------------------------------------------------------------------
-    def schemas(self, browser: bool = True) -> list[dict]:
+    def schemas(self, web: bool = True) -> list[dict]:
         """OpenAI tool schemas, made from each handler's signature and docstring; without the
-        browser's, when a small context has no room for them (their schemas are ~400 tokens)."""
+        web's and the browser's when a small context has no room for them (~500 tokens)."""
         names = self.names
-        if not browser:
-            names = [name for name in names if name not in BROWSER]
+        if not web:
+            names = [name for name in names if name not in WEB]
         if self.planning:
             names = [name for name in names if name in PLAN]
         return [self.schema(name) for name in names]
@@ -118,7 +119,7 @@ class Tools:
             "type": "function",
             "function": {
                 "name": name,
-                "description": getattr(self, name).__doc__,
+                "description": " ".join(getattr(self, name).__doc__.split()),  # one line
                 "parameters": parameters,
             },
         }
@@ -223,6 +224,8 @@ class Tools:
                 return
             if feedback:
                 said = f"; they said: {feedback}"
+        if not ui.can_ask():  # no one was asked
+            raise effects.Declined(f"{verdict.reason} was declined: no terminal to ask the user on")
         raise effects.Declined(f"{verdict.reason} was declined by the user{said}")
 
     # -- files --------------------------------------------------------------------------------------
@@ -316,8 +319,7 @@ class Tools:
 
     # -- commands and search ------------------------------------------------------------------------
     def shell_command(self, command: str, timeout: int = 0) -> Command:
-        """Run a shell command in the project root; returns stdout, stderr and exit code (a
-        timeout above the user's limit is theirs to allow)."""
+        """Run a shell command in the project root; returns stdout, stderr and exit code."""
         if timeout <= 0:  # none given: the user's
             timeout = self.config["shell_timeout"]
         return Command(command, timeout)
@@ -378,9 +380,8 @@ class Tools:
 
     # -- the user's memory -----------------------------------------------------------------------------
     def memory(self, action: str, text: str, days: int = 0) -> str | Change:
-        """The user's notes, kept across sessions: action search (what they hold about text), store
-        (a fact, convention or preference worth keeping; days: it expires after that many) or
-        forget (the notes holding text). A store or forget is the user's to allow."""
+        """Notes kept across sessions: search (text: what about), store (text: a fact worth
+        keeping; days: expires after) or forget (the notes holding text); the user allows each."""
         if action == "search":
             return memory.search(self.root, text)
         if action == "store":
@@ -848,7 +849,7 @@ def _unread(shown: str, path: str, known: str) -> str:
     hint = "Copy old_str exactly from it."
     if "[REDACTED]" in shown:
         hint = KEEP
-    return f"{said}. It holds:\n{numbered}\n{hint}"
+    return f"{said} (read_file shows it). It holds:\n{numbered}\n{hint}"
 
 
 def _entry(entry: os.DirEntry) -> str:

@@ -262,6 +262,6 @@ def test_a_small_context_gets_a_smaller_first_request(agent, llm):
     agent.turn("hello")
     sent = llm.requests[0]
     names = [t["function"]["name"] for t in sent["tools"]]
-    assert "navigate" not in names and "read_file" in names and "fetch_url" in names
+    assert "navigate" not in names and "fetch_url" not in names and "read_file" in names
     assert "# Browser Control" not in sent["messages"][0]["content"]
     assert agent.context.budget() == agent.context.limit() // 8 == 384  # 4,096 less the answer's

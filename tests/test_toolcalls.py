@@ -556,8 +556,12 @@ def test_arguments_are_read_leniently_or_not_at_all():
 
 
 def test_a_call_to_a_tool_we_do_not_have_is_never_read_as_one():
+    """Never run; where it ends the reply, the model hears there is no such tool (a small model
+    called the project's own function `format_row` and took it for done)."""
     calls, left, unreadable = toolcalls.read('{"name": "rm_rf", "arguments": {}}', NAMES)
-    assert (calls, left, unreadable) == ([], '{"name": "rm_rf", "arguments": {}}', None)
+    said = toolcalls.UNKNOWN_LINE.format(name="rm_rf")
+    assert (calls, left, unreadable) == ([], '{"name": "rm_rf", "arguments": {}}', said)
+    assert toolcalls.error(NAMES, said).startswith("Error: there is no tool named rm_rf. To run")
     calls, left, unreadable = toolcalls.read('<tool_call>{"name": "rm_rf"}</tool_call>', NAMES)
     assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
 

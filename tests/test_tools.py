@@ -450,7 +450,8 @@ def test_old_str_not_found_in_a_file_never_read_shows_it_or_says_to_read_it(run,
     (bare / "small.py").write_text("def f():\n    return 1\n")
     said = run("edit_file", path="small.py", old_str="return 0", new_str="return 2")
     assert said == (
-        "Error: old_str not found in small.py, which you have not read in this session. It holds:\n"
+        "Error: old_str not found in small.py, which you have not read in this session "
+        "(read_file shows it). It holds:\n"
         "     1\tdef f():\n     2\t    return 1\nCopy old_str exactly from it."
     )
     (bare / "big.py").write_text("x = 1\n" * 1000)

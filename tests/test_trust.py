@@ -134,10 +134,10 @@ def test_an_untrusted_config_only_tightens(project, home, llm, amas):
     assert (merged["shell_timeout"], merged["checkpoint_max_mb"]) == (5, 50)
     assert (merged["max_tokens"], merged["stream"]) == (100, False)  # tighter, or harmless: kept
     assert ignored == ["shell_timeout", "checkpoint_max_mb"]
-    # a command asking for longer than the user's own ceiling is asked about, even under --yes
+    # a command asking for longer runs within the user's own ceiling (5 s), never the clone's
     call = ("shell_command", {"command": "echo ran > ran.txt", "timeout": 600})
     attack(llm, amas, [call], "-y")
-    assert not (project / "ran.txt").exists() and "shell_timeout" in results(llm)[0]
+    assert "[run within shell_timeout's 5 s, not the 600 s asked" in results(llm)[0]
     # every setting is held to a rule: a new key cannot slip through as a loosening
     assert set(config.STRICTER) == set(config.DEFAULT_CONFIG) - {"permissions"}
 

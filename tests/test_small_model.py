@@ -1,0 +1,211 @@
+"""Scratch: amas's faults seen in the task bench, as tests (not committed; they go into the report)."""
+
+import pytest
+from conftest import run_amas
+
+OK_TEST = "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n"
+
+
+def test_a_timeout_above_shell_timeout_under_yes_is_capped_not_declined_by_nobody(project, llm):
+    """Qwen2.5-Coder-1.5B's first call in the task bench (run-tests): shell_command
+    {"command": "python -m unittest", "timeout": 60}. Under --yes with no terminal amas answered
+    "Error: a timeout of 60s (...) was declined by the user" -- no user was asked -- the model spent a
+    turn (16 s) repeating the call with 30, and the run exited 2 as if the person had declined."""
+    (project / "test_ok.py").write_text(OK_TEST)
+    llm.reply(tool="shell_command", command="python -m unittest", timeout=60)
+    llm.reply(text="All tests pass.")
+    done = run_amas("-y", "run the tests", llm=llm)
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "declined by the user" not in said
+    assert "Ran 1 test" in said and "30" in said  # run, with the model told of the 30 s ceiling
+    assert done.returncode == 0
+
+
+def test_code_shown_for_a_file_with_no_change_made_is_asked_once_to_apply_it(project, llm):
+    """The 1.5B's only reply in two of the first three tasks (failing-test, new-param): prose and a
+    fenced block with the whole new function for a named file, no tool call. amas took it as the
+    answer: exit 0, files_changed [], the file untouched."""
+    (project / "report.py").write_text(
+        'def format_row(name, amount):\n    return f"{name}: {amount:.2f}"\n'
+    )
+    shown = (
+        "To add a parameter `currency` to `format_row` in `report.py`, here's the updated code:\n\n"
+        "```python\n# report.py\ndef format_row(label, amount, currency=''):\n"
+        '    return f"{label}: {currency}{amount:.2f}"\n```\n'
+    )
+    edit = {"path": "report.py", "old_str": "def format_row(name, amount):"}
+    llm.reply(shown).reply(
+        tool="edit_file", new_str="def format_row(name, amount, currency=''):", **edit
+    )
+    llm.reply(text="Done.")
+    done = run_amas("-y", "Add a parameter currency to format_row in report.py", llm=llm)
+    assert len(llm.requests) == 3, done.stdout
+    again = llm.requests[1]["messages"][-1]
+    assert again["role"] == "user" and again["content"].startswith("[You showed code but changed")
+    assert "currency=''" in (project / "report.py").read_text()
+
+
+def test_a_project_never_initialised_still_shows_the_model_its_files(project, llm):
+    """Task bench, unnamed-file: `python shop.py 200 10` is wrong, the bug is in pricing.py. Without
+    `amas init` the first request named no file of the project (no map), and the 1.5B answered
+    with a made-up `def shop(price, discount)` in prose; Aider's first request listed both files."""
+    from conftest import git
+
+    (project / "shop.py").write_text(
+        "from pricing import discounted\n\nprint(discounted(200, 10))\n"
+    )
+    (project / "pricing.py").write_text(
+        "def discounted(price, percent):\n    return price - percent / 100\n"
+    )
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "shop")
+    llm.reply(text="ok")
+    run_amas("-y", "`python shop.py` prints 199.9, it should be 180. Fix the bug.", llm=llm)
+    system = llm.requests[0]["messages"][0]["content"]
+    assert "pricing.py" in system and "shop.py" in system
+
+
+def test_a_path_that_does_not_exist_names_the_real_files(project, llm):
+    """Task bench, readme-convention in text mode: the 1.5B's first call was read_file
+    {"path": "src/js/temperatureConverter.js"}; amas answered "Error: FileNotFoundError: [Errno 2] No
+    such file or directory: '/tmp/.../repo/src/js/temperatureConverter.js'" and the model told the
+    user to `touch` the file; the project's convert.py was never named to it."""
+    (project / "convert.py").write_text("def km_to_miles(km):\n    return km * 0.621371\n")
+    llm.reply(tool="read_file", path="src/js/temperatureConverter.js").reply(text="ok")
+    run_amas("-y", "Add a converter from Celsius to Fahrenheit.", llm=llm)
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "convert.py" in said  # the files there are, so the next call can be the right one
+    assert "Errno" not in said and str(project) not in said
+
+
+def test_a_reply_that_only_echoes_the_tool_result_is_asked_again_once(project, llm):
+    """Task bench, failing-test after `amas init`: edit_file with an old_str not in the file got
+    "Error: old_str not found in test_stats.py. The closest region ...", and the model's next reply
+    was only that result wrapped in <tool_response>...</tool_response>; amas ended the run with it
+    as the answer, exit 0."""
+    (project / "stats.py").write_text("def mean(values):\n    return sum(values) / len(values)\n")
+    llm.reply(
+        tool="edit_file", path="stats.py", old_str="def mean(xs):", new_str="def mean(xs=()):"
+    )
+    echo = (
+        "<tool_response>\nError: old_str not found in stats.py. The closest region (lines 1-1) is:\n"
+        "     1\tdef mean(values):\nCopy old_str exactly from the file.\n</tool_response>"
+    )
+    llm.reply(echo)
+    fix = {"old_str": "    return sum(values) / len(values)", "new_str": "    return 0.0"}
+    llm.reply(tool="edit_file", path="stats.py", **fix).reply(text="Fixed.")
+    done = run_amas("-y", "--output-format", "json", "make mean of nothing 0.0", llm=llm)
+    assert len(llm.requests) == 4, done.stdout
+    assert "return 0.0" in (project / "stats.py").read_text()
+    assert '"result": "Fixed."' in done.stdout
+
+
+def test_a_run_whose_every_change_failed_does_not_exit_0(project, llm):
+    """Task bench, failing-test after `amas init`: the run's one edit failed (old_str not found),
+    nothing changed, and amas exited 0 with is_error false: a script cannot tell it from success."""
+    import json
+
+    (project / "stats.py").write_text("def mean(values):\n    return sum(values) / len(values)\n")
+    llm.reply(
+        tool="edit_file", path="stats.py", old_str="def mean(xs):", new_str="def mean(xs=()):"
+    )
+    llm.reply(text="I fixed mean.")
+    done = run_amas("-y", "--output-format", "json", "make mean of nothing 0.0", llm=llm)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["files_changed"] == []
+    assert done.returncode != 0 and result["exit_code"] == done.returncode
+
+
+UNKNOWN_TOOLS = [  # the 1.5B's whole reply, as it wrote it (bench/taskbench.py runs)
+    '```json\n{\n  "name": "format_row",\n  "arguments": {\n    "name": "tea",\n    "amount": 2.5,\n'
+    '    "currency": "$"\n  }\n}\n```',
+    '```python\n{\n    "name": "discounted",\n    "arguments": {\n        "price": 199.90,\n'
+    '        "percent": 10\n    }\n}\n```',
+    '```json\n{\n  "name": "run_tests",\n  "arguments": {\n    "command": "python -m unittest"\n  }\n}\n```',
+    '```json\n{\n  "name": "rename_function",\n  "arguments": {\n    "old_function_name": "get_usr",\n'
+    '    "new_function_name": "get_user",\n    "path": "."\n  }\n}\n```',
+]
+
+
+@pytest.mark.parametrize(
+    "reply", UNKNOWN_TOOLS, ids=["format_row", "discounted", "run_tests", "rename_function"]
+)
+def test_a_call_to_a_tool_that_does_not_exist_is_answered_with_the_tools_there_are(
+    project, llm, reply
+):
+    """Task bench: four times (new-param and unnamed-file after `amas init`, run-tests and rename at
+    temperature 0) the 1.5B's whole reply was a call, in the fenced JSON form amas reads for its own
+    tools, to a tool that does not exist (the project's own function, or a made-up run_tests,
+    rename_function). amas took it as the final answer: exit 0, no tool call, nothing changed; the
+    model never heard there is no such tool."""
+    llm.reply(reply).reply(text="ok")
+    run_amas("-y", "do the task", llm=llm)
+    assert len(llm.requests) == 2
+    said = llm.requests[1]["messages"][-1]["content"]
+    name = reply.split('"name": "')[1].split('"')[0]
+    assert name in said and "edit_file" in said and "shell_command" in said
+
+
+STATS = (
+    '"""Small statistics helpers."""\n\n\ndef mean(values):\n    """The arithmetic mean; 0.0 for none."""\n'
+    "    return sum(values) / len(values)\n"
+)
+
+
+def test_old_str_not_found_in_a_file_never_read_shows_it_and_says_to_read_it(project, llm):
+    """Task bench at temperature 0, failing-test: the 1.5B's first call was edit_file on
+    test_stats.py with old_str "pass" (it had read nothing); amas answered "old_str not found ... The
+    closest region (lines 13-13) is: 13  def test_spread(self):" -- a line unrelated to the task. The
+    model sent the same call twice more and gave up with an empty reply."""
+    (project / "stats.py").write_text(STATS)
+    llm.reply(tool="edit_file", path="stats.py", old_str="pass", new_str="return 0.0").reply(
+        text="ok"
+    )
+    run_amas("-y", "make mean of nothing return 0.0", llm=llm)
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "read_file" in said  # the way back: read it first
+    assert "return sum(values) / len(values)" in said  # or the small file itself, shown
+
+
+def test_an_empty_reply_after_failed_calls_is_asked_again_once(project, llm):
+    """Task bench at temperature 0, failing-test and new-param: after three identical failed edits
+    and amas's note "you have made this same call 3 times in a row; change your approach", the
+    model's reply was empty (3 tokens); amas ended the run with "result": "" and exit 0."""
+    (project / "stats.py").write_text(STATS)
+    bad = {"path": "stats.py", "old_str": "pass", "new_str": "return 0.0"}
+    for _ in range(3):
+        llm.reply(tool="edit_file", **bad)
+    llm.reply(text="")
+    fix = {"old_str": "    return sum(values) / len(values)", "new_str": "    return 0.0"}
+    llm.reply(tool="edit_file", path="stats.py", **fix).reply(text="Fixed.")
+    run_amas("-y", "make mean of nothing return 0.0", llm=llm)
+    assert len(llm.requests) == 6
+    assert "return 0.0" in (project / "stats.py").read_text()
+
+
+def test_the_first_request_of_a_coding_task_fits_a_small_model(project, llm):
+    """Task bench: amas's first request was 1,661 tokens as llama-server counted it (Qwen2.5's
+    template): 322 of system prompt, 1,305 of tool schemas, of which the 7 web and browser tools are
+    508 and the browsing section of the prompt 145 more; Aider's was 848, mini's 865. At 15-26
+    tokens/s of prompt evaluation that is 64-110 s before the first output token, on every cache
+    miss. Here: 1,555 tokens by cl100k for the system prompt and the tool schemas."""
+    import json
+
+    from conftest import count_tokens
+
+    llm.props = {"default_generation_settings": {"n_ctx": 16384}}  # the bench's llama-server
+    llm.reply(text="ok")
+    run_amas("-y", "The test test_mean_of_nothing in test_stats.py fails. Fix the code.", llm=llm)
+    first = llm.requests[0]
+    tokens = count_tokens(first["messages"][0]["content"] + json.dumps(first.get("tools", [])))
+    assert tokens <= 1000
+
+
+def test_a_local_model_is_asked_at_a_low_temperature(project, llm):
+    """Task bench: amas sends no temperature, so llama-server samples at its default 0.8 (Aider sends
+    0). With the server's default set to 0 (`--server-args "--temp 0"`) the 1.5B wrote a call in
+    five of six tasks instead of one; at 0.8 it mostly answered in prose."""
+    llm.reply(text="ok")
+    run_amas("-y", "hello", llm=llm)
+    assert llm.requests[0].get("temperature") is not None
+    assert llm.requests[0]["temperature"] <= 0.2
