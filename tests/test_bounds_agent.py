@@ -29,13 +29,16 @@ def test_fifty_calls_run_unasked_when_the_rules_allow_them(project, llm, home):
     assert len(list(project.glob("f*"))) == 50
 
 
-def test_a_timeout_over_the_users_limit_is_asked_even_when_allowed(project, llm):
+def test_a_timeout_over_the_users_limit_is_never_granted_by_an_allow_rule(project, llm):
+    """An allow rule lets the command run, never the longer time: with no one to ask, it runs
+    within shell_timeout, and the model is told."""
     (project / ".amas").mkdir(exist_ok=True)
     (project / ".amas" / "config.yaml").write_text("permissions: {allow: ['touch *']}\n")
     llm.reply(tool="shell_command", command="touch slow", timeout=600).reply(text="ok")
     done = run_amas("--trust", "touch", llm=llm)
-    assert done.returncode == 2
-    assert "with a timeout of 600s" in done.stderr and not (project / "slow").exists()
+    assert done.returncode == 0 and (project / "slow").exists()
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "[run within shell_timeout's 30 s, not the 600 s asked" in said
     llm.reply(tool="shell_command", command="touch quick", timeout=20).reply(text="ok")
     assert run_amas("--trust", "touch", llm=llm).returncode == 0
     assert (project / "quick").exists()
