@@ -20,7 +20,8 @@ MAX_CALLS = toolcalls.MAX_CALLS
 EMPTY = "[Your reply was empty. Go on: make the next tool call, or answer the user.]"
 SHOWN = (
     "[You showed code but changed no file, and the user asked for a change: make it now with the "
-    "tools (read_file, then edit_file or write_file), then check it.]"
+    "tools, as tool calls, not as code in your answer (read_file, then edit_file or write_file; "
+    "shell_command to run the tests).]"
 )
 ECHOED = (
     "[Your reply only repeated a tool's result. Go on: make the next tool call, or answer the user "

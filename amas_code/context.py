@@ -31,10 +31,11 @@ SUMMARIZE = (
 )
 
 
-# the first words of a request for a change (a question, or "explain", asks for none)
+# the verbs of a request for a change ("fix the bug", "find the bug and fix it"); a question asks
+# for none
 CHANGE = re.compile(
-    r"(?i)^\W*(?:please\s+)?(?:add|fix|make|change|rename|update|implement|create|write|remove|"
-    r"delete|refactor|replace|move|convert|rewrite|correct|edit|set|use|support|handle)\b"
+    r"(?i)\b(?:add|fix|make|change|rename|update|implement|create|write|remove|delete|refactor|"
+    r"replace|move|convert|rewrite|correct|edit)\b"
 )
 FENCE = re.compile(r"^\s*```", re.M)
 
@@ -42,7 +43,8 @@ FENCE = re.compile(r"^\s*```", re.M)
 def shown_not_made(said: str, latest: str) -> bool:
     """Whether an answer shows code (a fenced block) for a request that asked for a change: a
     small model's way of answering without making it."""
-    return bool(FENCE.search(said) and CHANGE.match(latest))
+    asked = CHANGE.search(latest) and not latest.rstrip().endswith("?")
+    return bool(FENCE.search(said) and asked)
 
 
 def _listing(files, room: float) -> str:

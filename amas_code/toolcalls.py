@@ -9,7 +9,9 @@ import string
 import textwrap
 from typing import NamedTuple
 
-EXAMPLE = '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+# a call that works in any project (a small model copies an example as it is: one that read
+# README.md had it read, then create, a README the project did not have)
+EXAMPLE = '<tool_call>{"name": "list_files", "arguments": {}}</tool_call>'
 SERVER_LINE = (
     "this model writes tool calls in a form only its server can read: let the server parse them "
     "(llama.cpp --jinja, vLLM --tool-call-parser, an Ollama model with a tools template)"
@@ -138,8 +140,17 @@ def _unknown(text: str, names) -> tuple[int, str] | None:
         found = _json_at(text, start + match.end())
         call = _as_call(found[0]) if found else None
         if call and call[0] not in names and TAIL.match(text, found[1]):
-            return len(text), UNKNOWN_LINE.format(name=call[0])
+            return len(text), UNKNOWN_LINE.format(name=call[0]) + _wanted(call[1])
     return None
+
+
+def _wanted(args: dict) -> str:
+    """What a call to a tool that does not exist meant to run, where it says (`run_tests` with a
+    `command`): the way to run it with the tools there are."""
+    command = args.get("command") or args.get("cmd")
+    if isinstance(command, str) and command.strip():
+        return f" (it meant to run `{command.strip()[:200]}`)"
+    return ""
 
 
 def family(model: str) -> set | None:
@@ -1083,7 +1094,7 @@ def describe(schemas: list[dict]) -> str:
     """The tools for the system prompt in text mode: typed parameters from the native schemas."""
     lines = [_described(schema["function"]) for schema in schemas]
     how = f"To call a tool, write on its own line, for example:\n{EXAMPLE}\nthen stop and wait: "
-    how += 'the result comes back as <tool_response name="read_file">...</tool_response>. Tools:\n'
+    how += 'the result comes back as <tool_response name="list_files">...</tool_response>. Tools:\n'
     return "\n# Calling tools\n" + how + "\n".join(lines) + "\n"
 
 
@@ -1114,8 +1125,12 @@ def error(names, line: str = "") -> str:
     tool (line: what the user was told): how to write one, and the tools there are."""
     said = "your tool call could not be read, or it stood in prose as an example and was not run"
     unknown = re.match(r"the model called (\S+), which is no tool", line)
+    meant = re.search(r"\(it meant to run `(.+)`\)$", line)
     if unknown:
         said = f"there is no tool named {unknown[1]}"
+    if meant:  # the call that runs it
+        call = json.dumps({"name": "shell_command", "arguments": {"command": meant[1]}})
+        return f"Error: {said}. To run `{meant[1]}`, call shell_command: {call}"
     return f"Error: {said}. To run a tool, write just the call, as {EXAMPLE} (tools: {', '.join(names)})"
 
 

@@ -129,7 +129,7 @@ def test_text_tools_true_writes_calls_as_text_from_the_first_request(project, ll
     ]  # one concrete call, as the model should write it
     assert example == toolcalls.EXAMPLE
     call = json.loads(example.removeprefix("<tool_call>").removesuffix("</tool_call>"))
-    assert f"- {call['name']}(" in prompt and set(call["arguments"]) == {"path"}
+    assert f"- {call['name']}(" in prompt and call["arguments"] == {}  # works in any project
     assert second["messages"][-1] == {"role": "user", "content": README_RESPONSE}
     assert "no native tool calling" not in result.output  # configured, not discovered
 

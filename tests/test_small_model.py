@@ -143,7 +143,12 @@ def test_a_call_to_a_tool_that_does_not_exist_is_answered_with_the_tools_there_a
     assert len(llm.requests) == 2
     said = llm.requests[1]["messages"][-1]["content"]
     name = reply.split('"name": "')[1].split('"')[0]
-    assert name in said and "edit_file" in said and "shell_command" in said
+    assert f"there is no tool named {name}" in said
+    if name == "run_tests":  # what it meant to run, as the call that runs it
+        call = '{"name": "shell_command", "arguments": {"command": "python -m unittest"}}'
+        assert said.endswith(f"To run `python -m unittest`, call shell_command: {call}")
+    else:
+        assert "edit_file" in said and "shell_command" in said
 
 
 STATS = (
@@ -209,3 +214,21 @@ def test_a_local_model_is_asked_at_a_low_temperature(project, llm):
     run_amas("-y", "hello", llm=llm)
     assert llm.requests[0].get("temperature") is not None
     assert llm.requests[0]["temperature"] <= 0.2
+
+
+def test_a_question_answered_with_code_is_not_asked_again(project, llm):
+    """The nudge is for a change asked for: "how do I fix X?" answered with code is an answer."""
+    llm.reply("Like this:\n\n```python\nx = 1\n```\n")
+    run_amas("-y", "how do I fix the loop in main.py?", llm=llm)
+    assert len(llm.requests) == 1
+
+
+def test_code_shown_in_text_mode_for_a_bug_to_fix_is_asked_again(project, llm):
+    """In text mode the 1.5B answered `python shop.py 200 10 prints 199.90 ... Fix the bug.` with
+    a corrected script in prose: asked once to make the change as tool calls."""
+    (project / ".amas").mkdir(exist_ok=True)
+    (project / ".amas" / "config.yaml").write_text("text_tools: true\n")
+    llm.reply("Here's the corrected version:\n\n```python\nprint(180.0)\n```\n").reply(text="ok")
+    run_amas("--trust", "-y", "`python shop.py 200 10` prints 199.90. Fix the bug.", llm=llm)
+    assert len(llm.requests) == 2
+    assert "as tool calls, not as code" in llm.requests[1]["messages"][-1]["content"]
