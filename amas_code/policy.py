@@ -296,7 +296,7 @@ class Gate:
         self.config = config
         self.root = Path(root).resolve()
         self.always = set()
-        self.last = None
+        self.last = None  # (command line, decision, what decided it, in words)
         self.sandbox = sandbox
         saved = home.remembered(self.root)
         self.commands = list(saved.get("commands", []))
@@ -310,8 +310,18 @@ class Gate:
             return verdict
         auto = KINDS[verdict.kind][0] and self.config.get("auto_accept")
         if auto or (verdict.kind, verdict.key) in self.always:
+            self._answered(verdict.key)
             return ALLOW
         return verdict
+
+    def _answered(self, key: str) -> None:
+        """/permissions says which answer let the command it lists as last run."""
+        if not self.last or self.last[0] != key:
+            return
+        by = "by your answer for this session"
+        if key not in self.for_session:
+            by = "by an earlier answer or --yes"
+        self.last = (key, "allow", by)
 
     def judge(self, effect: Change | Command) -> Verdict:
         """The verdict on an effect a tool returned."""
@@ -347,26 +357,26 @@ class Gate:
         for words in every_command(line):
             rule = next((r for r in self.deny_rules() if denied(words, r)), None)
             if rule:
-                self.last = (line, "deny", rule)
+                self.last = (line, "deny", f"by {rule!r}")
                 reason = f"command refused by the deny rule {rule!r} in permissions"
                 return Verdict("deny", reason=reason)
         if command.timeout > self.config["shell_timeout"]:
             return self.judge_timeout(command)
         if self.sandbox == "unavailable":  # no box: every command asked, allow rules and --yes off
-            self.last = (line, "ask", "no sandbox")
+            self.last = (line, "ask", "(no sandbox)")
             return Verdict("ask", "unboxed", f"Run `{line}` (no sandbox)?", key=line)
         rule = self.allowed_by(line)
         if rule:
-            self.last = (line, "allow", rule)
+            self.last = (line, "allow", f"by {rule!r}")
             return ALLOW
-        self.last = (line, "ask", None)
+        self.last = (line, "ask", "")
         return Verdict("ask", "shell", f"Run `{line}`?", key=line)
 
     def judge_timeout(self, command: Command) -> Verdict:
         """shell_timeout is the ceiling the model cannot lift: a longer time is the person's to give,
         in a terminal (never --yes, never an allow rule); without one the command is refused."""
         line = command.line
-        self.last = (line, "ask", "timeout")
+        self.last = (line, "ask", "(a timeout above shell_timeout)")
         ceiling = self.config["shell_timeout"]
         asked = f"a timeout of {command.timeout:g}s"
         question = f"Run `{line}` with {asked}, above shell_timeout ({ceiling:g}s)?"

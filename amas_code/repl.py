@@ -367,11 +367,8 @@ def cmd_permissions(agent, arg):
         ui.info(FORGET)
     _sandbox_line(agent)
     if gate.last:
-        command, verdict, rule = gate.last
-        by = ""
-        if rule:
-            by = f" by {rule!r}"
-        ui.info(f"last: {command!r} -> {verdict}{by}")
+        command, verdict, by = gate.last
+        ui.info(f"last: {command!r} -> {verdict} {by}".rstrip())
 
 
 FORGET = (

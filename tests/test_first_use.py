@@ -156,6 +156,7 @@ def test_a_command_allowed_for_this_session_is_not_asked_again_and_is_listed(rep
     child.sendline("/permissions")
     seen = flat(upto(child, "forgets one as listed"))
     assert "this session: echo ran-it" in seen and "allowed: (none)" in seen
+    child.expect_exact("last: 'echo ran-it' -> allow by your answer for this session")
     assert amas_home.remembered(project).get("commands", []) == []  # not for the project
     child.sendline("/permissions forget")
     child.expect("/permissions forget <command|host> forgets one as listed")

@@ -25,7 +25,7 @@ def shell(box, command):
 def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_terminal(bare):
     box = toolbox(bare, permissions={"allow": ["echo *"], "deny": [], "env": []})
     assert shell(box, "echo allowed") == "$ echo allowed\nallowed\n[exit code 0]"
-    assert box.gate.last == ("echo allowed", "allow", "echo *")
+    assert box.gate.last == ("echo allowed", "allow", "by 'echo *'")
     assert shell(box, "touch made.txt") == "Command declined (no terminal to ask the user on)."
     assert not (bare / "made.txt").exists()
     (bare / "src").mkdir()
