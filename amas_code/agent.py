@@ -391,7 +391,7 @@ class Agent:
         line = reply.pop("unreadable", None)
         if line:
             self.warn(line)
-            self.add({"role": "user", "content": toolcalls.error(self.tools.names, line)})
+            self.add({"role": "user", "content": toolcalls.error(list(self.model.names), line)})
         return bool(line)
 
     def keep_partial(self, text: str) -> None:

@@ -1123,15 +1123,25 @@ def _type(spec: dict) -> str:
 def error(names, line: str = "") -> str:
     """What the model reads when its call could not be read, was read as an example, or named no
     tool (line: what the user was told): how to write one, and the tools there are."""
-    said = "your tool call could not be read, or it stood in prose as an example and was not run"
     unknown = re.match(r"the model called (\S+), which is no tool", line)
-    meant = re.search(r"\(it meant to run `(.+)`\)$", line)
     if unknown:
-        said = f"there is no tool named {unknown[1]}"
-    if meant:  # the call that runs it
-        call = json.dumps({"name": "shell_command", "arguments": {"command": meant[1]}})
-        return f"Error: {said}. To run `{meant[1]}`, call shell_command: {call}"
+        return _no_such_tool(unknown[1], names, line)
+    said = "your tool call could not be read, or it stood in prose as an example and was not run"
     return f"Error: {said}. To run a tool, write just the call, as {EXAMPLE} (tools: {', '.join(names)})"
+
+
+def _no_such_tool(name: str, names, line: str) -> str:
+    """The model can write a call, so no example to copy (a small model called the example, three
+    times): the call that runs what it meant, or the tools offered and the way to a change."""
+    said = f"Error: there is no tool named {name}."
+    meant = re.search(r"\(it meant to run `(.+)`\)$", line)
+    if meant:
+        call = json.dumps({"name": "shell_command", "arguments": {"command": meant[1]}})
+        return f"{said} To run `{meant[1]}`, call shell_command: {call}"
+    said += f" The tools are: {', '.join(names)}."
+    if "edit_file" in names:
+        said += " To change a file, read_file it, then edit_file; to run a command, shell_command."
+    return said
 
 
 def to_text(messages: list[dict]) -> list[dict]:

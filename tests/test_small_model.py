@@ -151,6 +151,21 @@ def test_a_call_to_a_tool_that_does_not_exist_is_answered_with_the_tools_there_a
         assert "edit_file" in said and "shell_command" in said
 
 
+def test_the_answer_to_an_unknown_tool_lists_the_tools_offered_and_no_call_to_copy(project, llm):
+    """Task bench, third run, rename: told "there is no tool named rename_function. To run a tool,
+    write just the call, as <tool_call>{"name": "list_files", ...}" with the web's tools listed
+    (not offered at the bench's 16k), the 1.5B called list_files -- the example -- then
+    rename_function again, three times over, and stopped."""
+    llm.props = {"default_generation_settings": {"n_ctx": 8192}}  # a small server's window
+    llm.reply(UNKNOWN_TOOLS[3]).reply(text="ok")
+    run_amas("-y", "rename get_usr", llm=llm)
+    offered = [tool["function"]["name"] for tool in llm.requests[0]["tools"]]
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "search_google" not in offered and f"The tools are: {', '.join(offered)}." in said
+    assert '"arguments"' not in said  # no call to copy
+    assert "read_file it, then edit_file" in said
+
+
 STATS = (
     '"""Small statistics helpers."""\n\n\ndef mean(values):\n    """The arithmetic mean; 0.0 for none."""\n'
     "    return sum(values) / len(values)\n"

@@ -561,7 +561,7 @@ def test_a_call_to_a_tool_we_do_not_have_is_never_read_as_one():
     calls, left, unreadable = toolcalls.read('{"name": "rm_rf", "arguments": {}}', NAMES)
     said = toolcalls.UNKNOWN_LINE.format(name="rm_rf")
     assert (calls, left, unreadable) == ([], '{"name": "rm_rf", "arguments": {}}', said)
-    assert toolcalls.error(NAMES, said).startswith("Error: there is no tool named rm_rf. To run")
+    assert toolcalls.error(NAMES, said).startswith("Error: there is no tool named rm_rf. The tools")
     calls, left, unreadable = toolcalls.read('<tool_call>{"name": "rm_rf"}</tool_call>', NAMES)
     assert calls == [] and left == "" and unreadable == toolcalls.BROKEN_LINE
 
