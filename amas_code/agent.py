@@ -253,6 +253,7 @@ class Agent:
                 if not asked and self.asked_again(reply, calls):
                     asked = True
                     continue
+                self.ended_unread(reply)
                 return
             asked = False
             self.act_on(reply, calls)
@@ -393,6 +394,13 @@ class Agent:
             self.warn(line)
             self.add({"role": "user", "content": toolcalls.error(list(self.model.names), line)})
         return bool(line)
+
+    def ended_unread(self, reply: dict) -> None:
+        """Call markup left in the reply that ends the turn (the model was asked again once
+        already) is said, not passed off as the answer."""
+        line = reply.pop("unreadable", None)
+        if line:
+            self.warn(f"{line.split('; ')[0]}; the turn ended there")
 
     def keep_partial(self, text: str) -> None:
         """An answer cut by Ctrl+C stays in the conversation, marked so."""

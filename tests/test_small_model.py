@@ -203,6 +203,20 @@ def test_an_empty_reply_after_failed_calls_is_asked_again_once(project, llm):
     assert "return 0.0" in (project / "stats.py").read_text()
 
 
+def test_a_call_to_no_tool_that_ends_the_turn_is_said_not_taken_for_the_answer(project, llm):
+    """Task bench, third run, run-tests: after two runs of the tests the 1.5B replied with nothing,
+    was asked again, and wrote `{"name": "run_tests", ...}`; the turn ended there, as it must after
+    one asking, but the JSON result was that call as the answer, with no warning and exit 0."""
+    import json
+
+    llm.reply(text="").reply(UNKNOWN_TOOLS[2])
+    done = run_amas("-y", "--output-format", "json", "run the tests", llm=llm)
+    assert len(llm.requests) == 2  # asked again once, not twice
+    said = "the model called run_tests, which is no tool of amas; the turn ended there"
+    assert said in done.stderr
+    assert said in json.loads(done.stdout)["warnings"]
+
+
 def test_the_first_request_of_a_coding_task_fits_a_small_model(project, llm):
     """Task bench: amas's first request was 1,661 tokens as llama-server counted it (Qwen2.5's
     template): 322 of system prompt, 1,305 of tool schemas, of which the 7 web and browser tools are
