@@ -336,8 +336,8 @@ def cmd_plan(agent, arg):
 
 
 def cmd_skills(agent, arg):
-    """List skills; those matching your last message are active."""
-    found = skills.load(agent.root, agent.context.trusted)
+    """List skills (as read at the start); those matching your last message are active."""
+    found = skills.load(agent.root, agent.context.trusted, agent.context.steering)
     latest = agent.last_user()
     for s in found:
         mark = ("       ", "")
