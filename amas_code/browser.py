@@ -33,6 +33,7 @@ ARGS = (
 # Chromium's own sandbox cannot run as root; without it, no zygote
 AS_ROOT = ["--no-sandbox", "--no-zygote"]
 WAIT = 5_000  # ms for a selector to appear (a wrong one should fail fast)
+PUMP_MS = 20  # ms a call waits after its action, for the page's own requests to reach their routes
 LOAD = 30_000  # ms for a page to load
 INSTALL = (
     "no Chromium found. Install the light headless one with `sudo apt install chromium-headless-shell` "
@@ -362,6 +363,9 @@ class Browser:
 
     def noted(self, said: str) -> str:
         """What an action says, with the navigations refused meanwhile under it (said once)."""
+        if self.page is not None and not self.page.is_closed():
+            # Playwright runs a route's handler only while a call waits: let one wait
+            self.page.wait_for_timeout(PUMP_MS)
         notes = self.notes
         self.notes = []
         return "\n".join([said, *(f"({note})" for note in notes)])
