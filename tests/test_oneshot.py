@@ -1,4 +1,5 @@
-"""One-shot runs end to end through real litellm against the scripted server."""
+"""One-shot runs end to end through amas's real provider path (an openai/ model at an api_base
+goes through the openai SDK) against the scripted server."""
 
 import json
 import subprocess
