@@ -357,9 +357,9 @@ after(direct, "load", "openai SDK's client imported (the direct path)")
 after(providers.Model, "stream", "first reply read")
 import amas_code.act
 outcome = amas_code.act.Act.outcome
-def run_tool(self, name, raw):
-    result = outcome(self, name, raw)
-    mark(f"tool {name} done")
+def run_tool(self, call):
+    result = outcome(self, call)
+    mark(f"tool {call.name} done")
     return result
 amas_code.act.Act.outcome = run_tool
 def report():
@@ -734,7 +734,7 @@ def bench_syntax(n):
 def search_git(box, pattern: str, path: str = ".") -> str | None:
     """search_files' output through git grep; None where it must fall back to the Python scan (no git, a pattern
     git's PCRE rejects, `$`, which PCRE does not match before a CR as splitlines() does)."""
-    from amas_code import tools
+    from amas_code import project, tools
 
     regex, base = re.compile(pattern), box.tools.path(path)
     if not base.is_dir() or "$" in pattern:
@@ -768,7 +768,7 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
                 except (OSError, UnicodeDecodeError):
                     continue
                 hits += [
-                    f"{box.tools.show(f)}:{n}: {line.strip()[:200]}"
+                    f"{project.shown(box.tools.root, f)}:{n}: {line.strip()[:200]}"
                     for n, line in enumerate(text.splitlines(), 1)
                     if regex.search(line)
                 ]
@@ -787,10 +787,8 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
 
 
 def finish(box, result: str) -> str:
-    """What Agent.execute does to every result: secrets redacted, then capped."""
-    from amas_code import tools
-
-    return tools.cap(box.redact(tools.cap(result, 20 * tools.MAX_RESULT)), tools.MAX_RESULT)
+    """What the agent does to every result: secrets redacted, then capped."""
+    return box.act.said(result)
 
 
 PATTERNS = {
