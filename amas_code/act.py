@@ -229,7 +229,8 @@ class Act:
 
     def confirmed(self, line: str, typed: str, path: str) -> bool:
         """Whether the person confirms a folder they typed that resolves elsewhere (links followed)
-        or does not exist yet (amas makes it); yes at once for one that is exactly what they typed."""
+        or does not exist yet (amas makes it);
+        yes at once for one that is exactly what they typed."""
         literal = os.path.normpath(
             os.path.join(os.path.realpath(self.root), os.path.expanduser(typed))
         )
@@ -298,7 +299,8 @@ class Act:
 
     def copies_too_much(self, line: str, limit: int) -> bool:
         """Whether a command runs without a checkpoint because one would copy more than limit MB
-        (checkpoint_max_mb) before it: asked first (never settled by --yes; no terminal: no copy)."""
+        (checkpoint_max_mb) before it: asked first
+        (never settled by --yes; no terminal: no copy)."""
         try:
             size = self.checkpoint.copy_size()
         except TROUBLE:  # the checkpoint fails and says so; the command runs all the same

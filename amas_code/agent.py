@@ -1,5 +1,6 @@
-"""The agent: one conversation and its loop over model calls and tool calls, with compaction; it makes
-and owns the parts each step uses (the model, the gate, the tools, checkpoints, the context, the log)."""
+"""The agent: one conversation and its loop over model calls and tool calls, with compaction; it
+makes and owns the parts each step uses (the model, the gate, the tools, checkpoints, the context,
+the log)."""
 
 import itertools
 import json
@@ -92,7 +93,10 @@ class Agent:
         text = data[: tools.MAX_READ].decode(errors="replace")
         if len(data) > tools.MAX_READ:
             whole = f"{len(data) // 1000} KB"
-            text += f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
+            text += (
+                f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; "
+                "the agent can read_file the rest]"
+            )
         self.attachments.append((project.shown(self.root, path), text))
         self.tools.saw(path)
         return project.shown(self.root, path)
@@ -148,13 +152,15 @@ class Agent:
 
     # -- history ----------------------------------------------------------------------------------
     def flush(self, marker: bool = False) -> None:
-        """Append what the history lacks (or a session marker); a folder that cannot hold it warns once."""
+        """Append what the history lacks (or a session marker);
+        a folder that cannot hold it warns once."""
         problem = self.history.flush(self.session, self.messages, marker)
         if problem:
             self.warn(f"the conversation is not saved (no --continue): {problem}")
 
     def new_session(self) -> None:
-        """A fresh session in the history (after /clear or /compact), so --continue resumes what comes next."""
+        """A fresh session in the history (after /clear or /compact),
+        so --continue resumes what comes next."""
         self.session = history.new_session()
         self.bind_session()
         self.flush(marker=True)
@@ -167,9 +173,10 @@ class Agent:
         if self.checkpoint:
             self.checkpoint.session = self.session
 
-    # -- the loop -----------------------------------------------------------------------------------
+    # -- the loop ----------------------------------------------------------------------------------
     def turn(self, text: str) -> bool:
-        """Run the model until it answers without tools; False if the user cancelled (the conversation is kept)."""
+        """Run the model until it answers without tools; False if the user cancelled (the
+        conversation is kept)."""
         with ui.hiding(self.redact):  # all the turn shows, its secrets hidden
             return self.run_turn(text)
 
@@ -230,7 +237,8 @@ class Agent:
             self.checkpoint.turn = history.new_session()
 
     def preamble(self) -> str:
-        """What goes before the user's words: notes of what they did (/undo, !command), attached files."""
+        """What goes before the user's words:
+        notes of what they did (/undo, !command), attached files."""
         notes = "".join(f"{note}\n\n" for note in self.notes)
         files = "".join(f"Attached file {p}:\n```\n{c}\n```\n\n" for p, c in self.attachments)
         return notes + files
@@ -387,8 +395,8 @@ class Agent:
         return reply
 
     def unread(self, reply: dict) -> bool:
-        """Call markup the reader could not read (already cut from the text): the user is told in one
-        line, the model how to write a call."""
+        """Call markup the reader could not read (already cut from the text): the user is told in
+        one line, the model how to write a call."""
         line = reply.pop("unreadable", None)
         if line:
             self.warn(line)
@@ -409,14 +417,14 @@ class Agent:
             self.add({"role": "assistant", "content": said})
 
     def wait_for_preload(self) -> None:
-        """The spinner from the first Enter while a preloading litellm finishes (Ctrl+C here is clean;
-        inside an import it is not)."""
+        """The spinner from the first Enter while a preloading litellm finishes (Ctrl+C here is
+        clean; inside an import it is not)."""
         with ui.Stream(self.config["stream"]):
             # polled: Thread.join, interrupted, may take a running thread for finished (3.11)
             while not providers.preloaded():
                 time.sleep(0.05)
 
-    # -- tools: each call goes through the orchestrator (act.py) --------------------------------------
+    # -- tools: each call goes through the orchestrator (act.py) -----------------------------------
     def tool_message(self, call: toolcalls.Call, repeats: int, go_on: bool = True) -> dict:
         """The tool message answering one call, with a note when the same call repeats."""
         message = self.act.answer(call, go_on)
@@ -449,7 +457,7 @@ class Agent:
                 self.add({"role": "tool", "tool_call_id": call["id"], "content": content})
                 said = ""
 
-    # -- the request --------------------------------------------------------------------------------
+    # -- the request -------------------------------------------------------------------------------
     def prompted(self) -> list[dict]:
         """The system prompt and the conversation, as they would be sent now."""
         system = self.context.system_prompt(self.tools, self.last_user())
@@ -470,9 +478,10 @@ class Agent:
     def last_user(self) -> str:
         return context.last_user(self.messages)
 
-    # -- compaction ---------------------------------------------------------------------------------
+    # -- compaction --------------------------------------------------------------------------------
     def compact(self) -> int:
-        """Replace everything before the latest turn with a shorter model-written summary; tokens freed."""
+        """Replace everything before the latest turn with a shorter model-written summary;
+        tokens freed."""
         # the latest turn
         start = max((i for i, m in enumerate(self.messages) if m["role"] == "user"), default=0)
         if start == 0:
@@ -507,7 +516,8 @@ def _hidden_call(call: toolcalls.Call, secrets) -> dict:
 
 
 def _repeats(calls: list[dict]) -> int:
-    """How many times in a row the last call was made, with the same arguments up to case, spaces and `./`."""
+    """How many times in a row the last call was made, with the same arguments up to case,
+    spaces and `./`."""
     calls = calls[-REPEATS:]  # the last few are enough, however long the turn
     same = [c.name + ":" + re.sub(r"\s+|\./", "", str(c.raw)).lower() for c in calls]
     return next((n for n in range(1, len(same)) if same[-1 - n] != same[-1]), len(same))

@@ -108,7 +108,8 @@ def fail_fast(config: dict, report: "Report", text: str) -> None:
 
 def home_root(root: Path) -> None:
     """Started in the home, /, or a folder above the home (no project found): the box keeps it
-    read-only and no checkpoint copies it; in a terminal the person may rather start in a project."""
+    read-only and no checkpoint copies it;
+    in a terminal the person may rather start in a project."""
     from amas_code import sandbox, ui
 
     if sandbox.writable_root(root):
@@ -122,7 +123,8 @@ def home_root(root: Path) -> None:
 
 
 def nothing_to_do(report: "Report") -> None:
-    """No prompt, and no terminal for the REPL: said, and as the result a script reading JSON gets."""
+    """No prompt, and no terminal for the REPL:
+    said, and as the result a script reading JSON gets."""
     from amas_code import ui
 
     said = 'nothing to do: give a prompt (amas "...") or pipe one in; the REPL needs a terminal'
@@ -132,7 +134,8 @@ def nothing_to_do(report: "Report") -> None:
 
 
 def read_piped(stream, keep: int = 30_000) -> str:
-    """What was piped in, in bounded memory: if long, its head and its end (where a log's errors are)."""
+    """What was piped in, in bounded memory:
+    if long, its head and its end (where a log's errors are)."""
     from amas_code import effects, ui
 
     piped = effects.Capped(keep, keep, "characters of piped input")
@@ -147,7 +150,8 @@ def read_piped(stream, keep: int = 30_000) -> str:
 
 
 def find_root(here: Path) -> Path:
-    """The nearest folder up with .amas/ or .git (your home's .amas/ is your own settings, not a project)."""
+    """The nearest folder up with .amas/ or .git
+    (your home's .amas/ is your own settings, not a project)."""
     for folder in [here, *here.parents]:
         if (folder / ".git").exists() or ((folder / ".amas").is_dir() and folder != Path.home()):
             return folder
@@ -155,8 +159,8 @@ def find_root(here: Path) -> Path:
 
 
 def settings(root: Path, flags: dict, trust: bool, report: "Report") -> dict:
-    """The merged config; a folder used for the first time is asked about once (in a terminal), and until it is
-    trusted its loosening settings are ignored with a warning."""
+    """The merged config; a folder used for the first time is asked about once (in a terminal), and
+    until it is trusted its loosening settings are ignored with a warning."""
     from amas_code import config as config_file
     from amas_code import home, ui
 
@@ -335,7 +339,9 @@ def interactive(agent) -> int:
 
 
 def main() -> None:
-    try:  # not standalone: click would print "Aborted!" for a Ctrl+C at a question before the agent starts
+    # not standalone: click would print "Aborted!" for a Ctrl+C at a question
+    # before the agent starts
+    try:
         code = cli.main(standalone_mode=False) or 0
     except (KeyboardInterrupt, click.Abort):
         from amas_code import ui

@@ -53,8 +53,8 @@ MOUNTS = ("--tmpfs", "--dev", "--proc", "--ro-bind-data")
 GIT_HOME = ("~/.gitconfig", "~/.config/git")
 # of a gitdir, what a commit writes (with its lock files): all a repository grant makes writable
 WRITTEN = set(
-    "objects refs logs index HEAD ORIG_HEAD FETCH_HEAD COMMIT_EDITMSG packed-refs MERGE_HEAD MERGE_MSG "
-    "MERGE_MODE AUTO_MERGE CHERRY_PICK_HEAD REVERT_HEAD lfs".split()
+    "objects refs logs index HEAD ORIG_HEAD FETCH_HEAD COMMIT_EDITMSG packed-refs MERGE_HEAD "
+    "MERGE_MSG MERGE_MODE AUTO_MERGE CHERRY_PICK_HEAD REVERT_HEAD lfs".split()
 )
 # what git reads in a gitdir as its configuration or code: where missing under a repository grant,
 # an empty read-only folder, or file, stands in ("." for commondir: git dies on an empty one)
@@ -186,7 +186,8 @@ def _git_outside(root: Path, folder: list[str]) -> list[str]:
 
 def _repository(root: Path, grant: str) -> list[str]:
     """The repository read-only; for one run granted "repository", each of its gitdirs holds only
-    what a commit writes (see _written_only), other repositories in the project staying read-only."""
+    what a commit writes (see _written_only),
+    other repositories in the project staying read-only."""
     if grant != "repository":
         return _git_read_only(root)
     gitdir, common, hooks = _git_places(root)
@@ -338,7 +339,8 @@ def _git_read_only(root: Path) -> list[str]:
 
 def gitdirs_of(root: Path) -> list[Path]:
     """Every gitdir of the project's repository, each before what it holds: its own, the common one
-    (a worktree's), the submodules' under the common dir's modules/ and a gitlink's own .git folder."""
+    (a worktree's), the submodules' under the common dir's modules/ and a gitlink's own .git
+    folder."""
     gitdir, common, _ = _git_places(root)
     if not gitdir or not common:
         return []

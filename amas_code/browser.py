@@ -1,4 +1,5 @@
-"""The web: search through a configurable backend, a page fetched as text, and a Chromium page driven by Playwright."""
+"""The web: search through a configurable backend, a page fetched as text, and a Chromium page
+driven by Playwright."""
 
 import contextlib
 import functools
@@ -27,8 +28,8 @@ HEADERS = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"}
 # memory on a 1 GB Pi: no GPU work, one renderer however many sites a page pulls in.
 ARGS = (
     "--disable-background-networking --disable-component-update --no-first-run --disable-gpu "
-    "--disable-software-rasterizer --disable-dev-shm-usage --disable-extensions --renderer-process-limit=1 "
-    "--mute-audio --in-process-gpu"
+    "--disable-software-rasterizer --disable-dev-shm-usage --disable-extensions "
+    "--renderer-process-limit=1 --mute-audio --in-process-gpu"
 ).split()
 # Chromium's own sandbox cannot run as root; without it, no zygote
 AS_ROOT = ["--no-sandbox", "--no-zygote"]
@@ -36,8 +37,9 @@ WAIT = 5_000  # ms for a selector to appear (a wrong one should fail fast)
 PUMP_MS = 20  # ms a call waits after its action, for the page's own requests to reach their routes
 LOAD = 30_000  # ms for a page to load
 INSTALL = (
-    "no Chromium found. Install the light headless one with `sudo apt install chromium-headless-shell` "
-    "(Debian, Raspberry Pi OS), or `chromium`, or set `browser_path` in ~/.amas/config.yaml"
+    "no Chromium found. Install the light headless one with "
+    "`sudo apt install chromium-headless-shell` (Debian, Raspberry Pi OS), or `chromium`, or set "
+    "`browser_path` in ~/.amas/config.yaml"
 )
 
 
@@ -79,7 +81,8 @@ BACKENDS = {"google": _google, "duckduckgo": _duckduckgo, "searxng": _searxng}
 
 
 def search(query: str, num_results: int, config: dict) -> str:
-    """Numbered results (title, URL, snippet) from the configured backend, or an error naming the others."""
+    """Numbered results (title, URL, snippet) from the configured backend,
+    or an error naming the others."""
     name = config.get("search_backend") or "google"
     try:
         results = BACKENDS[name](query, max(1, min(num_results, 20)), config)
@@ -107,8 +110,9 @@ def _why(error: Exception) -> str:
 
 
 def fetch(url: str, reach) -> str:
-    """A web page as markdown-ish text (HTML converted; text and JSON as they are), capped; each host
-    passes `reach(url)` first (PermissionError if declined); ValueError for a page it cannot read."""
+    """A web page as markdown-ish text (HTML converted; text and JSON as they are), capped; each
+    host passes `reach(url)` first (PermissionError if declined); ValueError for a page it cannot
+    read."""
     if url.partition("://")[0].lower() not in ("http", "https"):
         raise ValueError(f"fetch_url takes http:// or https:// URLs, not {url!r}")
     body, kind, encoding, final_url = _download(url, reach)
@@ -125,7 +129,8 @@ def fetch(url: str, reach) -> str:
 
 
 def _download(url: str, reach) -> tuple[bytearray, str, str, str]:
-    """Body (up to just past MAX_BYTES), content type, encoding and final URL; ValueError with why not."""
+    """Body (up to just past MAX_BYTES), content type, encoding and final URL;
+    ValueError with why not."""
     import httpx
 
     deadline = time.monotonic() + TIMEOUT
@@ -186,8 +191,8 @@ def _body(r, deadline: float) -> bytearray:
 
 
 def _decoded(r) -> Iterator[bytes]:
-    """The body decoded a bounded step at a time: one content encoding at most (stacking them is how a 2 KB
-    response becomes gigabytes), so the caller's byte cap holds on what is decoded."""
+    """The body decoded a bounded step at a time: one content encoding at most (stacking them is how
+    a 2 KB response becomes gigabytes), so the caller's byte cap holds on what is decoded."""
     coding = r.headers.get("content-encoding", "identity").strip().lower()
     if "," in coding:
         raise ValueError(f"stacked content encodings ({coding}) are refused")
@@ -211,9 +216,10 @@ def _refused(r, kind: str) -> str:
 
 
 def find(config: dict) -> str | None:
-    """The Chromium to launch: browser_path; when headless a headless shell (~175 MB lighter), then Playwright's
-    own Chromium, then the system's. It runs outside the box, so only from outside the project: an absolute
-    path, or a name looked up in PATH's absolute folders outside it (project.program)."""
+    """The Chromium to launch: browser_path; when headless a headless shell (~175 MB lighter), then
+    Playwright's own Chromium, then the system's. It runs outside the box, so only from outside the
+    project: an absolute path, or a name looked up in PATH's absolute folders outside it
+    (project.program)."""
     if config.get("browser_path"):
         return _configured(os.path.expanduser(config["browser_path"]))
     shells = [
@@ -236,7 +242,8 @@ def find(config: dict) -> str | None:
 
 
 def _installed(pattern: str) -> list[str]:
-    """Playwright's own browsers matching pattern, where its folder is absolute and outside the project."""
+    """Playwright's own browsers matching pattern,
+    where its folder is absolute and outside the project."""
     cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or str(Path.home() / ".cache/ms-playwright")
     if not os.path.isabs(cache) or project.in_project(cache):
         return []
@@ -244,7 +251,8 @@ def _installed(pattern: str) -> list[str]:
 
 
 def _configured(path: str) -> str | None:
-    """A program by name (from PATH's folders outside the project) or by absolute path outside it."""
+    """A program by name (from PATH's folders outside the project)
+    or by absolute path outside it."""
     if os.sep not in path:
         return project.program(path)
     if not os.path.isabs(path) or project.in_project(path):
@@ -255,14 +263,16 @@ def _configured(path: str) -> str | None:
 
 
 def available(config: dict) -> bool:
-    """A browser can be driven: Playwright is installed (the `browser` extra) and a Chromium found."""
+    """A browser can be driven: Playwright is installed
+    (the `browser` extra) and a Chromium found."""
     import importlib.util
 
     return importlib.util.find_spec("playwright") is not None and find(config) is not None
 
 
 def _quiet_driver(start):
-    """Playwright's Node driver with a small young generation and no JIT: ~16 MB less, and it only relays."""
+    """Playwright's Node driver with a small young generation and no JIT:
+    ~16 MB less, and it only relays."""
     old = os.environ.get("NODE_OPTIONS")
     os.environ["NODE_OPTIONS"] = f"{old or ''} --max-semi-space-size=1 --jitless".strip()
     try:
@@ -301,18 +311,20 @@ def _page(text: str, limit: int, stopped: bool = False) -> str:
 
 
 def chromium_args() -> list[str]:
-    """Chromium's flags: its own sandbox stays on unless amas runs as root, where it cannot start."""
+    """Chromium's flags: its own sandbox stays on unless amas runs as root,
+    where it cannot start."""
     if os.geteuid() == 0:
         return ARGS + AS_ROOT
     return list(ARGS)
 
 
 class Browser:
-    """A lazily started Chromium with one page kept across calls; close() leaves no process behind. `visit(url)`
-    is asked before every request the page makes itself (a link, a form, a script, an image, a fetch) and
-    refuses with PermissionError; with it, Chromium connects only through a proxy (webproxy) that
-    reaches only the hosts and ports those requests reached, or that `known(host_port)` allows
-    unasked (connections no route sees: a Web Worker's WebSocket, a service worker's fetch)."""
+    """A lazily started Chromium with one page kept across calls; close() leaves no process behind.
+    `visit(url)` is asked before every request the page makes itself (a link, a form, a script, an
+    image, a fetch) and refuses with PermissionError; with it, Chromium connects only through a
+    proxy (webproxy) that reaches only the hosts and ports those requests reached, or that
+    `known(host_port)` allows unasked (connections no route sees: a Web Worker's WebSocket, a
+    service worker's fetch)."""
 
     def __init__(self, config: dict, visit=None, known=None):
         self.config = config
@@ -357,7 +369,8 @@ class Browser:
         if "Timeout" in first:
             hint = " (no element matched, or the page did not load in time)"
         if self.browser is not None and not self.browser.is_connected():
-            self.close()  # it crashed or was killed (the OOM killer, on a Pi): start afresh next time
+            # it crashed or was killed (the OOM killer, on a Pi): start afresh next time
+            self.close()
             hint = " (the browser had stopped; the next call starts a new one)"
         return f"{first}{hint}"
 
@@ -388,9 +401,9 @@ class Browser:
         self.reached.add(webproxy.place(url))
 
     def guard(self, route) -> None:
-        """Let a request through unless `visit` refuses it: a navigation, or anything a page loads or sends (an
-        image, a script, a fetch can carry data out as well). Redirect hops, which Playwright does not route,
-        are judged in `hop`."""
+        """Let a request through unless `visit` refuses it: a navigation, or anything a page loads
+        or sends (an image, a script, a fetch can carry data out as well). Redirect hops, which
+        Playwright does not route, are judged in `hop`."""
         url = route.request.url
         navigation = route.request.is_navigation_request()
         try:
@@ -405,15 +418,15 @@ class Browser:
         return route.continue_()
 
     def hops(self, page) -> None:
-        """Pause the page's requests in its DevTools session (the Fetch domain), where a redirect hop shows as
-        a request of its own: `hop` judges it before it goes out."""
+        """Pause the page's requests in its DevTools session (the Fetch domain), where a redirect
+        hop shows as a request of its own: `hop` judges it before it goes out."""
         cdp = page.context.new_cdp_session(page)
         cdp.on("Fetch.requestPaused", functools.partial(self.hop, cdp))
         cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
 
     def hop(self, cdp, event: dict) -> None:
-        """A paused request: a redirect's next hop (a navigation's or a resource's) passes visit first, as any
-        request to a new host does; the rest go on to the routes."""
+        """A paused request: a redirect's next hop (a navigation's or a resource's) passes visit
+        first, as any request to a new host does; the rest go on to the routes."""
         answer = {"requestId": event["requestId"]}
         method = "Fetch.continueRequest"
         try:
@@ -427,8 +440,8 @@ class Browser:
             cdp.send(method, answer)
 
     def socket(self, ws) -> None:
-        """A WebSocket the page opens: its host judged as an http(s) request to it would be, before any
-        connection is made; refused, the page sees the socket close."""
+        """A WebSocket the page opens: its host judged as an http(s) request to it would be, before
+        any connection is made; refused, the page sees the socket close."""
         url = ws.url
         if url.startswith(("ws:", "wss:")):
             url = "http" + url[2:]

@@ -1,5 +1,6 @@
-"""Checkpoints in a shadow git repository in the user's home with the project as its work tree: nothing of the
-user's git (branch, index, refs, hooks, config, objects) is written, and a folder without git works the same way."""
+"""Checkpoints in a shadow git repository in the user's home with the project as its work tree:
+nothing of the user's git (branch, index, refs, hooks, config, objects) is written, and a folder
+without git works the same way."""
 
 import contextlib
 import dataclasses
@@ -49,7 +50,8 @@ UNCOPIED_SAID = (
 
 
 class CheckpointError(Exception):
-    """An undo, redo or restore that was refused or failed; the message says whether anything changed."""
+    """An undo, redo or restore that was refused or failed;
+    the message says whether anything changed."""
 
 
 @dataclasses.dataclass
@@ -67,16 +69,17 @@ TROUBLE = (OSError, ValueError, CheckpointError, home.ConfigError)
 
 
 class Shadow:
-    """The shadow repository of one project: a git directory in the user's home whose work tree is the
-    project; it stores objects, commits and refs of its own, and reads the user's repository without
-    writing it."""
+    """The shadow repository of one project: a git directory in the user's home whose work tree is
+    the project; it stores objects, commits and refs of its own, and reads the user's repository
+    without writing it."""
 
     def __init__(self, root: Path, ignore: list[str], session: str = ""):
         self.root = Path(root).resolve()
         self.ignore = ignore
         self.session = session
         self.request = ""
-        # the project's identity, not its path: a clone where another was never inherits its checkpoints
+        # the project's identity, not its path:
+        # a clone where another was never inherits its checkpoints
         self.dir = Path.home() / ".amas" / "checkpoints" / home.project_id(self.root, history=False)
         self.pending = self.dir / "pending.json"
         self.borrowed = None
@@ -87,12 +90,14 @@ class Shadow:
         self.excludes = ""  # the ignore file the user's git config names, once found
         self.huge: list[str] = []  # new files the last snapshot left out (sparse or huge)
         self.uncopied: list[str] = []  # and those it left out past its limit
-        self.turn = ""  # the turn the next checkpoints belong to (set by the agent): /undo takes back a turn
+        # the turn the next checkpoints belong to (set by the agent): /undo takes back a turn
+        self.turn = ""
 
     def run_git(
         self, *args: str, data: bytes | None = None, borrow: bool = False
     ) -> subprocess.CompletedProcess:
-        """git on the shadow repository; with borrow it also reads the user's objects (writing none of them)."""
+        """git on the shadow repository; with borrow it also reads the user's objects
+        (writing none of them)."""
         # of your config, only that
         excludes = []
         if self.excludes:
@@ -128,8 +133,8 @@ class Shadow:
         return project.git(self.root, *args, env=env)
 
     def find_git(self) -> None:
-        """The user's repository, if any, and its object store, read through git's alternates (tracked files cost
-        no disk)."""
+        """The user's repository, if any, and its object store, read through git's alternates
+        (tracked files cost no disk)."""
         asked = ["--path-format=absolute", "--git-common-dir", "--git-dir", "--show-object-format"]
         found = self.user("rev-parse", *asked)
         lines = ["", "", ""]
@@ -153,7 +158,8 @@ class Shadow:
         return []
 
     def user_git(self) -> str:
-        """A fingerprint of the user's HEAD, refs and index: what git commands in a shell command may change."""
+        """A fingerprint of the user's HEAD, refs and index:
+        what git commands in a shell command may change."""
         if not self.gitdir:
             return ""
         # -v: flags too
@@ -164,8 +170,8 @@ class Shadow:
         return hashlib.sha1(listed).hexdigest()
 
     def store(self, data: bytes | Path, kind: str = "blob") -> str:
-        """An object written loose into the shadow's own store, where the user's gc can never take it; its id. A big
-        file (a path) git stores in a pack, streamed: never whole in memory."""
+        """An object written loose into the shadow's own store, where the user's gc can never take
+        it; its id. A big file (a path) git stores in a pack, streamed: never whole in memory."""
         if isinstance(data, Path):
             return self.git("hash-object", "-w", "--no-filters", "--", str(data)).decode().strip()
         raw = b"%s %d\0" % (kind.encode(), len(data)) + data
@@ -178,8 +184,8 @@ class Shadow:
         return sha
 
     def keep(self, changes: dict) -> set[str]:
-        """Copy into the shadow's own store the blobs of a checkpoint that only the user's objects hold; the ids of
-        those not even there (a command removed the user's .git)."""
+        """Copy into the shadow's own store the blobs of a checkpoint that only the user's objects
+        hold; the ids of those not even there (a command removed the user's .git)."""
         blobs = "".join(
             {f"{side[1]}\n" for sides in changes.values() for side in sides if side}
         ).encode()
@@ -228,11 +234,12 @@ class Shadow:
         return {"tree": tree, "empty": sorted(hollow), **found}
 
     def add(self, first: bool, limit: int | None = None) -> dict:
-        """Every file into the shadow's index, the first time what the user's objects lack into one pack (threshold
-        1), not a file each; nested repositories left out, or the next `add` runs `git status` (and filters) in them.
-        The paths it could not read ("unread"): not covered, and never taken for new when a command makes them
-        readable; nested repositories ("nested"): not covered, and said to be lost when a command removes one;
-        new files left uncopied past the limit by an earlier command, unchanged since ("uncopied")."""
+        """Every file into the shadow's index, the first time what the user's objects lack into one
+        pack (threshold 1), not a file each; nested repositories left out, or the next `add` runs
+        `git status` (and filters) in them. The paths it could not read ("unread"): not covered, and
+        never taken for new when a command makes them readable; nested repositories ("nested"): not
+        covered, and said to be lost when a command removes one; new files left uncopied past the
+        limit by an earlier command, unchanged since ("uncopied")."""
         self.huge, self.uncopied, known = self.left_out(limit)
         out = [*self.huge, *self.uncopied, *known]
         spec = [b".", *(b":(exclude,literal)" + os.fsencode(p) for p in out)]
@@ -314,12 +321,14 @@ class Shadow:
         home.write_private(self.dir / UNCOPIED, json.dumps(known))
 
     def untracked(self, *flags: str) -> list[str]:
-        """Paths the shadow does not track (with -i: those git ignores), a folder of nothing else as one `dir/`."""
+        """Paths the shadow does not track (with -i: those git ignores),
+        a folder of nothing else as one `dir/`."""
         listed = self.git("ls-files", "-oz", "--directory", "--exclude-standard", *flags)
         return [os.fsdecode(p) for p in listed.split(b"\0") if p]
 
     def track(self) -> None:
-        """Start from the files the user's git tracks, an ignored one too (a committed dist/): hashed, not copied."""
+        """Start from the files the user's git tracks, an ignored one too
+        (a committed dist/): hashed, not copied."""
         paths = [
             self.root / os.fsdecode(p) for p in self.user("ls-files", "-z").stdout.split(b"\0") if p
         ]
@@ -334,7 +343,8 @@ class Shadow:
             self.git(*add, data=b"\0".join(files) + b"\0", borrow=True)
 
     def compare(self, old: dict, new: dict) -> tuple[dict, list[str], list[str]]:
-        """Files, folders made and folders gone between two snapshots; submodules are left to themselves."""
+        """Files, folders made and folders gone between two snapshots;
+        submodules are left to themselves."""
         changes, added, deleted = self.diff_trees(old["tree"], new["tree"])
         before = set(old["empty"])
         after = set(new["empty"])
@@ -364,7 +374,8 @@ class Shadow:
         return changes, added, deleted
 
     def made_by(self) -> dict:
-        """Who makes the checkpoints now: this amas, its session, the turn and request they are of."""
+        """Who makes the checkpoints now: this amas, its session,
+        the turn and request they are of."""
         return dict(session=self.session, request=self.request, pid=os.getpid(), turn=self.turn)
 
     def commit(self, label: str, changes: dict, meta: dict) -> str:
@@ -416,7 +427,8 @@ class Shadow:
         return f"the checkpoints in {self.dir} cannot be read; nothing changed"
 
     def set_ref(self, name: str, sha: str | None) -> None:
-        """Point a ref at a commit, or delete it (None): written aside and renamed, so it is whole or not at all."""
+        """Point a ref at a commit, or delete it (None):
+        written aside and renamed, so it is whole or not at all."""
         path = self.dir / name
         lock = self.dir / f"{name}.lock"
         if sha is None:
@@ -426,7 +438,8 @@ class Shadow:
         os.replace(lock, path)
 
     def history(self, rev: str = MAIN, limit: int = 200) -> list[dict]:
-        """Checkpoints from rev back, newest first: id, parent, label, and the meta stored with it."""
+        """Checkpoints from rev back, newest first:
+        id, parent, label, and the meta stored with it."""
         done = self.run_git("log", f"-n{limit}", "--format=%H%x1f%P%x1f%B%x1e", rev)
         if done.returncode and (rev != MAIN or self.ref(MAIN)):
             said = done.stderr.decode(errors="replace").strip()[:300]
@@ -453,8 +466,9 @@ class Shadow:
 
     @contextlib.contextmanager
     def blobs(self, blobs: list[str]):
-        """`pieces()` gives the next blob's bytes in pieces, read by one git cat-file (a big file is never whole in
-        memory), once every blob is known to be there; the ids come from a file, so git never waits on us."""
+        """`pieces()` gives the next blob's bytes in pieces, read by one git cat-file (a big file is
+        never whole in memory), once every blob is known to be there; the ids come from a file, so
+        git never waits on us."""
         asked = "".join(f"{b}\n" for b in blobs).encode()
         listed = self.git("cat-file", "--batch-check", data=asked).splitlines()
         if lost := [line.split()[0].decode() for line in listed if line.split()[1:2] != [b"blob"]]:
@@ -469,7 +483,8 @@ class Shadow:
 
 
 class Checkpoint(Shadow):
-    """A chain of commits on the shadow's main, each the before (b/) and after (a/) of the files one change touched."""
+    """A chain of commits on the shadow's main, each the before (b/) and after
+    (a/) of the files one change touched."""
 
     @contextlib.contextmanager
     def locked(self, wait: bool = True):
@@ -503,7 +518,8 @@ class Checkpoint(Shadow):
         return super().history(rev, limit)
 
     def ready(self) -> None:
-        """Under the lock no other amas is inside: make the shadow if it is missing, finish what a killed one left."""
+        """Under the lock no other amas is inside:
+        make the shadow if it is missing, finish what a killed one left."""
         # written last: a half-made shadow is simply made again
         if not (self.dir / "info" / "attributes").exists():
             for folder in ("objects", "refs/heads", "info"):  # all git needs (no hooks, no config)
@@ -705,8 +721,9 @@ class Checkpoint(Shadow):
         return big, ignored
 
     def changed(self, pending: dict) -> tuple[dict, list[str], list[str], list[str]]:
-        """Files changed, folders made and folders gone since the kept before state, and the changed files whose
-        content is nowhere now (only the user's objects held it, and the command removed them)."""
+        """Files changed, folders made and folders gone since the kept before state, and the changed
+        files whose content is nowhere now (only the user's objects held it, and the command removed
+        them)."""
         if "tree" in pending:
             changes, made, gone = self.compare(pending, self.snapshot(pending.get("limit")))
             nowhere = self.keep(changes)
@@ -727,7 +744,8 @@ class Checkpoint(Shadow):
         return changes, [d for d in pending["dirs"] if os.path.isdir(self.root / d)], [], []
 
     def state(self, rels: list[str]) -> dict:
-        """Named files as they are now, [mode, blob id] (None: absent or a folder), their bytes stored here."""
+        """Named files as they are now, [mode, blob id] (None: absent or a folder),
+        their bytes stored here."""
         return {
             rel: (side := _side(self.root / rel, BIG)) and [side[0], self.store(side[1])]
             for rel in rels
@@ -752,7 +770,8 @@ class Checkpoint(Shadow):
             return files
 
     def undoable(self, n: int, ask) -> list[dict]:
-        """The last n checkpoints, newest first; taking back a second window's own change is asked."""
+        """The last n checkpoints, newest first;
+        taking back a second window's own change is asked."""
         chain = self.history(limit=n)
         if not chain:
             raise CheckpointError("nothing to undo")
@@ -831,7 +850,8 @@ class Checkpoint(Shadow):
         return chain
 
     def redoable(self) -> dict | None:
-        """The checkpoint /redo would re-apply, if any (one made since the undo ends what can be redone)."""
+        """The checkpoint /redo would re-apply,
+        if any (one made since the undo ends what can be redone)."""
         self.settle()
         head = self.ref(MAIN)
         redo = self.ref(REDO)
@@ -843,8 +863,8 @@ class Checkpoint(Shadow):
         return ahead[-1]
 
     def earlier(self, n: int) -> list[dict]:
-        """Of the last n checkpoints, those an amas that has ended made in another session (a one-shot
-        run, another terminal): /diff does not show them, so /undo asks first."""
+        """Of the last n checkpoints, those an amas that has ended made in another session (a
+        one-shot run, another terminal): /diff does not show them, so /undo asks first."""
         chain = self.history(limit=n)
         return [
             cp for cp in chain if cp.get("session") != self.session and not _running(cp.get("pid"))
@@ -866,8 +886,8 @@ class Checkpoint(Shadow):
         return self.undo(match[0], ask)
 
     def changes(self) -> list[tuple[str, tuple, tuple]]:
-        """What the agent changed in this session, per file: (path, first before, last after), each (mode, bytes);
-        an absent file is (None, b"")."""
+        """What the agent changed in this session, per file: (path, first before, last after), each
+        (mode, bytes); an absent file is (None, b"")."""
         first = {}
         last = {}
         for cp in reversed([cp for cp in self.history() if cp.get("session") == self.session]):
@@ -1117,8 +1137,8 @@ def _some(paths: list[str]) -> str:
 
 
 def _side(path: Path, big: float = float("inf")) -> tuple[str, bytes | Path] | None:
-    """(mode, bytes) of the file or link at path, never read through a link on the way (a file over big: its path,
-    not read); None: absent or a folder."""
+    """(mode, bytes) of the file or link at path, never read through a link on the way (a file over
+    big: its path, not read); None: absent or a folder."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         if _linked(path):
             return None
@@ -1152,7 +1172,8 @@ def _pieces(pipe) -> Iterator[bytes]:
 
 
 def _small(root: Path, paths: list[str], budget: int = 1 << 22) -> list[str]:
-    """The files among paths worth keeping as they are: readable, up to 1 MiB each and 4 MiB in all."""
+    """The files among paths worth keeping as they are:
+    readable, up to 1 MiB each and 4 MiB in all."""
     out = []
     for rel in (p for p in paths if not p.endswith("/") and _readable(root / p)):
         size = os.lstat(root / rel).st_size
@@ -1184,7 +1205,8 @@ def _size(path: Path) -> int:
 
 
 def _kept(path: str, kept: dict) -> bool:
-    """A path whose content the command's before state holds: a kept file, or a folder of kept files."""
+    """A path whose content the command's before state holds:
+    a kept file, or a folder of kept files."""
     return path in kept or path.endswith("/") and any(k.startswith(path) for k in kept)
 
 
@@ -1230,8 +1252,9 @@ def _remove(path: Path, folder: bool = False) -> None:
 
 
 def _write(path: Path, mode: str, pieces: Iterator[bytes]) -> None:
-    """A file or link as it was, through a temporary name and a rename: never written through a link.
-    A new file gets git's modes under the umask; a file still there keeps its own, x bits as recorded."""
+    """A file or link as it was, through a temporary name and a rename: never written through a
+    link. A new file gets git's modes under the umask; a file still there keeps its own, x bits as
+    recorded."""
     if path.is_dir() and not path.is_symlink():
         path.rmdir()  # a folder where the file was (emptied above): a file/folder swap
     if mode == LINK:
@@ -1265,7 +1288,8 @@ def _link(path: Path, target: str) -> None:
 
 
 def _pause(point: str) -> None:
-    """A test hook: AMAS_TEST_PAUSE=<point> holds amas here for a minute, so a test can kill -9 it at that moment."""
+    """A test hook: AMAS_TEST_PAUSE=<point> holds amas here for a minute,
+    so a test can kill -9 it at that moment."""
     if os.environ.get("AMAS_TEST_PAUSE") == point:
         ui.info(f"paused at {point}")  # on stderr, where the test waits for it
         time.sleep(60)

@@ -1,4 +1,5 @@
-"""Configuration: defaults < ~/.amas < .amas (limited until trusted) < env < flags, each value checked."""
+"""Configuration: defaults < ~/.amas < .amas (limited until trusted) < env < flags,
+each value checked."""
 
 import functools
 import os
@@ -13,7 +14,8 @@ DEFAULT_CONFIG = {
     "api_key": None,  # else the provider's usual env var (GEMINI_API_KEY, OPENAI_API_KEY, ...)
     "api_base": None,  # e.g. http://localhost:11434 for Ollama
     "auto_accept": False,  # apply edits and run commands without asking
-    "max_context_tokens": 32000,  # compact the conversation past this (or the server's own context size)
+    # compact the conversation past this (or the server's own context size)
+    "max_context_tokens": 32000,
     "max_tokens": 8192,  # cap on one reply, so a rambling local model stops
     "checkpoint_on_edit": True,  # checkpoint every change so /undo can take it back
     # after an edit, tell the model at once of a syntax error it brought (languages the map parses)
@@ -34,7 +36,8 @@ DEFAULT_CONFIG = {
     "text_tools": "auto",  # tool calls written as text: auto (when native ones fail), true, false
     "search_backend": "google",  # google, duckduckgo or searxng
     "searxng_url": "http://localhost:8888",  # a SearXNG instance with the JSON API on
-    "browser_path": None,  # a Chromium binary; else a headless shell, Playwright's own, or a system Chromium
+    # a Chromium binary; else a headless shell, Playwright's own, or a system Chromium
+    "browser_path": None,
     "browser_headless": True,
 }
 TRISTATE = (True, False, "auto")
@@ -196,7 +199,8 @@ def _shown(value) -> str:
 
 
 def parse_yaml(text: str, where: str):
-    """YAML as plain data; aliases are refused (a few lines of them expand to gigabytes: "billion laughs")."""
+    """YAML as plain data; aliases are refused
+    (a few lines of them expand to gigabytes: "billion laughs")."""
     import yaml
 
     try:
@@ -280,7 +284,8 @@ def untrusted(project: dict, base: dict) -> tuple[dict, list[str]]:
 
 
 def load(root: Path, flags: dict | None = None) -> tuple[dict, list[str], list[str]]:
-    """Merge every layer; return the config, warnings, and the project settings ignored until trusted."""
+    """Merge every layer; return the config, warnings,
+    and the project settings ignored until trusted."""
     warnings = []
     user_file = Path.home() / ".amas" / "config.yaml"
     user = layer(user_file, warnings)
@@ -315,7 +320,8 @@ def _merged(sources: list[dict], secrets: list[str]) -> dict:
 
 
 def _without_allow(user: dict, warnings: list) -> dict:
-    """Your settings without your allow rules: in a folder you have not trusted, a `make *` runs its Makefile."""
+    """Your settings without your allow rules:
+    in a folder you have not trusted, a `make *` runs its Makefile."""
     perms = dict(user.get("permissions") or {})
     if perms.pop("allow", None):
         warnings.append(
@@ -325,7 +331,8 @@ def _without_allow(user: dict, warnings: list) -> dict:
 
 
 def endpoint(config: dict) -> str:
-    """The banner's line naming where prompts and files go: the model and the server (credentials cut)."""
+    """The banner's line naming where prompts and files go:
+    the model and the server (credentials cut)."""
     from urllib.parse import urlsplit
 
     base = config.get("api_base")

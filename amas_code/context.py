@@ -1,5 +1,6 @@
-"""What the model sees besides the conversation: the system prompt (prompt.md, text-tool instructions,
-rules, skills, the ranked project map) kept in budget, and the token estimates that size it."""
+"""What the model sees besides the conversation: the system prompt (prompt.md, text-tool
+instructions, rules, skills, the ranked project map) kept in budget, and the token estimates that
+size it."""
 
 import json
 import re
@@ -118,7 +119,8 @@ class Context:
         return min(PROMPT_BUDGET, self.limit() // 8)
 
     def system_prompt(self, tools, latest: str) -> str:
-        """The notes' template, text-tool instructions when needed, rules, skills, then the ranked project map."""
+        """The notes' template, text-tool instructions when needed, rules, skills,
+        then the ranked project map."""
         core, browsing, rules = self.prompt
         offered = self.offered(tools)
         head = core + "\n" + rules
@@ -164,8 +166,8 @@ class Context:
                 text[: RULES_BUDGET * 3] + "\n[cut here: the rest did not fit in the system prompt]"
             )
             self.warn_once(
-                f"AGENTS.md and .amas/rules.md are too long: the model sees the first ~{RULES_BUDGET} "
-                "tokens (keep them short, or move detail into skills)"
+                "AGENTS.md and .amas/rules.md are too long: the model sees the first "
+                f"~{RULES_BUDGET} tokens (keep them short, or move detail into skills)"
             )
         return f"\n### Project rules\n{text}\n" if text else ""
 
@@ -183,9 +185,10 @@ class Context:
             self.warned.add(message)
             self.warn(message)
 
-    # -- when the conversation outgrows the context -------------------------------------------------
+    # -- when the conversation outgrows the context ------------------------------------------------
     def summary(self, old: list[dict]) -> list[dict]:
-        """The messages that stand for `old`: the model's summary of them, and a reply that takes it."""
+        """The messages that stand for `old`:
+        the model's summary of them, and a reply that takes it."""
         transcript = "\n\n".join(
             f"{m['role']}: {m.get('content') or ''} {m.get('tool_calls', '')}"[:4000] for m in old
         )
@@ -214,6 +217,7 @@ class Context:
             m["content"] = effects.cap(m["content"], share)
         if long:
             self.warn(
-                f"cut {ui.plural(len(long), 'long tool result')} so the conversation fits the context"
+                f"cut {ui.plural(len(long), 'long tool result')} "
+                "so the conversation fits the context"
             )
         return len(long)

@@ -1,7 +1,7 @@
-"""The direct path: a model at an OpenAI-compatible api_base (llama.cpp, LM Studio, vLLM, Ollama's /v1)
-called through the openai SDK, without litellm, whose import (3 s of CPU and 170 MB here, 10-14 s on a
-Pi) would be most of a one-shot. Its own module: the SDK's import and the reading of its stream are
-this path's alone, and providers.py keeps what both paths share."""
+"""The direct path: a model at an OpenAI-compatible api_base (llama.cpp, LM Studio, vLLM, Ollama's
+/v1) called through the openai SDK, without litellm, whose import (3 s of CPU and 170 MB here, 10-14
+s on a Pi) would be most of a one-shot. Its own module: the SDK's import and the reading of its
+stream are this path's alone, and providers.py keeps what both paths share."""
 
 import importlib.util
 import json
@@ -71,8 +71,8 @@ class Direct:
         return [KEY_NAMES[name.split("/", 1)[0]]]
 
     def count_tokens(self, name: str, messages: list[dict]) -> int | None:
-        """Tokens in messages by cl100k, as litellm counts a model it has no tokenizer for (tiktoken,
-        +35 MB: asked only when the conversation nears the context); None without it."""
+        """Tokens in messages by cl100k, as litellm counts a model it has no tokenizer for
+        (tiktoken, +35 MB: asked only when the conversation nears the context); None without it."""
         encoding = _encoding()
         if encoding is None:
             return None
@@ -95,8 +95,8 @@ class Direct:
         self.post(request)
 
     def post(self, request: dict):
-        """The SDK's request to /chat/completions; its chunks and answer plain dicts (`cast_to=object`:
-        no model class is built for each of a long reply's chunks)."""
+        """The SDK's request to /chat/completions; its chunks and answer plain dicts
+        (`cast_to=object`: no model class is built for each of a long reply's chunks)."""
         client, stream = load()
         body = {k: v for k, v in request.items() if v is not None and k != "timeout"}
         body["model"] = request["model"].split("/", 1)[1]

@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 @dataclass
 class Change:
-    """A file a tool wants written (old is None when it does not exist): the agent asks with its diff,
-    checkpoints it and writes it."""
+    """A file a tool wants written (old is None when it does not exist): the agent asks with its
+    diff, checkpoints it and writes it."""
 
     path: Path
     old: bytes | None
@@ -30,8 +30,8 @@ class Command:
 
 @dataclass
 class Verdict:
-    """The gate's word: allow, ask or deny. An ask names its kind and question; kind and key scope an
-    'always'; a deny says why, for the model."""
+    """The gate's word: allow, ask or deny. An ask names its kind and question; kind and key scope
+    an 'always'; a deny says why, for the model."""
 
     decision: str
     kind: str = ""

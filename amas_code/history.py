@@ -56,8 +56,8 @@ class Log:
         return sorted(found.values(), key=lambda c: c["time"], reverse=True)
 
     def resume(self, chosen: str | None = None) -> tuple[str, list[dict]]:
-        """A session's id and messages: the chosen one, or the latest (after /clear or /compact, the new
-        conversation)."""
+        """A session's id and messages: the chosen one, or the latest (after /clear or /compact, the
+        new conversation)."""
         entries = self.entries() or [{"session": new_session(), "time": 0}]
         session = chosen or entries[-1]["session"]
         mine = [e for e in entries if e["session"] == session]
@@ -80,8 +80,8 @@ class Log:
         return new_session(), []
 
     def flush(self, session: str, messages: list[dict], marker: bool = False) -> str:
-        """Append the messages the file lacks (or a session marker); what went wrong, if anything (then
-        nothing more is written)."""
+        """Append the messages the file lacks (or a session marker); what went wrong, if anything
+        (then nothing more is written)."""
         new = messages[self.logged :]
         if marker:
             new = [{"role": "session"}]
@@ -136,7 +136,8 @@ def preview(messages: list[dict], turns: int = 3) -> list[tuple[str, str]]:
 
 
 def _entry(line: str) -> dict | None:
-    """One line of the history, if it has the shape amas writes (a hand-edited or damaged one is skipped)."""
+    """One line of the history, if it has the shape amas writes
+    (a hand-edited or damaged one is skipped)."""
     try:
         entry = json.loads(line)
     except ValueError:

@@ -1,5 +1,5 @@
-"""amas's own state, in the user's home where no clone can ship it: the project's identity, trust and
-remembered answers, and the private files amas reads and writes (never through a link)."""
+"""amas's own state, in the user's home where no clone can ship it: the project's identity, trust
+and remembered answers, and the private files amas reads and writes (never through a link)."""
 
 import contextlib
 import functools
@@ -14,7 +14,10 @@ from pathlib import Path
 
 from amas_code import project
 
-GITIGNORE = "# local state of amas; rules.md and skills/ are meant to be shared\nhistory.jsonl\ninput_history\n"
+GITIGNORE = (
+    "# local state of amas; rules.md and skills/ are meant to be shared\n"
+    "history.jsonl\ninput_history\n"
+)
 GITIGNORE += "map_cache.json\nmap_index.db\nproject_map.md\n*.tmp\n"
 
 
@@ -32,8 +35,8 @@ def ignore_config(root: Path) -> None:
 
 
 def _ignore_local(path: Path, extra: str = "") -> None:
-    """amas's local state (and extra) in .amas/.gitignore, whatever a clone shipped: lines added, none dropped; after
-    a `!history.jsonl` that would undo them, all of them again."""
+    """amas's local state (and extra) in .amas/.gitignore, whatever a clone shipped: lines added,
+    none dropped; after a `!history.jsonl` that would undo them, all of them again."""
     if path.is_symlink():  # never followed: a link to /dev/null would ignore nothing
         path.unlink()
     if path.exists() and not path.is_file():  # a folder is left alone
@@ -100,9 +103,10 @@ def _digest(root: Path, files: dict[str, bytes] | None = None) -> str:
 
 
 def project_id(root: Path, history: bool = True) -> str:
-    """The project's identity, not its path: its folder's inode and birth time, and git's first commits.
-    A repository cloned where another one was is a new project: it inherits no answer and no checkpoint.
-    Without history (for checkpoints), the folder alone: a command that removed .git can still be undone."""
+    """The project's identity, not its path: its folder's inode and birth time, and git's first
+    commits. A repository cloned where another one was is a new project: it inherits no answer and
+    no checkpoint. Without history (for checkpoints), the folder alone: a command that removed .git
+    can still be undone."""
     root = Path(root).resolve()
     info = root.stat()
     first = _first_commits(str(root), _git_marks(root)) if history else ""
@@ -114,8 +118,9 @@ def project_id(root: Path, history: bool = True) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _born(root: str, dev: int, ino: int, ctime: int) -> str:
-    """When the folder was made (statx's birth time where Python cannot read it; empty where unknown);
-    kept per folder as it is now (a folder made again at the same path has a new ctime)."""
+    """When the folder was made (statx's birth time where Python cannot read it; empty where
+    unknown); kept per folder as it is now (a folder made again at the same path has a new
+    ctime)."""
     info = os.stat(root)
     if hasattr(info, "st_birthtime"):
         return str(info.st_birthtime)
@@ -173,7 +178,8 @@ def remembered(root: Path) -> dict:
 
 
 def remember(root: Path, key: str, value) -> None:
-    """Record a decision for this project (trust, approved commands or hosts) in ~/.amas/projects.json."""
+    """Record a decision for this project (trust, approved commands or hosts) in
+    ~/.amas/projects.json."""
     data = _projects()
     name = project_id(root)
     data[name] = {**remembered(root), "path": str(Path(root).resolve()), key: value}
@@ -213,8 +219,9 @@ def changed_since_trusted(root: Path) -> list[str]:
 
 
 def state_file(root: Path, name: str) -> Path:
-    """amas's own state for a project (history.jsonl, input_history), in ~/.amas/projects/<id>/; the first
-    time, the file amas kept in .amas/ is moved there if it is amas's own (an untracked private regular file)."""
+    """amas's own state for a project (history.jsonl, input_history), in ~/.amas/projects/<id>/; the
+    first time, the file amas kept in .amas/ is moved there if it is amas's own (an untracked
+    private regular file)."""
     path = Path.home() / ".amas" / "projects" / project_id(root) / name
     old = Path(root) / ".amas" / name
     if not path.exists() and _own_state(root, old):
@@ -224,7 +231,8 @@ def state_file(root: Path, name: str) -> Path:
 
 
 def _own_state(root: Path, path: Path) -> bool:
-    """A file amas wrote: regular (no link, no FIFO), yours, private (a checkout makes 0644), untracked."""
+    """A file amas wrote: regular (no link, no FIFO), yours, private
+    (a checkout makes 0644), untracked."""
     try:
         info = path.lstat()
     except OSError:

@@ -20,7 +20,8 @@ GRANTS = {  # what a grant lets a command do, in amas's words, for one run
     "(its config, hooks and the rest stay read-only)",
     "folder": "one folder outside the project writable (still in the box)",
 }
-KINDS = {  # a question's kind: whether --yes answers it (yes), and what an 'always' covers ("": none)
+# a question's kind: whether --yes answers it (yes), and what an 'always' covers ("": none)
+KINDS = {
     "edit": (True, "the rest of this session's edits"),
     "shell": (True, "this exact command in this project, from now on; /permissions lists it"),
     "read": (True, "reads outside the project, this session"),
@@ -44,34 +45,39 @@ MEMORY = {  # the memory tool's changes, and the question each asks
 SESSION = {"shell": "this exact command, until amas exits"}
 # said with each change to what steers: why it is asked even under --yes or after 'a'
 STEERS = "It steers amas or your tools (their hooks, tasks or rules): asked every time."
-WRAPPERS = set(  # run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
-    "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find busybox unbuffer "
-    "watch parallel ionice flock chrt taskset nsenter unshare chroot runuser systemd-run torsocks proxychains strace "
-    "ltrace firejail script pkexec trap coproc".split()
+# run the words after them; a word of theirs holding a space is run as a line (`flock -c`)
+WRAPPERS = set(
+    "env command builtin exec nohup nice time timeout xargs sudo doas su setsid stdbuf find "
+    "busybox unbuffer watch parallel ionice flock chrt taskset nsenter unshare chroot runuser "
+    "systemd-run torsocks proxychains strace ltrace firejail script pkexec trap coproc".split()
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "eval"}  # run a string: parsed again
 READERS = SHELLS | {".", "source"}  # without -c: run what they read
 PLAIN = set(  # the grammar's nodes a plain line holds: simple commands, pipes, lists, redirections
-    "program list pipeline command command_name word raw_string string string_content concatenation "
-    "number simple_expansion variable_name variable_assignment variable_assignments redirected_statement "
-    "file_redirect file_descriptor herestring_redirect declaration_command unset_command comment".split()
+    "program list pipeline command command_name word raw_string string string_content "
+    "concatenation number simple_expansion variable_name variable_assignment "
+    "variable_assignments redirected_statement file_redirect file_descriptor herestring_redirect "
+    "declaration_command unset_command comment".split()
 )
 COMMANDS = {"command", "declaration_command", "unset_command", "variable_assignments"}
-# bash's reserved words: a command the grammar named after one (`coproc x { …; }`) is no plain command
+# bash's reserved words: a command the grammar named after one
+# (`coproc x { …; }`) is no plain command
 RESERVED = set(
-    "if then elif else fi for while until do done case esac function select coproc { } [[ ]] !".split()
+    "if then elif else fi for while until do done case esac function select coproc "
+    "{ } [[ ]] !".split()
 )
-# what bash may still expand in a word once its quotes are gone: substitutions; $[ ${ $' $"; a subscript,
-# evaluated as arithmetic (`printf -v a[…]`)
+# what bash may still expand in a word once its quotes are gone: substitutions; $[ ${ $' $"; a
+# subscript, evaluated as arithmetic (`printf -v a[…]`)
 HIDDEN = re.compile(r"`|\$[(\[{'\"]|[<>]\(|\w\[")
 ESCAPED = re.compile(r"\\(.)", re.S)  # a backslash and the character it keeps as it is
 
 
 @dataclass
 class Line:
-    """A shell line as the grammar reads it: every simple command in it (nested ones too), the targets
-    of its redirections, what it feeds commands (here-strings and documents), whether the parser read it
-    whole, and whether it is plain (no substitution, subshell, group, compound command or newline)."""
+    """A shell line as the grammar reads it: every simple command in it (nested ones too), the
+    targets of its redirections, what it feeds commands (here-strings and documents), whether the
+    parser read it whole, and whether it is plain (no substitution, subshell, group, compound
+    command or newline)."""
 
     commands: list[list[str]] = field(default_factory=list)
     targets: list[str] = field(default_factory=list)
@@ -102,7 +108,8 @@ def parse(line: str) -> Line:
         _visit(node, found, extra)
         stack.extend(reversed(node.children))
     words = [w for c in found.commands for w in c] + found.targets
-    # the words as the command gets them, and the line as written: the grammar reads `$"x"` as `$` and "x"
+    # the words as the command gets them, and the line as written:
+    # the grammar reads `$"x"` as `$` and "x"
     hidden = any(HIDDEN.search(w) for w in [*words, line.replace("\\", "")])
     reserved = any(c and c[0] in RESERVED for c in found.commands)
     found.plain = found.plain and found.whole and "\n" not in line and not (hidden or reserved)
@@ -145,7 +152,8 @@ def _words(node) -> list[str]:
 
 
 def _extra(node, found: Line, extra: dict) -> None:
-    """The grammar reads `cp >x a b` as a redirection to x, a and b: a and b are the command's words."""
+    """The grammar reads `cp >x a b` as a redirection to x, a and b:
+    a and b are the command's words."""
     body = node.child_by_field_name("body")
     words = []
     for redirect in node.children_by_field_name("redirect"):
@@ -157,8 +165,8 @@ def _extra(node, found: Line, extra: dict) -> None:
 
 
 def _value(node) -> str:
-    """A word as the command receives it, where the line says it: quotes and escapes removed; one holding
-    an expansion keeps its text (`$HOME/bin`)."""
+    """A word as the command receives it, where the line says it: quotes and escapes removed; one
+    holding an expansion keeps its text (`$HOME/bin`)."""
     text = node.text.decode(errors="surrogateescape")
     if node.type == "raw_string":
         return text[1:-1]
@@ -173,9 +181,9 @@ def _value(node) -> str:
 
 
 def split(line: str) -> tuple[list[list[str]], list[str], bool]:
-    """The simple commands of a line, its redirection targets, and whether it is plain: read whole, with
-    no substitution, subshell, group, compound command or newline (only a plain line can match an allow
-    rule)."""
+    """The simple commands of a line, its redirection targets, and whether it is plain: read whole,
+    with no substitution, subshell, group, compound command or newline (only a plain line can match
+    an allow rule)."""
     found = parse(line)
     return [list(c) for c in found.commands], list(found.targets), found.plain
 
@@ -191,9 +199,9 @@ def programs(line: str) -> list[str]:
 
 
 def every_command(line: str, depth: int = 0) -> list[list[str]]:
-    """Every command a line may run, for deny rules: each simple command wherever the grammar finds it
-    (groups, subshells, substitutions, conditions, functions), what it wraps, and the echo/printf text,
-    here-string or redirected file a shell of the line may read as commands."""
+    """Every command a line may run, for deny rules: each simple command wherever the grammar finds
+    it (groups, subshells, substitutions, conditions, functions), what it wraps, and the echo/printf
+    text, here-string or redirected file a shell of the line may read as commands."""
     found = parse(line)
     commands = [list(c) for c in found.commands]
     if not found.whole:  # what the parser could not place still counts, split at the operators
@@ -211,13 +219,14 @@ def every_command(line: str, depth: int = 0) -> list[list[str]]:
 
 
 def variants(words: list[str], depth: int) -> list[list[str]]:
-    """A command and those it runs: assignments dropped, wrappers (env, sudo, xargs, find -exec ...) peeled,
-    `sh -c`, `eval` and `git -c alias.x=!…` strings parsed again."""
+    """A command and those it runs: assignments dropped, wrappers (env, sudo, xargs, find -exec ...)
+    peeled, `sh -c`, `eval` and `git -c alias.x=!…` strings parsed again."""
     words = _unassigned(words)
     if not words or depth > 4:
         return [words] if words else []
     name = words[0].rsplit("/", 1)[-1]
-    # what a wrapper runs starts at one of its words: each is tried once (not each of each: n², not n!)
+    # what a wrapper runs starts at one of its words:
+    # each is tried once (not each of each: n², not n!)
     tails = [_unassigned(words[i:]) for i in range(1, len(words))] if name in WRAPPERS else []
     found = [tail for tail in [words, *tails] if tail]
     return found + [v for tail in found for v in _strings(tail, depth)]
@@ -230,9 +239,9 @@ def _unassigned(words: list[str]) -> list[str]:
 
 
 def _strings(words: list[str], depth: int) -> list[list[str]]:
-    """The commands in the strings a command runs as a line: `sh -c`, `eval`, a runner's (`flock x -c
-    'rm …'`, `watch 'rm …'`, `env -S 'rm …'`, `trap 'rm …' EXIT`), a git alias; and `git -C . push` as
-    `git push`."""
+    """The commands in the strings a command runs as a line: `sh -c`, `eval`, a runner's
+    (`flock x -c 'rm …'`, `watch 'rm …'`, `env -S 'rm …'`, `trap 'rm …' EXIT`), a git alias; and
+    `git -C . push` as `git push`."""
     name = words[0].rsplit("/", 1)[-1]
     inner = [" ".join(words[1:])] if name == "eval" else []
     spaced = [w for w in words[1:] if name in WRAPPERS and re.search(r"\s", w)]
@@ -252,7 +261,8 @@ def _dash_c(words: list[str]) -> bool:
 
 
 def _git_command(words: list[str]) -> list[str]:
-    """git's words from its subcommand on, past its own options (-C dir, -c name=value, --git-dir=…, -P)."""
+    """git's words from its subcommand on, past its own options
+    (-C dir, -c name=value, --git-dir=…, -P)."""
     while words and words[0].startswith("-"):
         words = words[2:] if words[0] in ("-C", "-c") else words[1:]
     return words
@@ -269,8 +279,9 @@ def _parts(words: list[str]) -> tuple[str, set, str]:
 
 
 def denied(words: list[str], rule: str) -> bool:
-    """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the program; a program
-    named by a glob (`/bin/r?`) matches what the glob finds, one named by a variable or substitution any rule."""
+    """A deny rule matches whatever the flag order, spelling (-rf, -fr, -r -f) or path of the
+    program; a program named by a glob (`/bin/r?`) matches what the glob finds, one named by a
+    variable or substitution any rule."""
     pattern = next(iter(parse(rule).commands), None) or [rule]
     (name, flags, rest) = _parts(words)
     (want, need, args) = _parts(pattern)
@@ -284,7 +295,8 @@ def denied(words: list[str], rule: str) -> bool:
 
 
 def _in_git(rel: Path) -> bool:
-    """A path inside a .git folder, however its case is written (one folder on macOS's and Windows' disks)."""
+    """A path inside a .git folder, however its case is written
+    (one folder on macOS's and Windows' disks)."""
     return ".git" in {part.lower() for part in rel.parts}
 
 
@@ -373,8 +385,9 @@ class Gate:
         return Verdict("ask", "shell", f"Run `{line}`?", key=line)
 
     def judge_timeout(self, command: Command) -> Verdict:
-        """shell_timeout is the ceiling the model cannot lift: a longer time is the person's to give,
-        in a terminal (never --yes, never an allow rule); without one the command is refused."""
+        """shell_timeout is the ceiling the model cannot lift: a longer time is the person's to
+        give, in a terminal (never --yes, never an allow rule); without one the command is
+        refused."""
         line = command.line
         self.last = (line, "ask", "(a timeout above shell_timeout)")
         ceiling = self.config["shell_timeout"]
@@ -408,7 +421,8 @@ class Gate:
     def granted(self, verdict: Verdict, always: bool = False, session: bool = False) -> str:
         """The user said yes: for this once; for this session (session: the exact command, where
         the kind offers it); or always (for the rest of the session, and a plain command or a
-        host in the user's home too). Returns a note for the user when 'always' could not be kept."""
+        host in the user's home too). Returns a note for the user
+        when 'always' could not be kept."""
         if verdict.kind == "net":
             self.hosts.add(verdict.key)  # asked once a session
         if session and SESSION.get(verdict.kind):
@@ -428,15 +442,20 @@ class Gate:
         return ""
 
     def unchanged(self, words: list[str]) -> list[str]:
-        """The remembered commands, but one whose script (./run.sh, make's Makefile) changed since."""
+        """The remembered commands, but one
+        whose script (./run.sh, make's Makefile) changed since."""
         digest = script_digest(words, self.root)
         return [c for c in self.commands if self.scripts.get(c, "") == digest]
 
     def remember_command(self, line: str) -> str:
         commands, _, plain = split(line)
         if not plain:
-            return "not remembered: a line with substitutions, subshells or newlines is asked every time"
-        # the exact commands, glob characters escaped, kept in the user's home with the script each runs
+            return (
+                "not remembered: a line with substitutions, subshells or newlines "
+                "is asked every time"
+            )
+        # the exact commands, glob characters escaped,
+        # kept in the user's home with the script each runs
         for words in commands:
             exact = glob.escape(" ".join(words))
             self.commands.append(exact)
@@ -447,7 +466,8 @@ class Gate:
 
     def forget(self, what: str) -> list[str]:
         """Forget remembered commands and hosts, and commands allowed for this session: the one
-        named (a command as /permissions lists it, or a host), or all of them; what was forgotten."""
+        named (a command as /permissions lists it, or a host), or all of them;
+        what was forgotten."""
         commands = [c for c in self.commands if what in ("all", c)]
         hosts = sorted(h for h in self.hosts if what in ("all", h))
         commands += [c for c in self.for_session if what in ("all", c) and c not in commands]
@@ -482,7 +502,8 @@ class Gate:
         return "$" not in target and not target.startswith("~") and inside
 
     def globbed(self, target: str) -> bool:
-        """A glob that stays in the project and out of .git whatever it expands to, a file it makes too."""
+        """A glob that stays in the project and out of .git whatever it expands to,
+        a file it makes too."""
         dotted = [p.lower() for p in Path(target).parts if p.startswith(".")]  # a dot matches a dot
         reaching = any(fnmatch.fnmatchcase(n, p) for p in dotted for n in ("..", ".git"))
         if target.startswith(("/", "~")) or reaching:
@@ -493,7 +514,8 @@ class Gate:
         return all(map(self.within, found)) and all(map(self.inside, folder))
 
     def reaches(self, word: str) -> bool:
-        """An argument (or an option's value) that may name a place outside the project or inside .git."""
+        """An argument (or an option's value)
+        that may name a place outside the project or inside .git."""
         attached = word[2:] if re.match(r"-\w.", word) else ""  # `-t..` is `-t ..`
         values = {word.split("=", 1)[-1], attached}
         return any(
@@ -502,13 +524,15 @@ class Gate:
         )
 
     def where(self, path: Path, write: bool = False) -> str:
-        """Why a path needs a question: credentials, inside .git (for a write), outside the project; or ''."""
+        """Why a path needs a question: credentials, inside .git (for a write),
+        outside the project; or ''."""
         secret = [c for c in CREDENTIALS if path.is_relative_to(Path(c).expanduser().resolve())]
         if secret:
             return f"{secret[0]}, which holds credentials"
         if not path.is_relative_to(self.root):
             return _dotted(path) or "outside the project"
-        # git runs what its hooks and config name at your next git command, outside every gate of amas
+        # git runs what its hooks and config name at your next git command,
+        # outside every gate of amas
         if write and _in_git(path.relative_to(self.root)):
             return "inside .git"
         return ""
@@ -538,8 +562,9 @@ class Gate:
 
 
 def _dotted(path: Path) -> str:
-    """A dot-file or dot-folder of the home, where shells and tools keep settings and tokens (but the
-    toolchain places), or a folder holding them all: the place to name in the question, or ''."""
+    """A dot-file or dot-folder of the home, where shells and tools keep settings and tokens (but
+    the toolchain places), or a folder holding them all: the place to name in the question, or
+    ''."""
     home_dir = Path.home().resolve()
     if path == home_dir or path in home_dir.parents:
         return f"outside the project: {path}, which holds your home's dot-files and credentials"
@@ -557,7 +582,8 @@ def _first_match(command: str, rules: list[str]) -> str | None:
 
 
 def _origin(url: str) -> str:
-    """scheme://host:port of a URL, the port written out (http://a and http://a:80 are one place)."""
+    """scheme://host:port of a URL, the port written out
+    (http://a and http://a:80 are one place)."""
     return f"{urlsplit(url).scheme.lower()}://{webproxy.place(url)}"
 
 
@@ -587,7 +613,8 @@ BUILD_FILES = {  # a build tool -> the files that say what it runs, first found 
 
 
 def script_of(words: list[str], root: Path) -> Path | None:
-    """The project file a script-like command runs (`./run.sh`, `bash x.sh`, `python x.py`, `make x`), if any."""
+    """The project file a script-like command runs
+    (`./run.sh`, `bash x.sh`, `python x.py`, `make x`), if any."""
     if not words:
         return None
     program = os.path.basename(words[0])
@@ -603,8 +630,8 @@ def script_of(words: list[str], root: Path) -> Path | None:
 
 
 def script_digest(words: list[str], root: Path) -> str:
-    """What to store beside a remembered command: a hash of the script it runs ("" when it runs none), so the
-    command is asked about again once the script changed."""
+    """What to store beside a remembered command: a hash of the script it runs ("" when it runs
+    none), so the command is asked about again once the script changed."""
     import hashlib
 
     path = script_of(words, Path(root).resolve())

@@ -1,5 +1,5 @@
-"""The user's tree and git: the one place a git argv is built, listing the project's files, atomic writes, and
-what in the tree steers amas or the user's tools."""
+"""The user's tree and git: the one place a git argv is built, listing the project's files, atomic
+writes, and what in the tree steers amas or the user's tools."""
 
 import contextlib
 import errno
@@ -12,20 +12,23 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-GIT = (  # every git amas runs: no hooks, fsmonitor, bare repository found by walking up, or transport (a lazy
-    # fetch runs the repository's sshCommand); no line-ending conversion, modes and links as they are; names only
-    # Windows refuses (git~1, `.git.`) are plain files here
-    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.bareRepository=explicit -c protocol.allow=never "
-    "-c core.autocrlf=false -c core.filemode=true -c core.symlinks=true -c core.untrackedCache=true -c gc.auto=0 "
-    "-c core.bigFileThreshold=10m -c core.compression=1 -c core.protectNTFS=false"
+# every git amas runs: no hooks, fsmonitor, bare repository found by walking up, or transport (a
+# lazy fetch runs the repository's sshCommand); no line-ending conversion, modes and links as they
+# are; names only Windows refuses (git~1, `.git.`) are plain files here
+GIT = (
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c safe.bareRepository=explicit "
+    "-c protocol.allow=never -c core.autocrlf=false -c core.filemode=true -c core.symlinks=true "
+    "-c core.untrackedCache=true -c gc.auto=0 -c core.bigFileThreshold=10m -c core.compression=1 "
+    "-c core.protectNTFS=false"
 ).split()
 
 CHUNK = 1 << 16  # bytes of git's output read at a time
 
 
 def git_env(**extra: str) -> dict:
-    """The environment for git: none of the user's GIT_ variables (the shadow never works on the user's repository),
-    and no fetching of missing objects, which would run the repository's programs (git 2.44+; older: protocol)."""
+    """The environment for git: none of the user's GIT_ variables (the shadow never works on the
+    user's repository), and no fetching of missing objects, which would run the repository's
+    programs (git 2.44+; older: protocol)."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "LANGUAGE"}
     return {**kept, "GIT_CONFIG_NOSYSTEM": "1", "GIT_NO_LAZY_FETCH": "1", **extra}
 
@@ -51,7 +54,8 @@ def looks_binary(data: bytes) -> bool:
 
 
 def regular(p: Path, name: str) -> Path:
-    """The path, if it is a file to read: a FIFO or a device is never opened (it blocks, or never ends)."""
+    """The path, if it is a file to read:
+    a FIFO or a device is never opened (it blocks, or never ends)."""
     if p.is_dir():
         raise ValueError(f"{name} is a folder; list_files shows what it holds")
     if p.exists() and not p.is_file():
@@ -60,10 +64,11 @@ def regular(p: Path, name: str) -> Path:
 
 
 def project_files(base: Path, ignore: list[str], literal: str | None = None) -> Iterator[str]:
-    """Paths of the files under base, honouring `ignore` and .gitignore (git in a repository, with none of its
-    hooks); with a literal, only those git grep finds it in (a fixed string: its time says nothing of what a
-    file holds). Streamed as git names them, as strings: a tree of any size is never held whole (and a Path
-    each would intern every name, growing the interpreter's table of interned strings for good)."""
+    """Paths of the files under base, honouring `ignore` and .gitignore (git in a repository, with
+    none of its hooks); with a literal, only those git grep finds it in (a fixed string: its time
+    says nothing of what a file holds). Streamed as git names them, as strings: a tree of any size
+    is never held whole (and a Path each would intern every name, growing the interpreter's table of
+    interned strings for good)."""
     ask = ["ls-files", "-z", "-co", "--exclude-standard"]
     if literal:
         ask = ["grep", "-lzIF", "--untracked", "-e", literal, "--", "."]
@@ -78,8 +83,8 @@ def project_files(base: Path, ignore: list[str], literal: str | None = None) -> 
 
 
 def _git_names(base: Path, args: list[str]) -> Iterator[str] | None:
-    """The NUL-separated names git writes, as they come; None when it fails before naming any (`ls-files`
-    exits 1 only on an error; `grep` does when it finds nothing)."""
+    """The NUL-separated names git writes, as they come; None when it fails before naming any
+    (`ls-files` exits 1 only on an error; `grep` does when it finds nothing)."""
     try:
         argv = git_argv(*args)
     except FileNotFoundError:
@@ -224,7 +229,8 @@ def write(
     path is replaced, never written through). The file keeps its permission bits, a new one gets
     0o666 under the umask; with `mode`, it gets `mode` under the umask either way. With `beneath`
     (an ancestor of path, both resolved), the folders from there down are opened one name at a
-    time and never through a link, so the file lands where its path was approved; Moved otherwise."""
+    time and never through a link, so the file lands where its path was approved;
+    Moved otherwise."""
     folder = _opened(path.parent, beneath)
     # short, whatever the name's length
     tmp = f".amas-write-{os.urandom(4).hex()}.tmp"
@@ -339,7 +345,8 @@ HOOK_MANAGERS = {
 # folder is opened or entered (direnv, mise, asdf)
 TOOLS = tuple(
     ".vscode .idea .zed .helix .devcontainer .devcontainer.json .nvim.lua .nvimrc .exrc .envrc "
-    ".tool-versions mise.toml .mise.toml mise.local.toml .mise.local.toml .mise .config/mise".split()
+    ".tool-versions mise.toml .mise.toml mise.local.toml .mise.local.toml "
+    ".mise .config/mise".split()
 )
 GLOBS = ("*.code-workspace", "*.sublime-project")  # a workspace file runs its tasks wherever it is
 SUFFIXES = tuple(glob[1:] for glob in GLOBS)
@@ -349,9 +356,9 @@ TOP = [entry.lower() for entry in STEERING if "/" in entry]  # steer at the proj
 
 
 def steers(root: Path, path: Path, hooks: Path | None = None) -> bool:
-    """Whether a path in the project steers amas or the user's tools (STEERING, GLOBS), is what AGENTS.md links
-    to, or is in the folder git takes hooks from (hooks). Names are compared in any case (a disk of macOS or
-    Windows reads `.VSCode` as `.vscode`)."""
+    """Whether a path in the project steers amas or the user's tools (STEERING, GLOBS), is what
+    AGENTS.md links to, or is in the folder git takes hooks from (hooks). Names are compared in any
+    case (a disk of macOS or Windows reads `.VSCode` as `.vscode`)."""
     if hooks is not None and path.is_relative_to(hooks):
         return True
     if path == agents_target(root):
@@ -363,7 +370,8 @@ def steers(root: Path, path: Path, hooks: Path | None = None) -> bool:
 
 
 def agents_target(root: Path) -> Path | None:
-    """What AGENTS.md links to in the project (CLAUDE.md, say), or None: rules as much as AGENTS.md is."""
+    """What AGENTS.md links to in the project (CLAUDE.md, say), or None:
+    rules as much as AGENTS.md is."""
     agents = root / "AGENTS.md"
     if not agents.is_symlink():
         return None
@@ -374,8 +382,8 @@ def agents_target(root: Path) -> Path | None:
 
 
 def installed(hooks: Path | None) -> list[str]:
-    """The hook managers whose hooks are installed in the folder git takes hooks from (their hook scripts name
-    them), each with what it reads (HOOK_MANAGERS)."""
+    """The hook managers whose hooks are installed in the folder git takes hooks from (their hook
+    scripts name them), each with what it reads (HOOK_MANAGERS)."""
     said = ""
     if hooks is None:
         return []
@@ -400,9 +408,9 @@ def read_git(root: Path, *args: str) -> str | None:
 
 
 def git_places(root: Path) -> tuple[Path | None, Path | None, Path | None]:
-    """The repository's gitdir, its commondir and the folder it takes hooks from (hooksPath), asked again only
-    when the .git or the user's git config changed (the box cannot change them; a worktree's shared config,
-    changed outside, is seen at amas's next start)."""
+    """The repository's gitdir, its commondir and the folder it takes hooks from (hooksPath), asked
+    again only when the .git or the user's git config changed (the box cannot change them; a
+    worktree's shared config, changed outside, is seen at amas's next start)."""
     marks = [root / ".git", *map(Path, ("~/.gitconfig", "~/.config/git/config"))]
     changed = []
     for mark in marks:
@@ -426,8 +434,8 @@ def _asked_places(root: str, changed: tuple) -> tuple[Path | None, Path | None, 
 
 
 def _hooks_path(root: Path, common: Path) -> Path:
-    """The folder git takes hooks from: the one core.hooksPath names (amas's own -c, of scope "command", is not
-    the repository's), else the common dir's hooks."""
+    """The folder git takes hooks from: the one core.hooksPath names (amas's own -c, of scope
+    "command", is not the repository's), else the common dir's hooks."""
     said = read_git(root, "config", "--path", "--show-scope", "--get-all", "core.hooksPath") or ""
     lines = said.splitlines()
     named = [line.split("\t", 1)[1] for line in lines if not line.startswith("command\t")]

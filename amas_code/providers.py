@@ -1,6 +1,7 @@
-"""Models behind one interface: a Model streams one reply, counts usage, speaks text tool calls when it
-must. The only place litellm is called (every provider it knows); a server of the user's own that speaks
-OpenAI's API goes the direct path instead (direct.py: the openai SDK, without litellm's import)."""
+"""Models behind one interface: a Model streams one reply, counts usage, speaks text tool calls when
+it must. The only place litellm is called (every provider it knows); a server of the user's own that
+speaks OpenAI's API goes the direct path instead (direct.py: the openai SDK, without litellm's
+import)."""
 
 import contextlib
 import copy
@@ -29,11 +30,13 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
     "even compacted: {fix}",
     "timeout": "no answer from {base} in time, even after a retry",
     "connection": "cannot reach {base}: is the server running and the address right?",
-    "empty": "the server at {base} sent an empty stream: it failed after accepting the request (a prompt longer "
-    "than its context?); check its log",
-    "dropped": "the server at {base} closed the connection in the middle of the answer; check its log",
+    "empty": "the server at {base} sent an empty stream: it failed after accepting the request "
+    "(a prompt longer than its context?); check its log",
+    "dropped": "the server at {base} closed the connection in the middle of the answer; "
+    "check its log",
     "no tools": "{model} has no native tool calling at this server",
-    "provider": "unknown model {model!r}: write it as provider/model, e.g. openai/gpt-4.1 or ollama_chat/qwen2.5-coder",
+    "provider": "unknown model {model!r}: write it as provider/model, e.g. openai/gpt-4.1 or "
+    "ollama_chat/qwen2.5-coder",
 }
 # others never (auth, 404...)
 RETRIES = {429: 2, 500: 1, "timeout": 1, "connection": 1, "empty": 1, "dropped": 1}
@@ -44,8 +47,8 @@ SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's
     "dropped": r"peer closed connection|incomplete chunked read|connection reset",
     "connection": r"connection (error|refused)|name or service not known|failed to establish",
     "provider": r"LLM Provider NOT provided",
-    "no tools": r"does not support tools|tools? (are|is) not supported|tool use is not supported|--jinja"
-    r"|auto.tool.choice|Cannot use tools with stream",
+    "no tools": r"does not support tools|tools? (are|is) not supported|tool use is not supported"
+    r"|--jinja|auto.tool.choice|Cannot use tools with stream",
 }
 KEYS = {  # the key variables of the providers the README lists, and a few more, by prefix
     "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
@@ -100,7 +103,8 @@ class ProviderError(Exception):
 
 
 class NoNativeTools(ProviderError):
-    """The model or its server cannot take tools natively: the caller switches to text tool calls."""
+    """The model or its server cannot take tools natively:
+    the caller switches to text tool calls."""
 
 
 def load():
@@ -156,8 +160,9 @@ def preloaded() -> bool:
 
 
 def take_keys(config: dict) -> dict:
-    """Move secret-named variables out of amas's environment into the config (called once, at start): no child
-    (command, git, the browser's driver) inherits them, and each model call borrows them back (lent)."""
+    """Move secret-named variables out of amas's environment into the config (called once, at
+    start): no child (command, git, the browser's driver) inherits them, and each model call borrows
+    them back (lent)."""
     from amas_code import redact
 
     kept = redact.without_secrets(config)
@@ -169,8 +174,8 @@ def take_keys(config: dict) -> dict:
 
 @contextlib.contextmanager
 def lent(keys: dict):
-    """The taken keys back in the environment for one model call, where litellm reads its providers' variables;
-    amas starts no child meanwhile."""
+    """The taken keys back in the environment for one model call, where litellm reads its providers'
+    variables; amas starts no child meanwhile."""
     os.environ.update(keys)
     try:
         yield
@@ -180,10 +185,10 @@ def lent(keys: dict):
 
 
 def precheck(config: dict) -> None:
-    """What can be known wrong without a model library (litellm's import is ~3 s here, 3-4x that on a
-    Pi), said before one loads: a malformed api_base, a local one where nothing listens, an unknown
-    provider prefix, no key for a provider whose variables are known. Anything this cannot place is
-    left to litellm's own check."""
+    """What can be known wrong without a model library (litellm's import is ~3 s here, 3-4x that on
+    a Pi), said before one loads: a malformed api_base, a local one where nothing listens, an
+    unknown provider prefix, no key for a provider whose variables are known. Anything this cannot
+    place is left to litellm's own check."""
     model = config["model"]
     base = config.get("api_base")
     if base:
@@ -265,9 +270,9 @@ def _local(host: str) -> bool:
 
 @functools.cache
 def _providers() -> dict[str, tuple[str, ...]]:
-    """litellm's provider names, read from its source without importing it (~2 ms): the values of its
-    LlmProviders table, and its JSON-configured providers with their key variables. Empty if litellm's
-    files are not where they were (the check is then litellm's own)."""
+    """litellm's provider names, read from its source without importing it (~2 ms): the values of
+    its LlmProviders table, and its JSON-configured providers with their key variables. Empty if
+    litellm's files are not where they were (the check is then litellm's own)."""
     import importlib.util
 
     spec = importlib.util.find_spec("litellm")
@@ -315,8 +320,8 @@ def token_count(model: str, messages: list[dict]) -> int | None:
 
 
 class Model:
-    """One model endpoint as configured: streamed completions, usage, and the text tool protocol when
-    it is the text variant (as_text). The wire under it is litellm's or the direct path's."""
+    """One model endpoint as configured: streamed completions, usage, and the text tool protocol
+    when it is the text variant (as_text). The wire under it is litellm's or the direct path's."""
 
     def __init__(self, config: dict, usage: dict | None = None, known: dict | None = None):
         """usage and known are shared by the models of one session: the tokens and cost so far,
@@ -325,7 +330,8 @@ class Model:
         self.name = config["model"]
         self.text_tools = config.get("text_tools") is True
         self.context = None
-        self.names = {}  # the tools offered in this request, by name: the text reader reads only these
+        # the tools offered in this request, by name: the text reader reads only these
+        self.names = {}
         self.known = {} if known is None else known
         # the context size a server's overflow error gave: for the session, and every Model on it
         self.learned = self.known.get(self.server())
@@ -347,7 +353,8 @@ class Model:
         return variant
 
     def complete(self, messages: list[dict], tools: list | None = None, on_text=None) -> dict:
-        """Stream one reply: {"role", "content", "tool_calls"?, "cut"?}; retried by status, never after text."""
+        """Stream one reply: {"role", "content", "tool_calls"?, "cut"?}; retried by status,
+        never after text."""
         automatic = self.config.get("text_tools") is not False
         if tools and not self.text_tools and automatic and not self.wire.native(self.name):
             said = f"{self.name} has no native tool calling in litellm's model list"
@@ -437,7 +444,8 @@ class Model:
         return min(cap or self.learned, self.learned // 4)
 
     def sent(self, messages: list[dict]) -> list[dict]:
-        """The messages as sent: a turn that only called tools gets the content each template accepts."""
+        """The messages as sent:
+        a turn that only called tools gets the content each template accepts."""
         content = ""
         if self.name.startswith(NULL_CONTENT):
             content = None
@@ -540,7 +548,8 @@ class Model:
         return self.config.get("api_base") or "", self.name
 
     def context_limit(self) -> int:
-        """Tokens the conversation may use: max_context_tokens, or less if the server says its window is smaller."""
+        """Tokens the conversation may use:
+        max_context_tokens, or less if the server says its window is smaller."""
         if self.context is None:
             said = self.learned or self.server_context() or 10**9
             self.context = min(self.config["max_context_tokens"], said)
@@ -751,7 +760,8 @@ def _body_said(e: Exception, text: str) -> str:
 
 
 def _get_json(url: str, data: bytes | None = None):
-    """A local server's JSON answer (urllib, not httpx: a client builds an SSL context, ~0.15 s, first)."""
+    """A local server's JSON answer
+    (urllib, not httpx: a client builds an SSL context, ~0.15 s, first)."""
     import urllib.request
 
     with urllib.request.urlopen(url, data, timeout=3) as answer:
@@ -781,8 +791,9 @@ def _past_the_cap(chunk) -> bool:
 
 
 def _close(streamed) -> None:
-    """End the HTTP response under a stream now, read to its end or not: closed by the garbage collector inside the
-    next request, it waits for the pool lock that request holds, forever (httpcore issue 990)."""
+    """End the HTTP response under a stream now, read to its end or not: closed by the garbage
+    collector inside the next request, it waits for the pool lock that request holds, forever
+    (httpcore issue 990)."""
     inner = getattr(streamed, "completion_stream", None)
     # litellm's own iterators; the SDKs' streams
     for stream in (getattr(inner, "streaming_response", None), inner):
@@ -802,8 +813,8 @@ def _carries(chunk) -> bool:
 
 
 def _number_calls(chunks: list) -> None:
-    """Ollama streams each tool call whole, with no index and no id: without this, calls in separate chunks merge
-    into one, and a call with no arguments is dropped by stream_chunk_builder."""
+    """Ollama streams each tool call whole, with no index and no id: without this, calls in separate
+    chunks merge into one, and a call with no arguments is dropped by stream_chunk_builder."""
     calls = [
         c for chunk in chunks if chunk.choices for c in chunk.choices[0].delta.tool_calls or []
     ]

@@ -9,14 +9,15 @@ from itertools import accumulate
 from urllib.parse import unquote
 
 CREDENTIALS = (
-    "~/.ssh ~/.aws ~/.netrc ~/.config/gh ~/.gnupg ~/.docker ~/.kube ~/.amas ~/.git-credentials ~/.config/gcloud "
-    "~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc /sys /dev /etc/shadow /etc/sudoers "
-    "/etc/ssh ~/.pgpass ~/.my.cnf ~/.vault-token ~/.config/rclone ~/.config/git/credentials "
-    "~/.terraform.d/credentials.tfrc.json ~/.cargo/credentials ~/.cargo/credentials.toml "
-    "~/.cargo/config ~/.cargo/config.toml ~/.gem/credentials ~/.local/share/uv/credentials ~/.config/uv "
-    "~/.config/pip ~/.pip ~/.yarnrc.yml ~/.nuget ~/.config/containers/auth.json ~/.m2/settings.xml "
-    "~/.gradle/gradle.properties ~/.bash_history ~/.zsh_history ~/.local/share/fish ~/.psql_history "
-    "~/.mysql_history ~/.python_history"
+    "~/.ssh ~/.aws ~/.netrc ~/.config/gh ~/.gnupg ~/.docker ~/.kube ~/.amas ~/.git-credentials "
+    "~/.config/gcloud ~/.azure ~/.npmrc ~/.pypirc ~/.password-store ~/.local/share/keyrings /proc "
+    "/sys /dev /etc/shadow /etc/sudoers /etc/ssh ~/.pgpass ~/.my.cnf ~/.vault-token "
+    "~/.config/rclone ~/.config/git/credentials ~/.terraform.d/credentials.tfrc.json "
+    "~/.cargo/credentials ~/.cargo/credentials.toml ~/.cargo/config ~/.cargo/config.toml "
+    "~/.gem/credentials ~/.local/share/uv/credentials ~/.config/uv ~/.config/pip ~/.pip "
+    "~/.yarnrc.yml ~/.nuget ~/.config/containers/auth.json ~/.m2/settings.xml "
+    "~/.gradle/gradle.properties ~/.bash_history ~/.zsh_history ~/.local/share/fish "
+    "~/.psql_history ~/.mysql_history ~/.python_history"
 ).split()
 
 # the places of the home a build reads, which hold no credentials: the box shows them read-only
@@ -24,11 +25,12 @@ CREDENTIALS = (
 # them stay hidden (CREDENTIALS). What a build needs, never a tool's whole folder (its config may
 # hold a registry's token): cargo's programs and downloads, not its config
 TOOLCHAINS = (
-    "~/.local/bin ~/.local/lib ~/.local/share/pipx ~/.local/share/uv/python ~/.local/share/uv/tools "
-    "~/.cargo/bin ~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv ~/.nvm ~/.npm/_cacache "
-    "~/.m2/repository ~/.gradle/caches ~/.gradle/wrapper ~/.rbenv ~/.gem/ruby ~/.gem/specs "
-    "~/.sdkman/candidates ~/.deno/bin ~/.bun/bin ~/.bun/install/cache ~/.volta/bin ~/.volta/tools "
-    "~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip ~/.cache/uv ~/.cache/go-build ~/.dotnet"
+    "~/.local/bin ~/.local/lib ~/.local/share/pipx ~/.local/share/uv/python "
+    "~/.local/share/uv/tools ~/.cargo/bin ~/.cargo/registry ~/.cargo/git ~/.rustup ~/.pyenv "
+    "~/.nvm ~/.npm/_cacache ~/.m2/repository ~/.gradle/caches ~/.gradle/wrapper ~/.rbenv "
+    "~/.gem/ruby ~/.gem/specs ~/.sdkman/candidates ~/.deno/bin ~/.bun/bin ~/.bun/install/cache "
+    "~/.volta/bin ~/.volta/tools ~/.elan ~/.ghcup ~/.opam ~/.julia/packages ~/.cache/pip "
+    "~/.cache/uv ~/.cache/go-build ~/.dotnet"
 ).split()
 # what commands get of amas's environment (as Codex's `inherit = "core"`), and what the user's
 # config adds (`permissions: {env: [NAME]}`): who and where the user is, the terminal and the
@@ -57,7 +59,8 @@ SECRET_NAME = re.compile(
 )
 
 
-REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ x }} <token> os.environ[...] %(x)s
+# a value kept elsewhere, named here: ${VAR} $(cmd) {{ x }} <token> os.environ[...] %(x)s
+REFERENCE = re.compile(
     r"\$\{|\$\(|\{\{|\{%|<[^<>]*>|^\[[\w -]*\]$|\{[\w.]*\}|%\(\w+\)|^\$\w+$"
     r"|\b(?:os\.environ|getenv|process\.env|ENV\[|secrets\.|vars\.)"
     r"|^![a-z]+\b|^\*\w+$"  # YAML: a tag (`!vault |`), an alias
@@ -67,7 +70,8 @@ REFERENCE = re.compile(  # a value kept elsewhere, named here: ${VAR} $(cmd) {{ 
     r"|^[A-Z]+(?:_[A-Z]+)+$"  # another variable's name: `"env_key": "GEMINI_API_KEY"`
     r"|^urn:|^[A-Za-z_][\w.]*(?:\[.*\])?(?:\s*\|\s*[A-Za-z_][\w.\[\], ]*)+$"  # a URN; `Auth | None`
     r"|^\$[A-Za-z_]|^\$\d+(?:::\w+)?$|^[Xx]-[A-Za-z-]+$"  # `$HOME/x`, SQL's `$3::text`, `x-api-key`
-    # a float, `1e-05`, `-9850`; a version or its range (`"cookie": "0.5.0"`, `"path-key": "^3.1.0"`)
+    # a float, `1e-05`, `-9850`; a version or its range (`"cookie": "0.5.0"`,
+    # `"path-key": "^3.1.0"`)
     r"|^[-+~^]?(?:\d+\.[\d.]*|\.\d+|\d+(?:\.\d+)?e[-+]?\d+)$|^-\d+$"
     r"|^#[0-9a-fA-F]{3,8}$"  # a colour
 )
@@ -105,11 +109,11 @@ LABEL = re.compile(
 
 
 PLACEHOLDERS = set(  # words that stand in for a value (gitleaks' allow-lists hold the like)
-    "secret secrets password passwd pass pwd changeme change example sample test testing dummy fake placeholder "
-    "your my none null nil empty todo tbd redacted hidden masked insert here xxx foo bar baz qux demo default "
-    "token key apikey value mypassword yourpassword please replace real me dev development local "
-    "insecure super string str required nullable confirmed min max any api boolean bool int "
-    "integer number object array".split()
+    "secret secrets password passwd pass pwd changeme change example sample test testing dummy "
+    "fake placeholder your my none null nil empty todo tbd redacted hidden masked insert here xxx "
+    "foo bar baz qux demo default token key apikey value mypassword yourpassword please replace "
+    "real me dev development local insecure super string str required nullable confirmed min max "
+    "any api boolean bool int integer number object array".split()
 )
 
 
@@ -120,7 +124,9 @@ URL_CREDENTIALS = re.compile(
 )
 
 
-SHAPES = {  # well-known token shapes (after gitleaks' rules), each run only when one of its cheap markers appears
+# well-known token shapes (after gitleaks' rules), each run only when one of its cheap
+# markers appears
+SHAPES = {
     (
         "PRIVATE KEY",
     ): r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
@@ -275,7 +281,8 @@ FORMS = {  # the forms a (name, value) pair is written in, each read where its m
 
 
 class Secrets:
-    """Every value that must never reach the model, the screen or the history, and the shapes secrets take."""
+    """Every value that must never reach the model, the screen or the history,
+    and the shapes secrets take."""
 
     def __init__(self, config: dict):
         keep = set(config["permissions"].get("env", []))
@@ -324,8 +331,9 @@ class Secrets:
         return value
 
     def concealed(self, old: str, new: str) -> list[int]:
-        """Lines the model writes (not in the old text) where hiding secrets would hide more than a secret: spaces or
-        shell characters, which no secret needs (a key block with no END line, `KEY=1;curl …|sh`)."""
+        """Lines the model writes (not in the old text) where hiding secrets would hide more than a
+        secret: spaces or shell characters, which no secret needs (a key block with no END line,
+        `KEY=1;curl …|sh`)."""
         out = []
         known = set(old.split("\n"))
         for n, (real, shown) in enumerate(
@@ -339,8 +347,8 @@ class Secrets:
         return out
 
     def parts(self, text: str) -> list[tuple[str, str]]:
-        """The text as (shown, real) pieces: the same where visible, [REDACTED] and the value where hidden (the
-        lines of a private key, shown empty, go with the [REDACTED] that starts it)."""
+        """The text as (shown, real) pieces: the same where visible, [REDACTED] and the value where
+        hidden (the lines of a private key, shown empty, go with the [REDACTED] that starts it)."""
         out = []
         for real, shown in zip(text.split("\n"), self.redact(text).split("\n"), strict=False):
             if shown == "" and real and len(out) > 1 and out[-2][0] != out[-2][1]:
@@ -351,8 +359,9 @@ class Secrets:
 
 
 class Masked:
-    """A file as the model sees it and the values hidden behind it: an edit is made on the shown text, where
-    [REDACTED] stands for the value at its place, and never changes or reveals a hidden value."""
+    """A file as the model sees it and the values hidden behind it: an edit is made on the shown
+    text, where [REDACTED] stands for the value at its place, and never changes or reveals a hidden
+    value."""
 
     def __init__(self, secrets: Secrets, text: str):
         self.secrets = secrets
@@ -373,8 +382,9 @@ class Masked:
         return found
 
     def replace(self, at: int, old: str, new: str) -> str | None:
-        """The real text with old (found at `at`) replaced by new, each hidden value new names put back whole;
-        None when a hidden value would change or show (moved away from the name that hides it)."""
+        """The real text with old (found at `at`) replaced by new, each hidden value new names put
+        back whole; None when a hidden value would change or show (moved away from the name that
+        hides it)."""
         lo = self._real(at, first=False)
         hi = self._real(at + len(old), first=True)
         inside = [i for i in self._hidden() if lo <= self.reals[i] < self.reals[i + 1] <= hi]
@@ -397,7 +407,8 @@ class Masked:
         return [i for i, (shown, real) in enumerate(self.parts) if shown != real]
 
     def _context(self, i: int) -> tuple[str, str, str]:
-        """A hidden piece with the shown text before it on its line (what names it), its placeholder and value."""
+        """A hidden piece with the shown text before it on its line (what names it),
+        its placeholder and value."""
         return self.shown[: self.starts[i]].rpartition("\n")[2], *self.parts[i]
 
     def _edge(self, x: int) -> bool:
@@ -406,7 +417,8 @@ class Masked:
         return self.starts[i] == x or self.parts[i][0] == self.parts[i][1]
 
     def _real(self, x: int, first: bool) -> int:
-        """The place in the real text of place x in the shown text (before or after empty pieces there)."""
+        """The place in the real text of place x in the shown text
+        (before or after empty pieces there)."""
         i = bisect.bisect_left(self.starts, x) if first else bisect.bisect_right(self.starts, x) - 1
         if i < len(self.starts) and self.starts[i] == x:
             return self.reals[i]
@@ -417,8 +429,8 @@ class Masked:
 def _place(
     new: str, taken: list[tuple[str, str, str]], before: str
 ) -> tuple[str, list[tuple[int, int]]]:
-    """new with each [REDACTED] that stands for a taken value turned into that value, and where each value went;
-    a [REDACTED] that stands for none is left as written (and refused when written)."""
+    """new with each [REDACTED] that stands for a taken value turned into that value, and where each
+    value went; a [REDACTED] that stands for none is left as written (and refused when written)."""
     out = []
     placed = []
     used = []
@@ -439,16 +451,17 @@ def _place(
 def _pick(
     taken: list[tuple[str, str, str]], used: list, rest: str, context: str
 ) -> tuple[str, str, str] | None:
-    """The hidden value a [REDACTED] at the start of rest stands for: one not yet placed before one that is (a value
-    may be copied where it stays hidden), one named alike on its line before one in order."""
+    """The hidden value a [REDACTED] at the start of rest stands for: one not yet placed before one
+    that is (a value may be copied where it stays hidden), one named alike on its line before one in
+    order."""
     fits = [t for t in taken if rest.startswith(t[1])]
     fits.sort(key=lambda t: (t in used, t[0] != context))
     return fits[0] if fits else None
 
 
 def _pieces(real: str, shown: str) -> list[tuple[str, str]]:
-    """A line as (shown, real) pieces: [REDACTED] and the value it covers where hidden (all of the line where the
-    two cannot be aligned)."""
+    """A line as (shown, real) pieces: [REDACTED] and the value it covers where hidden (all of the
+    line where the two cannot be aligned)."""
     if real == shown:
         return [(real, real)]
     kept = shown.split("[REDACTED]")

@@ -1,4 +1,5 @@
-"""The interactive REPL: prompt_toolkit input and the slash commands (their docstrings are the help)."""
+"""The interactive REPL: prompt_toolkit input and the slash commands
+(their docstrings are the help)."""
 
 import glob
 import os
@@ -193,7 +194,8 @@ def _attach(agent, path: Path) -> None:
 
 
 def shell(agent, line: str) -> None:
-    """`!command`: run as the user typed it (no question), shown, and put before the next message."""
+    """`!command`: run as the user typed it (no question), shown,
+    and put before the next message."""
     if not line:
         return ui.error("! runs a shell command, e.g. !git status")
     # as the user: no box
@@ -220,7 +222,8 @@ def cmd_model(agent, arg):
     if base:
         at = f" at {base}"
     ui.info(f"model: {agent.model.name}{at}")
-    try:  # what can be known wrong now (no key for its provider) is said now, not at the next message
+    # what can be known wrong now (no key for its provider) is said now, not at the next message
+    try:
         providers.precheck(agent.model.config)
     except providers.ProviderError as e:
         ui.warning(f"{in_repl_words(str(e))}; until then a message to it fails")
@@ -460,7 +463,8 @@ def _not_git(name: str) -> bool:
 
 
 def history(agent):
-    """The up-arrow history in .amas/input_history (0600, never written through a symlink), or none."""
+    """The up-arrow history in .amas/input_history
+    (0600, never written through a symlink), or none."""
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
     class PrivateHistory(FileHistory):

@@ -1,4 +1,5 @@
-"""The project map: `amas init` stores symbols and cross-file references; `prompt_map` ranks them for the prompt."""
+"""The project map: `amas init` stores symbols and cross-file references;
+`prompt_map` ranks them for the prompt."""
 
 import functools
 import hashlib
@@ -19,7 +20,9 @@ MAX_BYTES = 1_000_000  # bigger files (generated, minified) are skipped
 SIGNATURE = 120  # characters of a signature kept in the cache
 LINE = 90  # characters of a signature shown in the prompt
 PER_FILE = 4  # symbols shown per file in the prompt, then "(+N more)"
-NAMES = 0.6  # share of the budget kept to name more files (less when naming them all costs less); blocks get the rest
+# share of the budget kept to name more files (less when naming them all costs less);
+# blocks get the rest
+NAMES = 0.6
 DEMOTED = 0.1  # rank factor of tests, examples, docs, vendored and generated code
 TOUCHED = 1.5  # rank added to a file read or changed in the conversation
 MENTIONED = 10.0  # rank added to a file named by path
@@ -29,24 +32,34 @@ DEF = "def"  # list it
 CLASS = "class"  # list it and its members
 WALK = "walk"  # look inside it
 # fmt: off
-TOKEN = re.compile(r"[A-Z]?[a-z]{1,7}|[A-Z]+(?![a-z])|\d{1,3}|[^\sA-Za-z\d]|\n")  # ~1.0-1.3 per real token
-SPACES = re.compile(r"(?<=[(\[]) |,? (?=[)\]])|(?<==) \|(?= )")  # left by joining lines: `f( a, )`, `T = | A`
+# ~1.0-1.3 per real token
+TOKEN = re.compile(r"[A-Z]?[a-z]{1,7}|[A-Z]+(?![a-z])|\d{1,3}|[^\sA-Za-z\d]|\n")
+# left by joining lines: `f( a, )`, `T = | A`
+SPACES = re.compile(r"(?<=[(\[]) |,? (?=[)\]])|(?<==) \|(?= )")
 NOISY = re.compile(rb"#|//|/\*|@|--")  # where a comment or an annotation may start
 IDENTIFIER = re.compile(r"[A-Za-z_]\w+", re.ASCII)
 WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")  # camelCase, snake_case and paths into words
-SUFFIX = re.compile(r"(ations?|ers?|ings?|ions?|ed|es|s|e|y)$")  # light stemming: redirects ~ redirect
-CPP = re.compile(rb"^\s*(class|namespace|template)\b|\b(public|private|protected)\s*:|\bstd::", re.M)  # in a .h
-GENERATED = re.compile(rb"Code generated .{0,80}DO NOT EDIT|@generated|auto-?generated", re.I)  # in the first lines
+# light stemming: redirects ~ redirect
+SUFFIX = re.compile(r"(ations?|ers?|ings?|ions?|ed|es|s|e|y)$")
+# in a .h
+CPP = re.compile(
+    rb"^\s*(class|namespace|template)\b|\b(public|private|protected)\s*:|\bstd::", re.M
+)
+# in the first lines
+GENERATED = re.compile(rb"Code generated .{0,80}DO NOT EDIT|@generated|auto-?generated", re.I)
 # tests, examples, docs, vendored and generated code
-LOW_RANK = re.compile(r"(^|/)(tests?|testing|__tests__|specs?|testdata|fixtures?|examples?|samples?|demos?|benchmarks?"
-    r"|bench|docs?|documentation|site|vendor|vendored|third_party|thirdparty|external|node_modules|deps|generated)/|(^|/)"
-    r"(test_[^/]*|conftest\.py)$|_test\.\w+$|\.(test|spec)\.\w+$|Tests?\.java$|\.(pb|min)\.\w+$|_pb2\.py$")
+LOW_RANK = re.compile(r"(^|/)(tests?|testing|__tests__|specs?|testdata|fixtures?|examples?|samples?"
+    r"|demos?|benchmarks?|bench|docs?|documentation|site|vendor|vendored|third_party|thirdparty"
+    r"|external|node_modules|deps|generated)/|(^|/)(test_[^/]*|conftest\.py)$|_test\.\w+$"
+    r"|\.(test|spec)\.\w+$|Tests?\.java$|\.(pb|min)\.\w+$|_pb2\.py$")
 # words of a question that name no subject
-STOP = set("""where what which when how why who is are was were be do does did the an and or of in on at to for from
-with by this that it its can should would will we you me my our please there here handle handled handles handling
-happen happens implemented defined code file files function project logic hello hi hey help thanks""".split())
-EXTENSIONS = {f".{ext}": language for language, exts in dict(python="py", javascript="js mjs cjs jsx", typescript="ts",
-    tsx="tsx", go="go", rust="rs", java="java", c="c h", cpp="cc cpp cxx hpp hh").items() for ext in exts.split()}
+STOP = set("""where what which when how why who is are was were be do does did the an and or of in
+on at to for from with by this that it its can should would will we you me my our please there here
+handle handled handles handling happen happens implemented defined code file files function project
+logic hello hi hey help thanks""".split())
+EXTENSIONS = {f".{ext}": language for language, exts in dict(python="py",
+    javascript="js mjs cjs jsx", typescript="ts", tsx="tsx", go="go", rust="rs", java="java",
+    c="c h", cpp="cc cpp cxx hpp hh").items() for ext in exts.split()}
 # fmt: on
 INDEX = "map_index.db"  # in ~/.amas/projects/<id>/: a clone's .amas/ could ship one (see index)
 OLD_CACHE = ".amas/map_cache.json"
@@ -58,11 +71,13 @@ MAP_BYTES = 300_000
 FOLDERS = 2_000  # folders counted at the end of project_map.md, at most
 CROWD = 100  # files in a folder from which look-alikes group by their symbols alone
 DIGITS = re.compile(r"\d+")
-# the index: files (a file's words: its identifiers, for mentions), symbols, word postings, mentions of each word
+# the index: files (a file's words: its identifiers, for mentions), symbols, word postings,
+# mentions of each word
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value);
-CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT UNIQUE, name TEXT, mtime INT, size INT, lang TEXT, low INT,
-    words TEXT, nsyms INT, shape TEXT, mapsize INT, static REAL, grp INT, alike INT DEFAULT 0, lead REAL, tail REAL);
+CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT UNIQUE, name TEXT, mtime INT, size INT,
+    lang TEXT, low INT, words TEXT, nsyms INT, shape TEXT, mapsize INT, static REAL, grp INT,
+    alike INT DEFAULT 0, lead REAL, tail REAL);
 CREATE TABLE symbols (file INT, depth INT, line INT, name TEXT, signature TEXT, score REAL);
 CREATE TABLE postings (word TEXT, file INT, weight INT);
 CREATE TABLE mentions (word TEXT PRIMARY KEY, n INT) WITHOUT ROWID;
@@ -84,7 +99,8 @@ POSTING = "INSERT INTO postings VALUES (?, ?, ?)"
 MENTION = "INSERT INTO mentions VALUES (?, ?) ON CONFLICT (word) DO UPDATE SET n = n + excluded.n"
 SYMBOL_NAMES = "SELECT DISTINCT name FROM symbols WHERE file = ?"
 SYMBOLS = "SELECT depth, line, name, signature, score FROM symbols WHERE file = ? ORDER BY rowid"
-# the names whose scores are worked out again: those whose counts changed, those of the files just parsed
+# the names whose scores are worked out again:
+# those whose counts changed, those of the files just parsed
 DEFINED = """INSERT INTO defined SELECT name, count(DISTINCT file) FROM symbols WHERE name IN
     (SELECT name FROM changed UNION SELECT name FROM symbols WHERE file IN fresh) GROUP BY name"""
 SCORES = """UPDATE symbols SET score = (SELECT round(max(0, coalesce(m.n, 0) - d.n) * 1.0 / d.n, 2)
@@ -92,16 +108,19 @@ SCORES = """UPDATE symbols SET score = (SELECT round(max(0, coalesce(m.n, 0) - d
     WHERE name IN changed OR file IN fresh"""
 # a file many others refer to, by many names, ranks high; overloads and constructors count once
 STATIC = """UPDATE files SET static = (SELECT sum(sqrt(s)) FROM
-    (SELECT max(score) AS s FROM symbols WHERE file = files.id GROUP BY name)) * (CASE WHEN low THEN ? ELSE 1 END)
+    (SELECT max(score) AS s FROM symbols WHERE file = files.id GROUP BY name))
+    * (CASE WHEN low THEN ? ELSE 1 END)
     WHERE id IN (SELECT file FROM symbols WHERE name IN changed) OR id IN fresh"""
 # the static rank of a group's first file (or a file of its own), and of the other look-alikes
-TIERS = """UPDATE files SET lead = CASE WHEN grp = id THEN static END, tail = CASE WHEN grp != id THEN static END
+TIERS = """UPDATE files SET lead = CASE WHEN grp = id THEN static END,
+    tail = CASE WHEN grp != id THEN static END
     WHERE nsyms > 0 AND (lead IS NOT (CASE WHEN grp = id THEN static END)
     OR tail IS NOT (CASE WHEN grp != id THEN static END))"""
 LANGUAGE_COUNTS = "SELECT lang, count(*) FROM files GROUP BY lang ORDER BY 2 DESC, min(rel)"
 BY_RANK = "SELECT id, mapsize FROM files WHERE nsyms > 0 ORDER BY grp != id, static DESC, rel"
 NAMED = "SELECT id, rel FROM files WHERE name = ? AND nsyms > 0"
-# the files a word root starts, by group: a group's first file holds the best score of its look-alikes
+# the files a word root starts, by group:
+# a group's first file holds the best score of its look-alikes
 HITS = """SELECT f.grp, max(p.weight * CASE WHEN f.low THEN ? ELSE 1 END) FROM postings AS p
     JOIN files AS f ON f.id = p.file WHERE p.word >= ? AND p.word < ? GROUP BY f.grp"""
 META = "SELECT value FROM meta WHERE key = ?"
@@ -111,7 +130,8 @@ ROW = "SELECT id, rel, static, grp, alike, nsyms FROM files WHERE id IN ({})"
 
 
 def _holds(node):
-    """JS/TS: a function assigned is listed; an object literal holding methods is listed with them."""
+    """JS/TS: a function assigned is listed;
+    an object literal holding methods is listed with them."""
     value = node.child_by_field_name("value") or node.child_by_field_name("right")
     if getattr(value, "type", None) == "object":
         if any(c.type == "method_definition" or _holds(c) == DEF for c in value.children):
@@ -125,35 +145,43 @@ def _holds(node):
 
 
 def _nodes(listed: str, members: str = "", inside: str = "", holds: str = "") -> dict:
-    """A node table: types listed, listed with their members, looked inside, or judged by what they hold."""
+    """A node table: types listed, listed with their members, looked inside,
+    or judged by what they hold."""
     table = {**dict.fromkeys(inside.split(), WALK), **dict.fromkeys(holds.split(), _holds)}
     return {**table, **dict.fromkeys(members.split(), CLASS), **dict.fromkeys(listed.split(), DEF)}
 
 
 # fmt: off
-JS = _nodes("function_declaration generator_function_declaration method_definition", "class_declaration",
-            "class_body export_statement lexical_declaration variable_declaration expression_statement object",
+JS = _nodes("function_declaration generator_function_declaration method_definition",
+            "class_declaration",
+            "class_body export_statement lexical_declaration variable_declaration "
+            "expression_statement object",
             "variable_declarator assignment_expression pair field_definition")
-TS = {**JS, **_nodes("type_alias_declaration enum_declaration function_signature abstract_method_signature "
-                     "method_signature", "abstract_class_declaration interface_declaration internal_module module",
-                     "ambient_declaration statement_block interface_body", "public_field_definition")}
+TS = {**JS, **_nodes("type_alias_declaration enum_declaration function_signature "
+                     "abstract_method_signature method_signature",
+                     "abstract_class_declaration interface_declaration internal_module module",
+                     "ambient_declaration statement_block interface_body",
+                     "public_field_definition")}
 C = _nodes("function_definition struct_specifier union_specifier type_definition", "",
            "preproc_if preproc_ifdef preproc_else preproc_elif")
 LANGUAGES = dict(
     # `if TYPE_CHECKING:` guards definitions
-    python=_nodes("function_definition", "class_definition", "decorated_definition block if_statement elif_clause "
-                  "else_clause try_statement except_clause finally_clause"),
+    python=_nodes("function_definition", "class_definition",
+                  "decorated_definition block if_statement elif_clause else_clause try_statement "
+                  "except_clause finally_clause"),
     javascript=JS, typescript=TS, tsx=TS, c=C,
     # Go's grouped `type ( ... )` names each spec alone
     go=_nodes("function_declaration method_declaration type_alias method_elem", "type_spec",
               "type_declaration interface_type"),
-    rust=_nodes("function_item function_signature_item struct_item enum_item union_item type_item macro_definition",
-                "trait_item impl_item mod_item", "declaration_list"),
-    java=_nodes("method_declaration constructor_declaration annotation_type_element_declaration", "class_declaration "
-                "interface_declaration enum_declaration record_declaration annotation_type_declaration", "class_body "
-                "interface_body enum_body enum_body_declarations annotation_type_body"),
+    rust=_nodes("function_item function_signature_item struct_item enum_item union_item type_item "
+                "macro_definition", "trait_item impl_item mod_item", "declaration_list"),
+    java=_nodes("method_declaration constructor_declaration annotation_type_element_declaration",
+                "class_declaration interface_declaration enum_declaration record_declaration "
+                "annotation_type_declaration",
+                "class_body interface_body enum_body enum_body_declarations annotation_type_body"),
     cpp={**C, **_nodes("", "struct_specifier class_specifier namespace_definition",
-                       "field_declaration_list declaration_list template_declaration linkage_specification")})
+                       "field_declaration_list declaration_list template_declaration "
+                       "linkage_specification")})
 # fmt: on
 # listed if they have a body
 BODIED = {"struct_specifier", "union_specifier", "class_specifier", "type_definition"}
@@ -209,7 +237,8 @@ def _language(path: Path, source: bytes) -> str:
 
 
 def symbols(source: bytes, language: str) -> list[list]:
-    """[depth, 1-based line of the name, name, signature] for each class, function and method in source."""
+    """[depth, 1-based line of the name, name, signature] for each class,
+    function and method in source."""
     return list(_walk(_parser(language).parse(source).root_node, LANGUAGES[language], source, 0))
 
 
@@ -253,7 +282,8 @@ def _name(node):
 
 
 def _body(node) -> tuple[int, int] | None:
-    """Bytes left out of a signature: the node's block, or that of its type or value (`typedef struct {}`)."""
+    """Bytes left out of a signature: the node's block, or that of its type or value
+    (`typedef struct {}`)."""
     for owner in filter(None, (node, *map(node.child_by_field_name, ("type", "value", "right")))):
         body = owner.child_by_field_name("body") or next(
             (c for c in owner.children if c.type in OPENERS), None
@@ -278,7 +308,8 @@ def _noise(node, end: int):
 
 
 def _signature(node, source: bytes) -> str:
-    """The definition on one line without its body, comments or annotations: `def foo(a, b) -> int`."""
+    """The definition on one line without its body, comments or annotations:
+    `def foo(a, b) -> int`."""
     text = b""
     at = node.start_byte
     end = min(node.end_byte, at + 8 * SIGNATURE)
@@ -322,8 +353,8 @@ def _decorators(node) -> str:
 
 
 def _scan(job: tuple[Path, str]) -> tuple[str, list | None, str]:
-    """One file's cache entry [mtime_ns, size, language, ranked low, identifiers, symbols] (None if skipped), and
-    what happened to it."""
+    """One file's cache entry [mtime_ns, size, language, ranked low, identifiers, symbols] (None if
+    skipped), and what happened to it."""
     path, rel = job
     read = _source(path)
     if read is None:  # a link loop or dangling link, no permission, not a regular file
@@ -366,8 +397,8 @@ def _source(path: Path) -> tuple[os.stat_result, bytes] | None:
 
 
 def _parse(jobs: list):
-    """The files parsed, each as it comes: in several processes when there are many and the machine has the
-    cores, while this one indexes those done."""
+    """The files parsed, each as it comes: in several processes when there are many and the machine
+    has the cores, while this one indexes those done."""
     from rich.progress import track  # a bar on a terminal, nothing elsewhere
 
     if len(jobs) < 200 or (os.cpu_count() or 1) < 2:
@@ -378,7 +409,8 @@ def _parse(jobs: list):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    # spawned, not forked: a fork while the REPL's preload thread imports litellm can deadlock the workers
+    # spawned, not forked:
+    # a fork while the REPL's preload thread imports litellm can deadlock the workers
     with ProcessPoolExecutor(
         min(4, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")
     ) as pool:
@@ -393,8 +425,8 @@ def _sqlite():
 
 
 def _reader(path: Path):
-    """The index opened read-only, or None when there is none this version wrote (a link, a damaged or older file,
-    one holding anything but tables and indexes)."""
+    """The index opened read-only, or None when there is none this version wrote (a link, a damaged
+    or older file, one holding anything but tables and indexes)."""
     sqlite3 = _sqlite()
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
@@ -494,8 +526,9 @@ def _made(root: Path) -> None:
 
 
 def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
-    """The project's files in a language the map reads, by path relative to root: (path, (mtime_ns, size)), the
-    stamp None for a link that cannot be followed (then counted unreadable). One lstat a file."""
+    """The project's files in a language the map reads, by path relative to root:
+    (path, (mtime_ns, size)), the stamp None for a link that cannot be followed (then counted
+    unreadable). One lstat a file."""
     found = {}
     cut = len(str(root).rstrip("/")) + 1
     for name in project.project_files(root, [*ignore, ".amas"]):
@@ -507,7 +540,8 @@ def _sources(root: Path, ignore: list[str]) -> dict[str, tuple]:
         except OSError:  # a file git still lists after its deletion is gone
             continue
         if stat.S_ISLNK(info.st_mode):
-            # a link out of the project is never read (only a link can lead out: no walk follows one)
+            # a link out of the project is never read
+            # (only a link can lead out: no walk follows one)
             if not Path(os.path.realpath(path)).is_relative_to(root):
                 continue
             info = _followed(path)
@@ -523,8 +557,9 @@ def _followed(path: Path) -> os.stat_result | None:
 
 
 def _update(db, found: dict, stats: Counter) -> None:
-    """The index brought to the files found: rows of changed and removed files dropped, changed and new files
-    parsed and added, then the scores of the names whose counts changed, the groups and the totals worked out."""
+    """The index brought to the files found: rows of changed and removed files dropped, changed and
+    new files parsed and added, then the scores of the names whose counts changed, the groups and
+    the totals worked out."""
     old = {rel: (key, (mtime, size)) for key, rel, mtime, size in db.execute(ROWS)}
     kept = {rel for rel, (_, stamp) in old.items() if rel in found and found[rel][1] == stamp}
     stats["cached"] = len(kept)
@@ -540,8 +575,8 @@ def _update(db, found: dict, stats: Counter) -> None:
 
 
 def _drop(db, keys: list[int]) -> Counter:
-    """Forget these files; the files mentioning and defining each name they held, taken away: {("m" or "d",
-    name): -count}."""
+    """Forget these files; the files mentioning and defining each name they held, taken away:
+    {("m" or "d", name): -count}."""
     counts = Counter()
     for key in keys:
         words = db.execute("SELECT words FROM files WHERE id = ?", (key,)).fetchone()[0]
@@ -556,8 +591,8 @@ def _drop(db, keys: list[int]) -> Counter:
 
 
 def _add(db, scanned, stats: Counter, counts: Counter) -> list[int]:
-    """Index the files parsed (rows, symbols, word postings, mentions), adding to the counts of the names they
-    mention and define; their ids."""
+    """Index the files parsed (rows, symbols, word postings, mentions), adding to the counts of the
+    names they mention and define; their ids."""
     fresh = []
     mentioned = Counter()
     for rel, entry, what in scanned:
@@ -588,9 +623,9 @@ def _insert(db, rel: str, entry: list) -> int:
 
 
 def _rescore(db, names: set[str], fresh: list[int]) -> None:
-    """Each symbol's score: the other files that mention its name, per file defining it (`new`, `clone`, `len` in
-    300 files say little); each file's static rank from its names' scores. Only where a name's counts changed,
-    and in the files just parsed."""
+    """Each symbol's score: the other files that mention its name, per file defining it (`new`,
+    `clone`, `len` in 300 files say little); each file's static rank from its names' scores. Only
+    where a name's counts changed, and in the files just parsed."""
     for table in ("changed (name TEXT PRIMARY KEY)", "fresh (id INTEGER PRIMARY KEY)"):
         db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table}")
     db.execute("CREATE TEMP TABLE IF NOT EXISTS defined (name TEXT PRIMARY KEY, n INT)")
@@ -604,9 +639,9 @@ def _rescore(db, names: set[str], fresh: list[int]) -> None:
 
 
 def _regroup(db) -> None:
-    """Near-duplicates (the same names but for their numbers, in paths alike but for numbers) and look-alikes in a
-    folder of hundreds (the same names but for numbers): a group, which ranks as its first file; the others come
-    after every other file."""
+    """Near-duplicates (the same names but for their numbers, in paths alike but for numbers) and
+    look-alikes in a folder of hundreds (the same names but for numbers): a group, which ranks as
+    its first file; the others come after every other file."""
     rows = db.execute(
         "SELECT id, rel, shape, grp, alike FROM files WHERE nsyms > 0 ORDER BY rel"
     ).fetchall()
@@ -630,8 +665,8 @@ def _regroup(db) -> None:
 
 
 def _totals(db) -> None:
-    """What every prompt needs whole, worked out once: the top static rank, the count of groups, what naming every
-    mapped file would cost (again only when the files named changed)."""
+    """What every prompt needs whole, worked out once: the top static rank, the count of groups,
+    what naming every mapped file would cost (again only when the files named changed)."""
     top, groups = db.execute("SELECT max(lead), count(lead) FROM files").fetchone()
     names = [_shown(*row) for row in db.execute("SELECT rel, alike FROM files WHERE nsyms > 0")]
     names.sort()
@@ -649,8 +684,8 @@ def _shown(rel: str, alike: int) -> str:
 
 
 def _write_map(root: Path, db, stats: Counter, seconds: float) -> None:
-    """project_map.md, for people and for the agent to read in full: the files with their symbols, in path order,
-    the best-ranked ones up to MAP_BYTES, the rest counted by folder; the report."""
+    """project_map.md, for people and for the agent to read in full: the files with their symbols,
+    in path order, the best-ranked ones up to MAP_BYTES, the rest counted by folder; the report."""
     listed = _listed(db)
     mapped, symbols_count = db.execute(
         "SELECT count(*), sum(nsyms) FROM files WHERE nsyms > 0"
@@ -700,7 +735,8 @@ def _by_folder(db, listed: set[int]) -> list[str]:
         return []
     lines = [
         "",
-        f"# Not listed above: {ui.plural(files.total(), 'file')}, by folder (read them to see more)",
+        f"# Not listed above: {ui.plural(files.total(), 'file')}, "
+        "by folder (read them to see more)",
     ]
     folders = sorted(files)
     lines += [
@@ -726,8 +762,9 @@ def _stem(word: str) -> str:
 
 
 def _query_scores(db, query: str, groups: int) -> tuple[Counter, frozenset]:
-    """Rank added to files by the words of the user's message and the files it names; the message's word roots.
-    A word's rarity counts a group of look-alikes once, and the group's first file takes its score."""
+    """Rank added to files by the words of the user's message and the files it names; the message's
+    word roots. A word's rarity counts a group of look-alikes once, and the group's first file takes
+    its score."""
     scores = Counter()
     words = query
     # a whole path, or a file name not in a longer name
@@ -748,8 +785,9 @@ def _query_scores(db, query: str, groups: int) -> tuple[Counter, frozenset]:
 
 
 def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, frozenset]:
-    """The files in rank order, as many as a map of this budget could name: read from the index's best static
-    ranks, the files the message's words hit and the files touched, never the whole index."""
+    """The files in rank order, as many as a map of this budget could name: read from the index's
+    best static ranks, the files the message's words hit and the files touched, never the whole
+    index."""
     top, groups = (db.execute(META, (k,)).fetchone()[0] for k in ("top", "groups"))
     scores, roots = _query_scores(db, query, groups)
     # the shortest name costs ~3.4 tokens: no more files can be named
@@ -766,7 +804,8 @@ def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, froze
     def order(key):
         rel, static, grp, alike, count = rows[key]
         asked = scores[key]
-        # a look-alike nobody asked about comes after every other file; ties favour files of their own
+        # a look-alike nobody asked about comes after every other file;
+        # ties favour files of their own
         return grp != key and not asked, -(static / top + asked), alike > 0, -count, rel
 
     best = sorted(rows, key=order)[:limit]
@@ -793,7 +832,8 @@ def _rows(db, keys: set[int]) -> dict[int, tuple]:
 
 
 def prompt_map(root: Path, query: str, touched: set[str], budget: int) -> str:
-    """The files that matter most for this message, with their key symbols, in at most ~budget tokens."""
+    """The files that matter most for this message, with their key symbols,
+    in at most ~budget tokens."""
     db = _reader(index(Path(root).resolve()))
     if db is None:  # init never ran
         return ""
@@ -851,7 +891,8 @@ def _tokens(text: str) -> float:  # cheap: words split at case and underscores, 
 
 
 def _more(rest: list[str], room: float) -> list[str]:
-    """Other files in rank order, in the room left, as a tree of folders: a folder's name is written once, short."""
+    """Other files in rank order, in the room left, as a tree of folders:
+    a folder's name is written once, short."""
     chosen = []
     folders = {""}
     used = _tokens("More files:\n")
@@ -869,7 +910,8 @@ def _more(rest: list[str], room: float) -> list[str]:
 
 
 def _tree(rels: list[str]) -> list[str]:
-    """Files under their folders, each folder indented under its parent: `tokio/`, `  src/: lib.rs`."""
+    """Files under their folders, each folder indented under its parent:
+    `tokio/`, `  src/: lib.rs`."""
     names = defaultdict(list)
     for folder, _, name in (rel.rpartition("/") for rel in sorted(rels)):
         names[folder].append(name)

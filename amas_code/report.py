@@ -1,4 +1,5 @@
-"""What one run did, for scripts: `--output-format json` (one object) or `stream-json` (a line per event).
+"""What one run did, for scripts: `--output-format json` (one object) or `stream-json`
+(a line per event).
 
 Its own file because its field names are a contract (README, docs/scripting.md) that the agent's
 internals must not move.
@@ -116,7 +117,8 @@ class Report:
         self.out.flush()
 
     def error(self, message: str) -> None:
-        """A failure before or during the run, in the same shape (json modes; text says it on stderr)."""
+        """A failure before or during the run, in the same shape
+        (json modes; text says it on stderr)."""
         self.answer = message
 
 

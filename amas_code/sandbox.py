@@ -28,7 +28,8 @@ NETWORK = re.compile(  # what a command says when it has no network
     r"Network is unreachable|getaddrinfo|No address associated with hostname|Connection refused|"
     r"Failed to establish a new connection|Couldn't connect to server|unable to access 'https?:"
 )
-READ_ONLY = re.compile(  # `touch: cannot touch '/x': Read-only…`, `[Errno 30] Read-only file system: '/x'`
+# `touch: cannot touch '/x': Read-only…`, `[Errno 30] Read-only file system: '/x'`
+READ_ONLY = re.compile(
     r"([^\s'\"`‘’]+)['\"`’]?: Read-only file system|Read-only file system: ['\"`‘]?([^\s'\"`’]+)"
     r"|could not (?:write|lock) config file ([^\s:]+)"
 )
@@ -60,8 +61,9 @@ class Box:
     scratch: str = ""  # the session's folder the box sees as /tmp ("": a fresh /tmp each command)
     # more places of the home shown read-only (the user's `sandbox_read`)
     read: tuple[str, ...] = ()
-    # one run's capability beyond the box, granted by the person: "network", "repository" (in each
-    # gitdir, what a commit writes: see boxview._written_only) or a folder's absolute path (writable)
+    # one run's capability beyond the box, granted by the person: "network",
+    # "repository" (in each gitdir, what a commit writes: see boxview._written_only)
+    # or a folder's absolute path (writable)
     grant: str = ""
     plan: bool = False  # plan mode: the project read-only too (tests and linters still run)
     # what the walk after each command found, by project (boxview.Tree): the next walk lists only
@@ -447,7 +449,8 @@ def _planted(root: Path, started: int, box: Box) -> str:
 
 
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
-    """The shell line started, boxed or not, in its own session: a timeout or Ctrl+C kills all it started."""
+    """The shell line started, boxed or not, in its own session:
+    a timeout or Ctrl+C kills all it started."""
     argv = ["/bin/sh", "-c", command]
     groups = cgroups.limited(box.procs, _memory(box)) if box else []
     given, kept = _descriptors(box)
@@ -482,7 +485,8 @@ def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:
 def _process(box: Box, fds: dict[str, int]) -> list[str]:
     """The box's process side, given after its mounts: its own namespaces (a user namespace also as
     root, a network one always), /proc/sys read-only, a sized /dev/shm in a read-only /dev, and the
-    descriptors bwrap reads (the seccomp filter; the network stack's start: --info-fd, --block-fd)."""
+    descriptors bwrap reads (the seccomp filter; the network stack's start:
+    --info-fd, --block-fd)."""
     args = _proc_masks()
     args += ["--size", str(box.tmp), "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
     args += ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net"]
@@ -543,8 +547,8 @@ def _sweep_scratch(base: Path) -> None:
 
 
 def _tidy_tmp(box: Box | None) -> str:
-    """A note when the session's /tmp grew past the box's size: it is emptied (a folder on disk has no
-    size of its own; a command's files stay capped one by one)."""
+    """A note when the session's /tmp grew past the box's size: it is emptied (a folder on disk has
+    no size of its own; a command's files stay capped one by one)."""
     if not box or not box.scratch:
         return ""
     size = 0
@@ -613,22 +617,25 @@ def _data(data: bytes) -> int:
 
 
 def _limits(box: Box) -> list[str]:
-    """prlimit run inside the box: processes are counted in the box's own user namespace, so the user's other
-    processes do not count against it (as root the cgroup is what holds, see cgroups.limited)."""
+    """prlimit run inside the box: processes are counted in the box's own user namespace, so the
+    user's other processes do not count against it (as root the cgroup is what holds, see
+    cgroups.limited)."""
     limits = [f"--nproc={box.procs}", f"--data={_memory(box)}", f"--fsize={box.file_size}"]
     # by its path: a prlimit of the project's, first on PATH, would run the command without limits
     return [project.program("prlimit") or "prlimit", *limits, "--core=0", "--"]
 
 
 def _memory(box: Box) -> int:
-    """The bytes a process in the box may allocate: the box's, or three quarters of the machine's."""
+    """The bytes a process in the box may allocate:
+    the box's, or three quarters of the machine's."""
     machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return box.memory or machine * 3 // 4
 
 
 def _harden() -> None:
-    """Orphans of a command come back to us, to be killed; and amas's /proc files (its first environment, which
-    holds the keys kept from commands) are closed to them (Linux; elsewhere nothing happens)."""
+    """Orphans of a command come back to us, to be killed; and amas's /proc files (its first
+    environment, which holds the keys kept from commands) are closed to them (Linux; elsewhere
+    nothing happens)."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
@@ -674,7 +681,10 @@ def _pump(proc: subprocess.Popen, timeout: float, before: set[int], into: tuple)
                 note = f"\n[timed out after {timeout}s; the command and its children were killed]"
             # out of reach: it left its session, and no subreaper took it
             elif time.monotonic() > deadline + 1:
-                note += f"\n[still held open after {timeout}s by a process it started that amas cannot stop]"
+                note += (
+                    f"\n[still held open after {timeout}s by a process it started "
+                    "that amas cannot stop]"
+                )
                 break
             _kill(proc.pid, before)
     return note + (_wait(proc, deadline, timeout) if not note else "")

@@ -1,4 +1,5 @@
-"""Tool calls written as text, both ways: read the forms local models write, write the one we ask for."""
+"""Tool calls written as text, both ways:
+read the forms local models write, write the one we ask for."""
 
 import ast
 import json
@@ -22,7 +23,8 @@ EXAMPLE_LINE = "the reply shows a tool call as an example, so it was not run; th
 # a call in it has two of these at least, a sentence about them only one
 SERVER_ONLY = re.compile(
     r"<\|channel\|>|<\|message\|>|<\|call\|>|<\|start\|>assistant|<[｜|]tool▁|<｜tool_call"
-    r"|<\|tool_calls?_section_begin\|>|<\|tool_call_(?:argument_)?begin\|>|<\|tool_call>|<tool_call\|>"
+    r"|<\|tool_calls?_section_begin\|>|<\|tool_call_(?:argument_)?begin\|>"
+    r"|<\|tool_call>|<tool_call\|>"
     r"|</?minimax:tool_call>|</?start_function_call>|<end_function_call>"
 )
 FENCES = re.compile(r"^[ \t]*(```+|~~~+)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.M | re.S)
@@ -36,7 +38,8 @@ LITTER = re.compile(
     r"|<\|thought_start\|>.*?<\|thought_end\|>|<(?P<thought>(?:\w+:)?think)>.*?</(?P=thought)>"
     r"|</?(?:\w+:)?think>"
     r"|<\|from\|>\s*assistant\s*|(?:<\|recipient\|>|\A)\s*all\s*<\|content\|>|<\|start\|>assistant"
-    r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>|<\|?(?:tool_call|tool_response|channel)\|?>"
+    r"|function\s*<[|｜]tool_sep[|｜]>[\w.-]*\s|<[|｜][\w▁.-]*[|｜]>"
+    r"|<\|?(?:tool_call|tool_response|channel)\|?>"
     r"|</?(?:\w+:tool_call|longcat_tool_call|tool_call|tools?|tool_calls|(?:\w+:)?function_calls)>"
     r"|\bto=[\w.-]+[^<\n]*(?=<\|)"
     r"|<(?:start|end)_function_call>|</?[|｜]DSML[|｜](?:function|tool)_calls>",
@@ -61,7 +64,8 @@ SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[。！？])")
 # Words that present what follows as a sample, and (before a colon) as a form described, in the
 # languages models answer in most; and words that refuse to run what follows
 SAMPLE = re.compile(
-    r"(?i)\be\.g\.|\b(?:for (?:example|instance)|such as|looks? (?:something )?like|like (?:this|so)"
+    r"(?i)\be\.g\.|\b(?:for (?:example|instance)|such as"
+    r"|looks? (?:something )?like|like (?:this|so)"
     r"|as follows|example|sample|template|placeholder)\b(?![./_-]\w)"  # not example.py
     r"|\b(?:exemple|ejemplo|esempio|exemplo|beispiel|z\. ?b\.|пример|например)"
     r"|例如|比如|示例|例子|样例|范例|例えば|の例|例[:：]|예시|예를 들어"
@@ -74,7 +78,8 @@ DESCRIBED = re.compile(
 )
 REFUSED = re.compile(
     r"(?i)\b(?:can't|cannot|can not|won't|will not|wouldn't|shouldn't|should not|must not"
-    r"|refuse to|not going to)\s+(?:\w+\s+){0,2}?(?:run|execute|call|perform|do)\b|不会执行|不能执行"
+    r"|refuse to|not going to)\s+(?:\w+\s+){0,2}?(?:run|execute|call|perform|do)\b"
+    r"|不会执行|不能执行"
 )
 # A sentence that says what the model itself does next introduces a call, not a form: "Let me…",
 # "First, I'll…", "Checking the tests:"
@@ -92,7 +97,8 @@ CALL_KEYS = set("name arguments parameters args type id function tool_name tool_
 # Words of a model's name, each group a family whose formats it writes (a model named by none of
 # them may write any; "any" names models that write only the forms every model may)
 FAMILY_WORDS = re.compile(
-    r"(?P<harmony>gpt-?oss)|(?P<seed>seed-?oss)|(?P<qwen>qwen|qwq|nemotron)|(?P<llama>llama|toolace)"
+    r"(?P<harmony>gpt-?oss)|(?P<seed>seed-?oss)|(?P<qwen>qwen|qwq|nemotron)"
+    r"|(?P<llama>llama|toolace)"
     r"|(?P<mistral>m[ia]xtral|mistral|ministral|devstral|codestral|magistral|pixtral|voxtral|xlam)"
     r"|(?P<granite>granite)|(?P<deepseek>deepseek|cogito)|(?P<glm>glm|laguna)|(?P<gemma>gemma)"
     r"|(?P<kimi>kimi)|(?P<minimax>minimax)|(?P<step>(?<![a-z])step-?\d)|(?P<hermes>hermes)"
@@ -105,7 +111,8 @@ LOOKBACK = 2000  # characters before a call that may present it
 
 
 def read(text: str, names, model: str = "") -> tuple[list[dict], str, str | None]:
-    """The calls to known tools in a reply, the text left for the user, and a line when a call was lost.
+    """The calls to known tools in a reply, the text left for the user, and a line
+    when a call was lost.
 
     `names` holds the tools' names; a dict of name -> schema also types the values written as text.
     `model` is the model's name: where it names a family, only that family's formats count."""
@@ -254,7 +261,8 @@ class Weak(Row):
 
 
 def _in_code(at: int, code: list, fenced: bool = False) -> bool:
-    """A match inside a code block or inline code is shown, not run; a fenced call is its own block."""
+    """A match inside a code block or inline code is shown, not run;
+    a fenced call is its own block."""
     if fenced:
         return any(start < at < end for start, end in code)
     return any(start <= at < end for start, end in code)
@@ -265,7 +273,8 @@ def _known(found: list, names) -> bool:
 
 
 def _schema_typed(args: dict, names, name: str) -> dict:
-    """Values as the schema types them: XML text becomes a number, and "5" an integer, when it asks."""
+    """Values as the schema types them:
+    XML text becomes a number, and "5" an integer, when it asks."""
     schema = {}
     if isinstance(names, dict):
         schema = names.get(name) or {}
@@ -298,7 +307,8 @@ def _close(text: str, at: int, close) -> int:
 
 
 def _first_of_overlaps(spans: list) -> list:
-    """Spans in order; one starting inside an earlier one is part of it (a tag's body, a list's item)."""
+    """Spans in order; one starting inside an earlier one is part of it
+    (a tag's body, a list's item)."""
     kept = []
     for span in sorted(spans, key=lambda s: (s.start, -s.end)):
         if not kept or span.start >= kept[-1].end:
@@ -380,7 +390,8 @@ def _lost(text: str, code: list, strong: list, shown: list) -> tuple[int, str] |
 
 
 def _unreadable(text: str, code: list, strong: list, shown: list) -> tuple[int, str] | None:
-    """Call markup amas cannot read, where it ends the reply: markup a sentence follows was quoted."""
+    """Call markup amas cannot read, where it ends the reply:
+    markup a sentence follows was quoted."""
     if _prose_after(text):
         return None
     quiet = code + [(span.start, span.end) for span in shown]  # code, and what examples show
@@ -698,8 +709,9 @@ CODE = re.compile(r"\s*<code>\n?(.*?)\n?</code>", re.S)
 
 
 def _function_body(text: str, at: int, match):
-    """<function=name> then a JSON object (maybe after a [call_id]) or <parameter=x>value</parameter>s,
-    then </function>: left out where the reply (or its <tool_call>) ends after a parameter."""
+    """<function=name> then a JSON object (maybe after a [call_id]) or
+    <parameter=x>value</parameter>s, then </function>: left out where the reply (or its <tool_call>)
+    ends after a parameter."""
     if ESCAPED_LINES.match(text, at):
         return _escaped_function(text, at, match)
     found = _json_at(text, CALL_ID.match(text, at).end())
@@ -720,7 +732,8 @@ def _function_body(text: str, at: int, match):
 
 
 def _param_value(item) -> str:
-    """A parameter's value; where its closing tag is indented (the call was), less that indentation."""
+    """A parameter's value; where its closing tag is indented (the call was),
+    less that indentation."""
     if not item[2]:
         return item[5]
     value = item[3]
@@ -876,7 +889,8 @@ def _glm_value(raw: str):
 
 
 def _mistral_body(text: str, at: int, match=None):
-    """Mistral's old [TOOL_CALLS][{…}] or new [TOOL_CALLS]name[ARGS]{…} (maybe with [CALL_ID]), repeated."""
+    """Mistral's old [TOOL_CALLS][{…}] or new [TOOL_CALLS]name[ARGS]{…}
+    (maybe with [CALL_ID]), repeated."""
     if text.startswith("[", BLANKS.match(text, at).end()):
         return _json_body(text, at)
     head = re.compile(r"\s*(?:\[TOOL_CALLS\])?\s*([\w.-]+)(?:\[CALL_ID\]\w+)?\[ARGS\]")
@@ -1127,7 +1141,10 @@ def error(names, line: str = "") -> str:
     if unknown:
         return _no_such_tool(unknown[1], names, line)
     said = "your tool call could not be read, or it stood in prose as an example and was not run"
-    return f"Error: {said}. To run a tool, write just the call, as {EXAMPLE} (tools: {', '.join(names)})"
+    return (
+        f"Error: {said}. To run a tool, write just the call, as {EXAMPLE} "
+        f"(tools: {', '.join(names)})"
+    )
 
 
 def _no_such_tool(name: str, names, line: str) -> str:
@@ -1177,7 +1194,8 @@ def _result_as_text(message: dict, name: str) -> dict:
 
 
 def _append(out: list[dict], message: dict) -> None:
-    """Gemma's and Mistral's templates refuse two user turns in a row: the second joins the first."""
+    """Gemma's and Mistral's templates refuse two user turns in a row:
+    the second joins the first."""
     last = (out or [{}])[-1]
     texts = isinstance(last.get("content"), str) and isinstance(message.get("content"), str)
     if last.get("role") == "user" == message["role"] and texts:
@@ -1211,7 +1229,8 @@ STARTS = re.compile(  # markup told from prose by what follows it, even when it 
     r"(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"']|\[\s*[A-Za-z_][\w.]*\("
     r"|>>>[\w.-]*(?:\n|\Z)|Action:\s*(?:```|`{0,2}\Z)"
     r"|(?m:^)[ \t]*```(?:json|xml|tool_call|tool_code)?[ \t]*\n\s*[\[{<]"
-    r"|function call\s*<\||\bto=[\w.-]+[^<\n]*<\||\A[\w.-]+\s*<\|content"  # GigaChat, Atem, Functionary v2
+    # GigaChat, Atem, Functionary v2
+    r"|function call\s*<\||\bto=[\w.-]+[^<\n]*<\||\A[\w.-]+\s*<\|content"
 )
 
 

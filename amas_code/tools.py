@@ -1,4 +1,5 @@
-"""The model's tools, bound to one project: each handler's signature and docstring are its schema."""
+"""The model's tools, bound to one project:
+each handler's signature and docstring are its schema."""
 
 import contextlib
 import difflib
@@ -41,8 +42,8 @@ PARAMS = dict(  # what a parameter means, where its name is not enough
     days="Days until the note expires (0: kept)",
 )
 CONCEALED = (  # why a write is refused whose diff would hide more than a secret
-    "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or shell characters, "
-    "which no secret needs; write it so that only the secret itself is hidden"
+    "would show as [REDACTED] in the diff the user approves, and the hidden part holds spaces or "
+    "shell characters, which no secret needs; write it so that only the secret itself is hidden"
 )
 NOT_UTF8 = "Use shell_command (e.g. sed or iconv) instead"
 NOT_UTF8_NOTE = (
@@ -50,8 +51,9 @@ NOT_UTF8_NOTE = (
     "shell_command can convert it, e.g. iconv -f latin1 -t utf-8]"
 )
 KEEP = (  # how to edit around a hidden value (the model cannot copy what it never saw)
-    "[REDACTED] stands for a hidden value: write [REDACTED] where the file shows it, in old_str to match it and in "
-    "new_str to keep the value there (or leave it out of new_str to delete it); the other characters must match"
+    "[REDACTED] stands for a hidden value: write [REDACTED] where the file shows it, in old_str "
+    "to match it and in new_str to keep the value there (or leave it out of new_str to delete "
+    "it); the other characters must match"
 )
 JSON_TYPES = {str: "string", int: "integer"}
 TYPE_NAMES = {str: "a string", int: "an integer"}  # for the model, when a value cannot be one
@@ -73,9 +75,9 @@ PLAN = ("read_file", "search_files", "list_files", "shell_command", "search_goog
 
 
 class Tools:
-    """The tools of one project. A tool that changes something returns what it wants done (a Change or
-    a Command) for the agent to ask about, checkpoint and perform; reads outside the project and new
-    hosts are judged by the gate and asked through `permit`, the agent's one question."""
+    """The tools of one project. A tool that changes something returns what it wants done (a Change
+    or a Command) for the agent to ask about, checkpoint and perform; reads outside the project and
+    new hosts are judged by the gate and asked through `permit`, the agent's one question."""
 
     def __init__(self, config: dict, gate: policy.Gate, permit, box: sandbox.Box | None):
         self.root = gate.root
@@ -125,7 +127,8 @@ class Tools:
         }
 
     def bind(self, call: toolcalls.Call) -> dict:
-        """The call's arguments, bound to the handler's signature; ValueError with what to fix otherwise."""
+        """The call's arguments, bound to the handler's signature;
+        ValueError with what to fix otherwise."""
         name = call.name
         if name not in self.names:
             raise ValueError(f"unknown tool {name!r}; available tools: {', '.join(self.names)}")
@@ -208,13 +211,15 @@ class Tools:
         raise ValueError(" ".join(said))
 
     def path(self, raw: str) -> Path:
-        """A path to read: outside the project (or in a place holding credentials) it is asked about."""
+        """A path to read: outside the project
+        (or in a place holding credentials) it is asked about."""
         path = resolved(self.root, raw)
         self.allow(self.gate.judge_path(path))
         return path
 
     def allow(self, verdict: Verdict) -> None:
-        """Go on if the gate allows it or the person says yes; else PermissionError for the model."""
+        """Go on if the gate allows it or the person says yes;
+        else PermissionError for the model."""
         if verdict.decision == "allow":
             return
         said = ""
@@ -228,7 +233,7 @@ class Tools:
             raise effects.Declined(f"{verdict.reason} was declined: no terminal to ask the user on")
         raise effects.Declined(f"{verdict.reason} was declined by the user{said}")
 
-    # -- files --------------------------------------------------------------------------------------
+    # -- files -------------------------------------------------------------------------------------
     def read_file(self, path: str, offset: int = 0, limit: int = 2000) -> str:
         """Read a file with line numbers. Read a file before editing it."""
         p = self.present(self.path(path), path)
@@ -283,7 +288,8 @@ class Tools:
         text = _text(data)
         if text is None:
             raise ValueError(
-                f"{path} is not UTF-8 text; edit_file would corrupt it. Use shell_command (e.g. sed) instead"
+                f"{path} is not UTF-8 text; edit_file would corrupt it. "
+                "Use shell_command (e.g. sed) instead"
             )
         if _crlf(data):  # the model's lines end as the file's are shown: \n
             old_str = old_str.replace("\r\n", "\n")
@@ -294,7 +300,8 @@ class Tools:
         new = view.replace(at, old_str, new_str)
         if new is None:
             raise ValueError(
-                f"this edit would leave a hidden secret without the name that hides it, or change it. {KEEP}"
+                "this edit would leave a hidden secret without the name that hides it, "
+                f"or change it. {KEEP}"
             )
         return self.propose(p, data, _like(data, new), "edit")
 
@@ -306,8 +313,8 @@ class Tools:
             # copied from a redacted read: the secret is lost
             raise ValueError(
                 f"the new content of {name} holds [REDACTED], which amas shows in place of a "
-                "secret; writing it would destroy the real value. Change only the other lines, with "
-                "edit_file"
+                "secret; writing it would destroy the real value. "
+                "Change only the other lines, with edit_file"
             )
         hidden = self.secrets.concealed(
             before.decode(errors="replace"), new.decode(errors="replace")
@@ -317,7 +324,7 @@ class Tools:
             raise ValueError(f"{ui.plural(len(hidden), 'line')} of {name} ({lines}) {CONCEALED}")
         return Change(p, old, new, verb)
 
-    # -- commands and search ------------------------------------------------------------------------
+    # -- commands and search -----------------------------------------------------------------------
     def shell_command(self, command: str, timeout: int = 0) -> Command:
         """Run a shell command in the project root; returns stdout, stderr and exit code."""
         if timeout <= 0:  # none given: the user's
@@ -351,9 +358,11 @@ class Tools:
         return search.report(pattern)
 
     def searchable(self, f: str, base: Path) -> Iterator[str]:
-        """A file's text in blocks of whole lines as the model may see it (secrets redacted, so a pattern
-        never runs on one); nothing for a link out of the project or a file that is not a regular one."""
-        # a link out of the project is never followed, on the way either: a clone can ship lnk -> ~/.ssh
+        """A file's text in blocks of whole lines as the model may see it (secrets redacted, so a
+        pattern never runs on one); nothing for a link out of the project or a file that is not a
+        regular one."""
+        # a link out of the project is never followed, on the way either:
+        # a clone can ship lnk -> ~/.ssh
         real = os.path.realpath(f)
         inside = any(
             os.path.commonpath((real, folder)) == str(folder) for folder in (self.root, base)
@@ -378,7 +387,7 @@ class Tools:
             return f"No files under {path}"
         return "\n".join(_tree(listed)) + _counted(rest)
 
-    # -- the user's memory -----------------------------------------------------------------------------
+    # -- the user's memory -------------------------------------------------------------------------
     def memory(self, action: str, text: str, days: int = 0) -> str | Change:
         """Notes kept across sessions: search (text: what about), store (text: a fact worth
         keeping; days: expires after) or forget (the notes holding text); the user allows each."""
@@ -395,7 +404,7 @@ class Tools:
         path, kept = next(iter(memory.without(self.root, gone).items()))
         return Change(path, _bytes(path), kept.encode(), "forget")
 
-    # -- the web ------------------------------------------------------------------------------------
+    # -- the web -----------------------------------------------------------------------------------
     def search_google(self, query: str, num_results: int = 5) -> str:
         """Search the web; returns title, url and snippet per result."""
         return browser.search(query, num_results, self.config)
@@ -405,13 +414,15 @@ class Tools:
         return browser.fetch(url, self.reach)
 
     def page(self) -> browser.Browser:
-        """The browser, started on first use; every navigation, the page's own too, goes through visit."""
+        """The browser, started on first use;
+        every navigation, the page's own too, goes through visit."""
         self.browser = self.browser or browser.Browser(self.config, self.visit, self.known)
         self.browser_used = True
         return self.browser
 
     def visit(self, url: str) -> str:
-        """The URL, if the browser may open it: a file through the path gate, a new host asked about."""
+        """The URL, if the browser may open it:
+        a file through the path gate, a new host asked about."""
         scheme = urlsplit(url).scheme.lower()
         if scheme == "file":
             return self.path(unquote(urlsplit(url).path)).as_uri()
@@ -428,13 +439,14 @@ class Tools:
         return url
 
     def known(self, where: str) -> bool:
-        """Whether the gate lets the browser reach host:port without asking: the proxy's question for
-        a connection no route saw (it cannot ask the person)."""
+        """Whether the gate lets the browser reach host:port without asking: the proxy's question
+        for a connection no route saw (it cannot ask the person)."""
         verdicts = (self.gate.judge_host(f"{scheme}://{where}") for scheme in ("http", "https"))
         return any(verdict.decision == "allow" for verdict in verdicts)
 
     def reach(self, url: str) -> None:
-        """A request to a host: the first one in a session is asked about (PermissionError if declined)."""
+        """A request to a host: the first one in a session is asked about
+        (PermissionError if declined)."""
         self.allow(self.gate.judge_host(url))
 
     def close_browser(self, idle_only: bool = False) -> None:
@@ -537,14 +549,15 @@ class _Search:
             out.append(f"[capped at {MAX_LINES} matches; narrow the pattern or path]")
         if stopped and self.spent() >= SEARCH_SECONDS:
             out.append(
-                f"[stopped after {SEARCH_SECONDS} s, not every file searched: the pattern is too slow "
-                "(a nested repeat such as (a+)+ backtracks); simplify it or search a narrower path]"
+                f"[stopped after {SEARCH_SECONDS} s, not every file searched: "
+                "the pattern is too slow (a nested repeat such as (a+)+ backtracks); "
+                "simplify it or search a narrower path]"
             )
         elif stopped:
             out.append(
                 f"[stopped after {SEARCH_WALL} s, not every file searched: the machine is too busy "
-                "to finish in time (the pattern used little of it); try again, or search a narrower "
-                "path]"
+                "to finish in time (the pattern used little of it); "
+                "try again, or search a narrower path]"
             )
         return "\n".join(out)
 
@@ -587,7 +600,8 @@ def _first(rels: Iterator[str]) -> tuple[list[str], Counter]:
 
 
 def _counted(folders: Counter) -> str:
-    """The files past the listing, counted by top folder: a huge tree is summed up, not cut unsaid."""
+    """The files past the listing, counted by top folder:
+    a huge tree is summed up, not cut unsaid."""
     if not folders:
         return ""
     top = ", ".join(f"{name} {n}" for name, n in folders.most_common(20))
@@ -599,7 +613,8 @@ def _counted(folders: Counter) -> str:
 
 
 def _blocks(f) -> Iterator[bytes]:
-    """A file in blocks of about BLOCK bytes that end where a line ends (a line over LINE_CAP is cut)."""
+    """A file in blocks of about BLOCK bytes that end where a line ends
+    (a line over LINE_CAP is cut)."""
     while block := f.read(BLOCK):
         if not block.endswith(b"\n"):
             block += f.readline(LINE_CAP)
@@ -889,13 +904,14 @@ def _ambiguous(shown: str, found: list[int], path: str) -> str:
     """old_str occurs more than once: where, so the model can add context."""
     lines = ", ".join(str(shown.count("\n", 0, at) + 1) for at in found)
     return (
-        f"old_str occurs {len(found)} times in {path} (lines {lines}); include more context to make it "
-        "unique"
+        f"old_str occurs {len(found)} times in {path} (lines {lines}); "
+        "include more context to make it unique"
     )
 
 
 def _closest(content: str, old: str) -> str:
-    """The file region most like old as the model sees it, with line numbers and a hint that works."""
+    """The file region most like old as the model sees it,
+    with line numbers and a hint that works."""
     lines = content.splitlines()
     k = max(1, len(old.splitlines()))
     if not lines:

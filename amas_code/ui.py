@@ -1,4 +1,5 @@
-"""Everything the user sees: answers on stdout; progress, tools and diffs on stderr; questions on the terminal."""
+"""Everything the user sees: answers on stdout; progress, tools and diffs on stderr;
+questions on the terminal."""
 
 import contextlib
 import difflib
@@ -25,9 +26,11 @@ for _console in (out, console):
         _console.width = UNWRAPPED
 TTY = "/dev/tty"  # where questions go when stdin or stderr is not the terminal
 INVISIBLE = re.compile(  # control, bidi, zero-width, fillers, variation selectors, tags
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u2028-\u202e"
     "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000e0000-\U000e0fff"
-    "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a]"  # and the rest of Unicode's format characters (Cf)
 )
 # letters and spaces that draw as nothing: a run of them can hide the rest of a command
@@ -43,7 +46,8 @@ _HIDERS = [str]
 
 @contextlib.contextmanager
 def hiding(hide):
-    """Inside: every text this module shows passes `hide` first (secrets as [REDACTED], lines kept)."""
+    """Inside: every text this module shows passes `hide` first
+    (secrets as [REDACTED], lines kept)."""
     _HIDERS.append(hide)
     try:
         yield
@@ -62,12 +66,14 @@ def _shown(text: str) -> str:
 
 
 def clean(text: str) -> str:
-    """Control, bidi and zero-width characters shown escaped, so text from outside cannot fake the screen."""
+    """Control, bidi and zero-width characters shown escaped,
+    so text from outside cannot fake the screen."""
     return INVISIBLE.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
 
 
 def one_line(text: str) -> str:
-    """Text escaped and on one line: blank lines cannot push what a command really runs off the screen."""
+    """Text escaped and on one line:
+    blank lines cannot push what a command really runs off the screen."""
     text = BLANK.sub(lambda m: m[0].encode("unicode_escape").decode(), clean(text))
     return text.replace("\n", "\\n").replace("\t", "\\t")
 
@@ -221,7 +227,8 @@ def _diff_style(line: str) -> str:
 
 
 def _matcher(old: list, new: list) -> difflib.SequenceMatcher:
-    """A matcher of old and new lines that matched only what lies between the lines both ends share."""
+    """A matcher of old and new lines that matched only what lies between
+    the lines both ends share."""
 
     def same(a: list, b: list) -> int:
         pairs = enumerate(zip(a, b, strict=False))
@@ -245,10 +252,11 @@ def _matcher(old: list, new: list) -> difflib.SequenceMatcher:
 
 
 def _unified(real: tuple, shown: tuple, path: str):
-    """The unified diff of the real old and new lines, written with the shown ones. difflib.unified_diff without
-    its autojunk: in a file of repeated lines (data, fixtures) that marks the repeated lines junk, and a one-line
-    change is shown as the whole file removed and added. The lines both ends share are left out of the matching,
-    which is quadratic in repeated lines (10,000 took 13 s)."""
+    """The unified diff of the real old and new lines, written with the shown ones.
+    difflib.unified_diff without its autojunk: in a file of repeated lines (data, fixtures) that
+    marks the repeated lines junk, and a one-line change is shown as the whole file removed and
+    added. The lines both ends share are left out of the matching, which is quadratic in repeated
+    lines (10,000 took 13 s)."""
     old, new = real
     old_shown, new_shown = shown
     matcher = _matcher(old, new)
@@ -266,7 +274,8 @@ def _unified(real: tuple, shown: tuple, path: str):
 
 
 def _span(start: int, stop: int) -> str:
-    """A hunk's line range as unified diffs write it: 1-based start, ',length' unless 1; 0,0 for none."""
+    """A hunk's line range as unified diffs write it:
+    1-based start, ',length' unless 1; 0,0 for none."""
     length = stop - start
     return f"{start + 1}" if length == 1 else f"{start + (length > 0)},{length}"
 
@@ -276,7 +285,11 @@ def _terminal() -> tuple[Console, object] | None:
     if sys.stdin.isatty() and console.is_terminal:
         return console, None
     try:  # unbuffered: a terminal cannot seek, which a buffered text file opened "r+" needs
-        tty = io.TextIOWrapper(open(TTY, "r+b", buffering=0), encoding="utf-8", line_buffering=True)  # noqa: SIM115
+        tty = io.TextIOWrapper(
+            open(TTY, "r+b", buffering=0),  # noqa: SIM115
+            encoding="utf-8",
+            line_buffering=True,
+        )
     except OSError:
         return None
     return Console(file=tty, highlight=False), tty
@@ -350,7 +363,8 @@ def _instead(words: str, choice: str) -> bool:
 def question(question: str, detail=None, scopes: dict | None = None) -> tuple[str, str]:
     """The person's answer: y, n, or a wider yes among scopes (s: this session, a: always; each
     said on a line of its own), and their words when they typed something other than an answer
-    (which declines: the words are feedback for the model); without a terminal, 'n' and a warning."""
+    (which declines: the words are feedback for the model);
+    without a terminal, 'n' and a warning."""
     offered = {key: what for key, what in (scopes or {}).items() if what}
     choices = "yn" + "".join(offered)
     for key, what in offered.items():  # on lines of their own: the question itself fits one

@@ -1,13 +1,13 @@
 """Checkpoint benchmark (SPEC §8): `python bench/checkpoints.py [--runs N] [--project PATH]`.
 
-Prints the median (min, max) of N runs of: edit_file with its checkpoint (in-process, `Agent.execute`); a shell
-command's checkpoint in a project with 10,000 untracked files, the first (its baseline) and later ones; a later
-shell command's checkpoint with 0 and with 3 submodules (each read before and after the command, its small
-untracked files kept); /undo of an edit and of a shell command; and the first baseline of a large project, with
-the shadow repository's disk,
-borrowing the user's objects (what amas does) and copying them (for comparison). Every run has its own temp HOME,
-so shadow repositories start empty. --project names a git work tree to use as the large project, read only
-(default: a generated one of 20,000 tracked files of 8 kB, 160 MB, that compress to half).
+Prints the median (min, max) of N runs of: edit_file with its checkpoint (in-process,
+`Agent.execute`); a shell command's checkpoint in a project with 10,000 untracked files, the first
+(its baseline) and later ones; a later shell command's checkpoint with 0 and with 3 submodules (each
+read before and after the command, its small untracked files kept); /undo of an edit and of a shell
+command; and the first baseline of a large project, with the shadow repository's disk, borrowing the
+user's objects (what amas does) and copying them (for comparison). Every run has its own temp HOME,
+so shadow repositories start empty. --project names a git work tree to use as the large project,
+read only (default: a generated one of 20,000 tracked files of 8 kB, 160 MB, that compress to half).
 """
 
 import argparse
@@ -160,7 +160,8 @@ def bench_baseline(base: Path, runs: int, root: Path) -> None:
         )
     )
     print(
-        f"\nlarge project: {root} — {files:,} tracked files, work tree {disk(root) - disk(root / '.git'):.0f} MB\n"
+        f"\nlarge project: {root} — {files:,} tracked files, "
+        f"work tree {disk(root) - disk(root / '.git'):.0f} MB\n"
     )
     for borrow in (True, False):
         times, sizes = [], []

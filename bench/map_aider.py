@@ -1,9 +1,11 @@
-"""Aider's repo map for the map benchmark: run with aider's own Python; prints one map per prompt as JSON.
+"""Aider's repo map for the map benchmark: run with aider's own Python;
+prints one map per prompt as JSON.
 
-Usage: /tmp/aider-venv/bin/python bench/map_aider.py ROOT BUDGET OUT.json < prompts.json (aider prints to stdout)
-The prompts' mentioned files and identifiers are found the way aider's coder does (whole path, or a base name
-with `.`, `_` or `-` in it; every word as an identifier). map_mul_no_files=1: the same budget with no file in chat
-(aider's default multiplies it by 8 then).
+Usage: /tmp/aider-venv/bin/python bench/map_aider.py ROOT BUDGET OUT.json < prompts.json
+(aider prints to stdout)
+The prompts' mentioned files and identifiers are found the way aider's coder does (whole path, or a
+base name with `.`, `_` or `-` in it; every word as an identifier). map_mul_no_files=1: the same
+budget with no file in chat (aider's default multiplies it by 8 then).
 """
 
 import json

@@ -1,18 +1,24 @@
-"""Project map benchmark (issue 14): is the answer file of "where is X handled?" in the system prompt?
+"""Project map benchmark (issue 14): is the answer file of "where is X handled?" in the system
+prompt?
 
-    python bench/mapbench.py --repo psf/requests=/tmp/repos/requests --repo expressjs/express=/tmp/repos/express ...
-        [--before /tmp/amas-before] [--aider /tmp/aider-venv/bin/python] [--costs] [--recall] [--out FILE]
+    python bench/mapbench.py --repo psf/requests=/tmp/repos/requests \
+        --repo expressjs/express=/tmp/repos/express ... [--before /tmp/amas-before] \
+        [--aider /tmp/aider-venv/bin/python] [--costs] [--recall] [--out FILE]
 
-Each checkout is copied to a temp dir per amas version, so no .amas/ mixes with another. Scores, per repository,
-how many answers (of bench/map_questions.json) appear as a path in the prompt (spelled out, or as a name on its
-folder's line in `More files:`, a tree of folders), with a neutral prompt and with the question itself:
-- after (a): `repomap.prompt_map(root, prompt, set(), BUDGET)` of this tree, directly (BUDGET: the room a one-shot
-  leaves the map, measured through mode b and shown in its rows);
-- before (b) / after (b) with --oneshot: `amas init`, then a real one-shot `python -m amas_code PROMPT` against a
-  local capture server, reading the system prompt of the first request (--before is a worktree of the old commit);
+Each checkout is copied to a temp dir per amas version, so no .amas/ mixes with another. Scores, per
+repository, how many answers (of bench/map_questions.json) appear as a path in the prompt (spelled
+out, or as a name on its folder's line in `More files:`, a tree of folders), with a neutral prompt
+and with the question itself:
+- after (a): `repomap.prompt_map(root, prompt, set(), BUDGET)` of this tree, directly (BUDGET: the
+  room a one-shot leaves the map, measured through mode b and shown in its rows);
+- before (b) / after (b) with --oneshot: `amas init`, then a real one-shot
+  `python -m amas_code PROMPT` against a local capture server, reading the system prompt of the
+  first request (--before is a worktree of the old commit);
 - aider: its RepoMap at the same budget (bench/map_aider.py, run with aider's own Python).
---costs: init CPU time and peak memory, first run and incremental (one file touched), before and after.
---recall: per language, the share of Universal Ctags' definitions that the map lists on the same line.
+--costs: init CPU time and peak memory, first run and incremental (one file touched),
+before and after.
+--recall: per language, the share of Universal Ctags' definitions
+that the map lists on the same line.
 """
 
 import argparse
@@ -29,8 +35,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of 
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 QUESTIONS = ROOT / "bench" / "map_questions.json"
 NEUTRAL = "hello"
-BUDGET = 1500  # tokens: what the 2,000-token system prompt leaves the map in a one-shot (mode b measures ~1,515)
-PROMPT_BUDGET = 2000  # agent.PROMPT_BUDGET; the map's room is this less the rest of the prompt, estimated as chars / 3
+# tokens: what the 2,000-token system prompt leaves the map in a one-shot (mode b measures ~1,515)
+BUDGET = 1500
+# agent.PROMPT_BUDGET; the map's room is this less the rest of the prompt, estimated as chars / 3
+PROMPT_BUDGET = 2000
 MAP_HEADER = "\n### Project map\n"  # how the agent appends the map to its system prompt
 TOKENIZERS = (
     "litellm/litellm_core_utils/tokenizers"  # tiktoken's files, bundled with litellm (no download)
@@ -83,9 +91,11 @@ def amas_env(src: Path, home: Path, url: str = "") -> dict:
 
 
 def init_code(src: Path) -> str:
-    """Python that runs `amas init` of the tree at src in the current directory (old name run, new name init)."""
+    """Python that runs `amas init` of the tree at src in the current directory
+    (old name run, new name init)."""
     return (
-        "from pathlib import Path\nfrom amas_code import repomap\nfrom amas_code.config import DEFAULT_CONFIG as C\n"
+        "from pathlib import Path\nfrom amas_code import repomap\n"
+        "from amas_code.config import DEFAULT_CONFIG as C\n"
         "f = getattr(repomap, 'init', None)\n"
         "f(Path('.'), C['ignore']) if f else repomap.run(Path('.'), C)"
     )
@@ -162,12 +172,14 @@ def tokens(text: str) -> int:
 
 
 def listed(answer: str, text: str) -> bool:
-    """The answer's path is in the text: spelled out, or named in `More files:`, a tree of folders."""
+    """The answer's path is in the text:
+    spelled out, or named in `More files:`, a tree of folders."""
     return answer in text or answer in more_files(text)
 
 
 def more_files(text: str) -> list[str]:
-    """The paths `More files:` names: `folder/: a.py, b.py` lines, each folder indented under its parent."""
+    """The paths `More files:` names: `folder/: a.py, b.py` lines,
+    each folder indented under its parent."""
     lines, stack, out = text.splitlines(), [], []
     for line in lines[lines.index("More files:") + 1 :] if "More files:" in lines else []:
         head, _, names = line.strip().partition(": ")
@@ -179,8 +191,8 @@ def more_files(text: str) -> list[str]:
 
 
 def room(text: str, exact: bool) -> str:
-    """The map's budget in a captured system prompt: 2,000 less everything before the map, as the agent counted it
-    (after: estimated as chars / 3; before: counted exactly)."""
+    """The map's budget in a captured system prompt: 2,000 less everything before the map, as the
+    agent counted it (after: estimated as chars / 3; before: counted exactly)."""
     if MAP_HEADER not in text:
         return "no map"
     head = text[: text.index(MAP_HEADER)]
@@ -196,7 +208,8 @@ def score(texts: list[str], answers: list[str]) -> str:
 
 def score_repos(args, questions: dict) -> list[str]:
     rows = [
-        "| repository | version | neutral prompt | the question | map budget | map tokens (neutral, max) |",
+        "| repository | version | neutral prompt | the question | map budget "
+        "| map tokens (neutral, max) |",
         "|---|---|---|---|---|---|",
     ]
     for repo, checkout in ((repo, checkout) for repo, checkout in args.repo if questions[repo]):
@@ -321,7 +334,8 @@ print(json.dumps(out))
 
 
 def recall(args) -> list[str]:
-    """Per language: the share of ctags' definitions with a symbol on the same line, before and after."""
+    """Per language: the share of ctags' definitions with a symbol on the same line,
+    before and after."""
     rows = ["| language (repository) | ctags definitions | before | after |", "|---|---|---|---|"]
     for repo, checkout in args.repo:
         for language, ext in EXTENSIONS.items():

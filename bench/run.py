@@ -1,21 +1,25 @@
-"""Amas Code benchmark (SPEC §8): `python bench/run.py [--runs N] [--only STEP ...] [--repo PATH] [--calm S]`.
+"""Benchmark (SPEC §8): `python bench/run.py [--runs N] [--only STEP ...] [--repo PATH] [--calm S]`.
 
-Prints markdown tables and, after a full run, writes them to bench/latest.md. Every figure is the median of N runs
-(min and max beside it) in a generated 1,000-file git project in a temp dir, with a temp HOME. Besides the SPEC §8
-rows it measures what the footprint issue asks: where a one-shot's memory goes (by stage, and with litellm's token
-counter off), the browser's tree with the headless shell and with full Chromium and with each flag changed, and
-search_files as the Python scan and through `git grep` (same output), here and in --repo (a large git work tree,
-read only). Shell-command checkpoints come from bench/checkpoints.py (imported, not copied). On a shared machine,
---calm S waits up to S seconds before each step for idle CPUs (timings only; memory does not depend on load).
+Prints markdown tables and, after a full run, writes them to bench/latest.md. Every figure is the
+median of N runs (min and max beside it) in a generated 1,000-file git project in a temp dir, with a
+temp HOME. Besides the SPEC §8 rows it measures what the footprint issue asks: where a one-shot's
+memory goes (by stage, and with litellm's token counter off), the browser's tree with the headless
+shell and with full Chromium and with each flag changed, and search_files as the Python scan and
+through `git grep` (same output), here and in --repo (a large git work tree, read only).
+Shell-command checkpoints come from bench/checkpoints.py (imported, not copied). On a shared
+machine, --calm S waits up to S seconds before each step for idle CPUs (timings only; memory does
+not depend on load).
 A full run takes ~6 minutes (--no-flags: ~3); `--only tools search --runs 3` takes seconds.
-The scale step (issue 40) generates projects of --scale sizes (default 1,000 and 15,000 files; 60,000 takes
-minutes and is run once) and maps --scale-repo's HEAD too: init wall and CPU time, incremental init, one-shot
-peak RSS and the REPL's RSS after one answer, for each; `--only scale --scale 1000 15000 60000 --scale-repo DIR`
-took ~17 minutes on a loaded 2-core machine.
-The local step (issue 53) runs a one-shot with one tool call against the scripted server, amas on its direct path
-(`openai/test-model`: the openai SDK) and through litellm (`custom_openai/test-model`), and, with --peers DIR, simonw's
-llm, mini-swe-agent and Aider from their own venvs in DIR (llm/, mini/, aider/: `python -m venv DIR/llm &&
-DIR/llm/bin/pip install llm`, and so on), interleaved round by round; then a local server that is not listening.
+The scale step (issue 40) generates projects of --scale sizes (default 1,000 and 15,000 files;
+60,000 takes minutes and is run once) and maps --scale-repo's HEAD too: init wall and CPU time,
+incremental init, one-shot peak RSS and the REPL's RSS after one answer, for each;
+`--only scale --scale 1000 15000 60000 --scale-repo DIR` took ~17 minutes on a loaded
+2-core machine.
+The local step (issue 53) runs a one-shot with one tool call against the scripted server, amas on
+its direct path (`openai/test-model`: the openai SDK) and through litellm
+(`custom_openai/test-model`), and, with --peers DIR, simonw's llm, mini-swe-agent and Aider from
+their own venvs in DIR (llm/, mini/, aider/: `python -m venv DIR/llm && DIR/llm/bin/pip install
+llm`, and so on), interleaved round by round; then a local server that is not listening.
 """
 
 import argparse
@@ -89,8 +93,8 @@ CALM = {"waited": 0.0, "gave up": 0}
 
 
 def calm(limit: float, below: float = 0.2) -> None:
-    """Wait (at most limit s) until other work leaves the CPUs at least 80 % idle: timings on a busy machine mean
-    little. Memory figures need no wait."""
+    """Wait (at most limit s) until other work leaves the CPUs at least 80 % idle: timings on a busy
+    machine mean little. Memory figures need no wait."""
     start = time.monotonic()
     while limit and busy() > below:
         if time.monotonic() - start > limit:
@@ -113,8 +117,8 @@ def med(values) -> float:
 
 
 def run(cmd, cwd, env=None, code=0):
-    """Run to the end, expecting exit code `code`; (start perf_counter, wall s, peak RSS MB of exactly this
-    child from wait4, output)."""
+    """Run to the end, expecting exit code `code`; (start perf_counter, wall s, peak RSS MB of
+    exactly this child from wait4, output)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -153,7 +157,8 @@ def tree_rss(proc: psutil.Process) -> float:
 
 
 def timed_ms(action, n: int) -> list[float]:
-    """n timings of action in ms, after one call not counted (lazy imports, git discovery, caches)."""
+    """n timings of action in ms, after one call not counted
+    (lazy imports, git discovery, caches)."""
     times = []
     for _ in range(n + 1):
         t0 = time.perf_counter()
@@ -199,7 +204,8 @@ export const load{i}x{m} = async (id, retries = {m}) => {{
 
 
 def source(rng, i, py: bool) -> str:
-    """A realistic module: 1-4 classes of 2-6 methods, 2-8 functions; one in ten has a big table (~1-20 KB)."""
+    """A realistic module: 1-4 classes of 2-6 methods, 2-8 functions;
+    one in ten has a big table (~1-20 KB)."""
     klass, method, func = (PY_CLASS, PY_METHOD, PY_FUNC) if py else (JS_CLASS, JS_METHOD, JS_FUNC)
     out = [
         f'"""Module {i}."""\nimport json\nimport os\n'
@@ -252,7 +258,7 @@ def home_config(text: str) -> None:
     (Path.home() / ".amas" / "config.yaml").write_text(text)
 
 
-# -- startup, REPL ------------------------------------------------------------------------------------------------
+# -- startup, REPL ---------------------------------------------------------------------------------
 def bench_startup(proj, n):
     for flag in ("--version", "--help"):
         walls, rss = zip(*(run([*AMAS, flag], proj)[1:3] for _ in range(n)), strict=True)
@@ -262,7 +268,8 @@ def bench_startup(proj, n):
 
 
 def bench_fail_fast(proj, n):
-    """A one-shot whose model cannot work (here: no key) ends with its error before litellm loads."""
+    """A one-shot whose model cannot work (here: no key) ends with its error
+    before litellm loads."""
     keyless = {k: v for k, v in os.environ.items() if not k.startswith("AMAS_")}
     cmd = [*AMAS, "-m", "openai/gpt-4.1", "hello"]
     runs = [run(cmd, proj, keyless, code=1) for _ in range(n)]
@@ -324,14 +331,15 @@ def repl_idle(proj, env, preloads: bool) -> tuple:
     return figures
 
 
-# -- the one-shot -------------------------------------------------------------------------------------------------
-# amas run in-process under a probe: RSS and the packages new since the last mark, at each stage (each tool
-# call marked where Act runs it).
+# -- the one-shot ----------------------------------------------------------------------------------
+# amas run in-process under a probe: RSS and the packages new since the last mark, at each stage
+# (each tool call marked where Act runs it).
 PROBE = r"""
 import atexit, collections, json, os, sys
 MARKS, SEEN, DONE = [], set(), set()
 def rss():
-    return {k: int(v.split()[0]) / 1024 for k, _, v in (ln.partition(":") for ln in open("/proc/self/status"))
+    return {k: int(v.split()[0]) / 1024
+            for k, _, v in (ln.partition(":") for ln in open("/proc/self/status"))
             if k in ("VmRSS", "VmHWM")}
 def mark(label):
     if label in DONE:
@@ -366,10 +374,12 @@ def report():
     mark("exit")
     loaded = {"tiktoken (module)": "tiktoken",
               "tiktoken cl100k encoding": "litellm.litellm_core_utils.default_encoding",
-              "prompt_toolkit": "prompt_toolkit", "openai.resources (all of it)": "openai.resources.admin",
-              "openai.types (all of it)": "openai.types.chat", "litellm": "litellm", "aiohttp": "aiohttp",
-              "jinja2": "jinja2", "pygments": "pygments", "rich.live": "rich.live",
-              "rich.markdown": "rich.markdown", "tree_sitter": "tree_sitter"}
+              "prompt_toolkit": "prompt_toolkit",
+              "openai.resources (all of it)": "openai.resources.admin",
+              "openai.types (all of it)": "openai.types.chat", "litellm": "litellm",
+              "aiohttp": "aiohttp", "jinja2": "jinja2", "pygments": "pygments",
+              "rich.live": "rich.live", "rich.markdown": "rich.markdown",
+              "tree_sitter": "tree_sitter"}
     with open(os.environ["PROBE_OUT"], "w") as f:
         json.dump({"marks": MARKS, "peak": rss()["VmHWM"], "modules": len(sys.modules),
                    "loaded": {k: v in sys.modules for k, v in loaded.items()}}, f)
@@ -381,8 +391,8 @@ main()
 
 
 def oneshot(proj, llm, calls, cmd, env=None):
-    """One `amas -y "..."` through the scripted model (read, search, edit: the first `calls` of them); (start, wall,
-    peak RSS, output); checks the tools ran, then puts the edited file back."""
+    """One `amas -y "..."` through the scripted model (read, search, edit: the first `calls` of
+    them); (start, wall, peak RSS, output); checks the tools ran, then puts the edited file back."""
     llm.arrivals.clear()
     edit = {
         "tool": "edit_file",
@@ -438,9 +448,10 @@ def bench_oneshot(proj, n, llm, calls=3):
     SECTIONS.append(("One-shot memory by stage (RSS of the amas process, a probed run)", lines))
 
 
-# -- a one-shot to a local server, beside the peers (issue 53) -------------------------------------------------
+# -- a one-shot to a local server, beside the peers (issue 53) -------------------------------------
 TASK = "read README.md and tell me its first word"
-# where each peer's venv keeps its command (python -m venv PEERS/NAME && PEERS/NAME/bin/pip install PACKAGE)
+# where each peer's venv keeps its command
+# (python -m venv PEERS/NAME && PEERS/NAME/bin/pip install PACKAGE)
 PEERS = {
     "llm": ("llm", "llm"),
     "mini": ("mini", "mini-swe-agent"),
@@ -457,11 +468,13 @@ def amas_run(model: str):
 
 
 def llm_run(bin_dir: Path, llm):
-    """simonw's llm, the scripted server as an extra OpenAI model with tools, read_file a function."""
+    """simonw's llm, the scripted server as an extra OpenAI model with tools,
+    read_file a function."""
     user = Path.home() / "llm-user"
     user.mkdir(exist_ok=True)
     (user / "extra-openai-models.yaml").write_text(
-        f"- model_id: bench-local\n  model_name: test-model\n  api_base: {llm.url}\n  supports_tools: true\n"
+        f"- model_id: bench-local\n  model_name: test-model\n  api_base: {llm.url}\n"
+        "  supports_tools: true\n"
     )
 
     def script(server):
@@ -498,7 +511,8 @@ def mini_run(bin_dir: Path, llm):
 
 
 def aider_run(bin_dir: Path, llm):
-    """Aider makes no tool calls: its unit is an edit, here the whole file, applied, and its answer."""
+    """Aider makes no tool calls: its unit is an edit, here the whole file,
+    applied, and its answer."""
 
     def script(server):
         server.reply(text="README.md\n```\n# Demo\n```\nDone.")
@@ -519,8 +533,8 @@ def aider_run(bin_dir: Path, llm):
 
 
 def contenders(peers: Path | None, llm) -> dict:
-    """Each agent's one-shot (argv, environment, what the server answers, requests it makes): amas on
-    its direct path and through litellm, and the peers installed in `peers`."""
+    """Each agent's one-shot (argv, environment, what the server answers, requests it makes): amas
+    on its direct path and through litellm, and the peers installed in `peers`."""
     found = {
         "amas (direct: openai SDK)": amas_run("openai/test-model"),
         "amas through litellm": amas_run(LITELLM),
@@ -606,7 +620,8 @@ def local_rows(figures) -> None:
         lines.append(f"| {name} | {' | '.join(cells)} | {fmt(med(got['wall']), 's')} |")
     lines += [
         "",
-        "CPU of the process and the children it waited for (wait4); peak RSS of its largest process.",
+        "CPU of the process and the children it waited for (wait4); "
+        "peak RSS of its largest process.",
     ]
     SECTIONS.append(
         ("One-shot to a local server, one tool call and its answer, beside the peers", lines)
@@ -633,9 +648,10 @@ def bench_unreachable(proj, n):
     row("local server not listening: error shown, wall", [r[1] for r in runs], "s")
 
 
-# -- file tools ---------------------------------------------------------------------------------------------------
+# -- file tools ------------------------------------------------------------------------------------
 def toolbox(root, checkpoint=True):
-    """Tools wired as the agent wires them (tests/conftest.py), edits accepted, the diffs they print silenced."""
+    """Tools wired as the agent wires them (tests/conftest.py), edits accepted,
+    the diffs they print silenced."""
     from conftest import toolbox as make
 
     from amas_code import ui
@@ -727,13 +743,15 @@ def bench_syntax(n):
     )
 
 
-# search_files as it could be: `git grep -l` names the files that match (honouring .gitignore, in parallel, in C),
-# read as they come and stopped at the cap; the ignore list, the 2 MB and UTF-8 rules, the line format and the cap
-# stay today's, applied to those files only. One difference: git grep lists untracked files in path order among the
-# tracked ones, where `git ls-files -co` (today's scan) lists them first; with no untracked file the output is equal.
+# search_files as it could be: `git grep -l` names the files that match (honouring .gitignore, in
+# parallel, in C), read as they come and stopped at the cap; the ignore list, the 2 MB and UTF-8
+# rules, the line format and the cap stay today's, applied to those files only. One difference: git
+# grep lists untracked files in path order among the tracked ones, where `git ls-files -co` (today's
+# scan) lists them first; with no untracked file the output is equal.
 def search_git(box, pattern: str, path: str = ".") -> str | None:
-    """search_files' output through git grep; None where it must fall back to the Python scan (no git, a pattern
-    git's PCRE rejects, `$`, which PCRE does not match before a CR as splitlines() does)."""
+    """search_files' output through git grep; None where it must fall back to the Python scan (no
+    git, a pattern git's PCRE rejects, `$`, which PCRE does not match before a CR as splitlines()
+    does)."""
     from amas_code import project, tools
 
     regex, base = re.compile(pattern), box.tools.path(path)
@@ -836,7 +854,8 @@ def bench_search(proj, n, repo):
 
 
 def bench_checkpoints(n):
-    """bench/checkpoints.py's rows (edits in 1,000 small files; shell commands among 10,000 untracked), imported."""
+    """bench/checkpoints.py's rows (edits in 1,000 small files; shell commands among 10,000
+    untracked), imported."""
     import checkpoints
 
     def show(metric, values, unit="ms", bar="report"):
@@ -877,14 +896,14 @@ def bench_init(proj, n):
     row("`amas init`, incremental (1 file touched)", again, "s", "≤ 1.5 s", 1.5)
 
 
-# -- scale: how init, the one-shot and the REPL grow with the project (issue 40) -----------------------------------
+# -- scale: how init, the one-shot and the REPL grow with the project (issue 40) -------------------
 SCALE = (1_000, 15_000, 60_000)
 SCALE_ROWS = []  # (project, files, {column: values})
 
 
 def scale_init(proj: Path, runs: int) -> dict[str, list]:
-    """`amas init` from no index, then again after one file was touched (which alone is parsed again): wall and
-    CPU time (with the parse workers': the figure a busy machine moves least)."""
+    """`amas init` from no index, then again after one file was touched (which alone is parsed
+    again): wall and CPU time (with the parse workers': the figure a busy machine moves least)."""
     figures = defaultdict(list)
     for k in range(runs):
         for f in ("map_index.db", "map_cache.json", "project_map.md"):
@@ -905,8 +924,9 @@ def scale_init(proj: Path, runs: int) -> dict[str, list]:
 
 
 def scale_checkpoint(proj: Path, runs: int) -> dict[str, list]:
-    """A shell command's checkpoint in the project (bench/checkpoints.py's recording around a one-file
-    change, a fresh home each run): the first, which takes the baseline, and a later one; seconds."""
+    """A shell command's checkpoint in the project (bench/checkpoints.py's recording around a
+    one-file change, a fresh home each run): the first, which takes the baseline, and a later one;
+    seconds."""
     import checkpoints
 
     from amas_code.checkpoint import Checkpoint
@@ -937,7 +957,8 @@ def spawn_repl(proj: Path, env: dict, timeout: float):
 
 
 def repl_after_answer(proj: Path, llm) -> float:
-    """RSS of the REPL's process tree once it has answered one message (litellm loaded, the map built)."""
+    """RSS of the REPL's process tree once it has answered one message
+    (litellm loaded, the map built)."""
     env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
     llm.reply(text="Answered.")
     child = spawn_repl(proj, env, 120)
@@ -969,7 +990,8 @@ def scale_project(proj: Path, label: str, runs: int, llm) -> None:
 
 
 def bench_scale(n: int, llm, sizes: tuple, repo: Path | None) -> None:
-    """Generated projects of each size (60,000 files: one run, minutes), and a real repository's work tree."""
+    """Generated projects of each size (60,000 files: one run, minutes),
+    and a real repository's work tree."""
     tmp = Path(tempfile.mkdtemp(prefix="amas-scale-"))
     try:
         for size in sizes:
@@ -992,7 +1014,8 @@ def bench_scale(n: int, llm, sizes: tuple, repo: Path | None) -> None:
 
 
 def checkout(repo: Path, tree: Path) -> Path:
-    """A work tree of a repository, or of a bare git directory (the `fetch` tool's mirrors have none)."""
+    """A work tree of a repository, or of a bare git directory
+    (the `fetch` tool's mirrors have none)."""
     tree.mkdir()
     git_dir = repo / ".git" if (repo / ".git").exists() else repo
     archive = subprocess.run(
@@ -1010,8 +1033,9 @@ def checkout(repo: Path, tree: Path) -> Path:
 def scale_table() -> list[str]:
     base = next((figures for label, _, figures in SCALE_ROWS if "1,000 files" in label), None)
     lines = [
-        "| project | files | `amas init`: wall / CPU | CPU × 1,000 files' | incremental init: wall / CPU "
-        "| one-shot peak RSS | REPL RSS after one answer | a command's checkpoint |",
+        "| project | files | `amas init`: wall / CPU | CPU × 1,000 files' "
+        "| incremental init: wall / CPU | one-shot peak RSS | REPL RSS after one answer "
+        "| a command's checkpoint |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, files, figures in SCALE_ROWS:
@@ -1030,15 +1054,15 @@ def scale_table() -> list[str]:
     return lines + ["", "Runs per figure: " + ", ".join(f"{k} {v}" for k, v in runs.items()) + "."]
 
 
-# -- the browser --------------------------------------------------------------------------------------------------
+# -- the browser -----------------------------------------------------------------------------------
 class Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
 
 def kind(proc: psutil.Process) -> str:
-    """What a process of the tree is: Playwright's node driver, Debian's launcher script, Chromium's browser
-    process, or the --type (and utility sub-type) of one of its children."""
+    """What a process of the tree is: Playwright's node driver, Debian's launcher script, Chromium's
+    browser process, or the --type (and utility sub-type) of one of its children."""
     try:
         cmd = proc.cmdline()
     except psutil.Error:
@@ -1055,8 +1079,8 @@ def kind(proc: psutil.Process) -> str:
 
 
 def others() -> list[psutil.Process]:
-    """Chromium or Playwright processes on the machine outside this bench's tree: they share pages with ours,
-    which lowers our PSS (each shared page is split among all its users)."""
+    """Chromium or Playwright processes on the machine outside this bench's tree: they share pages
+    with ours, which lowers our PSS (each shared page is split among all its users)."""
     mine = {p.pid for p in psutil.Process().children(recursive=True)}
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
@@ -1082,8 +1106,9 @@ CONTENDED = []  # browser measurements made while another Chromium ran on the ma
 
 
 def browser_tree(config, args, url, n, env=None):
-    """PSS of the tree (n launches), time to launch and navigate, processes left, mean PSS by process kind, and the
-    browser's command line; ARGS and the environment (NODE_OPTIONS reaches Playwright's driver) patched meanwhile."""
+    """PSS of the tree (n launches), time to launch and navigate, processes left, mean PSS by
+    process kind, and the browser's command line; ARGS and the environment (NODE_OPTIONS reaches
+    Playwright's driver) patched meanwhile."""
     from amas_code import browser as web
 
     saved, web.ARGS, before = web.ARGS, args, dict(os.environ)
@@ -1153,11 +1178,12 @@ CANDIDATES = (  # not in ARGS: each is added in turn
     "--disable-site-isolation-trials",
     "--process-per-site",
     "--js-flags=--max-old-space-size=64",
-    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,AutofillServerCommunication,"
-    "CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,SpareRendererForSitePerProcess,"
-    "BackForwardCache,PaintHolding",
+    "--disable-features=Translate,OptimizationHints,MediaRouter,DialMediaRouteProvider,"
+    "AutofillServerCommunication,CertificateTransparencyComponentUpdater,"
+    "InterestFeedContentSuggestions,SpareRendererForSitePerProcess,BackForwardCache,PaintHolding",
 )
-NODE = {  # NODE_OPTIONS for Playwright's driver (node refuses --optimize-for-size and --lite-mode there)
+# NODE_OPTIONS for Playwright's driver (node refuses --optimize-for-size and --lite-mode there)
+NODE = {
     "--max-semi-space-size=1": "smaller young generation",
     "--jitless": "no JIT code",
     "--max-semi-space-size=1 --jitless": "both",
@@ -1240,15 +1266,20 @@ def bench_browser(www, n, flags=False):
         for name, cfg, args, env in tries:
             got, took, _, kinds, _ = browser_tree(cfg, args, url, max(2, min(n, 3)), env)
             lines.append(
-                f"| {name} | {med(got):.1f} MB ({min(got):.1f}–{max(got):.1f}) | {med(got) - base:+.1f} MB "
-                f"| {sum(c for c, _ in kinds.values()):g} | {med(took):.2f} s |"
+                f"| {name} | {med(got):.1f} MB ({min(got):.1f}–{max(got):.1f}) "
+                f"| {med(got) - base:+.1f} MB | {sum(c for c, _ in kinds.values()):g} "
+                f"| {med(took):.2f} s |"
             )
             print(f"  browser {name}: {med(got):.1f} MB", flush=True)
         if CONTENDED:
             lines.append(
-                f"\n{len(CONTENDED)} measurements overlapped another Chromium on the machine: PSS understated."
+                f"\n{len(CONTENDED)} measurements overlapped another Chromium on the machine: "
+                "PSS understated."
             )
-        title = "Browser: what each choice costs (PSS of the tree, same page; one change at a time, then the proposal)"
+        title = (
+            "Browser: what each choice costs "
+            "(PSS of the tree, same page; one change at a time, then the proposal)"
+        )
         SECTIONS.append((title, lines))
     finally:
         server.shutdown()
@@ -1262,7 +1293,9 @@ def bench_litellm(n):
     imports = {
         "litellm": "import litellm",
         "openai (the whole SDK)": "import openai",
-        "openai's client as the direct path enters it": "from amas_code import direct; direct.load()",
+        "openai's client as the direct path enters it": (
+            "from amas_code import direct; direct.load()"
+        ),
     }
     for what, code in imports.items():
         runs = [run([sys.executable, "-c", timed.format(code)], ROOT) for _ in range(n)]
@@ -1305,7 +1338,7 @@ def bench_stream(n, llm):
         row(f"a streamed reply of 2,000 chunks{what}: wall time", wall, "s")
 
 
-# -- the report ---------------------------------------------------------------------------------------------------
+# -- the report ------------------------------------------------------------------------------------
 def machine() -> str:
     info = Path("/proc/cpuinfo").read_text()
     cpu = next(
@@ -1342,13 +1375,15 @@ def table(n, load) -> str:
         f"Load average (1 min) at start / end: {load:.2f} / {os.getloadavg()[0]:.2f} "
         "(other work on the machine skews the timings; memory figures hold)"
         + (
-            f"; waited {CALM['waited']:.0f} s in all for an idle CPU before steps, gave up {CALM['gave up']} times."
+            f"; waited {CALM['waited']:.0f} s in all for an idle CPU before steps, "
+            f"gave up {CALM['gave up']} times."
             if CALM["waited"]
             else "."
         ),
         "",
         f"Median of {n} runs; amas run as {how} with its bytecode cached (as after an install); "
-        "peak RSS from wait4 (that process only), REPL RSS summed over its process tree via psutil, "
+        "peak RSS from wait4 (that process only), "
+        "REPL RSS summed over its process tree via psutil, "
         "browser PSS over Playwright's driver and Chromium's processes; "
         "file tools in-process via `Agent.execute` (first call not counted).",
         "",
@@ -1361,8 +1396,8 @@ def table(n, load) -> str:
             continue
         mark = "" if limit is None else (" ✓" if med(values) <= limit else " ✗ missed")
         lines.append(
-            f"| {metric} | {fmt(med(values), unit)} | {fmt(min(values), unit)} | {fmt(max(values), unit)} "
-            f"| {bar}{mark} |"
+            f"| {metric} | {fmt(med(values), unit)} | {fmt(min(values), unit)} "
+            f"| {fmt(max(values), unit)} | {bar}{mark} |"
         )
     for title, body in SECTIONS:
         lines += ["", f"### {title}", "", *body]

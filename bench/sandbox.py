@@ -1,10 +1,11 @@
 """What the box costs per shell command (SPEC §8): `python bench/sandbox.py [--runs N]`.
 
-Runs each command N times through sandbox.run in a temp git project, boxed and unboxed (and `true` boxed with
-`sandbox_network`, whose stack starts per command), alternating so that load on a shared machine falls on all
-alike, and prints the median (min–max) wall time of each as markdown. Then what computing the box's mounts
-costs (boxview.files) without a grant, with a folder granted and with the repository granted (a project with
-a submodule: two gitdirs), and `git commit` boxed with the repository granted.
+Runs each command N times through sandbox.run in a temp git project, boxed and unboxed (and `true`
+boxed with `sandbox_network`, whose stack starts per command), alternating so that load on a shared
+machine falls on all alike, and prints the median (min–max) wall time of each as markdown. Then what
+computing the box's mounts costs (boxview.files) without a grant, with a folder granted and with the
+repository granted (a project with a submodule: two gitdirs), and `git commit` boxed with the
+repository granted.
 """
 
 import argparse
@@ -31,7 +32,8 @@ def timed(command: str, root: Path, box) -> float:
 
 
 def computed(root: Path, grant: str) -> float:
-    """Seconds computing the box's mounts takes (boxview.files), the repository's places asked anew."""
+    """Seconds computing the box's mounts takes (boxview.files),
+    the repository's places asked anew."""
     boxview._asked_places.cache_clear()
     boxview._gitlinks.cache_clear()
     start = time.perf_counter()

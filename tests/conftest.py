@@ -24,14 +24,16 @@ API_KEY = "sk-test-secret-key-12345"
 
 @pytest.fixture(autouse=True)
 def no_tty(monkeypatch):
-    """Questions never reach the terminal the tests run in: without a pty, amas has no one to ask."""
+    """Questions never reach the terminal the tests run in:
+    without a pty, amas has no one to ask."""
     from amas_code import ui
 
     monkeypatch.setattr(ui, "TTY", "/nonexistent/tty", raising=False)
 
 
 def count_tokens(text: str) -> int:
-    """Real tokens (amas turns litellm's counter off for its replies' bookkeeping; here it is on)."""
+    """Real tokens
+    (amas turns litellm's counter off for its replies' bookkeeping; here it is on)."""
     import litellm
 
     litellm.disable_token_counter = False
@@ -69,7 +71,8 @@ def toolbox(root, checkpoint: bool = False, **overrides):
 
 
 def history_file(root, name: str = "history.jsonl") -> Path:
-    """Where amas keeps a project's history or input history: in the user's home (its folder made)."""
+    """Where amas keeps a project's history or input history:
+    in the user's home (its folder made)."""
 
     path = amas_home.state_file(root, name)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +129,8 @@ def project(bare):
 
 @pytest.fixture
 def amas(llm, monkeypatch):
-    """Run amas in-process (click's CliRunner) against the scripted model; stdin is not a terminal."""
+    """Run amas in-process (click's CliRunner) against the scripted model;
+    stdin is not a terminal."""
     monkeypatch.setenv("AMAS_MODEL", "openai/test-model")
     monkeypatch.setenv("AMAS_API_BASE", llm.url)
     monkeypatch.setenv("AMAS_API_KEY", API_KEY)
@@ -138,7 +142,8 @@ def amas(llm, monkeypatch):
         saved = dict(os.environ)  # amas takes its keys out of its environment: give them back
         try:
             return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=True)
-        finally:  # and keep what imports set: litellm's TIKTOKEN_CACHE_DIR (else tiktoken downloads)
+        # and keep what imports set: litellm's TIKTOKEN_CACHE_DIR (else tiktoken downloads)
+        finally:
             os.environ.update(saved)
 
     return run
@@ -209,7 +214,8 @@ def repl(project, llm):
     children = []
 
     def start(*args, wait=True, trusted=True):
-        """trusted: the folder was trusted before (else amas asks first, as in a folder new to it)."""
+        """trusted: the folder was trusted before
+        (else amas asks first, as in a folder new to it)."""
         if trusted:
             amas_home.set_trust(project, True)
         env = amas_env(

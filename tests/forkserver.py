@@ -1,20 +1,21 @@
 """A fork server for the runs of amas the tests start: it imports the model library once, then forks
 each run.
 
-Half of the suite's CPU time went into importing litellm afresh (2.4 s) in every `python -m amas_code`
-a test started. The tests' model is a server of their own (`openai/test-model` at 127.0.0.1: the
-direct path), so what is imported once is what that path imports: the openai SDK's client, entered as
-amas enters it (direct.load: the package without its every type), and what its first request imports
-(WARM). A run on the litellm path imports litellm itself, as a user's does, and a forked run on the
-direct path has what a user's process has (no litellm). A forked run is its own process as a user's
-would be: its own session, the test's environment, folder and `python -m amas_code`'s argv; amas_code
-itself is not left imported here. No import starts a thread (checked), so forking after them is safe.
+Half of the suite's CPU time went into importing litellm afresh (2.4 s) in every
+`python -m amas_code` a test started. The tests' model is a server of their own (`openai/test-model`
+at 127.0.0.1: the direct path), so what is imported once is what that path imports: the openai SDK's
+client, entered as amas enters it (direct.load: the package without its every type), and what its
+first request imports (WARM). A run on the litellm path imports litellm itself, as a user's does,
+and a forked run on the direct path has what a user's process has (no litellm). A forked run is its
+own process as a user's would be: its own session, the test's environment, folder and
+`python -m amas_code`'s argv; amas_code itself is not left imported here. No import starts a thread
+(checked), so forking after them is safe.
 
 - One-shot runs (`Forkserver.run`): no controlling terminal, stdin a pipe, stdout and stderr files.
 - Runs on a pseudo-terminal (`Forkserver.argv`, for pexpect): a small client started on the terminal
   passes it to the run, which makes it its controlling terminal (Ctrl+C, window sizes and /dev/tty
-  are the run's) and ends as the run ends. Taking a terminal from another session needs CAP_SYS_ADMIN;
-  without it the run is started afresh.
+  are the run's) and ends as the run ends. Taking a terminal from another session needs
+  CAP_SYS_ADMIN; without it the run is started afresh.
 A test about an import itself starts amas afresh (conftest.FRESH).
 
 Run as `python forkserver.py SOCKET` (the server) or `... --client SOCKET ARGS`.
@@ -104,7 +105,8 @@ def fork() -> int:
 
 
 def child(request: dict, fds: list[int], conn: socket.socket) -> None:
-    """Become `python -m amas_code ARGS` in the test's folder, environment and files; never return."""
+    """Become `python -m amas_code ARGS` in the test's folder,
+    environment and files; never return."""
     code = 1
     try:
         conn.close()

@@ -1,4 +1,5 @@
-"""A scripted OpenAI-compatible chat server on 127.0.0.1: SSE streaming, tool-call deltas, errors."""
+"""A scripted OpenAI-compatible chat server on 127.0.0.1:
+SSE streaming, tool-call deltas, errors."""
 
 import json
 import threading
@@ -38,10 +39,10 @@ class ScriptedLLM:
         **args,
     ):
         """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
-        `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a hung one;
-        `finish` overrides the finish_reason ("length": cut at max_tokens); `usage=False` sends no
-        token counts (llama-cpp-python sends none); `piece` is how many characters of text each
-        chunk carries (a long text in big pieces spares litellm's per-chunk work)."""
+        `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a
+        hung one; `finish` overrides the finish_reason ("length": cut at max_tokens); `usage=False`
+        sends no token counts (llama-cpp-python sends none); `piece` is how many characters of text
+        each chunk carries (a long text in big pieces spares litellm's per-chunk work)."""
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
@@ -59,7 +60,8 @@ class ScriptedLLM:
         return self
 
     def reply_from(self, fn):
-        """A tool call made from what the model has seen: fn(request body) -> (tool name, arguments)."""
+        """A tool call made from what the model has seen:
+        fn(request body) -> (tool name, arguments)."""
         self.script.append({"fn": fn})
         return self
 

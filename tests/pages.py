@@ -1,4 +1,5 @@
-"""A local web server for the web and browser tests: fixed pages on 127.0.0.1, never the internet."""
+"""A local web server for the web and browser tests:
+fixed pages on 127.0.0.1, never the internet."""
 
 import contextlib
 import json
@@ -30,7 +31,9 @@ SCRIPTED = """<html><head><title>Scripted</title><style>.secret { content: "STYL
 <script>document.write("WRITTEN_BY_SCRIPT")</script></body></html>"""
 SOCKET = """<title>Socket</title><p id="log">opening</p><script>
 const log = document.querySelector('#log'), ws = new WebSocket('ws://127.0.0.1:PORT/live');
-const done = (what) => { log.textContent += ' ' + what; log.insertAdjacentHTML('afterend', '<p id=done>done</p>'); };
+const done = (what) => {
+  log.textContent += ' ' + what; log.insertAdjacentHTML('afterend', '<p id=done>done</p>');
+};
 ws.onmessage = (e) => { log.textContent += ' got ' + e.data; ws.close(); };
 ws.onerror = () => { log.textContent += ' error'; };
 ws.onclose = (e) => done('closed ' + e.code);
@@ -78,7 +81,8 @@ SEARX = {
 
 
 class Pages:
-    """Serves ROUTES plus /search (SearXNG's JSON), /slow and /trickle; records each request's path."""
+    """Serves ROUTES plus /search (SearXNG's JSON), /slow and /trickle;
+    records each request's path."""
 
     def __init__(self):
         self.requests, self.stop, pages = [], threading.Event(), self

@@ -19,7 +19,8 @@ def test_prompt_has_rules_skills_and_map(agent, project, llm, home):
     (project / ".amas/rules.md").write_text("Always use tabs in Makefiles.\n")
     (project / "AGENTS.md").write_text("Run pytest before you finish.\n")
     (project / ".amas/skills/docker.md").write_text(
-        "---\nname: docker\ndescription: Build and run containers\nkeywords: [docker, container]\n---\n"
+        "---\nname: docker\ndescription: Build and run containers\n"
+        "keywords: [docker, container]\n---\n"
         "Use multi-stage builds and pin base images.\n"
     )
     (project / ".amas/skills/release-notes.md").write_text(
@@ -115,7 +116,8 @@ def test_the_summary_request_fits_a_small_context(agent, llm):
 def test_text_tool_fallback_when_tools_are_rejected(agent, project, llm, capsys):
     llm.error(400, "model 'tiny' does not support tools")
     llm.reply(
-        text='Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+        text="Let me look.\n"
+        '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
     )
     llm.reply(text="The README says demo.")
     llm.reply(text="second turn")

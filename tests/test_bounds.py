@@ -1,4 +1,5 @@
-"""Input at the edges: odd names, huge and sparse files, slow regexes; each answered, none a crash."""
+"""Input at the edges: odd names, huge and sparse files, slow regexes;
+each answered, none a crash."""
 
 import json
 import os

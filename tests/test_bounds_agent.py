@@ -61,8 +61,8 @@ def test_a_reply_of_ten_thousand_calls_is_cut_with_one_note(project, llm):
     assert len(asked[0]["tool_calls"]) == len(results) == 200
     cut = [m["content"] for m in messages if "more than 200 tool calls" in str(m["content"])]
     assert cut == [
-        "[your reply held more than 200 tool calls: only the first 200 were considered; the rest were not "
-        "run. Make fewer calls at a time.]"
+        "[your reply held more than 200 tool calls: only the first 200 were considered; "
+        "the rest were not run. Make fewer calls at a time.]"
     ]
 
 

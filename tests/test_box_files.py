@@ -12,7 +12,8 @@ from amas_code import boxview, config, sandbox
 @pytest.fixture
 def layout(tmp_path, monkeypatch):
     """A home with toolchains and credentials, and a project in it: a repository with a submodule
-    not checked out, an untracked repository in it, husky's hooks, AGENTS.md and a project config."""
+    not checked out, an untracked repository in it, husky's hooks,
+    AGENTS.md and a project config."""
     home = tmp_path / "home"
     folders = ".ssh .amas .cargo/bin .codex .m2 proj/.amas proj/.husky/_ proj/lib".split()
     for folder in folders:

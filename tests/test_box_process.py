@@ -163,7 +163,8 @@ def test_network_mode_without_its_stack_says_so(monkeypatch, tmp_path):
 
 
 class UnixServer:
-    """A listening Unix socket outside the box, like a session bus: what connected, and what it sent."""
+    """A listening Unix socket outside the box, like a session bus:
+    what connected, and what it sent."""
 
     def __init__(self, path: str):
         self.server = socket.socket(socket.AF_UNIX)

@@ -258,7 +258,7 @@ def test_the_home_shown_to_the_box_holds_no_token(user, place):  # noqa: F811
     assert "bin\n" in result and "python\n" in result and "ruby\n" in result
 
 
-def test_the_users_runtime_folder_is_hidden_with_the_filter_too(user, place, monkeypatch):  # noqa: F811
+def test_the_users_runtime_folder_is_hidden_by_the_filter(user, place, monkeypatch):  # noqa: F811
     """podman keeps its registry logins in $XDG_RUNTIME_DIR/containers/auth.json."""
     runtime = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="amas-run-")) / "user" / "1000"
     try:

@@ -30,7 +30,8 @@ def pages():
 
 @pytest.fixture(scope="module")
 def shared():
-    """One browser for the module; it starts on first use, so a test may close it to start from nothing."""
+    """One browser for the module; it starts on first use,
+    so a test may close it to start from nothing."""
     b = Browser(make_config())
     yield b
     b.close()
@@ -41,7 +42,8 @@ def processes() -> dict[int, psutil.Process]:
 
 
 def is_main_chromium(p: psutil.Process) -> bool:
-    """Chromium's browser process, not a renderer or helper; a zombie left by an earlier test is not."""
+    """Chromium's browser process, not a renderer or helper;
+    a zombie left by an earlier test is not."""
     try:
         if p.status() == psutil.STATUS_ZOMBIE:
             return False
@@ -142,9 +144,9 @@ def test_missing_selector_fails_fast(shared, pages, monkeypatch):
     start = time.monotonic()
     out = answered(shared.click, "#nope")
     assert time.monotonic() - start < 15  # a 5 s wait, not Playwright's 30 s default
-    assert (
-        out
-        == "Error: Page.click: Timeout 5000ms exceeded. (no element matched, or the page did not load in time)"
+    assert out == (
+        "Error: Page.click: Timeout 5000ms exceeded. "
+        "(no element matched, or the page did not load in time)"
     )
     monkeypatch.setattr(browser, "WAIT", 200)
     for out in (answered(shared.type, "#nope", "x"), answered(shared.get_text, "#nope")):
@@ -171,7 +173,8 @@ def test_http_error_and_failed_navigation(shared, pages, monkeypatch):
 
 @needs_chromium
 def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, monkeypatch, capfd):
-    shared.close()  # one Playwright per thread: the module's browser makes way and starts again later
+    # one Playwright per thread: the module's browser makes way and starts again later
+    shared.close()
     guarded, asked = Browser(make_config(), lambda url: asked.append(url)), []
     try:
         assert answered(guarded.navigate, pages.url + "/nowhere").startswith(
@@ -182,7 +185,8 @@ def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, 
             dead_url = f"http://127.0.0.1:{s.getsockname()[1]}/"
         # through the proxy in front of Chromium, which says why it could not connect
         assert answered(guarded.navigate, dead_url) == (
-            f"Error: Page.goto: cannot connect to {dead_url[7:-1]}: Connection refused (at {dead_url})"
+            f"Error: Page.goto: cannot connect to {dead_url[7:-1]}: "
+            f"Connection refused (at {dead_url})"
         )
         monkeypatch.setattr(browser, "LOAD", 500)
         assert answered(guarded.navigate, pages.url + "/slow").startswith(
@@ -280,7 +284,8 @@ def test_tools_dispatch_to_the_browser(shared, pages, tmp_path):
 @needs_chromium
 def test_every_request_a_page_makes_goes_through_the_gate(shared, pages):
     """Not only navigations: an image from a host the user refused is never fetched."""
-    shared.close()  # one Playwright per thread: the module's browser makes way and starts again later
+    # one Playwright per thread: the module's browser makes way and starts again later
+    shared.close()
     other = pages.url.replace("127.0.0.1", "localhost") + "/logo.png"
     asked = []
 
@@ -323,7 +328,8 @@ def only(origin: str, asked: list):
 
 
 def visited(page: Browser, url: str, service: Sockets) -> str:
-    """What the page said once it opened url (its log, when done); the browser and service closed."""
+    """What the page said once it opened url (its log, when done);
+    the browser and service closed."""
     try:
         opened = answered(page.navigate, url)
         return opened + answered(page.get_text, "#done") + answered(page.get_text, "#log")

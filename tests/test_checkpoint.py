@@ -1,6 +1,6 @@
-"""Checkpoints against a git expert's scenarios, in real temporary repositories: after the agent's changes and
-the matching /undo, the user's files (bytes, modes, links, empty folders), index, HEAD and refs are as before,
-and the user's repository never moved while the agent worked."""
+"""Checkpoints against a git expert's scenarios, in real temporary repositories: after the agent's
+changes and the matching /undo, the user's files (bytes, modes, links, empty folders), index, HEAD
+and refs are as before, and the user's repository never moved while the agent worked."""
 
 import json
 import os
@@ -21,7 +21,8 @@ SCENARIOS = {}
 
 
 def scenario(git_repo: bool = True, skip: tuple = (), needs: str = ""):
-    """Register a scenario: a function that sets up the user's state and returns the agent's tool calls."""
+    """Register a scenario:
+    a function that sets up the user's state and returns the agent's tool calls."""
 
     def register(fn):
         SCENARIOS[fn.__name__] = (fn, git_repo, skip, needs)
@@ -63,7 +64,8 @@ def commit(root: Path, message: str = "user work") -> None:
 
 
 def walk(top: Path, skip: tuple = ()) -> dict:
-    """Every path under top: a file's mode and bytes, a link's target, a folder (empty ones included)."""
+    """Every path under top: a file's mode and bytes, a link's target, a folder
+    (empty ones included)."""
     out = {}
     for folder, dirs, names in os.walk(top):
         for name in dirs + names:
@@ -82,8 +84,9 @@ def walk(top: Path, skip: tuple = ()) -> dict:
 
 
 def user_state(root: Path, skip: tuple = ()) -> dict:
-    """Everything of the user's a checkpoint could touch: the work tree, the .git folder byte for byte, a folder
-    beside the project ("outside"), and git's own view (all index stages, HEAD, refs, status)."""
+    """Everything of the user's a checkpoint could touch: the work tree, the .git folder byte for
+    byte, a folder beside the project ("outside"), and git's own view (all index stages, HEAD, refs,
+    status)."""
     tree = walk(root, skip)
     state = {
         "files": {k: v for k, v in tree.items() if not (k == ".git" or k.startswith(".git/"))},
@@ -107,12 +110,14 @@ def user_state(root: Path, skip: tuple = ()) -> dict:
 
 
 def repo_part(state: dict) -> dict:
-    """What the agent's work must never move: the user's .git folder and git's index, HEAD and refs."""
+    """What the agent's work must never move:
+    the user's .git folder and git's index, HEAD and refs."""
     return {k: v for k, v in state.items() if k in ("dotgit", "stages", "head", "refs")}
 
 
 def assert_whole(shadow: Path, root: Path) -> None:
-    """The shadow's objects are well-formed, and its checkpoints whole without the user's objects."""
+    """The shadow's objects are well-formed,
+    and its checkpoints whole without the user's objects."""
     env = {**os.environ, "GIT_DIR": str(shadow)}
     if (root / ".git").exists():  # the snapshots' own trees name the user's objects
         env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(root / ".git" / "objects")
@@ -127,8 +132,9 @@ def assert_whole(shadow: Path, root: Path) -> None:
 
 
 def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
-    """The invariant: the agent's calls make one checkpoint each without moving the user's repository; undoing
-    them all gives back the user's state exactly; redoing gives back the agent's."""
+    """The invariant: the agent's calls make one checkpoint each without moving the user's
+    repository; undoing them all gives back the user's state exactly; redoing gives back the
+    agent's."""
     before = user_state(root, skip)
     # unboxed: the box keeps the repository read-only, and these scenarios run git in it
     box = toolbox(root, checkpoint=True, auto_accept=True, sandbox="off")
@@ -156,7 +162,7 @@ def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
     return cp
 
 
-# -- ordinary work ---------------------------------------------------------------------------------------------
+# -- ordinary work ---------------------------------------------------------------------------------
 @scenario()
 def file_tools_edit_create_overwrite(root):
     files(root, {"app.py": "a = 1\nb = 2\n", "data.txt": b"keep\r\nme\x00?\n"})
@@ -176,7 +182,8 @@ def shell_edit_create_delete_rename(root):
     files(root, {"a.txt": "one, edited by the user\n", "v.txt": "user's untracked\n"})
     return [
         sh(
-            "sed -i 's/one/ONE/' a.txt && echo new > n.txt && rm b.txt && mv c.txt d.txt && rm v.txt"
+            "sed -i 's/one/ONE/' a.txt && echo new > n.txt && rm b.txt && mv c.txt d.txt "
+            "&& rm v.txt"
         )
     ]
 
@@ -271,7 +278,7 @@ def ignored_but_tracked(root):
     return [sh("echo v2 > dist/bundle.js && echo more >> keep.log")]
 
 
-# -- the user's index and merge state -------------------------------------------------------------------------------
+# -- the user's index and merge state --------------------------------------------------------------
 @scenario()
 def staged_partial_and_new(root):
     files(root, {"a.txt": "".join(f"line {i}\n" for i in range(20))})
@@ -326,7 +333,7 @@ def mid_rebase(root):
     return [sh("echo agent > r.txt")]
 
 
-# -- bytes exactly, whatever git's attributes say ----------------------------------------------------------
+# -- bytes exactly, whatever git's attributes say --------------------------------------------------
 @scenario()
 def crlf_autocrlf(root):
     git(root, "config", "core.autocrlf", "true")
@@ -345,7 +352,8 @@ def eol_and_encoding_attributes(root):
     commit(root)
     return [
         sh(
-            "printf 'z\\r\\n' >> a.crlf && python3 -c \"open('b.u16','ab').write('!'.encode('utf-16-le'))\""
+            "printf 'z\\r\\n' >> a.crlf "
+            "&& python3 -c \"open('b.u16','ab').write('!'.encode('utf-16-le'))\""
         )
     ]
 
@@ -368,7 +376,7 @@ def git_lfs(root):
     return [sh("printf 'appended' >> model.bin")]
 
 
-# -- links, modes, submodules, size ------------------------------------------------------------------------------
+# -- links, modes, submodules, size ----------------------------------------------------------------
 @scenario()
 def symlinks(root):
     files(root, {"a.txt": "a\n", "b.txt": "b\n", "sub/in.txt": "in\n"})
@@ -379,7 +387,8 @@ def symlinks(root):
     commit(root)
     return [
         sh(
-            "rm l && ln -s b.txt l2 && ln -s sub newdirlink && rm out && echo replaced > out && ln -sfn b.txt dl"
+            "rm l && ln -s b.txt l2 && ln -s sub newdirlink && rm out && echo replaced > out "
+            "&& ln -sfn b.txt dl"
         ),
         sh(
             "rm a.txt && ln -s ../outside/secret.txt a.txt"
@@ -420,7 +429,7 @@ def big_tracked_file(root):
     return [sh("printf tail >> big.dat")]
 
 
-# -- found by probing after the first shadow version: what git ignores, and amas's own names -------------------------
+# -- found by probing after the first shadow version: what git ignores, and amas's own names -------
 @scenario()
 def unignored_by_the_command(root):
     files(
@@ -520,7 +529,7 @@ def test_scenario(name, bare):
     round_trip(bare, fn(bare), skip)
 
 
-# -- what the scenarios cannot show on their own ------------------------------------------------------------
+# -- what the scenarios cannot show on their own ---------------------------------------------------
 def test_the_shadow_repository_holds_links_as_links_and_no_outside_content(project, home):
     (project.parent / "outside").mkdir()
     (project.parent / "outside" / "secret.txt").write_text("outside secret 7f3a\n")
@@ -598,9 +607,9 @@ def times(top: Path) -> dict:
 
 
 def test_amas_touches_no_time_in_your_project_but_git_freshening_your_objects(project):
-    """What amas's git touches of yours, exactly: your files, index, refs and config keep their times (no
-    `git status` refreshes your index); git may only re-time objects of .git/objects it found there ("freshen":
-    it would otherwise have written them), which changes no byte."""
+    """What amas's git touches of yours, exactly: your files, index, refs and config keep their
+    times (no `git status` refreshes your index); git may only re-time objects of .git/objects it
+    found there ("freshen": it would otherwise have written them), which changes no byte."""
     (project / "src").mkdir()
     (project / "src" / "m.py").write_text("x = 1\n")
     commit(project)
@@ -772,7 +781,8 @@ def test_an_undo_stopped_part_way_says_so_and_can_be_run_again(project):
 
 @pytest.mark.parametrize("registered", [False, True])
 def test_no_program_of_a_nested_repository_runs(project, registered):
-    """The shadow's `git add` once ran `git status` inside a nested repository, and with it that one's filters."""
+    """The shadow's `git add` once ran `git status` inside a nested repository,
+    and with it that one's filters."""
     lib, marker = project / "vendor" / "lib", project.parent / "ran"
     lib.mkdir(parents=True)
     git(lib, "init", "-q")
@@ -806,14 +816,18 @@ def test_no_program_of_a_nested_repository_runs(project, registered):
 
 
 def test_undo_keeps_what_a_command_made_when_it_removed_a_file_git_ignores(project, capsys):
-    """A small ignored file is kept (see the scenarios); one in an ignored folder is not, nor is one over 1 MiB."""
+    """A small ignored file is kept (see the scenarios);
+    one in an ignored folder is not, nor is one over 1 MiB."""
     files(project, {".gitignore": "secrets/\n", "secrets/.env": "KEY=the user's only copy\n"})
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     result = box.execute(
         "shell_command", json.dumps({"command": "mv secrets env.backup && echo x >> README.md"})
     )
-    lost = "it removed secrets/, which /undo cannot bring back (git ignores it, it is a repository of its own, or only"
+    lost = (
+        "it removed secrets/, which /undo cannot bring back "
+        "(git ignores it, it is a repository of its own, or only"
+    )
     assert lost in " ".join(result.split())
     capsys.readouterr()
     assert (
@@ -837,15 +851,16 @@ sys.path.insert(0, sys.argv[1])
 from conftest import toolbox
 root = Path(sys.argv[2])
 box = toolbox(root, checkpoint=True, auto_accept=True)
-said = [box.execute("shell_command", json.dumps({"command": c})) for c in ("echo 1 > made.txt", sys.argv[3])]
+said = [box.execute("shell_command", json.dumps({"command": c}))
+        for c in ("echo 1 > made.txt", sys.argv[3])]
 print(json.dumps({"said": said, "undone": box.checkpoint.undo(1, lambda q: False)}))
 """
 
 
 @pytest.mark.parametrize("language", ["", "de"])  # git's messages in German were not understood
 def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, language):
-    """Unreadable before the command, git could not snapshot it; readable after, it looked new, and /undo deleted it.
-    Root reads anything: as root the scenario runs as nobody."""
+    """Unreadable before the command, git could not snapshot it; readable after, it looked new, and
+    /undo deleted it. Root reads anything: as root the scenario runs as nobody."""
     base = Path(
         tempfile.mkdtemp(prefix="amas-unread-")
     )  # where nobody can go: tmp_path's parents are private
@@ -985,8 +1000,9 @@ def test_removing_a_nested_repository_is_said_to_be_beyond_undo(project, capsys)
 
 
 def test_a_command_that_removes_the_users_git_still_gets_what_can_be_kept(project, capsys):
-    """The before content of unchanged tracked files lived only in the user's objects, which the command removed:
-    the checkpoint failed whole, and the uncommitted line (already in the shadow) was lost with it."""
+    """The before content of unchanged tracked files lived only in the user's objects, which the
+    command removed: the checkpoint failed whole, and the uncommitted line (already in the shadow)
+    was lost with it."""
     files(project, {"src/app.py": "committed app\n", "src/lib.py": "lib\n"})
     commit(project)
     files(project, {"src/app.py": "committed app\nthe user's uncommitted line\n"})
@@ -1007,8 +1023,8 @@ def test_a_command_that_removes_the_users_git_still_gets_what_can_be_kept(projec
 
 
 def test_an_interrupted_checkpoint_asks_before_undo_takes_back_what_may_be_yours(project):
-    """amas killed while a command ran: the next start books what changed since as that command's; the user's own
-    edits made meanwhile were then taken back without a question."""
+    """amas killed while a command ran: the next start books what changed since as that command's;
+    the user's own edits made meanwhile were then taken back without a question."""
     files(project, {"notes.txt": "v1\n"})
     commit(project)
     cp = Checkpoint(project, [], "killed")
@@ -1027,8 +1043,9 @@ def test_an_interrupted_checkpoint_asks_before_undo_takes_back_what_may_be_yours
 
 
 def test_a_file_undo_brings_back_into_an_ignored_folder_is_checkpointed_again(project):
-    """git add -A dropped the user's force-tracked build/gen.c when a command removed it; /undo put it back, but
-    the shadow no longer tracked it, so the agent's next change to it had no checkpoint."""
+    """git add -A dropped the user's force-tracked build/gen.c when a command removed it; /undo put
+    it back, but the shadow no longer tracked it, so the agent's next change to it had no
+    checkpoint."""
     files(project, {".gitignore": "build/\n", "build/gen.c": "committed\n"})
     git(project, "add", "-f", ".gitignore", "build/gen.c")
     git(project, "commit", "-qm", "generated code committed")
@@ -1043,8 +1060,8 @@ def test_a_file_undo_brings_back_into_an_ignored_folder_is_checkpointed_again(pr
 
 
 def test_the_shadow_reads_only_the_ignore_file_of_your_git_config(project, home):
-    """The shadow read the user's ~/.gitconfig: `core.ignoreStat` hid every change from it (no checkpoint). Its
-    global ignore file is still honoured: what your git ignores is not copied."""
+    """The shadow read the user's ~/.gitconfig: `core.ignoreStat` hid every change from it (no
+    checkpoint). Its global ignore file is still honoured: what your git ignores is not copied."""
     (home / ".gitignore_global").write_text("*.secret\n")
     (home / ".gitconfig").write_text(
         f"[core]\n\tignoreStat = true\n\texcludesFile = {home}/.gitignore_global\n"
@@ -1063,8 +1080,8 @@ def test_the_shadow_reads_only_the_ignore_file_of_your_git_config(project, home)
 
 
 def test_undo_of_a_big_file_never_holds_it_in_memory(bare):
-    """On a 1 GB board a file of a few hundred MB must still come back: amas streams it through git, never holding
-    it whole (it held it about four times over)."""
+    """On a 1 GB board a file of a few hundred MB must still come back: amas streams it through git,
+    never holding it whole (it held it about four times over)."""
     size = 24 << 20
     original = os.urandom(size)  # does not compress: the worst case
     (bare / "big.dat").write_bytes(original)
@@ -1073,7 +1090,8 @@ def test_undo_of_a_big_file_never_holds_it_in_memory(bare):
         "shell_command", json.dumps({"command": f"head -c {size} /dev/urandom > big.dat"})
     )
     assert "[checkpoint: 1 file" in result and (bare / "big.dat").read_bytes() != original
-    measure = (  # this process's peak before and after the undo (git's own maps the object file: page cache)
+    # this process's peak before and after the undo (git's own maps the object file: page cache)
+    measure = (
         "from pathlib import Path; from amas_code.checkpoint import Checkpoint; "
         "peak = lambda: int(Path('/proc/self/status').read_text().split('VmHWM:')[1].split()[0]); "
         "before = peak(); print(Checkpoint(Path.cwd(), []).undo(1, lambda q: True)); "

@@ -1,5 +1,5 @@
-"""The checkpoint commands as the user types them (/undo, /redo, /checkpoint, /diff), and checkpoints across
-amas processes: what each says, and that a refused command changes nothing."""
+"""The checkpoint commands as the user types them (/undo, /redo, /checkpoint, /diff), and
+checkpoints across amas processes: what each says, and that a refused command changes nothing."""
 
 import json
 import subprocess
@@ -136,7 +136,8 @@ def test_undo_asks_before_taking_back_what_another_running_amas_made(
         "import json, sys, time; sys.path.insert(0, sys.argv[2]); from pathlib import Path\n"
         "from conftest import toolbox\n"
         "box = toolbox(Path(sys.argv[1]), checkpoint=True, auto_accept=True)\n"
-        "print(box.execute('create_file', json.dumps({'path': 'theirs.txt', 'content': 'theirs'})), flush=True)\n"
+        "print(box.execute('create_file', "
+        "json.dumps({'path': 'theirs.txt', 'content': 'theirs'})), flush=True)\n"
         "time.sleep(30)"
     )
     window = subprocess.Popen(
@@ -235,8 +236,8 @@ def test_checkpoint_after_undoing_everything_says_what_redo_brings_back(agent, p
     repl.command(agent, "/checkpoint")
     shown = said(capsys)
     assert shown.startswith(
-        "ℹ no checkpoints: every one was undone ℹ /redo brings back [amas] edit README.md (README.md)"
-        " ℹ checkpoints take "
+        "ℹ no checkpoints: every one was undone "
+        "ℹ /redo brings back [amas] edit README.md (README.md) ℹ checkpoints take "
     ) and shown.endswith(" MB in ~/.amas")
     repl.command(agent, "/redo")
     repl.command(agent, "/checkpoint")

@@ -1,6 +1,6 @@
-"""Checkpoints under concurrency and kill -9: two amas processes at once, the user committing meanwhile, and a
-process killed at each step (AMAS_TEST_PAUSE holds it there); no checkpoint is lost, no lock is left behind,
-every file is its before or its after, and the next amas can undo."""
+"""Checkpoints under concurrency and kill -9: two amas processes at once, the user committing
+meanwhile, and a process killed at each step (AMAS_TEST_PAUSE holds it there); no checkpoint is
+lost, no lock is left behind, every file is its before or its after, and the next amas can undo."""
 
 import json
 import os
@@ -30,7 +30,8 @@ for call in json.loads(sys.argv[2]):
 
 
 def amas_process(root: Path, calls: list, pause: str = "") -> subprocess.Popen:
-    """An amas process making tool calls (or ["undo", n]) in root, held at the pause point if one is named."""
+    """An amas process making tool calls (or ["undo", n]) in root, held at the pause point
+    if one is named."""
     script = DRIVER.format(tests=str(Path(__file__).parent))
     env = amas_env(AMAS_TEST_PAUSE=pause) if pause else amas_env()
     return subprocess.Popen(

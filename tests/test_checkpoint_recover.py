@@ -108,7 +108,8 @@ def killed_at(work: Path, point: str) -> str:
 @pytest.mark.parametrize("point", ["after", "commit", "running"])
 def test_after_a_kill_one_undo_takes_the_killed_turn_back(work, agent, capsys, monkeypatch, point):
     """The next amas's /undo found no turn (the half-made checkpoint was finished only by taking
-    the lock, which the turn listing does not), or took back only the command, as a turn of its own."""
+    the lock, which the turn listing does not), or took back only the command,
+    as a turn of its own."""
     before = user_state(work, skip=(".amas",))  # amas's own, in the box
     session = killed_at(work, point)
     assert (work / "a.txt").read_text() == "edited\n" and not (work / "c.txt").exists()

@@ -99,8 +99,8 @@ def test_a_call_past_the_cap_stops_the_reading_and_is_kept():
 
 
 def test_the_sdk_is_entered_without_its_types_and_completes_for_anyone_who_asks(tmp_path):
-    """direct.load() leaves openai's every type unimported; a later `import openai` (litellm's) still
-    gets the whole package, the same classes."""
+    """direct.load() leaves openai's every type unimported; a later `import openai` (litellm's)
+    still gets the whole package, the same classes."""
     code = (
         "import sys, json\n"
         "from amas_code import direct\n"

@@ -1,4 +1,5 @@
-"""The documents a newcomer reads: the README stays short, its test command is CI's, its links lead somewhere."""
+"""The documents a newcomer reads:
+the README stays short, its test command is CI's, its links lead somewhere."""
 
 import re
 from pathlib import Path

@@ -224,7 +224,7 @@ def nothing_planted_runs(person: str, places: list[Path], pwned: Path) -> None:
 
 
 @needs_box
-def test_a_grant_of_the_projects_parent_leaves_the_project_as_the_box_keeps_it(user, work):  # noqa: F811
+def test_a_grant_of_the_projects_parent_leaves_the_project_as_kept(user, work):  # noqa: F811
     """The person typed ~/work: grantable refuses it, and were it granted, the read-only set is
     mounted over it: .git's hooks and config, AGENTS.md and .amas stay as they are."""
     parent = work.parent
@@ -247,7 +247,7 @@ def test_a_grant_of_the_projects_parent_leaves_the_project_as_the_box_keeps_it(u
 
 
 @needs_box
-def test_a_grant_of_a_folder_holding_keys_shows_none_and_leaves_gits_config(user, work):  # noqa: F811
+def test_a_grant_of_a_folder_with_keys_shows_none_and_keeps_gits_config(user, work):  # noqa: F811
     home = Path(os.environ["HOME"])
     config = home / ".config"
     assert "it holds ~/.config/g" in sandbox.grantable("~/.config", work)[1]

@@ -99,7 +99,8 @@ def test_edge_11_path_traversal(bare, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("s\n")
     assert call(box, "write_file", path="../secret.txt", content="pwned") == (
-        f"Error: access to {secret} (outside the project) was declined: no terminal to ask the user on"
+        f"Error: access to {secret} (outside the project) was declined: "
+        "no terminal to ask the user on"
     )
     assert secret.read_text() == "s\n"
     assert (

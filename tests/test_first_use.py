@@ -54,7 +54,7 @@ def rows(child) -> list[str]:
     return settled(child.logfile_read.getvalue())
 
 
-# -- the first run in a folder ----------------------------------------------------------------------
+# -- the first run in a folder ---------------------------------------------------------------------
 
 
 def test_the_trust_question_in_a_bare_folder_says_plainly_what_trust_would_do(spawn, project):
@@ -136,7 +136,7 @@ def test_a_granted_rerun_shows_its_own_lines_and_counts(spawn, project, outside,
     assert "Read-only file system" not in second  # the first run's error stays with the first
 
 
-# -- a session-scoped answer ------------------------------------------------------------------------
+# -- a session-scoped answer -----------------------------------------------------------------------
 
 
 def test_a_command_allowed_for_this_session_is_not_asked_again_and_is_listed(repl, project, llm):

@@ -1,6 +1,8 @@
-"""A folder is a project by its identity, not its path; amas's state lives in the user's home; bounded inputs.
+"""A folder is a project by its identity, not its path;
+amas's state lives in the user's home; bounded inputs.
 
-Every test runs amas as a user does (the real CLI against the scripted model, a pty where a person answers).
+Every test runs amas as a user does
+(the real CLI against the scripted model, a pty where a person answers).
 """
 
 import gzip
@@ -21,7 +23,8 @@ from amas_code import home as amas_home
 
 
 class Pages:
-    """A web server on 127.0.0.1 that answers every path with the same body and headers; counts requests."""
+    """A web server on 127.0.0.1 that answers every path with the same body and headers;
+    counts requests."""
 
     def __init__(self, body: bytes = b"hello", **headers: str):
         self.requests, pages = [], self
@@ -85,7 +88,7 @@ def reclone(project) -> None:
     os.chdir(project)  # the shell of someone who cloned it there
 
 
-# -- 2. approvals and checkpoints belong to a project, not a path -----------------------------------------------
+# -- 2. approvals and checkpoints belong to a project, not a path ----------------------------------
 
 
 def test_an_always_answer_is_not_inherited_by_a_clone_at_the_same_path(project, llm, amas):
@@ -157,7 +160,7 @@ def test_the_identity_is_worked_out_once_while_the_project_stays_the_same(bare, 
     assert spawned == ["git", "stat"]
 
 
-# -- 1. trust on first use of any folder --------------------------------------------------------------------------
+# -- 1. trust on first use of any folder -----------------------------------------------------------
 
 
 def ships(project, home) -> None:
@@ -234,7 +237,7 @@ def test_the_banner_line_names_the_endpoint_without_credentials():
     assert "own endpoint" in config.endpoint({"model": "gemini/x", "api_base": None})
 
 
-# -- 3. amas's own state lives in the user's home ----------------------------------------------------------------
+# -- 3. amas's own state lives in the user's home --------------------------------------------------
 
 
 def entry(text: str, role: str = "user") -> str:
@@ -276,7 +279,7 @@ def test_a_fifo_in_place_of_the_history_does_not_hang(project, llm):
     assert result.returncode == 0 and "answer" in result.stdout
 
 
-# -- 4. network approvals per scheme, host and port --------------------------------------------------------------
+# -- 4. network approvals per scheme, host and port ------------------------------------------------
 
 
 def test_a_host_is_approved_per_port_and_a_local_one_never_always(repl, project, home, llm, pages):
@@ -298,7 +301,7 @@ def test_a_host_is_approved_per_port_and_a_local_one_never_always(repl, project,
     assert "hosts" not in amas_home.remembered(project)
 
 
-# -- 5. bounds on what a page or a file can make amas hold --------------------------------------------------------
+# -- 5. bounds on what a page or a file can make amas hold -----------------------------------------
 
 
 def test_fetch_refuses_stacked_encodings(project, llm, amas, pages):

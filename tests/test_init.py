@@ -1,5 +1,5 @@
-"""`amas init`: symbols in nine grammars and the cases each got wrong, 1,000 files, the incremental cache, bad files,
-ignore rules."""
+"""`amas init`: symbols in nine grammars and the cases each got wrong, 1,000 files, the incremental
+cache, bad files, ignore rules."""
 
 import os
 import shutil
@@ -331,7 +331,9 @@ def test_bad_files_are_skipped_and_counted(bare, capsys, monkeypatch):
         {
             "binary.py": b"\x7fELF\x00\x01def f(): pass\n",
             "huge.js": "//" + "x" * repomap.MAX_BYTES,
-            "broken.py": "def ok():\n    return 1\n\ndef broken(:\n    pass\n\nclass Later:\n    pass\n",
+            "broken.py": (
+                "def ok():\n    return 1\n\ndef broken(:\n    pass\n\nclass Later:\n    pass\n"
+            ),
             "latin1.py": b"def caf\xe9():\n    pass\n",
             "main.go": "package main\n\nfunc main() {}\n",
         },
@@ -601,8 +603,8 @@ join(const char *a, /* separator */ const char *b)
         ["- L2 static char * join(const char *a, const char *b)"],
     ),
     "split.c": (  # `#if` splitting a brace: the parse error must not hide the functions after it
-        "int first(int a)\n{\n#if FAST\n    if (a) {\n#else\n    if (!a) {\n#endif\n        return 1;\n    }\n"
-        "    return 0;\n}\n\nint second(void)\n{\n    return 2;\n}\n",
+        "int first(int a)\n{\n#if FAST\n    if (a) {\n#else\n    if (!a) {\n#endif\n"
+        "        return 1;\n    }\n    return 0;\n}\n\nint second(void)\n{\n    return 2;\n}\n",
         ["- L13 int second(void)"],
     ),
 }

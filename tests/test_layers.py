@@ -25,8 +25,8 @@ FLOORS = {
     "direct": 1,  # the openai SDK for a server of the user's own: the direct path
     "config": 2,  # settings: defaults, checks, layers
     "policy": 2,  # the gate: judge an effect
-    "checkpoint": 2,
-    "memory": 2,  # the user's notes across sessions, in ~/.amas  # the shadow repository: record, undo, redo
+    "checkpoint": 2,  # the shadow repository: record, undo, redo
+    "memory": 2,  # the user's notes across sessions, in ~/.amas
     "providers": 2,  # the only litellm call
     "repomap": 2,  # the project map
     "tools": 3,  # the model's tools

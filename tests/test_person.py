@@ -1,4 +1,5 @@
-"""What a person meets (issue 16): the screen of a real terminal, the files on disk, what the model is sent."""
+"""What a person meets (issue 16):
+the screen of a real terminal, the files on disk, what the model is sent."""
 
 import json
 import re
@@ -24,7 +25,8 @@ def screen(raw: str) -> str:
 
 @pytest.fixture
 def term(project, llm):
-    """`amas [args]` (or argv) in a pseudo-terminal of the given size, without COLUMNS: rich asks the terminal."""
+    """`amas [args]` (or argv) in a pseudo-terminal of the given size, without COLUMNS:
+    rich asks the terminal."""
     children = []
 
     def start(*args, dims=(40, 120), argv=None, wait=True):
@@ -243,7 +245,8 @@ def test_attach_says_what_happened_and_caps_what_it_sends(term, project, home, t
 
 
 def interrupt(child, until: str) -> str:
-    """Ctrl+C until until shows (one typed while the prompt is still closing reaches the next prompt instead)."""
+    """Ctrl+C until until shows
+    (one typed while the prompt is still closing reaches the next prompt instead)."""
     for _ in range(20):
         child.sendintr()
         if child.expect([until, pexpect.TIMEOUT], timeout=0.5) == 0:
@@ -273,7 +276,8 @@ def test_ctrl_c_while_loading_and_a_failed_turn_leave_the_next_request_clean(ter
 
 
 def read_only(project):
-    """argv running amas with the project mounted read-only (root ignores file modes, not a read-only mount)."""
+    """argv running amas with the project mounted read-only
+    (root ignores file modes, not a read-only mount)."""
     probe = subprocess.run(
         ["unshare", "-m", "mount", "--bind", "-o", "ro", str(project), str(project)], check=False
     )
@@ -346,7 +350,7 @@ def test_continue_resumes_after_clear_and_after_compact(term, project, llm):
     assert sent[2:] == ["third question", "Answer three.", "fourth question"]
 
 
-# -- pipes and redirects ----------------------------------------------------------------------------
+# -- pipes and redirects ---------------------------------------------------------------------------
 
 
 def test_a_piped_answer_is_the_model_text_unpadded_with_its_backticks(project, llm, amas):
@@ -385,7 +389,7 @@ def test_from_a_subdirectory_the_project_root_config_is_used(project, llm, amas,
     assert history_file(project).is_file()
 
 
-# -- files on disk ----------------------------------------------------------------------------------
+# -- files on disk ---------------------------------------------------------------------------------
 
 
 def test_edit_refuses_a_file_that_is_not_utf8(project, llm, amas):
@@ -430,7 +434,7 @@ def test_a_tab_indented_old_str_keeps_its_tab(project, llm, amas):
     )
 
 
-# -- config -----------------------------------------------------------------------------------------
+# -- config ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

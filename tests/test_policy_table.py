@@ -1,5 +1,6 @@
-"""The gate as data: rows of (config, effect) -> verdict, judged by policy.Gate directly (no agent, no
-model, nothing run). One end-to-end test per rule kind stays beside the CLI (test_safety, test_trust)."""
+"""The gate as data: rows of (config, effect) -> verdict, judged by policy.Gate directly (no agent,
+no model, nothing run). One end-to-end test per rule kind stays beside the CLI (test_safety,
+test_trust)."""
 
 import pytest
 from conftest import git, make_config
@@ -143,7 +144,8 @@ DENIED = [
 
 @pytest.fixture
 def gate(bare):
-    """The gate of a fresh project with RULES, in a home of its own, with what the rows name made."""
+    """The gate of a fresh project with RULES, in a home of its own,
+    with what the rows name made."""
     (bare / "pwned.src").write_text("x\n")
     (bare / "echo ").mkdir()
     (bare / "lnk").symlink_to(bare.parent)

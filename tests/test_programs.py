@@ -24,7 +24,8 @@ def plant(bare, marker, name: str) -> None:
 
 @pytest.fixture
 def planted_path(bare, monkeypatch):
-    """PATH with the project's node_modules/.bin first: relative (as npm run has it) and absolute."""
+    """PATH with the project's node_modules/.bin first:
+    relative (as npm run has it) and absolute."""
     system = os.environ["PATH"]
     monkeypatch.setenv("PATH", f"node_modules/.bin:{bare}/node_modules/.bin:{system}")
     return bare

@@ -18,7 +18,8 @@ KEY = "sk-provider-test-key-123"
 
 
 class WireServer:
-    """Scripted streamed replies in one provider's format; .requests holds path, headers and body of each."""
+    """Scripted streamed replies in one provider's format;
+    .requests holds path, headers and body of each."""
 
     model = ""  # the litellm model string amas is given
     suffix = ""  # appended to the server URL to make api_base
@@ -104,7 +105,8 @@ def pieces(text: str, size: int = 7) -> list[str]:
 
 
 class Ollama(WireServer):
-    """Ollama's /api/chat: NDJSON lines; each tool call whole, in its own line, arguments an object, no id."""
+    """Ollama's /api/chat: NDJSON lines;
+    each tool call whole, in its own line, arguments an object, no id."""
 
     model, chat_path, content_type = (
         "ollama_chat/qwen2.5-coder",
@@ -171,7 +173,8 @@ class Ollama(WireServer):
 
 
 class Anthropic(WireServer):
-    """Anthropic Messages: SSE message_start, content_block_* (text_delta, tool_use + input_json_delta), stop."""
+    """Anthropic Messages: SSE message_start,
+    content_block_* (text_delta, tool_use + input_json_delta), stop."""
 
     model, chat_path = "anthropic/claude-sonnet-4-5", "/v1/messages"
 
@@ -309,7 +312,8 @@ class Gemini(WireServer):
 
 @pytest.fixture
 def serve(project, monkeypatch):
-    """Start a provider's server and point amas at it: serve(Anthropic, sent="wrong") sends a wrong key."""
+    """Start a provider's server and point amas at it:
+    serve(Anthropic, sent="wrong") sends a wrong key."""
     started = []
 
     def start(cls, model: str | None = None, sent: str | None = None, **kwargs) -> WireServer:
@@ -338,11 +342,12 @@ def amas(*args):
 
 
 def function_response(part: dict) -> dict:
-    """Gemini accepts the part as functionResponse or function_response (proto JSON); litellm sends the latter."""
+    """Gemini accepts the part as functionResponse or function_response (proto JSON);
+    litellm sends the latter."""
     return part.get("functionResponse") or part["function_response"]
 
 
-# -- Ollama ------------------------------------------------------------------------------------------
+# -- Ollama ----------------------------------------------------------------------------------------
 
 
 def test_ollama_tool_call_round_trip_with_num_ctx(serve, project):
@@ -408,7 +413,8 @@ def test_ollama_model_without_tools_falls_back_to_text_calls(serve, project):
     (project / "notes.txt").write_text("remember the milk\n")
     ollama = serve(Ollama, model="ollama_chat/gemma:2b", tools=False)
     ollama.reply(
-        'Let me look.\n<tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}</tool_call>'
+        "Let me look.\n"
+        '<tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}</tool_call>'
     )
     ollama.reply("Your notes say: remember the milk.")
     result = amas("what do my notes say?")
@@ -438,7 +444,7 @@ def test_ollama_model_without_tools_falls_back_to_text_calls(serve, project):
     assert "remember the milk" in fed_back["content"]
 
 
-# -- Anthropic ---------------------------------------------------------------------------------------
+# -- Anthropic -------------------------------------------------------------------------------------
 
 
 def test_anthropic_tool_use_round_trip(serve, project):
@@ -482,7 +488,7 @@ def test_anthropic_tool_use_round_trip(serve, project):
     assert "README.md" in json.dumps(fed_back["content"][0]["content"])
 
 
-# -- Gemini ------------------------------------------------------------------------------------------
+# -- Gemini ----------------------------------------------------------------------------------------
 
 
 def test_gemini_function_call_round_trip(serve, project):
@@ -517,9 +523,10 @@ def test_gemini_function_call_round_trip(serve, project):
 
 @pytest.mark.parametrize("cls", [Anthropic, Gemini, Ollama], ids=lambda cls: cls.__name__)
 def test_an_answer_leaves_no_response_open_in_the_shared_pool(serve, cls):
-    """litellm stops reading these streams at their last event; the response it leaves open was closed by the
-    garbage collector, which can run inside the next request while it holds the pool's lock: the CI run of
-    this suite, like a REPL's next message, then waited forever (httpcore issue 990)."""
+    """litellm stops reading these streams at their last event; the response it leaves open was
+    closed by the garbage collector, which can run inside the next request while it holds the pool's
+    lock: the CI run of this suite, like a REPL's next message, then waited forever (httpcore issue
+    990)."""
     import litellm
 
     server = serve(cls)
@@ -541,7 +548,7 @@ def test_an_answer_leaves_no_response_open_in_the_shared_pool(serve, cls):
     # cost bookkeeping may still be asking /api/show for the model's facts in a thread of its own)
 
 
-# -- OpenAI-compatible servers (llama.cpp, LM Studio, vLLM) -------------------------------------------
+# -- OpenAI-compatible servers (llama.cpp, LM Studio, vLLM) ----------------------------------------
 
 
 def test_openai_compatible_server_needs_no_key(project, llm, monkeypatch):
@@ -558,7 +565,7 @@ def test_openai_compatible_server_needs_no_key(project, llm, monkeypatch):
     assert fed_back["role"] == "tool" and "# demo" in fed_back["content"]
 
 
-# -- errors ------------------------------------------------------------------------------------------
+# -- errors ----------------------------------------------------------------------------------------
 
 GEMINI_403 = (
     403,
@@ -566,7 +573,8 @@ GEMINI_403 = (
         "error": {
             "code": 403,
             "status": "PERMISSION_DENIED",
-            "message": "Generative Language API has not been used in project 1234 or it is disabled.",
+            "message": "Generative Language API has not been used in project 1234 "
+            "or it is disabled.",
         }
     },
 )

@@ -156,9 +156,9 @@ def test_other_commands_multiline_and_completion(repl, project, llm):
 
 
 def test_a_ctrl_c_while_waiting_for_the_preload_leaves_the_next_wait_waiting(agent, monkeypatch):
-    """Python 3.11's Thread.join, interrupted by Ctrl+C while the thread runs, releases that thread's
-    lock and marks it finished: the next turn then imported litellm beside the preload thread still
-    importing it, and hung. The wait now holds until the preload is really done."""
+    """Python 3.11's Thread.join, interrupted by Ctrl+C while the thread runs, releases that
+    thread's lock and marks it finished: the next turn then imported litellm beside the preload
+    thread still importing it, and hung. The wait now holds until the preload is really done."""
     import _thread
     import signal
     import threading

@@ -1,5 +1,6 @@
 """The REPL as a person uses it (issue 30): !command, @path, what the model is told after /undo,
-the folder the user is in, -c showing where the conversation stood, Ctrl+C keeping a partial answer."""
+the folder the user is in, -c showing
+where the conversation stood, Ctrl+C keeping a partial answer."""
 
 import time
 

@@ -1,4 +1,5 @@
-"""Provider trouble and bad model output: each becomes one clear line or tool result, never a traceback."""
+"""Provider trouble and bad model output:
+each becomes one clear line or tool result, never a traceback."""
 
 import pytest
 from conftest import run_amas
@@ -67,8 +68,8 @@ def test_context_window_exceeded_compacts_and_retries_once(agent, llm):
     agent.turn("second question")
     llm.error(
         400,
-        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 "
-        "tokens. Please reduce the length of the messages.",
+        "This model's maximum context length is 8192 tokens. "
+        "However, your messages resulted in 9000 tokens. Please reduce the length of the messages.",
     )
     llm.reply(text="summary of earlier work")
     llm.reply(text="third answer")
@@ -110,8 +111,8 @@ def test_malformed_tool_calls_become_tool_results(agent, llm):
 
 
 def test_null_optional_arguments_are_their_defaults(agent, llm):
-    """Qwen2.5-Coder-1.5B on llama.cpp writes `"limit": null` for every optional argument it does not
-    mean: the call runs with the defaults, and the model reads the file."""
+    """Qwen2.5-Coder-1.5B on llama.cpp writes `"limit": null` for every optional argument it does
+    not mean: the call runs with the defaults, and the model reads the file."""
     nulls = '{"path": "README.md", "offset": null, "limit": null}'
     llm.reply(
         calls=[("read_file", nulls), ("shell_command", '{"command": "true", "timeout": null}')]

@@ -1,4 +1,5 @@
-"""The gates in-process: shell rules, paths outside the project, redaction, and a fuzzed dispatcher."""
+"""The gates in-process: shell rules, paths outside the project, redaction,
+and a fuzzed dispatcher."""
 
 import json
 import os
@@ -154,7 +155,8 @@ def test_fuzzed_dispatcher_always_returns_a_string(bare, name, args):
     try:
         result = box.execute(name, raw)
     finally:
-        box.close()  # a browser tool started Chromium: left open, it holds Playwright's loop for later tests
+        # a browser tool started Chromium: left open, it holds Playwright's loop for later tests
+        box.close()
     assert isinstance(result, str) and result
 
 
@@ -239,8 +241,9 @@ print(json.dumps(box.execute("shell_command", json.dumps({"command": sys.argv[3]
 
 
 def test_a_command_cannot_read_the_key_from_amas_own_environment(tmp_path):
-    """Children get no secret variables, but /proc/$PPID/environ held amas's whole first environment: a shifted
-    copy (`tr`, the name too) passed the redaction. Root reads any process's: as root the command runs as nobody."""
+    """Children get no secret variables, but /proc/$PPID/environ held amas's whole first
+    environment: a shifted copy (`tr`, the name too) passed the redaction. Root reads any process's:
+    as root the command runs as nobody."""
     base = Path(tempfile.mkdtemp(prefix="amas-environ-"))
     try:
         os.chmod(base, 0o777)
@@ -250,7 +253,8 @@ def test_a_command_cannot_read_the_key_from_amas_own_environment(tmp_path):
             else []
         )
         env = {**os.environ, "HOME": str(base), "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstuvwxyz"}
-        line = "tr 'A-Za-z' 'B-ZAb-za' < /proc/$PPID/environ | tr '\\0' '\\n' | grep tl-"  # the name shifted too
+        # the name shifted too
+        line = "tr 'A-Za-z' 'B-ZAb-za' < /proc/$PPID/environ | tr '\\0' '\\n' | grep tl-"
         args = [sys.executable, "-c", AS_NOBODY, str(Path(__file__).parent), str(base), line]
         done = subprocess.run(
             [*as_nobody, *args], env=env, capture_output=True, text=True, timeout=60
@@ -263,8 +267,9 @@ def test_a_command_cannot_read_the_key_from_amas_own_environment(tmp_path):
 
 @pytest.mark.parametrize("git_repo", [True, False])
 def test_search_files_is_no_oracle_on_a_hidden_secret(bare, git_repo):
-    """A pattern runs on the text as the model sees it, secrets redacted: which files and lines match, and how
-    long it takes, never depend on a hidden value (before, the files were chosen on the raw text)."""
+    """A pattern runs on the text as the model sees it, secrets redacted: which files and lines
+    match, and how long it takes, never depend on a hidden value (before, the files were chosen on
+    the raw text)."""
     if git_repo:
         subprocess.run(["git", "init", "-q"], cwd=bare, check=True)
     (bare / ".env").write_text("DEBUG=true\nDB_PASSWORD=Xk9#mQ2vLp7z!Rt4\n")
@@ -339,8 +344,9 @@ def test_the_model_cannot_lift_shell_timeout_and_yes_does_not_either(project, ho
 
 
 def test_yes_does_not_read_the_dot_files_of_your_home(project, home, llm, amas):
-    """A shell's or tool's settings in the home (fish's config, here) hold tokens: read only when the
-    person says so in a terminal, never under --yes alone; the toolchain's places stay readable."""
+    """A shell's or tool's settings in the home (fish's config, here) hold tokens: read only when
+    the person says so in a terminal, never under --yes alone; the toolchain's places stay
+    readable."""
     (home / ".config/fish").mkdir(parents=True)
     (home / ".config/fish/config.fish").write_text("set -x DEPLOY_TOKEN 9fK2vQ7xLmZ4pR8t\n")
     (home / ".rustup").mkdir()
@@ -378,8 +384,8 @@ def test_a_write_lands_where_it_was_approved_or_nowhere(bare, tmp_path, monkeypa
     box = toolbox(bare)
     said = box.execute("write_file", json.dumps({"path": "sub/notes.md", "content": "hi\n"}))
     assert said == (
-        f"Error: the path changed since it was approved: {bare.resolve()}/sub is no longer a folder "
-        "(a link now?); nothing was written"
+        f"Error: the path changed since it was approved: {bare.resolve()}/sub "
+        "is no longer a folder (a link now?); nothing was written"
     )
     assert list(outside.iterdir()) == []
     box.execute("write_file", json.dumps({"path": "new/notes.md", "content": "made\n"}))

@@ -20,7 +20,8 @@ from amas_code import effects, netstack, providers, redact, sandbox
 REPO = str(Path(__file__).parents[1])
 NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
 RUN = (  # sandbox.run in a fresh interpreter, for another user or for a process to kill
-    "import json, sys, pathlib; from amas_code import effects, sandbox; a = json.loads(sys.argv[1]); "
+    "import json, sys, pathlib; from amas_code import effects, sandbox; "
+    "a = json.loads(sys.argv[1]); "
     "box = None if a['box'] is None else sandbox.Box(**a['box']); "
     "command = effects.Command(a['command'], a['timeout'], a['env']); "
     "print(sandbox.run(command, pathlib.Path(a['root']), box), end='')"
@@ -49,7 +50,8 @@ def user(request):
 
 @pytest.fixture
 def place(user, monkeypatch):
-    """A project inside a home, both outside /tmp (which the box replaces whole), owned by the user."""
+    """A project inside a home, both outside /tmp (which the box replaces whole),
+    owned by the user."""
     base = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="amas-box-"))
     home, root = base / "home", base / "home" / "proj"
     root.mkdir(parents=True)
@@ -281,7 +283,8 @@ def test_python_from_the_home_and_a_venv_in_the_project_run_in_the_box(user, pla
 
 
 def test_no_process_environ_holds_a_key(user, place):
-    """Another process of the user (here a sleep; in life the shell that started amas) holds a key."""
+    """Another process of the user (here a sleep; in life the shell that started amas)
+    holds a key."""
     who = NOBODY if user == "nobody" else []
     holder = subprocess.Popen([*who, "sleep", "60"], env={**os.environ, "OPENAI_API_KEY": KEY})
     try:
@@ -294,7 +297,10 @@ def test_no_process_environ_holds_a_key(user, place):
 
 
 def test_the_network_is_not_there(user, place, llm):
-    get = f"import urllib.request; print(urllib.request.urlopen('{llm.url}/models', timeout=5).status)"
+    get = (
+        "import urllib.request; "
+        f"print(urllib.request.urlopen('{llm.url}/models', timeout=5).status)"
+    )
     command = f'python3 -c "{get}"'
     result = boxed(user, place, command, box={})
     assert "[exit code 1]" in result and sandbox.refused(result, place, sandbox.Box()) == [
@@ -317,7 +323,8 @@ def test_a_daemon_a_command_starts_ends_with_it(user, place):
 
 
 def test_a_command_and_its_daemon_die_when_amas_is_killed(user, place):
-    """kill -9 leaves amas no moment to clean up: the box dies with its parent, the daemon with the box."""
+    """kill -9 leaves amas no moment to clean up:
+    the box dies with its parent, the daemon with the box."""
     command = "setsid flock d.lock sh -c 'exec sleep 300' & "
     command += "flock c.lock sh -c 'touch held; exec sleep 300'"
     args = dict(command=command, timeout=120, root=str(place), box={})

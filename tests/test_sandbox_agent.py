@@ -1,4 +1,5 @@
-"""The sandbox as the agent uses it: leaving the box is asked, and no box means every command asked."""
+"""The sandbox as the agent uses it:
+leaving the box is asked, and no box means every command asked."""
 
 import os
 import stat
@@ -125,7 +126,8 @@ def test_the_repl_says_which_mode_is_in_force(repl, project):
 
 
 def test_a_long_line_of_output_is_judged_at_once(bare):
-    """`refused` looked for a path before ': Read-only file system' across a 200 KB line: minutes."""
+    """`refused` looked for a path before ': Read-only file system'
+    across a 200 KB line: minutes."""
     line = "x/" * 100_000
     box = sandbox.Box()
     assert sandbox.refused(f"$ cmd\n{line}\n[exit code 3]", bare, box) == []

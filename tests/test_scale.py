@@ -54,8 +54,8 @@ def test_a_tool_over_a_huge_tree_holds_no_more_than_over_a_small_one(bare, name,
 
 
 def test_a_one_shot_with_a_full_map_loads_no_tokenizer(project, llm):
-    """The system prompt is kept in budget by the map's own measure: tiktoken's encoding (+35 MB of a
-    one-shot's 200) loads only when a conversation nears the model's context."""
+    """The system prompt is kept in budget by the map's own measure: tiktoken's encoding (+35 MB of
+    a one-shot's 200) loads only when a conversation nears the model's context."""
     (project / "pkg").mkdir()
     for i in range(300):
         body = "".join(f"def function_{i}_{j}(a, b):\n    pass\n" for j in range(8))

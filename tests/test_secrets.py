@@ -1,4 +1,5 @@
-"""Secrets: hidden where they are real, shown where they are not, and edits that work on lines holding them."""
+"""Secrets: hidden where they are real, shown
+where they are not, and edits that work on lines holding them."""
 
 import json
 from pathlib import Path
@@ -13,7 +14,10 @@ CORPUS = Path(__file__).parent / "corpus"
 ENV = (
     "DEBUG=1\nSTRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\nDB_PASSWORD=Xq7!mP2vL9zR\nHOST=db\n"
 )
-KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nq9Zx2Lm4Nv6Bt9Rk3\n-----END RSA PRIVATE KEY-----\n"
+KEY = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nq9Zx2Lm4Nv6Bt9Rk3\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
 
 
 def corpus(name: str) -> list[str]:
@@ -76,13 +80,17 @@ def test_a_secret_between_backticks_is_hidden(bare):
 
 def test_git_author_is_no_secret_name(project, monkeypatch):
     """GIT_AUTHOR_NAME holds AUTH but names no secret: commands get it and git log shows the author.
-    Nor does TIKTOKEN_CACHE_DIR: taken out of amas's environment, litellm's tokenizer went online."""
+    Nor does TIKTOKEN_CACHE_DIR: taken out of amas's environment,
+    litellm's tokenizer went online."""
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Jane Maintainer")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/opt/tokenizers")
     monkeypatch.setenv("DEPLOY_TOKEN", "dpl-5e3cr3t-value")
     monkeypatch.setenv("PGPASSWORD", "pg-5e3cr3t-value")
     box = toolbox(project, auto_accept=True, sandbox="off")  # a commit writes .git: not in the box
-    command = "git commit -q --allow-empty -m x && git log -1 --format=%an; echo [$DEPLOY_TOKEN$PGPASSWORD]"
+    command = (
+        "git commit -q --allow-empty -m x && git log -1 --format=%an; "
+        "echo [$DEPLOY_TOKEN$PGPASSWORD]"
+    )
     said = box.execute("shell_command", json.dumps({"command": command}))
     assert "Jane Maintainer\n[]" in said
     assert git(project, "log", "-1", "--format=%an") == "Jane Maintainer\n"
@@ -185,7 +193,10 @@ def test_lines_holding_hidden_values_can_be_moved_each_value_with_its_name(box, 
     old = "STRIPE_SECRET_KEY=[REDACTED]\nDB_PASSWORD=[REDACTED]\n"
     said = edit(box, old, "DB_PASSWORD=[REDACTED]\nSTRIPE_SECRET_KEY=[REDACTED]\n")
     assert said.startswith("Edit .env")
-    swapped = "DEBUG=1\nDB_PASSWORD=Xq7!mP2vL9zR\nSTRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\nHOST=db\n"
+    swapped = (
+        "DEBUG=1\nDB_PASSWORD=Xq7!mP2vL9zR\nSTRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dc\n"
+        "HOST=db\n"
+    )
     assert (bare / ".env").read_text() == swapped
 
 
@@ -242,8 +253,9 @@ def test_a_private_key_block_can_be_moved_and_deleted(bare):
 
 
 def test_real_commits_replayed_as_edits_apply_byte_for_byte(bare):
-    """Hunks of pallets/flask and encode/httpx commits (CI files, tox.ini, tests and docs with fixture passwords,
-    CODECOV_TOKEN and hidden example keys), each an edit_file call made from the text as the model sees it."""
+    """Hunks of pallets/flask and encode/httpx commits (CI files, tox.ini, tests and docs with
+    fixture passwords, CODECOV_TOKEN and hidden example keys), each an edit_file call made from the
+    text as the model sees it."""
     box = toolbox(bare, auto_accept=True)
     failed = []
     for case in json.loads((CORPUS / "replay.json").read_text()):
@@ -267,7 +279,7 @@ def test_a_codecov_line_is_removed_through_the_model(project, llm, amas):
     assert "CODECOV_TOKEN: '$(codecov.token)'" in llm.requests[1]["messages"][-1]["content"]
 
 
-# -- where text crosses out of amas: the screen, the model, the disk --------------------------------
+# -- where text crosses out of amas: the screen, the model, the disk -------------------------------
 
 TOKEN = "dpl-5e3cr3t-value-42"  # in amas's environment as DEPLOY_TOKEN: a secret amas knows
 

@@ -1,4 +1,5 @@
-"""Scratch: amas's faults seen in the task bench, as tests (not committed; they go into the report)."""
+"""Scratch: amas's faults seen in the task bench, as tests
+(not committed; they go into the report)."""
 
 import pytest
 from conftest import run_amas
@@ -9,8 +10,8 @@ OK_TEST = "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_ok(sel
 def test_a_timeout_above_shell_timeout_under_yes_is_capped_not_declined_by_nobody(project, llm):
     """Qwen2.5-Coder-1.5B's first call in the task bench (run-tests): shell_command
     {"command": "python -m unittest", "timeout": 60}. Under --yes with no terminal amas answered
-    "Error: a timeout of 60s (...) was declined by the user" -- no user was asked -- the model spent a
-    turn (16 s) repeating the call with 30, and the run exited 2 as if the person had declined."""
+    "Error: a timeout of 60s (...) was declined by the user" -- no user was asked -- the model spent
+    a turn (16 s) repeating the call with 30, and the run exited 2 as if the person had declined."""
     (project / "test_ok.py").write_text(OK_TEST)
     llm.reply(tool="shell_command", command="python -m unittest", timeout=60)
     llm.reply(text="All tests pass.")
@@ -67,9 +68,9 @@ def test_a_project_never_initialised_still_shows_the_model_its_files(project, ll
 
 def test_a_path_that_does_not_exist_names_the_real_files(project, llm):
     """Task bench, readme-convention in text mode: the 1.5B's first call was read_file
-    {"path": "src/js/temperatureConverter.js"}; amas answered "Error: FileNotFoundError: [Errno 2] No
-    such file or directory: '/tmp/.../repo/src/js/temperatureConverter.js'" and the model told the
-    user to `touch` the file; the project's convert.py was never named to it."""
+    {"path": "src/js/temperatureConverter.js"}; amas answered "Error: FileNotFoundError: [Errno 2]
+    No such file or directory: '/tmp/.../repo/src/js/temperatureConverter.js'" and the model told
+    the user to `touch` the file; the project's convert.py was never named to it."""
     (project / "convert.py").write_text("def km_to_miles(km):\n    return km * 0.621371\n")
     llm.reply(tool="read_file", path="src/js/temperatureConverter.js").reply(text="ok")
     run_amas("-y", "Add a converter from Celsius to Fahrenheit.", llm=llm)
@@ -88,7 +89,8 @@ def test_a_reply_that_only_echoes_the_tool_result_is_asked_again_once(project, l
         tool="edit_file", path="stats.py", old_str="def mean(xs):", new_str="def mean(xs=()):"
     )
     echo = (
-        "<tool_response>\nError: old_str not found in stats.py. The closest region (lines 1-1) is:\n"
+        "<tool_response>\n"
+        "Error: old_str not found in stats.py. The closest region (lines 1-1) is:\n"
         "     1\tdef mean(values):\nCopy old_str exactly from the file.\n</tool_response>"
     )
     llm.reply(echo)
@@ -117,13 +119,15 @@ def test_a_run_whose_every_change_failed_does_not_exit_0(project, llm):
 
 
 UNKNOWN_TOOLS = [  # the 1.5B's whole reply, as it wrote it (bench/taskbench.py runs)
-    '```json\n{\n  "name": "format_row",\n  "arguments": {\n    "name": "tea",\n    "amount": 2.5,\n'
-    '    "currency": "$"\n  }\n}\n```',
+    '```json\n{\n  "name": "format_row",\n  "arguments": {\n    "name": "tea",\n'
+    '    "amount": 2.5,\n    "currency": "$"\n  }\n}\n```',
     '```python\n{\n    "name": "discounted",\n    "arguments": {\n        "price": 199.90,\n'
     '        "percent": 10\n    }\n}\n```',
-    '```json\n{\n  "name": "run_tests",\n  "arguments": {\n    "command": "python -m unittest"\n  }\n}\n```',
-    '```json\n{\n  "name": "rename_function",\n  "arguments": {\n    "old_function_name": "get_usr",\n'
-    '    "new_function_name": "get_user",\n    "path": "."\n  }\n}\n```',
+    '```json\n{\n  "name": "run_tests",\n  "arguments": {\n'
+    '    "command": "python -m unittest"\n  }\n}\n```',
+    '```json\n{\n  "name": "rename_function",\n  "arguments": {\n'
+    '    "old_function_name": "get_usr",\n    "new_function_name": "get_user",\n    "path": "."\n'
+    "  }\n}\n```",
 ]
 
 
@@ -167,16 +171,17 @@ def test_the_answer_to_an_unknown_tool_lists_the_tools_offered_and_no_call_to_co
 
 
 STATS = (
-    '"""Small statistics helpers."""\n\n\ndef mean(values):\n    """The arithmetic mean; 0.0 for none."""\n'
+    '"""Small statistics helpers."""\n\n\n'
+    'def mean(values):\n    """The arithmetic mean; 0.0 for none."""\n'
     "    return sum(values) / len(values)\n"
 )
 
 
 def test_old_str_not_found_in_a_file_never_read_shows_it_and_says_to_read_it(project, llm):
     """Task bench at temperature 0, failing-test: the 1.5B's first call was edit_file on
-    test_stats.py with old_str "pass" (it had read nothing); amas answered "old_str not found ... The
-    closest region (lines 13-13) is: 13  def test_spread(self):" -- a line unrelated to the task. The
-    model sent the same call twice more and gave up with an empty reply."""
+    test_stats.py with old_str "pass" (it had read nothing); amas answered "old_str not found ...
+    The closest region (lines 13-13) is: 13  def test_spread(self):" -- a line unrelated to the
+    task. The model sent the same call twice more and gave up with an empty reply."""
     (project / "stats.py").write_text(STATS)
     llm.reply(tool="edit_file", path="stats.py", old_str="pass", new_str="return 0.0").reply(
         text="ok"
@@ -236,9 +241,9 @@ def test_the_first_request_of_a_coding_task_fits_a_small_model(project, llm):
 
 
 def test_a_local_model_is_asked_at_a_low_temperature(project, llm):
-    """Task bench: amas sends no temperature, so llama-server samples at its default 0.8 (Aider sends
-    0). With the server's default set to 0 (`--server-args "--temp 0"`) the 1.5B wrote a call in
-    five of six tasks instead of one; at 0.8 it mostly answered in prose."""
+    """Task bench: amas sends no temperature, so llama-server samples at its default 0.8 (Aider
+    sends 0). With the server's default set to 0 (`--server-args "--temp 0"`) the 1.5B wrote a call
+    in five of six tasks instead of one; at 0.8 it mostly answered in prose."""
     llm.reply(text="ok")
     run_amas("-y", "hello", llm=llm)
     assert llm.requests[0].get("temperature") is not None

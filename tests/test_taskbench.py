@@ -1,10 +1,10 @@
 """The task bench's own logic (bench/taskbench.py, taskset.py), with the scripted server.
 
-Off the default run (marked bench: `.ci/run` runs it with -m bench): the model is its parts in order, checked
-by size and made once; the checks judge each task right both ways (the project as given fails, a
-reference fix passes); a run through the recording proxy reports what happened: solved or not and
-why, the requests and prompt tokens the server saw, amas's exit code and JSON result; a run past
-its limit is stopped, with what it started, and a server left busy is restarted.
+Off the default run (marked bench: `.ci/run` runs it with -m bench): the model is its parts in
+order, checked by size and made once; the checks judge each task right both ways (the project as
+given fails, a reference fix passes); a run through the recording proxy reports what happened:
+solved or not and why, the requests and prompt tokens the server saw, amas's exit code and JSON
+result; a run past its limit is stopped, with what it started, and a server left busy is restarted.
 """
 
 import json

@@ -1,4 +1,5 @@
-"""The terminal as a person uses it (issue 30) and text from outside kept escaped (issue 29 item 4)."""
+"""The terminal as a person uses it (issue 30) and text from outside kept escaped
+(issue 29 item 4)."""
 
 import json
 import re
@@ -31,8 +32,8 @@ def screen(raw: str) -> str:
 
 
 def settled(raw: str) -> list[str]:
-    """The lines a terminal holds after raw was written (a minimal emulator: text, \\r, \\n, cursor up,
-    erase line), scrollback included: what a person can scroll back and read."""
+    """The lines a terminal holds after raw was written (a minimal emulator: text, \\r, \\n, cursor
+    up, erase line), scrollback included: what a person can scroll back and read."""
     rows, y, x = [""], 0, 0
     for token in re.finditer(f"{CSI.pattern}|\r|\n|[^\x1b\r\n]+|\x1b", raw):
         piece, match = token[0], CSI.fullmatch(token[0])
@@ -79,7 +80,7 @@ def term(project, llm):
         child.close(force=True)
 
 
-# -- answers ----------------------------------------------------------------------------------------
+# -- answers ---------------------------------------------------------------------------------------
 
 
 def test_an_answer_is_rendered_as_markdown_on_a_terminal(term, llm):
@@ -134,7 +135,7 @@ def test_markdown_keeps_names_and_leaves_emphasis_and_code_alone():
     assert keep_names(fenced) == fenced
 
 
-# -- questions --------------------------------------------------------------------------------------
+# -- questions -------------------------------------------------------------------------------------
 
 
 def test_text_typed_during_the_spinner_does_not_answer_the_question(term, project, llm):
@@ -194,7 +195,7 @@ def test_a_question_without_a_terminal_declines(project, llm):
     assert "declined: no terminal to ask on" in result.stderr
 
 
-# -- live command output ----------------------------------------------------------------------------
+# -- live command output ---------------------------------------------------------------------------
 
 TAIL = """
 import sys
@@ -245,7 +246,7 @@ def test_a_slow_command_shows_its_first_line_before_its_last(term, llm):
     child.expect("Counted.")
 
 
-# -- escaping (issue 29 item 4) ---------------------------------------------------------------------
+# -- escaping (issue 29 item 4) --------------------------------------------------------------------
 
 EVIL = "\x1b[2J\x1b]0;owned\x07"
 

@@ -1,4 +1,5 @@
-"""The text tool-call reader over a corpus taken from public parser test suites, and its writing side."""
+"""The text tool-call reader over a corpus taken from public parser test suites,
+and its writing side."""
 
 import json
 import re
@@ -10,8 +11,8 @@ import pytest
 from amas_code import toolcalls, tools
 
 CORPUS = json.loads((Path(__file__).parent / "toolcall_corpus.json").read_text())
-# real outputs from sources the reader was never tuned on (ollama's newer parsers, lmdeploy) and half
-# of issue 52's written plain answers, split at random: measured, never tuned on
+# real outputs from sources the reader was never tuned on (ollama's newer parsers, lmdeploy) and
+# half of issue 52's written plain answers, split at random: measured, never tuned on
 HELDOUT = json.loads((Path(__file__).parent / "toolcall_heldout.json").read_text())
 NAMES = set(tools.NAMES)
 MARKUP = (
@@ -221,7 +222,9 @@ QWEN_XML = (
     f"<parameter=content>\n{CONTENT}\n</parameter>\n</function>\n</tool_call>"
 )
 WRITTEN = {  # one create_file call a family, as that family writes it
-    "hermes": f'Creating it.\n<tool_call>{{"name": "create_file", "arguments": {ARGS}}}</tool_call>',
+    "hermes": (
+        f'Creating it.\n<tool_call>{{"name": "create_file", "arguments": {ARGS}}}</tool_call>'
+    ),
     "qwen3-coder-xml": QWEN_XML,
     "llama-json": f'<|python_tag|>{{"name": "create_file", "parameters": {ARGS}}}',
     "pythonic": f"[create_file(path='out.py', content={CONTENT!r})]",
@@ -236,13 +239,17 @@ WRITTEN = {  # one create_file call a family, as that family writes it
         f"<arg_key>content</arg_key>\n<arg_value>{CONTENT}</arg_value>\n</tool_call>"
     ),
     # the families of issue 39, each in the markup of its source in the corpus
-    "gemma4": f"<|channel>thought\nA file.<channel|><|tool_call>call:create_file{{{GEMMA}}}<tool_call|>",
+    "gemma4": (
+        f"<|channel>thought\nA file.<channel|><|tool_call>call:create_file{{{GEMMA}}}<tool_call|>"
+    ),
     "functiongemma": f"<start_function_call>call:create_file{{{GEMMA_ESC}}}<end_function_call>",
     "kimi-k2": (
         "<|tool_calls_section_begin|><|tool_call_begin|>functions.create_file:0"
         f"<|tool_call_argument_begin|>{ARGS}<|tool_call_end|><|tool_calls_section_end|>"
     ),
-    "minimax-m2": f'<minimax:tool_call>\n<invoke name="create_file">\n{INVOKE}</invoke>\n</minimax:tool_call>',
+    "minimax-m2": (
+        f'<minimax:tool_call>\n<invoke name="create_file">\n{INVOKE}</invoke>\n</minimax:tool_call>'
+    ),
     "deepseek-r1": (
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>create_file\n```json\n"
         f"{ARGS}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
@@ -253,10 +260,13 @@ WRITTEN = {  # one create_file call a family, as that family writes it
     ),
     "step3": (
         "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>create_file\n"
-        f'<steptml:invoke name="create_file">{INVOKE.replace("<", "<steptml:").replace("<steptml:/", "</steptml:")}'
+        '<steptml:invoke name="create_file">'
+        f"{INVOKE.replace('<', '<steptml:').replace('<steptml:/', '</steptml:')}"
         "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>"
     ),
-    "longcat": f'<longcat_tool_call>{{"name": "create_file", "arguments": {ARGS}}}</longcat_tool_call>',
+    "longcat": (
+        f'<longcat_tool_call>{{"name": "create_file", "arguments": {ARGS}}}</longcat_tool_call>'
+    ),
     "atem": (
         f' to=create_file<|message|><atem:function_calls>\n<atem:invoke name="create_file">\n'
         f"{INVOKE.replace('<', '<atem:').replace('<atem:/', '</atem:')}</atem:invoke>\n"
@@ -285,11 +295,14 @@ WRITTEN = {  # one create_file call a family, as that family writes it
     ),
     # the forms issue 52 found missed, each as its source in the corpus writes it
     "localai-function-key": f'{{"function": "create_file", "arguments": {ARGS}}}',
-    "args-under-key": f'<tool_calls>[{{"create_file": {{"id": "call-0001", "args": {ARGS}}}}}]</tool_calls>',
+    "args-under-key": (
+        f'<tool_calls>[{{"create_file": {{"id": "call-0001", "args": {ARGS}}}}}]</tool_calls>'
+    ),
     "call-id": f"<tool_call><function=create_file>[call_abc]{ARGS}</function></tool_call>",
     "qwen3-coder-escaped": QWEN_XML.replace("\n", "\\n"),
     "qwen3-coder-indented": (
-        "<tool_call>\n  <function=create_file>\n    <parameter=path>\n      out.py\n    </parameter>\n"
+        "<tool_call>\n  <function=create_file>\n"
+        "    <parameter=path>\n      out.py\n    </parameter>\n"
         f"    <parameter=content>\n      {CONTENT}\n    </parameter>\n  </function>\n</tool_call>"
     ),
     "qwen3-coder-cut": QWEN_XML.removesuffix("</function>\n</tool_call>"),
@@ -590,7 +603,8 @@ def test_lenient_reading_never_changes_the_strings_inside():
 
 def figures(corpus: list[dict]) -> list[str]:
     """Per family: calls read right / cases, then false runs over the answers that only show calls.
-    The reader is the same in text mode and native mode (a native reply carrying the call as text)."""
+    The reader is the same in text mode and native mode
+    (a native reply carrying the call as text)."""
     read, total, false = {}, {}, [0, 0]
     for case in corpus:
         calls = calls_of(toolcalls.read(case["raw"], names_for(case))[0])

@@ -140,7 +140,8 @@ def test_shell_command_output_and_exit_code(run):
 
 
 def still_running(cmdline: list[str]) -> list:
-    """Processes with this command line that outlive a short grace period (SIGKILL is asynchronous)."""
+    """Processes with this command line that outlive a short grace period
+    (SIGKILL is asynchronous)."""
     found = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == cmdline]
     return psutil.wait_procs(found, timeout=5)[1]
 
@@ -305,7 +306,8 @@ def test_a_fifo_never_blocks_a_tool(run, bare, name, args, said):
 
 
 def test_a_one_line_change_in_a_file_of_repeated_lines_is_diffed_as_one_line(monkeypatch):
-    """Matching is quadratic in repeated lines (10,000 took 13 s): the lines both ends share are left out first."""
+    """Matching is quadratic in repeated lines (10,000 took 13 s):
+    the lines both ends share are left out first."""
     import difflib
 
     from amas_code import ui
@@ -321,9 +323,9 @@ def test_a_one_line_change_in_a_file_of_repeated_lines_is_diffed_as_one_line(mon
     old = "x,1\n" * 30_000
     new = "x,1\n" * 15_000 + "x,2\n" + "x,1\n" * 14_999
     shown = ui.diff(old, new, "data.csv").plain
-    assert (
-        shown
-        == "--- a/data.csv\n+++ b/data.csv\n@@ -14999,5 +14999,5 @@\n x,1\n x,1\n-x,1\n+x,2\n x,1\n x,1\n"
+    assert shown == (
+        "--- a/data.csv\n+++ b/data.csv\n@@ -14999,5 +14999,5 @@\n"
+        " x,1\n x,1\n-x,1\n+x,2\n x,1\n x,1\n"
     )
     assert matched and max(matched) <= 12
     assert (
@@ -364,10 +366,12 @@ WAIT = "until [ -s daemon.pid ]; do sleep 0.05; done; "
 
 
 def test_a_process_out_of_reach_holding_the_output_ends_the_reading_at_the_timeout(bare):
-    """Where no subreaper brings a daemon back (macOS, or a parent that took the role), the command still returns
-    at its timeout with what it printed, and says why; a fresh interpreter stands in for such a system."""
+    """Where no subreaper brings a daemon back (macOS, or a parent that took the role), the command
+    still returns at its timeout with what it printed, and says why; a fresh interpreter stands in
+    for such a system."""
     script = (
-        "import os, pathlib; from amas_code import effects, sandbox; sandbox._harden = lambda: None; "
+        "import os, pathlib; from amas_code import effects, sandbox; "
+        "sandbox._harden = lambda: None; "
         "line = \"setsid sh -c 'echo $$ > daemon.pid; exec sleep 303' & " + WAIT + 'echo started"; '
         "print(sandbox.run(effects.Command(line, 2, dict(os.environ)), pathlib.Path.cwd()))"
     )
@@ -446,7 +450,8 @@ def test_a_path_that_is_not_there_names_the_nearest_real_ones(run, bare):
 
 
 def test_old_str_not_found_in_a_file_never_read_shows_it_or_says_to_read_it(run, bare):
-    """A closest match from a file the model never read (`17 return 0`) led it to guess twice more."""
+    """A closest match from a file the model never read
+    (`17 return 0`) led it to guess twice more."""
     (bare / "small.py").write_text("def f():\n    return 1\n")
     said = run("edit_file", path="small.py", old_str="return 0", new_str="return 2")
     assert said == (

@@ -135,7 +135,7 @@ def test_ctrl_c_on_a_command_keeps_its_output_for_the_screen_and_the_model(term,
     assert re.search(r"\[stopped by the user after [0-9.]+ s\]", result), result
 
 
-# -- rendering (issue 42 item 6) --------------------------------------------------------------------
+# -- rendering (issue 42 item 6) -------------------------------------------------------------------
 
 
 def spawn(project, llm, columns: int) -> pexpect.spawn:
@@ -155,7 +155,8 @@ def spawn(project, llm, columns: int) -> pexpect.spawn:
 
 
 def words_kept(lines: list[str], start: str, end: str, columns: int) -> str:
-    """The text from the line starting with start to the one holding end, checked to fit the width."""
+    """The text from the line starting with start to the one holding end,
+    checked to fit the width."""
     first = next(i for i, line in enumerate(lines) if line.startswith(start))
     last = next(i for i in range(first, len(lines)) if end in lines[i])
     block = lines[first : last + 1]

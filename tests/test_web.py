@@ -1,4 +1,5 @@
-"""fetch_url and search_google against pages served on 127.0.0.1, and search backends at their boundary."""
+"""fetch_url and search_google against pages served on 127.0.0.1,
+and search backends at their boundary."""
 
 import json
 import socket
@@ -125,9 +126,9 @@ def test_slow_page_times_out(pages, monkeypatch):
 def test_page_that_never_ends_hits_the_total_deadline(pages, monkeypatch):
     monkeypatch.setattr(browser, "TIMEOUT", 0.5)  # each byte comes well within the read timeout
     out = answered(browser.fetch, pages.url + "/trickle", ASK_NOTHING)
-    assert (
-        out
-        == f"Error: timed out fetching {pages.url}/trickle after 0.5s (the page did not finish loading)"
+    assert out == (
+        f"Error: timed out fetching {pages.url}/trickle after 0.5s "
+        "(the page did not finish loading)"
     )
 
 
@@ -175,7 +176,8 @@ def test_searxng_errors_suggest_another_backend(pages, path, why):
     )
     assert out.startswith("Error: searxng search failed: HTTPStatusError:") and why in out
     assert out.endswith(
-        "Try another backend in .amas/config.yaml: `search_backend: google` or `search_backend: duckduckgo`"
+        "Try another backend in .amas/config.yaml: "
+        "`search_backend: google` or `search_backend: duckduckgo`"
     )
     assert ("(blocked or rate-limited)" in out) == (path == "/limited")
 
@@ -221,8 +223,9 @@ def test_google_empty_results_mean_blocked(monkeypatch):
     monkeypatch.setattr(googlesearch, "search", lambda *a, **k: iter([]))
     out = answered(browser.search, "python", 3, {"search_backend": "google"})
     assert out == (
-        "Error: google search failed: LookupError: no results, which usually means Google blocked the "
-        "request. Try another backend in .amas/config.yaml: `search_backend: duckduckgo` or "
+        "Error: google search failed: LookupError: no results, "
+        "which usually means Google blocked the request. "
+        "Try another backend in .amas/config.yaml: `search_backend: duckduckgo` or "
         "`search_backend: searxng`"
     )
 
