@@ -16,7 +16,7 @@ from forkserver import Forkserver  # noqa: E402
 from llm_server import ScriptedLLM  # noqa: E402
 
 START_ENV = dict(os.environ)  # as the worker started, before any test's changes
-FORKSERVER = None  # this worker's, once a test needs it
+FORKSERVERS = {}  # this worker's, by model library, once a test needs one
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before any test imports litellm
 API_KEY = "sk-test-secret-key-12345"
@@ -157,12 +157,26 @@ def amas_env(llm=None, **extra) -> dict:
     return env
 
 
-def fork_server() -> Forkserver:
-    """This worker's fork server (see forkserver.py), started on first use."""
-    global FORKSERVER
-    if FORKSERVER is None or FORKSERVER.proc.poll() is not None:
-        FORKSERVER = Forkserver(amas_env(None, **START_ENV))
-    return FORKSERVER
+def fork_server(library: str = "direct") -> Forkserver:
+    """This worker's fork server (see forkserver.py) for runs on a model library's path, started on
+    first use."""
+    server = FORKSERVERS.get(library)
+    if server is None or server.proc.poll() is not None:
+        server = FORKSERVERS[library] = Forkserver(amas_env(None, **START_ENV), library)
+    return server
+
+
+def library(args, env: dict) -> str:
+    """The library a run with these arguments and environment reaches its model through (a model
+    named in a config file is not seen here: the run then imports litellm itself)."""
+    from amas_code import providers
+
+    given = dict(zip(args, args[1:], strict=False))
+    model = given.get("-m") or given.get("--model") or env.get("AMAS_MODEL") or ""
+    base = given.get("--api-base") or env.get("AMAS_API_BASE")
+    if not model or providers.is_direct(model, base):
+        return "direct"
+    return "litellm"
 
 
 FRESH = [sys.executable, "-m", "amas_code"]  # for pexpect, where the test is about litellm's import
@@ -178,7 +192,7 @@ def run_amas(*args, llm=None, input=None, env=None, timeout=120):
     session (no controlling terminal: amas asks no one), stdin a pipe (input: text or bytes),
     stdout and stderr captured as text."""
     env = {**amas_env(llm), **(env or {})}
-    return fork_server().run(args, "" if input is None else input, env, timeout)
+    return fork_server(library(args, env)).run(args, "" if input is None else input, env, timeout)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -187,8 +201,8 @@ def stop_fork_server():
     that appeared while a command ran, and in-process tests run commands in this one."""
     fork_server()
     yield
-    if FORKSERVER is not None:
-        FORKSERVER.close()
+    for server in FORKSERVERS.values():
+        server.close()
 
 
 @pytest.fixture

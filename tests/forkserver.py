@@ -5,8 +5,9 @@ Half of the suite's CPU time went into importing litellm afresh (2.4 s) in every
 `python -m amas_code` a test started. The tests' model is a server of their own (`openai/test-model`
 at 127.0.0.1: the direct path), so what is imported once is what that path imports: the openai SDK's
 client, entered as amas enters it (direct.load: the package without its every type), and what its
-first request imports (WARM). A run on the litellm path imports litellm itself, as a user's does,
-and a forked run on the direct path has what a user's process has (no litellm). A forked run is its
+first request imports (WARM). One-shot runs on the litellm path (by their AMAS_MODEL) are forked
+from a second server that imported litellm too (2.5-3 s of CPU each, else); a forked run on the
+direct path has what a user's process has (no litellm). A forked run is its
 own process as a user's would be: its own session, the test's environment, folder and
 `python -m amas_code`'s argv; amas_code itself is not left imported here. No import starts a thread
 (checked), so forking after them is safe.
@@ -42,21 +43,24 @@ HEADER = 16  # bytes: the length of the request that follows, in decimal
 WARM = ("httpcore", "h11", "certifi", "rich.live", "rich.markdown", "rich.spinner")
 
 
-def warm() -> None:
-    """The direct path's modules, entered as amas enters them; amas_code itself is then dropped from
-    sys.modules again (a run imports the tests' own copy, afresh)."""
-    from amas_code import direct
+def warm(library: str) -> None:
+    """The direct path's modules, entered as amas enters them, and litellm too for a server of runs
+    on its path; amas_code itself is then dropped from sys.modules again (a run imports the tests'
+    own copy, afresh)."""
+    from amas_code import direct, providers
 
     direct.load()
+    if library == "litellm":
+        providers.load()
     for name in WARM:
         importlib.import_module(name)
     for name in [m for m in sys.modules if m.partition(".")[0] == "amas_code"]:
         del sys.modules[name]
 
 
-def serve(path: str) -> None:
+def serve(path: str, library: str) -> None:
     before = dict(os.environ)
-    warm()
+    warm(library)
     imported = {k: v for k, v in os.environ.items() if k not in before}
 
     listener = socket.socket(socket.AF_UNIX)
@@ -152,11 +156,11 @@ def take_terminal() -> None:
 class Forkserver:
     """The server process and its socket; one per pytest worker."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict, library: str = "direct"):
         self.dir = tempfile.TemporaryDirectory(prefix="amas-fork")
         self.path = os.path.join(self.dir.name, "socket")
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, self.path],
+            [sys.executable, __file__, self.path, library],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -283,4 +287,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--client":
         client(sys.argv[2], sys.argv[3:])
     else:
-        serve(sys.argv[1])
+        serve(sys.argv[1], sys.argv[2])

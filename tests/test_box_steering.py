@@ -339,24 +339,28 @@ class Service:
 
     def __init__(self):
         self.server = socket.create_server(("0.0.0.0", 0))
-        self.server.settimeout(10)
+        self.server.settimeout(0.1)  # accept() wakes to see close(); closing alone does not wake it
         self.port = self.server.getsockname()[1]
-        self.heard = []
+        self.heard, self.stop = [], threading.Event()
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
     def serve(self):
-        try:
-            conn, _ = self.server.accept()
+        for _ in range(600):  # a minute at most
+            if self.stop.is_set():
+                return
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
             conn.sendall(b"HOST-SERVICE\n")
             self.heard.append(True)
             conn.close()
-        except OSError:
-            pass
 
     def close(self):
-        self.server.close()
+        self.stop.set()
         self.thread.join()
+        self.server.close()
 
 
 def host_address() -> str:

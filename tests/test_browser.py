@@ -4,7 +4,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from urllib.parse import quote
 
 import psutil
@@ -140,19 +139,17 @@ def test_screenshot_is_a_png(shared, pages):
 
 @needs_chromium
 def test_missing_selector_fails_fast(shared, pages, monkeypatch):
+    """amas's own wait (browser.WAIT, 5 s), not Playwright's 30 s default, and the reason said."""
     answered(shared.navigate, pages.url + "/")
-    start = time.monotonic()
-    out = answered(shared.click, "#nope")
-    assert time.monotonic() - start < 15  # a 5 s wait, not Playwright's 30 s default
-    assert out == (
-        "Error: Page.click: Timeout 5000ms exceeded. "
-        "(no element matched, or the page did not load in time)"
-    )
     monkeypatch.setattr(browser, "WAIT", 200)
-    for out in (answered(shared.type, "#nope", "x"), answered(shared.get_text, "#nope")):
-        assert (
-            out.startswith("Error: Page.") and "Timeout 200ms exceeded. (no element matched" in out
-        )
+    for out in (
+        answered(shared.click, "#nope"),
+        answered(shared.type, "#nope", "x"),
+        answered(shared.get_text, "#nope"),
+    ):
+        assert out.startswith("Error: Page.") and out.endswith(
+            "Timeout 200ms exceeded. (no element matched, or the page did not load in time)"
+        ), out
     assert answered(shared.get_text, "#result") == "waiting"  # the page is still usable
 
 
