@@ -4,7 +4,6 @@ the log)."""
 
 import itertools
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -79,52 +78,23 @@ class Agent:
         self.note(f"The user ran a command themselves:\n```\n{self.act.said(output)}\n```")
 
     def attach(self, path: Path) -> str:
-        """A file added to the next message (redacted, capped); its name as shown. ValueError or
-        OSError when it cannot be."""
+        """A file added to the next message (redacted with it, capped); its name as shown.
+        ValueError or OSError when it cannot be."""
         path = self.tools.path(str(path))
-        if not path.exists():
-            raise ValueError("no such file")
-        if path.is_dir():
-            raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
-        data = project.regular(path, path.name).read_bytes()
-        if project.looks_binary(data):
-            raise ValueError("it is a binary file")
-        # its secrets are hidden with the message it goes in
-        text = data[: tools.MAX_READ].decode(errors="replace")
-        if len(data) > tools.MAX_READ:
-            whole = f"{len(data) // 1000} KB"
-            text += (
-                f"\n[cut at {tools.MAX_READ // 1000} KB of {whole}; "
-                "the agent can read_file the rest]"
-            )
-        self.attachments.append((project.shown(self.root, path), text))
+        text = tools.attachment(path)
         self.tools.saw(path)
+        self.attachments.append((project.shown(self.root, path), text))
         return project.shown(self.root, path)
 
     def attach_mentioned(self, line: str) -> None:
         """The files a message names with @path attached, each said; an @word that names no file
         stays plain text (@functools.cache), and a file that cannot be attached is said: the
         message goes all the same (a one-shot's too)."""
-        for name, path in self.mentions(line):
+        for name, path in project.mentioned(line, self.context.cwd):
             try:
                 ui.success(f"attached {self.attach(path)}")
             except (OSError, ValueError) as e:
                 self.warn(f"not attached @{name}: {e}; the message goes without it")
-
-    def mentions(self, line: str) -> list[tuple[str, Path]]:
-        """The files a message names with @path that exist (@property, @functools.cache, a name no
-        file has: words, left as they are)."""
-        found = []
-        for word in re.findall(r"(?<!\S)@(\S+)", line):
-            name = word.rstrip(".,;:!?)")
-            path = self.context.cwd / os.path.expanduser(name)
-            try:
-                there = path.exists()
-            except (OSError, ValueError):  # a name too long, or with a NUL: no file's
-                there = False
-            if there:
-                found.append((name, path))
-        return found
 
     def plan(self, on: bool) -> None:
         """Plan mode on or off: reading tools only, commands with the project read-only, no

@@ -198,6 +198,22 @@ def _ignored_here(root: Path, rel: str) -> bool:
     return _ignored(chain, rel)
 
 
+def mentioned(line: str, cwd: Path) -> list[tuple[str, Path]]:
+    """The files a message names with @path that exist (@property, @functools.cache, a name no
+    file has: words, left as they are)."""
+    found = []
+    for word in re.findall(r"(?<!\S)@(\S+)", line):
+        name = word.rstrip(".,;:!?)")
+        path = cwd / os.path.expanduser(name)
+        try:
+            there = path.exists()
+        except (OSError, ValueError):  # a name too long, or with a NUL: no file's
+            there = False
+        if there:
+            found.append((name, path))
+    return found
+
+
 def shown(root: Path, path: Path | str) -> str:
     """A path as the user thinks of it: relative inside the project, whole outside it."""
     inside = os.path.isabs(path) and os.path.commonpath((path, root)) == str(root)

@@ -562,6 +562,23 @@ class _Search:
         return "\n".join(out)
 
 
+def attachment(path: Path) -> str:
+    """A file's text as the user attaches it to a message, cut at MAX_READ (its secrets are hidden
+    with the message it goes in). ValueError or OSError when it cannot be."""
+    if not path.exists():
+        raise ValueError("no such file")
+    if path.is_dir():
+        raise ValueError("it is a folder; attach the files in it, e.g. /attach 'folder/*.py'")
+    data = regular(path, path.name).read_bytes()
+    if looks_binary(data):
+        raise ValueError("it is a binary file")
+    text = data[:MAX_READ].decode(errors="replace")
+    if len(data) > MAX_READ:
+        whole = f"{len(data) // 1000} KB"
+        text += f"\n[cut at {MAX_READ // 1000} KB of {whole}; the agent can read_file the rest]"
+    return text
+
+
 def _tree(rels: list[str]) -> list[str]:
     """Paths as an indented tree, each folder named once."""
     lines = []
