@@ -323,7 +323,11 @@ def _edit(path: Path) -> None:
     if not path.exists():
         home.write_private(path, memory.HEADER)
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or project.program("nano") or "vi"
-    subprocess.run([*shlex.split(editor), str(path)], check=False)
+    try:
+        subprocess.run([*shlex.split(editor), str(path)], check=False)
+    except (OSError, ValueError) as e:  # no such program, or a $EDITOR shlex cannot split
+        why = getattr(e, "strerror", None) or str(e)
+        return ui.error(f"cannot start the editor {editor!r} ({why}): set $EDITOR, or edit {path}")
     ui.success(f"{path} saved; the next request reads it")
 
 

@@ -130,3 +130,27 @@ def test_the_prompt_carries_the_relevant_notes_within_its_share(project, llm, am
     assert memory.splitlines()[1] == "- the parser lives in src/parse.py"  # its words first
     assert "more: search them with the memory tool" in memory
     assert len(memory) < 2000 // 8 * 3 + 200  # an eighth of the budget, about
+
+
+def test_memory_edit_opens_the_editor_and_says_plainly_when_it_cannot(
+    repl, project, tmp_path, monkeypatch
+):
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\necho "- written in the editor" >> "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", str(editor))
+    child = repl()
+    child.sendline("/memory edit")
+    child.expect("saved; the next request reads it")
+    assert "- written in the editor\n" in memory_file(project).read_text()
+    child.sendline("/quit")
+    child.expect("bye")
+    monkeypatch.setenv("EDITOR", str(tmp_path / "no-such-editor"))
+    child = repl()
+    child.sendline("/memory edit")
+    child.expect("cannot start the editor")
+    child.expect("›")
+    said = " ".join(child.before.split())
+    assert "No such file or directory" in said and "FileNotFoundError" not in said
+    assert "memory.md" in said  # the file, to edit by hand
