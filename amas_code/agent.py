@@ -13,6 +13,10 @@ from amas_code.report import Report
 
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
+SAME_AGAIN = (
+    "this call and its result are the same as your last one: nothing changed in between. Take the "
+    "next step instead: read the code the result points to, or change it"
+)
 SUMMARY_WORDS = 2  # one word ("OK.", "Done.") is not a summary
 MANY_CALLS = 50  # more calls than this in one reply are asked about before any runs
 # calls of one reply past this are not run nor answered: the model is told in one line
@@ -398,8 +402,8 @@ class Agent:
     def tool_message(self, call: toolcalls.Call, repeats: int, go_on: bool = True) -> dict:
         """The tool message answering one call, with a note when the same call repeats."""
         message = self.act.answer(call, go_on)
-        if repeats == REPEATS - 1:
-            note = f"you have made this same call {repeats} times in a row; change your approach"
+        note = _repeated(repeats, message["content"], context.last_result(self.messages))
+        if note:
             message["content"] += f"\n[note: {note}]"
         return message
 
@@ -483,6 +487,22 @@ def _hidden_call(call: toolcalls.Call, secrets) -> dict:
     elif call.args is not None and secrets.hidden(call.args) != call.args:
         shown = json.dumps(secrets.hidden(call.args), ensure_ascii=False)
     return toolcalls.native(call.name, shown, call.id)
+
+
+def _repeated(repeats: int, result: str, last: str | None) -> str:
+    """The note for a call made `repeats` times in a row: at once when it gave the same result
+    again, numbers aside (nothing changed in between: a small model re-ran the failing tests
+    instead of reading the code they named), else at the third."""
+    if repeats == REPEATS - 1:
+        return f"you have made this same call {repeats} times in a row; change your approach"
+    if repeats == 2 and last is not None and _unnumbered(result) == _unnumbered(last):
+        return SAME_AGAIN
+    return ""
+
+
+def _unnumbered(text: str) -> str:
+    """Text with its numbers blanked: a test run's timings, a listing's sizes."""
+    return re.sub(r"\d+", "#", text)
 
 
 def _repeats(calls: list[dict]) -> int:

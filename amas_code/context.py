@@ -68,6 +68,11 @@ def _listing(files, room: float) -> str:
     return "\n".join(shown)
 
 
+def last_result(messages: list[dict]) -> str | None:
+    """The latest tool result in the conversation, as the model read it."""
+    return next((m["content"] for m in reversed(messages) if m["role"] == "tool"), None)
+
+
 def last_user(messages: list[dict]) -> str:
     """The user's latest words (not a tool result sent as text, not a summary)."""
     said = [

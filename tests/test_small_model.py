@@ -266,3 +266,32 @@ def test_code_shown_in_text_mode_for_a_bug_to_fix_is_asked_again(project, llm):
     run_amas("--trust", "-y", "`python shop.py 200 10` prints 199.90. Fix the bug.", llm=llm)
     assert len(llm.requests) == 2
     assert "as tool calls, not as code" in llm.requests[1]["messages"][-1]["content"]
+
+
+FAILING = (
+    "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_no(self):\n"
+    "        self.fail('x')\n"
+)
+
+
+def test_the_same_call_with_the_same_result_again_is_told_at_once(project, llm):
+    """Task bench, fourth run, run-tests: the 1.5B ran the failing tests, then ran them again with
+    nothing changed in between, got the same failures, and replied with nothing; amas's note on a
+    repeated call came only at the third."""
+    (project / "test_it.py").write_text(FAILING)
+    run = {"command": "python -m unittest"}
+    llm.reply(tool="shell_command", **run).reply(tool="shell_command", **run).reply(text="ok")
+    run_amas("-y", "run the tests and fix what fails", llm=llm)
+    first, second = (r["messages"][-1]["content"] for r in llm.requests[1:3])
+    assert "FAILED (failures=1)" in first and "[note:" not in first
+    assert "FAILED (failures=1)" in second
+    assert "same as your last one: nothing changed in between" in second
+
+
+def test_the_same_call_with_a_new_result_gets_no_note(project, llm):
+    """Running the same command again is fine when what it says changed."""
+    run = {"command": "echo more >> grows.txt && cat grows.txt"}
+    llm.reply(tool="shell_command", **run).reply(tool="shell_command", **run).reply(text="ok")
+    run_amas("-y", "grow the file twice", llm=llm)
+    second = llm.requests[2]["messages"][-1]["content"]
+    assert "[note:" not in second
