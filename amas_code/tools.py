@@ -918,11 +918,17 @@ def _nearest(root: Path, p: Path, ignore: list[str]) -> list[str]:
 
 
 def _ambiguous(shown: str, found: list[int], path: str) -> str:
-    """old_str occurs more than once: where, so the model can add context."""
-    lines = ", ".join(str(shown.count("\n", 0, at) + 1) for at in found)
+    """old_str occurs more than once: where, each line as read_file shows it (the first ten), so
+    the model can copy more of one to make it unique."""
+    lines = shown.splitlines()
+    numbers = sorted({shown.count("\n", 0, at) + 1 for at in found})
+    places = [f"{n:6}\t{lines[n - 1][:200]}" for n in numbers[:10]]
+    if len(numbers) > 10:
+        places.append(f"[… and {len(numbers) - 10} more lines]")
     return (
-        f"old_str occurs {len(found)} times in {path} (lines {lines}); "
-        "include more context to make it unique"
+        f"old_str occurs {len(found)} times in {path} "
+        f"(lines {', '.join(map(str, numbers))}); include more of its line or the lines around "
+        "it to make it unique, or edit each place in turn:\n" + "\n".join(places)
     )
 
 

@@ -111,12 +111,17 @@ def test_edit_not_found_quotes_closest_region(run, bare):
     assert "lines 4-5" in out and "     4\tdef beta():" in out and "     5\t    return 2" in out
 
 
-def test_edit_ambiguous_gives_line_numbers(run, bare):
-    (bare / "m.py").write_text("x = 1\ny = 2\nx = 1\n")
+def test_edit_ambiguous_gives_line_numbers_and_the_lines(run, bare):
+    """Task bench, fourth run, rename: the 1.5B's edit_file of `get_usr` in a file holding it twice
+    was told the line numbers only; it showed a guess as an example and stopped."""
+    (bare / "m.py").write_text("x = 1\ny = 2\nx = 1  # again\n")
     assert run("edit_file", path="m.py", old_str="x = 1", new_str="z") == (
-        "Error: old_str occurs 2 times in m.py (lines 1, 3); include more context to make it unique"
+        "Error: old_str occurs 2 times in m.py (lines 1, 3); include more of its line or the lines "
+        "around it to make it unique, or edit each place in turn:\n"
+        "     1\tx = 1\n"
+        "     3\tx = 1  # again"
     )
-    assert (bare / "m.py").read_text() == "x = 1\ny = 2\nx = 1\n"
+    assert (bare / "m.py").read_text() == "x = 1\ny = 2\nx = 1  # again\n"
 
 
 def test_declined_edit_leaves_file_byte_identical(run, box, bare):
