@@ -374,7 +374,9 @@ class Agent:
         line = reply.pop("unreadable", None)
         if line:
             self.warn(line)
-            self.add({"role": "user", "content": toolcalls.error(list(self.model.names), line)})
+            named = self.tools.named(toolcalls.made_up(line))
+            said = toolcalls.error(list(self.model.names), line, named)
+            self.add({"role": "user", "content": said})
         return bool(line)
 
     def ended_unread(self, reply: dict) -> None:

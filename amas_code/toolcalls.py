@@ -1134,12 +1134,18 @@ def _type(spec: dict) -> str:
     return kind
 
 
-def error(names, line: str = "") -> str:
-    """What the model reads when its call could not be read, was read as an example, or named no
-    tool (line: what the user was told): how to write one, and the tools there are."""
+def made_up(line: str) -> str | None:
+    """The name of the tool that does not exist a line about the model's call names."""
     unknown = re.match(r"the model called (\S+), which is no tool", line)
-    if unknown:
-        return _no_such_tool(unknown[1], names, line)
+    return unknown and unknown[1]
+
+
+def error(names, line: str = "", named: list[str] = ()) -> str:
+    """What the model reads when its call could not be read, was read as an example, or named no
+    tool (line: what the user was told; named: where the project has that tool's name): how to
+    write one, and the tools there are."""
+    if made_up(line):
+        return _no_such_tool(made_up(line), names, line) + _named(made_up(line), named)
     said = "your tool call could not be read, or it stood in prose as an example and was not run"
     return (
         f"Error: {said}. To run a tool, write just the call, as {EXAMPLE} "
@@ -1159,6 +1165,19 @@ def _no_such_tool(name: str, names, line: str) -> str:
     if "edit_file" in names:
         said += " To change a file, read_file it, then edit_file; to run a command, shell_command."
     return said
+
+
+def _named(name: str, named: list[str]) -> str:
+    """Where the project has the name the model called as a tool (a small model called the function
+    its task named): the file to read and change."""
+    if not named:
+        return ""
+    where = named[0].split(":", 1)[0]
+    lines = "\n".join(named)
+    return (
+        f"\n{name} is a name in this project, not a tool:\n{lines}\n"
+        f"To change it, read_file {where}, then edit_file."
+    )
 
 
 def to_text(messages: list[dict]) -> list[dict]:

@@ -295,3 +295,26 @@ def test_the_same_call_with_a_new_result_gets_no_note(project, llm):
     run_amas("-y", "grow the file twice", llm=llm)
     second = llm.requests[2]["messages"][-1]["content"]
     assert "[note:" not in second
+
+
+REPORT = 'def format_row(name, amount):\n    return f"{name}: {amount:.2f}"\n'
+
+
+def test_a_made_up_tool_named_like_the_projects_code_is_pointed_to_that_code(project, llm):
+    """Task bench, fourth run, new-param: the 1.5B called format_row -- the function the task
+    named -- as a tool; told the tools there are, it answered with a usage example and stopped.
+    The name is in report.py: that is the file to read and change."""
+    (project / "report.py").write_text(REPORT)
+    llm.reply(UNKNOWN_TOOLS[0]).reply(text="ok")
+    run_amas("-y", "add a currency parameter to format_row", llm=llm)
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "format_row is a name in this project, not a tool:" in said
+    assert "report.py:1: def format_row(name, amount):" in said
+    assert "To change it, read_file report.py, then edit_file." in said
+
+
+def test_a_made_up_tool_the_project_does_not_name_gets_no_pointer(project, llm):
+    llm.reply(UNKNOWN_TOOLS[3]).reply(text="ok")
+    run_amas("-y", "rename get_usr", llm=llm)
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "there is no tool named rename_function" in said and "name in this project" not in said
