@@ -1145,7 +1145,7 @@ def error(names, line: str = "", named: list[str] = ()) -> str:
     tool (line: what the user was told; named: where the project has that tool's name): how to
     write one, and the tools there are."""
     if made_up(line):
-        return _no_such_tool(made_up(line), names, line) + _named(made_up(line), named)
+        return _no_such_tool(made_up(line), names, line) + _in_project(made_up(line), named)
     said = "your tool call could not be read, or it stood in prose as an example and was not run"
     return (
         f"Error: {said}. To run a tool, write just the call, as {EXAMPLE} "
@@ -1167,7 +1167,7 @@ def _no_such_tool(name: str, names, line: str) -> str:
     return said
 
 
-def _named(name: str, named: list[str]) -> str:
+def _in_project(name: str, named: list[str]) -> str:
     """Where the project has the name the model called as a tool (a small model called the function
     its task named): the file to read and change."""
     if not named:
