@@ -13,6 +13,10 @@ from amas_code.report import Report
 
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
+STOPPED = {  # why a reply ended before the model finished it
+    "cut": "the answer was cut at max_tokens ({cap}); raise it in your config",
+    "looped": "the model kept repeating itself; its answer was stopped after the first round",
+}
 SAME_AGAIN = (
     "this call and its result are the same as your last one: nothing changed in between. Take the "
     "next step instead: read the code the result points to, or change it"
@@ -355,9 +359,9 @@ class Agent:
             said = f"{reply['content']}\n\n[connection lost mid-answer: {lost}]"
             self.add(reply | {"content": said})
             raise lost
-        if reply.pop("cut", False):
-            cap = self.config["max_tokens"]
-            self.warn(f"the answer was cut at max_tokens ({cap}); raise it in your config")
+        stopped = reply.pop("stopped", "")
+        if stopped:
+            self.warn(STOPPED[stopped].format(cap=self.config["max_tokens"]))
         empty = not reply["content"].strip() and not reply.get("tool_calls")
         if empty and not reply.get("unreadable"):
             self.warn("the model sent an empty reply")

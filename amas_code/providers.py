@@ -9,6 +9,7 @@ import functools
 import ipaddress
 import itertools
 import json
+import math
 import os
 import re
 import socket
@@ -75,6 +76,11 @@ OVER_BY = r"exceeded max context length by (\d+) tokens"  # Ollama says by how m
 LISTED = ("loaded_context_length", "max_model_len", "max_context_length", "context_length")
 CHARS_PER_TOKEN = 3  # a rough, high-side estimate without a tokenizer
 PROBE_TIMEOUT = 60  # seconds for the unstreamed ask after an empty stream
+# a reply whose last LOOP characters stand LOOPS times in it is going round in circles (a small
+# model repeated one paragraph until max_tokens: 13 minutes at its speed); looked at every LOOK
+LOOP = 400
+LOOPS = 6
+LOOK = 256
 # litellm's names for an error before the server's words (litellm.BadRequestError: …Exception - )
 WRAPPING = r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?::| -) )+"
 MESSAGE = re.compile(r'"(?:message|error)":\s*"((?:[^"\\]|\\.)*)"')
@@ -100,6 +106,14 @@ class ProviderError(Exception):
         self.kind = kind
         self.partial = partial
         self.said = ""  # the server's own words, whole (the line may cut them)
+
+
+class Looping(Exception):
+    """The reply repeats itself: `kept` is its text up to the end of the first round."""
+
+    def __init__(self, kept: str):
+        super().__init__("the reply repeats itself")
+        self.kept = kept
 
 
 class NoNativeTools(ProviderError):
@@ -353,7 +367,7 @@ class Model:
         return variant
 
     def complete(self, messages: list[dict], tools: list | None = None, on_text=None) -> dict:
-        """Stream one reply: {"role", "content", "tool_calls"?, "cut"?}; retried by status,
+        """Stream one reply: {"role", "content", "tool_calls"?, "stopped"?}; retried by status,
         never after text."""
         automatic = self.config.get("text_tools") is not False
         if tools and not self.text_tools and automatic and not self.wire.native(self.name):
@@ -376,14 +390,21 @@ class Model:
         """One streamed reply, its text shown as it comes; a failure after text keeps that text."""
         self.wire.ready(self.name)
         shown = []
+        sizes = [0, 0]  # characters shown, and as many when the loop was last looked for
 
         def show(text: str) -> None:
             shown.append(text)
             if on_text:
                 on_text(text)
+            sizes[0] += len(text)
+            if sizes[0] - sizes[1] >= LOOK:
+                sizes[1] = sizes[0]
+                self.stop_a_loop("".join(shown), sizes)
 
         try:
             answer = self.wire.stream(self.body(messages, tools), show)
+        except Looping as loop:  # the stream is closed; the first round is the answer
+            answer = {"content": loop.kept, "calls": [], "finish": "loop", "carried": True}
         except Exception as e:
             error = self.explain(e, messages)
             if not shown:
@@ -392,6 +413,19 @@ class Model:
             return self.reply({"content": "".join(shown), "calls": []}, messages, error)
         self.check_answered(answer, messages, tools)
         return self.reply(answer, messages, None)
+
+    def stop_a_loop(self, text: str, sizes: list[int]) -> None:
+        """Looping raised when the text goes round in circles, unless its rounds are tool calls
+        written as text: those are bounded by the agent (MAX_CALLS), and not looked at again."""
+        found = _rounds(text)
+        if found is None:
+            return
+        kept, round_ = found
+        call = round_.strip().strip(",").strip()  # one of a list of calls
+        if self.names and toolcalls.read(call, self.names, model=self.name)[0]:
+            sizes[1] = math.inf
+            return
+        raise Looping(kept)
 
     def check_answered(self, answer: dict, messages: list[dict], tools: list | None) -> None:
         """Refuse a stream in which the server itself sent nothing, with the server's own error when
@@ -516,9 +550,9 @@ class Model:
             calls = []
         elif not calls and self.names:  # text mode, or a native server that left a call in the text
             calls, content, unreadable = toolcalls.read(content, self.names, model=self.name)
-        cut = answer.get("finish") == "length"
+        stopped = {"length": "cut", "loop": "looped"}.get(answer.get("finish"), "")
         reply = {"role": "assistant", "content": content, "tool_calls": calls}
-        reply |= {"unreadable": unreadable, "cut": cut, "lost": partial}
+        reply |= {"unreadable": unreadable, "stopped": stopped, "lost": partial}
         return {k: v for k, v in reply.items() if v or k == "content"}  # only what is there
 
     def count(self, answer: dict, messages: list[dict]) -> None:
@@ -666,6 +700,20 @@ class Litellm:
         if request.get("tools"):  # the private flag skips litellm's MCP gateway (it needs `mcp`)
             kwargs["_skip_mcp_handler"] = True
         return kwargs
+
+
+def _rounds(text: str) -> tuple[str, str] | None:
+    """When the text's last LOOP characters stand LOOPS times in it: the text up to the end of its
+    first round, and that round (the repeats begin where each character equals the one a round
+    later); else None."""
+    tail = text[-LOOP:]
+    if len(text) < LOOP * LOOPS or text.count(tail) < LOOPS:
+        return None
+    start = text.find(tail)
+    period = text.find(tail, start + 1) - start
+    while start > 0 and text[start - 1] == text[start - 1 + period]:
+        start -= 1
+    return text[: start + period], text[start : start + period]
 
 
 def _backoff(kind, attempt: int) -> float:

@@ -89,7 +89,8 @@ def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
 def test_auto_compaction_past_max_context_tokens(agent, llm):
     agent.config["max_context_tokens"] = 1500
     for i in range(3):
-        llm.reply(text="long answer " * 300, piece=1024)  # long: in big chunks
+        long = " ".join(f"word{n}" for n in range(600))  # long (no loop), in big chunks
+        llm.reply(text=long, piece=1024)
         agent.turn(f"turn {i}")
     summaries = [
         r for r in llm.requests if "Summarize this conversation" in r["messages"][0]["content"]

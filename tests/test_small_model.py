@@ -318,3 +318,36 @@ def test_a_made_up_tool_the_project_does_not_name_gets_no_pointer(project, llm):
     run_amas("-y", "rename get_usr", llm=llm)
     said = llm.requests[1]["messages"][-1]["content"]
     assert "there is no tool named rename_function" in said and "name in this project" not in said
+
+
+ROUND = (  # the 1.5B's paragraph, written 30 times over until the run's limit (task bench, 4th run)
+    "However, this would result in a price of 0, which is not correct. Instead, we should "
+    "calculate the discounted price as:\n\n\\[ \\text{Discounted Price} = \\text{Original Price} "
+    "\\times (1 - \\text{Discount}) \\]\n\nFor a 200% discount, the discount is 1.00, so the "
+    "calculation should be:\n\n\\[ \\text{Discounted Price} = \\text{Original Price} \\times "
+    "(1 - 1.00) = 0 \\]\n\n"
+)
+
+
+def test_a_reply_that_goes_round_in_circles_is_stopped_after_the_first_round(project, llm):
+    """Task bench, fourth run, unnamed-file: the 1.5B wrote one paragraph over and over, 15,893
+    characters, until the bench's 480 s limit (max_tokens 8192 at ~10 tokens/s is 13 minutes)."""
+    import json
+
+    llm.reply(text="To fix the bug in shop.py:\n\n" + ROUND * 40, piece=60)
+    done = run_amas("-y", "--output-format", "json", "fix the discount", llm=llm)
+    result = json.loads(done.stdout)
+    said = "the model kept repeating itself; its answer was stopped after the first round"
+    assert said in " ".join(done.stderr.split()) and said in result["warnings"]
+    assert result["result"].strip() == ("To fix the bug in shop.py:\n\n" + ROUND).strip()
+    assert len(llm.requests) == 1
+
+
+def test_a_long_reply_whose_lines_only_look_alike_is_whole(project, llm):
+    import json
+
+    text = "".join(f"- step {n}: run the same check on the next file\n" for n in range(400))
+    llm.reply(text=text, piece=60)
+    done = run_amas("-y", "--output-format", "json", "list the steps", llm=llm)
+    result = json.loads(done.stdout)
+    assert result["result"].strip() == text.strip() and not result["warnings"]
