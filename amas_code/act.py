@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from amas_code import effects, home, policy, project, redact, repomap, sandbox, toolcalls, tools, ui
+from amas_code import effects, home, policy, project, redact, sandbox, toolcalls, tools, ui
 from amas_code.checkpoint import TROUBLE, Checkpoint, Record
 from amas_code.report import Report
 
@@ -333,7 +333,7 @@ class Act:
     def syntax_note(self, change: effects.Change) -> str:
         """A parse error the change brought into a file the map parses, said so the model fixes it
         now; the change itself stays (it was approved and checkpointed)."""
-        line = self.parse_error(change.path, change.old, change.new)
+        line = tools.parse_error(self.config, change.path, change.old, change.new)
         if line is None:
             return ""
         self.broken.setdefault(change.path, change.old)
@@ -342,22 +342,13 @@ class Act:
             "(it parsed before this change, which was kept). Fix it before going on."
         )
 
-    def parse_error(self, path: Path, old: bytes | None, new: bytes) -> int | None:
-        """The line of a parse error new brings that old did not have (check_syntax), or None."""
-        if not self.config.get("check_syntax", True):
-            return None
-        try:
-            return repomap.syntax_error(path, old, new)
-        except Exception:  # a grammar that fails to load costs the check, never the edit
-            return None
-
     def left_broken(self) -> list[str]:
         """The files this turn's changes left unparsable and that still are (a later change may
         have mended them), each with its line; forgotten after."""
         said = []
         for path, before in self.broken.items():
             with contextlib.suppress(OSError):
-                line = self.parse_error(path, before, path.read_bytes())
+                line = tools.parse_error(self.config, path, before, path.read_bytes())
                 if line is not None:
                     said.append(f"{project.shown(self.root, path)} (a syntax error at line {line})")
         self.broken = {}

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from amas_code import act, context, effects, history, project, providers, toolcalls, tools, ui
-from amas_code.report import Report
+from amas_code.report import CHANGES, Report
 
 WARN_STEPS = 20  # tool rounds in one turn before a soft warning (never a hard cap)
 REPEATS = 4  # the same call this many times in a row ends the turn: the model is stuck
@@ -258,7 +258,8 @@ class Agent:
                 self.add({"role": "assistant", "content": "(no answer)"})
             self.add({"role": "user", "content": EMPTY})
             return True
-        if not calls and not self.tools.planning and context.shown_not_made(said, self.asked):
+        changed = any(call.name in CHANGES for call in calls)
+        if not changed and not self.tools.planning and context.shown_not_made(said, self.asked):
             self.add({"role": "user", "content": SHOWN})
             return True
         return False
@@ -267,8 +268,7 @@ class Agent:
         """A reply that only repeats a tool's result (a small model echoing amas's own
         `<tool_response> Error: …`) is no answer: the model is asked to go on."""
         said = reply["content"].strip()
-        results = [m["content"].strip() for m in self.messages[-12:] if m["role"] == "tool"]
-        if not said or not (said.startswith("<tool_response") or said in results):
+        if not said or not _echoes(said, self.messages[-12:]):
             return False
         self.add({"role": "user", "content": ECHOED})
         return True
@@ -482,6 +482,22 @@ class Agent:
         self.new_session()
         ui.success(f"compacted {ui.plural(start, 'message')}: {freed} tokens freed")
         return freed
+
+
+def _echoes(said: str, recent: list[dict]) -> bool:
+    """Whether a reply is amas's own words: a tool result's markup, a recent tool result, or a
+    sentence of what amas told the model (a small model answered "To change it, read_file
+    report.py, then edit_file.")."""
+    if said.startswith("<tool_response"):
+        return True
+    ours = [m["content"] for m in recent if m["role"] == "tool"]
+    ours += [m["content"] for m in recent if m["role"] == "user" and _told(m["content"])]
+    return any(said == text.strip() or len(said) > 20 and said in text for text in ours)
+
+
+def _told(content) -> bool:
+    """Whether a user-role message is amas's own words to the model (an error, a bracketed note)."""
+    return isinstance(content, str) and content.startswith(("Error: ", "["))
 
 
 def _hidden_call(call: toolcalls.Call, secrets) -> dict:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amas_code import browser, effects, memory, policy, redact, sandbox, toolcalls, ui
+from amas_code import browser, effects, memory, policy, redact, repomap, sandbox, toolcalls, ui
 from amas_code.effects import Change, Command, Verdict
 from amas_code.project import looks_binary, project_files, regular, resolved, shown
 
@@ -270,16 +270,35 @@ class Tools:
             ) from None
         if old is not None and not self.gate.where(p, write=True):  # else asked in every case
             self.unseen(p, old)
-        return self.propose(p, old, _like(old or b"", content), "write")
+        new = _like(old or b"", content)
+        line = parse_error(self.config, p, old, new)
+        if old is not None and line is not None:
+            raise ValueError(
+                f"write_file would leave {path} unparsable: a syntax error at line {line} of what "
+                "you wrote (the file parses now, and is unchanged). Write the whole file as valid "
+                "code, or change a part with edit_file"
+            )
+        return self.propose(p, old, new, "write")
 
     def create_file(self, path: str, content: str) -> str:
         """Create a new file; fails if it exists."""
         p = resolved(self.root, path, write=True)
         if os.path.lexists(p):
-            raise ValueError(
-                f"{path} already exists; use edit_file to change it or write_file to replace it"
-            )
+            raise ValueError(self.exists(p, path))
         return self.propose(p, None, content.encode(), "create")
+
+    def exists(self, p: Path, path: str) -> str:
+        """create_file over a file there is: what to use instead, and a small text file the model
+        has not read shown whole (it is then read: a small model wrote a new file over the one a
+        README convention had it extend)."""
+        said = f"{path} already exists; use edit_file to change it or write_file to replace it"
+        if self.seen_as(p) not in ("unread", "changed") or not os.path.isfile(p):
+            return said
+        text = _text(regular(p, path).read_bytes())
+        if text is None or len(text) > SMALL_FILE:
+            return f"{said} (read_file it first)"
+        self.saw(p)
+        return f"{said}. It holds:\n{_whole(redact.Masked(self.secrets, text).shown)}"
 
     def edit_file(self, path: str, old_str: str, new_str: str) -> str:
         """Replace one exact, unique occurrence of old_str with new_str."""
@@ -572,6 +591,18 @@ class _Search:
                 "try again, or search a narrower path]"
             )
         return "\n".join(out)
+
+
+def parse_error(config: dict, path: Path, old: bytes | None, new: bytes) -> int | None:
+    """The line of a parse error new brings that old did not have (repomap.syntax_error), or None:
+    also when check_syntax is off, or the grammar fails to load (that costs the check, never the
+    change)."""
+    if not config.get("check_syntax", True):
+        return None
+    try:
+        return repomap.syntax_error(path, old, new)
+    except Exception:
+        return None
 
 
 def attachment(path: Path) -> str:
@@ -880,6 +911,11 @@ def _found_once(view: redact.Masked, old_str: str, path: str, known: str) -> int
     return found[0]
 
 
+def _whole(text: str) -> str:
+    """A small file's lines, numbered as read_file shows them."""
+    return "\n".join(f"{n:6}\t{line}" for n, line in enumerate(text.splitlines(), 1))
+
+
 def _unread(shown: str, path: str, known: str) -> str:
     """old_str is not in a file the model has not read (or not since it changed): the whole file
     when it is small, else the advice to read it (a closest match in a file it never saw leads it
@@ -889,7 +925,7 @@ def _unread(shown: str, path: str, known: str) -> str:
         said = f"old_str not found in {path}, which changed since you last read it"
     if len(shown) > SMALL_FILE:
         return f"{said}: read_file it, then copy old_str exactly from what it shows."
-    numbered = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(shown.splitlines(), 1))
+    numbered = _whole(shown)
     hint = "Copy old_str exactly from it."
     if "[REDACTED]" in shown:
         hint = KEEP

@@ -351,3 +351,78 @@ def test_a_long_reply_whose_lines_only_look_alike_is_whole(project, llm):
     done = run_amas("-y", "--output-format", "json", "list the steps", llm=llm)
     result = json.loads(done.stdout)
     assert result["result"].strip() == text.strip() and not result["warnings"]
+
+
+SLUG = "def slugify(text):\n    return '-'.join(text.replace(',', '').split())\n"
+
+
+def test_code_shown_after_only_running_the_tests_is_asked_once_to_apply_it(project, llm):
+    """Task bench, fifth run, run-tests: the 1.5B ran the tests twice, then answered with the fixed
+    slugify in a fenced block and "you should run the tests again"; it had called a tool (the
+    tests), so amas took the shown code as the answer: exit 0, nothing changed."""
+    (project / "textutil.py").write_text(SLUG)
+    shown = (
+        "Here's how you can modify the `slugify` function in `textutil.py`:\n\n```python\n"
+        "def slugify(text):\n    return '-'.join(text.replace(',', '').split()).lower()\n```\n"
+    )
+    llm.reply(tool="shell_command", command="python -m unittest").reply(shown)
+    fix = {"old_str": "split())", "new_str": "split()).lower()"}
+    llm.reply(tool="edit_file", path="textutil.py", **fix).reply(text="Fixed.")
+    run_amas("-y", "Some tests fail. Run them, find the bug and fix it.", llm=llm)
+    assert llm.requests[2]["messages"][-1]["content"].startswith("[You showed code but changed")
+    assert ".lower()" in (project / "textutil.py").read_text()
+
+
+CONVERT = (
+    '"""Unit converters: one function each, named from_to."""\n\n\n'
+    "def km_to_miles(km):\n    return km * 0.621371\n"
+)
+
+
+def test_create_file_over_a_small_file_never_read_shows_it(project, llm):
+    """Task bench, fourth run, readme-convention: the 1.5B's create_file of convert.py was told the
+    file exists, nothing more; it never read it, wrote a class where the file's convention is a
+    function, and the run ended with every change failed."""
+    (project / "convert.py").write_text(CONVERT)
+    llm.reply(tool="create_file", path="convert.py", content="class C:\n    pass\n")
+    added = CONVERT + "\n\ndef c_to_f(c):\n    return c * 9 / 5 + 32\n"
+    llm.reply(tool="write_file", path="convert.py", content=added)
+    llm.reply(text="Done.")
+    run_amas("-y", "Add a converter from Celsius to Fahrenheit.", llm=llm)
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert said.startswith("Error: convert.py already exists; use edit_file")
+    assert "     4\tdef km_to_miles(km):" in said  # the file, whole: the model has now read it
+    assert "def c_to_f(c):" in (project / "convert.py").read_text()  # so write_file may replace it
+
+
+SHOP = (
+    "import sys\n\nfrom pricing import discounted\n\n\ndef main(argv):\n"
+    '    print(f"{discounted(float(argv[0]), float(argv[1])):.2f}")\n'
+)
+
+
+def test_a_write_of_amas_own_tool_result_over_a_program_is_refused(project, llm):
+    """Task bench, fifth run, unnamed-file: after reading shop.py and a no-op edit, the 1.5B
+    wrote shop.py over with amas's tool result as its content; under --yes it was kept (with a
+    warning) and the program was gone when the run ended."""
+    (project / "shop.py").write_text(SHOP)
+    junk = "<tools>\n<tool_response>\nEdit shop.py: 15 lines\n</tool_response>"
+    llm.reply(tool="read_file", path="shop.py")
+    llm.reply(tool="write_file", path="shop.py", content=junk)
+    llm.reply(text="Done.")
+    run_amas("-y", "fix the discount", llm=llm)
+    assert (project / "shop.py").read_text() == SHOP
+    said = llm.requests[2]["messages"][-1]["content"]
+    assert said.startswith("Error: write_file would leave shop.py unparsable")
+
+
+def test_a_reply_that_only_repeats_what_amas_told_it_is_asked_again_once(project, llm):
+    """Task bench, fifth run, new-param: told that format_row is a name in report.py and "To
+    change it, read_file report.py, then edit_file.", the 1.5B's last reply was that sentence."""
+    (project / "report.py").write_text(REPORT)
+    llm.reply(UNKNOWN_TOOLS[0]).reply(tool="read_file", path="report.py")
+    llm.reply(text="To change it, read_file report.py, then edit_file.")
+    llm.reply(text="I read it; the parameter goes after amount.")
+    run_amas("-y", "add a currency parameter to format_row", llm=llm)
+    assert len(llm.requests) == 4
+    assert llm.requests[3]["messages"][-1]["content"].startswith("[Your reply only repeated")

@@ -52,14 +52,24 @@ def test_a_file_broken_before_the_edit_is_not_blamed_on_it(box, bare):
     assert "syntax" not in result and result.startswith("Edit calc.py")
 
 
-def test_write_and_create_are_checked_too(box, bare):
+def test_a_whole_file_write_that_breaks_it_is_refused_a_new_file_is_checked(box, bare):
+    """Task bench, fifth run, unnamed-file: the 1.5B wrote shop.py over with amas's own tool result
+    (`<tools>\n<tool_response>\nEdit shop.py: 15 lines…`); the write was kept with a warning and
+    the run ended with the program gone. A whole-file write is a whole file: one that parses now
+    is not replaced by one that does not."""
     (bare / "calc.js").write_text(JS)
     box.execute("read_file", json.dumps({"path": "calc.js"}))
     written = box.execute("write_file", json.dumps({"path": "calc.js", "content": "let a = [1,\n"}))
     created = box.execute(
         "create_file", json.dumps({"path": "new.go", "content": "package main\n\nfunc f( {\n}\n"})
     )
-    assert "syntax error at line 1" in written and "syntax error at line 3" in created
+    assert written == (
+        "Error: write_file would leave calc.js unparsable: a syntax error at line 1 of what you "
+        "wrote (the file parses now, and is unchanged). Write the whole file as valid code, or "
+        "change a part with edit_file"
+    )
+    assert (bare / "calc.js").read_text() == JS
+    assert "syntax error at line 3" in created and (bare / "new.go").exists()
 
 
 def test_languages_the_map_does_not_parse_are_not_checked(box, bare):
