@@ -378,7 +378,7 @@ class Agent:
         line = reply.pop("unreadable", None)
         if line:
             self.warn(line)
-            named = self.tools.named(toolcalls.made_up(line))
+            named = tools.named_in(self.tools, toolcalls.made_up(line))
             said = toolcalls.error(list(self.model.names), line, named)
             self.add({"role": "user", "content": said})
         return bool(line)

@@ -389,43 +389,23 @@ class Model:
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
         """One streamed reply, its text shown as it comes; a failure after text keeps that text."""
         self.wire.ready(self.name)
-        shown = []
-        sizes = [0, 0]  # characters shown, and as many when the loop was last looked for
-
-        def show(text: str) -> None:
-            shown.append(text)
-            if on_text:
-                on_text(text)
-            sizes[0] += len(text)
-            if sizes[0] - sizes[1] >= LOOK:
-                sizes[1] = sizes[0]
-                self.stop_a_loop("".join(shown), sizes)
-
+        shown = Shown(on_text, self.is_call)
         try:
-            answer = self.wire.stream(self.body(messages, tools), show)
+            answer = self.wire.stream(self.body(messages, tools), shown)
         except Looping as loop:  # the stream is closed; the first round is the answer
             answer = {"content": loop.kept, "calls": [], "finish": "loop", "carried": True}
         except Exception as e:
             error = self.explain(e, messages)
-            if not shown:
+            if not shown.size:
                 raise error from None
             error.partial = True
-            return self.reply({"content": "".join(shown), "calls": []}, messages, error)
+            return self.reply({"content": shown.text(), "calls": []}, messages, error)
         self.check_answered(answer, messages, tools)
         return self.reply(answer, messages, None)
 
-    def stop_a_loop(self, text: str, sizes: list[int]) -> None:
-        """Looping raised when the text goes round in circles, unless its rounds are tool calls
-        written as text: those are bounded by the agent (MAX_CALLS), and not looked at again."""
-        found = _rounds(text)
-        if found is None:
-            return
-        kept, round_ = found
-        call = round_.strip().strip(",").strip()  # one of a list of calls
-        if self.names and toolcalls.read(call, self.names, model=self.name)[0]:
-            sizes[1] = math.inf
-            return
-        raise Looping(kept)
+    def is_call(self, text: str) -> bool:
+        """Whether a text is a call of this model's tools, as its reply's text is read."""
+        return bool(self.names and toolcalls.read(text, self.names, model=self.name)[0])
 
     def check_answered(self, answer: dict, messages: list[dict], tools: list | None) -> None:
         """Refuse a stream in which the server itself sent nothing, with the server's own error when
@@ -700,6 +680,42 @@ class Litellm:
         if request.get("tools"):  # the private flag skips litellm's MCP gateway (it needs `mcp`)
             kwargs["_skip_mcp_handler"] = True
         return kwargs
+
+
+class Shown:
+    """A reply's text as it streams: passed on to be shown, and looked at for a loop every LOOK
+    characters. Tool calls written as text that repeat are no loop here (the agent's MAX_CALLS and
+    its same-call notes bound them): once a round is a call, it is not looked at again."""
+
+    def __init__(self, on_text, is_call):
+        self.pieces = []
+        self.size = 0
+        self.looked = 0  # the size when it was last looked at
+        self.on_text = on_text
+        self.is_call = is_call
+
+    def __call__(self, text: str) -> None:
+        self.pieces.append(text)
+        if self.on_text:
+            self.on_text(text)
+        self.size += len(text)
+        if self.size - self.looked >= LOOK:
+            self.looked = self.size
+            self.look()
+
+    def look(self) -> None:
+        """Looping raised when the text goes round in circles."""
+        found = _rounds(self.text())
+        if found is None:
+            return
+        kept, round_ = found
+        if self.is_call(round_.strip().strip(",").strip()):  # one of a list of calls
+            self.looked = math.inf
+            return
+        raise Looping(kept)
+
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 def _rounds(text: str) -> tuple[str, str] | None:

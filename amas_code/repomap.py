@@ -792,10 +792,7 @@ def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, froze
     scores, roots = _query_scores(db, query, groups)
     # the shortest name costs ~3.4 tokens: no more files can be named
     limit = int(budget / 3.4) + 31
-    keys = set(sorted(scores, key=scores.get, reverse=True)[:limit])
-    keys |= _keys(db, TOUCHED_IDS, sorted(touched))
-    for tier in ("lead", "tail"):
-        keys.update(key for (key,) in db.execute(BEST.format(tier=tier), (limit,)))
+    keys = _candidates(db, scores, touched, limit)
     rows = _rows(db, keys)
     touched_keys = [key for key in keys if rows[key][0] in touched]
     # a file read or changed in the conversation ranks as one asked about
@@ -810,6 +807,16 @@ def _ranked(db, query: str, touched: set[str], budget: int) -> tuple[list, froze
 
     best = sorted(rows, key=order)[:limit]
     return [(key, _shown(rows[key][0], rows[key][3])) for key in best], roots
+
+
+def _candidates(db, scores: dict, touched: set[str], limit: int) -> set[int]:
+    """The files worth ranking: the best the message's words hit, the files touched, and the
+    index's best static ranks (its lead and its tail)."""
+    keys = set(sorted(scores, key=scores.get, reverse=True)[:limit])
+    keys |= _keys(db, TOUCHED_IDS, sorted(touched))
+    for tier in ("lead", "tail"):
+        keys.update(key for (key,) in db.execute(BEST.format(tier=tier), (limit,)))
+    return keys
 
 
 def _keys(db, sql: str, values: list) -> set[int]:

@@ -376,18 +376,6 @@ class Tools:
                 break
         return search.report(pattern)
 
-    def named(self, name: str | None) -> list[str]:
-        """The first lines of the project that hold a name as a word (path:line: text), for a name
-        that could be code's; none when it is no identifier or the search fails."""
-        if not (name and name.isidentifier()):
-            return []
-        try:  # as a literal, which git grep finds first
-            found = self.search_files(name).splitlines()
-        except (ValueError, OSError):
-            return []
-        word = re.compile(rf".+?:\d+: .*\b{name}\b")
-        return [line for line in found if word.match(line)][:3]
-
     def searchable(self, f: str, base: Path) -> Iterator[str]:
         """A file's text in blocks of whole lines as the model may see it (secrets redacted, so a
         pattern never runs on one); nothing for a link out of the project or a file that is not a
@@ -591,6 +579,19 @@ class _Search:
                 "try again, or search a narrower path]"
             )
         return "\n".join(out)
+
+
+def named_in(tools: "Tools", name: str | None) -> list[str]:
+    """The first lines of the project that hold a name as a word (path:line: text), for a name
+    that could be code's; none when it is no identifier or the search fails."""
+    if not (name and name.isidentifier()):
+        return []
+    try:  # as a literal, which git grep finds first
+        found = tools.search_files(name).splitlines()
+    except (ValueError, OSError):
+        return []
+    word = re.compile(rf".+?:\d+: .*\b{name}\b")
+    return [line for line in found if word.match(line)][:3]
 
 
 def parse_error(config: dict, path: Path, old: bytes | None, new: bytes) -> int | None:
