@@ -41,6 +41,7 @@ HINTS = {  # what went wrong -> what the user should do; by HTTP status where th
 }
 # others never (auth, 404...)
 RETRIES = {429: 2, 500: 1, "timeout": 1, "connection": 1, "empty": 1, "dropped": 1}
+RETRY_AFTER = 60  # seconds at most of a server's Retry-After that a retry waits
 SYMPTOMS = {  # the kind of failure, from the words of litellm's or the server's message
     "context": r"context.{0,20}(length|window|size)|maximum context|too many tokens"
     r"|prompt is too long|maximum model length",
@@ -106,6 +107,7 @@ class ProviderError(Exception):
         self.kind = kind
         self.partial = partial
         self.said = ""  # the server's own words, whole (the line may cut them)
+        self.wait = None  # seconds the server asked to wait before a retry (Retry-After)
 
 
 class Looping(Exception):
@@ -384,7 +386,7 @@ class Model:
                 except ProviderError as e:
                     if e.partial or attempt >= RETRIES.get(e.kind, 0):
                         raise
-                    time.sleep(_backoff(e.kind, attempt))
+                    time.sleep(_backoff(e, attempt))
 
     def stream(self, messages: list[dict], tools: list | None, on_text) -> dict:
         """One streamed reply, its text shown as it comes; a failure after text keeps that text."""
@@ -500,6 +502,7 @@ class Model:
             cls = NoNativeTools
         error = cls(self.hint(kind, _detail(text)[:300]), kind)
         error.said = text
+        error.wait = _retry_after(e)
         return error
 
     def learn(self, said: str, messages: list[dict]) -> None:
@@ -732,11 +735,27 @@ def _rounds(text: str) -> tuple[str, str] | None:
     return text[: start + period], text[start : start + period]
 
 
-def _backoff(kind, attempt: int) -> float:
-    """Seconds before a retry: a rate limit waits longer each time, anything else a moment."""
-    if kind == 429:
+def _backoff(error: ProviderError, attempt: int) -> float:
+    """Seconds before a retry: what the server's Retry-After asks (at most RETRY_AFTER), else for a
+    rate limit longer each time, and for anything else a moment."""
+    if error.wait is not None:
+        return error.wait
+    if error.kind == 429:
         return 2**attempt
     return 0.2
+
+
+def _retry_after(e: Exception) -> float | None:
+    """The seconds a failed response's Retry-After header asks for (as a number: an HTTP date is
+    left to the usual backoff), within 0 and RETRY_AFTER; None when it says none. litellm keeps
+    the headers apart (its exception's response is one it made)."""
+    headers = getattr(e, "litellm_response_headers", None)
+    headers = headers or getattr(getattr(e, "response", None), "headers", None) or {}
+    try:
+        asked = float(headers.get("retry-after", ""))
+    except (TypeError, ValueError):
+        return None
+    return min(max(asked, 0.0), RETRY_AFTER)
 
 
 def _with_content(message: dict, content) -> dict:

@@ -82,9 +82,11 @@ class ScriptedLLM:
         delay: float = 0,
         kind: str = "error",
         body: dict | None = None,
+        headers: dict | None = None,
     ):
         """An HTTP error (`kind` is the error body's "type", `body` a whole body of the server's own
-        shape); or with cut_after, stream that text then drop the connection mid-body."""
+        shape, `headers` more headers: Retry-After); or with cut_after, stream that text then drop
+        the connection mid-body."""
         self.script.append(
             {
                 "status": status,
@@ -93,6 +95,7 @@ class ScriptedLLM:
                 "delay": delay,
                 "kind": kind,
                 "body": body,
+                "headers": headers or {},
             }
         )
         return self
@@ -147,14 +150,17 @@ class ScriptedLLM:
                         "type": step.get("kind", "error"),
                         "code": step["status"],
                     }
-                    return self._json(step["status"], step.get("body") or {"error": said})
+                    body = step.get("body") or {"error": said}
+                    return self._json(step["status"], body, step.get("headers", {}))
                 if body.get("stream"):
                     return self._stream(step)
                 return self._json(200, completion(step))
 
-            def _json(self, status, data):
+            def _json(self, status, data, headers=None):
                 raw = json.dumps(data).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()

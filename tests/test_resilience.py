@@ -2,7 +2,7 @@
 each becomes one clear line or tool result, never a traceback."""
 
 import pytest
-from conftest import run_amas
+from conftest import API_KEY, amas_home, make_config, run_amas
 
 from amas_code import providers
 
@@ -24,11 +24,30 @@ from amas_code import providers
 )
 def test_http_errors_give_one_clear_line(agent, llm, status, message, line, sent):
     for _ in range(sent):
-        llm.error(status, message)
+        llm.error(status, message, headers={"Retry-After": "0"})  # the waits: the test below
     with pytest.raises(providers.ProviderError) as err:
         agent.turn("hello")
     assert line in str(err.value)
     assert len(llm.requests) == sent  # 429 and 5xx retried through litellm; auth errors never
+
+
+@pytest.mark.parametrize("model", ["openai/test-model", "custom_openai/test-model"])
+def test_a_rate_limit_waits_what_retry_after_asks(project, llm, monkeypatch, model):
+    """A provider that says how long to wait (Retry-After) is waited that long, at most a minute;
+    without it, 1 s then 2 s. On both paths (the openai SDK's and litellm's)."""
+    from amas_code.agent import Agent
+
+    waited = []
+    backoff = providers._backoff
+    monkeypatch.setattr(providers, "_backoff", lambda *a: waited.append(backoff(*a)) or 0)
+    amas_home.set_trust(project, True)
+    agent = Agent(make_config(model=model, api_base=llm.url, api_key=API_KEY), project)
+    llm.error(429, "slow down", headers={"Retry-After": "0"})
+    llm.error(429, "slow down", headers={"Retry-After": "3600"}).reply(text="hello")
+    agent.turn("hi")
+    llm.error(429, "slow down").error(429, "slow down").reply(text="hello again")
+    agent.turn("hi again")
+    assert waited == [0.0, 60.0, 1, 2]
 
 
 def test_one_shot_error_is_a_line_not_a_traceback(project, llm):

@@ -47,7 +47,7 @@ def test_at_completion_never_offers_git(project):
 
 def test_a_rate_limit_in_a_one_shot_does_not_suggest_model(project, llm):
     for _ in range(6):
-        llm.error(429, "slow down", kind="rate_limit_error")
+        llm.error(429, "slow down", kind="rate_limit_error", headers={"Retry-After": "0"})
     result = run_amas("hello", llm=llm)
     assert result.returncode == 1 and "429" in result.stderr
     assert "/model" not in result.stderr and "-m another model" in result.stderr
