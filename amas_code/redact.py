@@ -317,7 +317,7 @@ class Secrets:
             if any(m in text for m in marks):
                 text = pattern.sub(_shaped, text)
         if "://" in text:
-            text = URL_CREDENTIALS.sub(_hidden, text)
+            text = URL_CREDENTIALS.sub(_url_password_hidden, text)
         return _named_lines(text)
 
     def hidden(self, value):
@@ -525,7 +525,7 @@ def _basic(value: str) -> str:
     return decoded.partition(":")[2] if ":" in decoded and decoded.isprintable() else value
 
 
-def _hidden(m: re.Match) -> str:
+def _url_password_hidden(m: re.Match) -> str:
     """A URL's password hidden, unless it is a placeholder."""
     return m[0] if placeholder(m[2]) else m[1] + "[REDACTED]"
 
