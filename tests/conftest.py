@@ -182,9 +182,10 @@ def library(args, env: dict) -> str:
 FRESH = [sys.executable, "-m", "amas_code"]  # for pexpect, where the test is about litellm's import
 
 
-def amas_argv(*args) -> list[str]:
-    """`python -m amas_code ARGS` for pexpect, forked from the fork server onto its terminal."""
-    return fork_server().argv(args)
+def amas_argv(*args, env: dict | None = None) -> list[str]:
+    """`python -m amas_code ARGS` for pexpect, forked onto its terminal from the fork server of the
+    model library these arguments and environment reach."""
+    return fork_server(library(args, env or {})).argv(args)
 
 
 def run_amas(*args, llm=None, input=None, env=None, timeout=120):
@@ -235,7 +236,7 @@ def repl(project, llm):
         env = amas_env(
             llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40"
         )
-        argv = amas_argv(*args)
+        argv = amas_argv(*args, env=env)
         child = pexpect.spawn(
             argv[0],
             argv[1:],

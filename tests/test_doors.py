@@ -337,7 +337,7 @@ def outside(home, monkeypatch):
 def spawn(root: Path, llm, *args: str) -> pexpect.spawn:
     """amas in a pseudo-terminal in root, at its prompt."""
     env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1", COLUMNS="160")
-    argv = amas_argv(*args)
+    argv = amas_argv(*args, env=env)
     child = pexpect.spawn(argv[0], argv[1:], cwd=str(root), env=env, encoding="utf-8", timeout=30)
     child.expect("›")
     return child

@@ -37,7 +37,7 @@ def spawn(llm):
     def start(cwd, *args, dims=(40, 120)):
         env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1")
         env.pop("COLUMNS")
-        argv = amas_argv(*args)
+        argv = amas_argv(*args, env=env)
         child = pexpect.spawn(argv[0], argv[1:], cwd=str(cwd), env=env, encoding="utf-8",
                               timeout=30, dimensions=dims)  # fmt: skip
         child.logfile_read = io.StringIO()

@@ -163,7 +163,7 @@ def test_ctrl_c_mid_stream_keeps_the_partial_answer(tmp_path, llm, home, path):
     llm.reply(text=words, delay=0.05).reply(text="ok")
     env = amas_env(llm, AMAS_MODEL=PATHS[path], AMAS_API_KEY=KEY, PROMPT_TOOLKIT_NO_CPR="1")
     env.update(TERM="xterm", NO_COLOR="1", COLUMNS="120", LINES="40")
-    argv = amas_argv()
+    argv = amas_argv(env=env)
     child = pexpect.spawn(argv[0], argv[1:], cwd=str(root), env=env, encoding="utf-8", timeout=60)
     try:
         child.expect("›")

@@ -34,7 +34,7 @@ def term(project, llm):
         amas_home.set_trust(project, True)
         full = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm", NO_COLOR="1")
         full.pop("COLUMNS")
-        argv = argv or amas_argv(*args)
+        argv = argv or amas_argv(*args, env=full)
         child = pexpect.spawn(
             argv[0],
             argv[1:],

@@ -65,7 +65,7 @@ def term(project, llm):
         )  # a folder the person trusted before: no first-use question
         env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm-256color", COLUMNS="120")
         env.pop("NO_COLOR", None)
-        argv = argv or amas_argv(*args)
+        argv = argv or amas_argv(*args, env=env)
         child = pexpect.spawn(
             argv[0], argv[1:], cwd=str(project), env=env, encoding="utf-8", timeout=60,
             dimensions=(40, 120),
