@@ -27,11 +27,12 @@ DEFAULT_CONFIG = {
     "sandbox_network": False,  # let boxed commands reach the network
     "sandbox_read": [],  # more places of your home boxed commands may read (~/.m2, ~/go)
     "ignore": ["node_modules", "__pycache__", ".git", "*.pyc", "dist", "build", ".amas", ".venv"],
+    # shell rules; env: secret variables children may see
     "permissions": {
         "allow": [],
         "deny": [],
         "env": [],
-    },  # shell rules; env: secret variables children may see
+    },
     "preload": "auto",  # import the model's library while the REPL waits: auto, true, false
     "text_tools": "auto",  # tool calls written as text: auto (when native ones fail), true, false
     "search_backend": "google",  # google, duckduckgo or searxng
@@ -66,10 +67,11 @@ CHECKS = {  # key -> (test, what it should be); None is allowed where the defaul
         "a mapping with allow, deny and env lists of strings",
     ),
     "preload": (lambda v: v in TRISTATE, "true, false or auto"),
+    # YAML: off is False
     "sandbox": (
         lambda v: v in ("auto", "on", "off", *TRISTATE),
         "auto, on or off",
-    ),  # YAML: off is False
+    ),
     "text_tools": (lambda v: v in TRISTATE, "true, false or auto"),
     "check_syntax": (lambda v: isinstance(v, bool), "true or false"),
     "sandbox_network": (lambda v: v in (True, False, "lan"), "true, false or lan"),

@@ -447,11 +447,8 @@ class Tools:
             return self.path(unquote(urlsplit(url).path)).as_uri()
         if scheme in ("http", "https"):
             self.reach(url)
-        elif scheme not in (
-            "about",
-            "data",
-            "blob",
-        ):  # view-source:file://… would skip the path gate
+        # view-source:file://… would skip the path gate
+        elif scheme not in ("about", "data", "blob"):
             raise PermissionError(
                 f"the browser opens http, https, file, about, data and blob URLs, not {scheme}:"
             )

@@ -647,9 +647,8 @@ def _show_detail(con: Console, detail) -> None:
     detail = Text(_shown(detail)) if isinstance(detail, str) else detail
     con.print(detail, overflow="fold")
     tall = len(detail.wrap(con, con.width, overflow="fold")) > con.height
-    if tall and re.search(
-        r"^\+\+\+ (b/|/)", detail.plain, re.M
-    ):  # beside the question, where the person looks
+    # beside the question, where the person looks
+    if tall and re.search(r"^\+\+\+ (b/|/)", detail.plain, re.M):
         con.print(Text.assemble(("ℹ ", "blue"), diff_summary(detail.plain)))
 
 

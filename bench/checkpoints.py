@@ -168,9 +168,8 @@ def bench_baseline(base: Path, runs: int, root: Path) -> None:
         for _ in range(runs):
             fresh_home(base)
             cp = Checkpoint(root, IGNORE, "bench")
-            cp.borrowed = (
-                None if borrow else ""
-            )  # "" reads nothing of the user's: every file copied
+            # "" reads nothing of the user's: every file copied
+            cp.borrowed = None if borrow else ""
             rec = cp.recording("shell: baseline")
             times.append(timed(rec.__enter__))  # its before snapshot is the baseline
             rec.__exit__(None, None, None)

@@ -224,9 +224,8 @@ def score_repos(args, questions: dict) -> list[str]:
             runs["aider"] = (aider_prompts, args.aider, checkout, prompts)
         for version, (run, *run_args) in runs.items():
             texts = run(*run_args)
-            maps = [
-                text.split("### Project map\n", 1)[-1] for text in texts
-            ]  # a system prompt's map, or the map
+            # a system prompt's map, or the map
+            maps = [text.split("### Project map\n", 1)[-1] for text in texts]
             sizes = f"{tokens(maps[0])}, {max(map(tokens, maps))}"
             budget = (
                 "-".join(sorted({room(t, "before" in version) for t in texts}))
@@ -299,17 +298,16 @@ def ctags(checkout: Path, language: str) -> dict[str, set[int]]:
     found = defaultdict(set)
     for line in done.stdout.splitlines():
         tag = json.loads(line)
-        anonymous = tag.get("name", "").startswith(
-            ("AnonymousFunction", "__anon")
-        )  # callbacks, not definitions
+        # callbacks, not definitions
+        anonymous = tag.get("name", "").startswith(("AnonymousFunction", "__anon"))
+        # inside a body: the map never lists it
         local = tag.get("scopeKind") in (
             "function",
             "method",
             "generator",
-        )  # inside a body: the map never lists it
-        imported = tag.get("pattern", "").startswith(
-            "/^import"
-        )  # TypeScript's `import { type X }` is an "alias"
+        )
+        # TypeScript's `import { type X }` is an "alias"
+        imported = tag.get("pattern", "").startswith("/^import")
         if (
             tag.get("_type") == "tag"
             and tag.get("kind") in CTAGS_KINDS[language]

@@ -282,9 +282,8 @@ def bench_fail_fast(proj, n):
 
 def bench_repl(proj, n):
     env = {**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "NO_COLOR": "1"}
-    subprocess.run(
-        [*AMAS, "--trust"], cwd=proj, env=env, capture_output=True
-    )  # no first-use question
+    # no first-use question
+    subprocess.run([*AMAS, "--trust"], cwd=proj, env=env, capture_output=True)
     home_config("preload: false\n")
     ready, idle = zip(*(repl_idle(proj, env, preloads=False) for _ in range(n)), strict=True)
     row("REPL ready at `›` (preload off)", ready, "s", "≤ 0.35 s", 0.35)
@@ -796,10 +795,11 @@ def search_git(box, pattern: str, path: str = ".") -> str | None:
     finally:
         grep.kill()
         grep.communicate()
+    # PCRE rejected the pattern (before any output), or no git here
     if grep.returncode not in (
         0,
         1,
-    ):  # PCRE rejected the pattern (before any output), or no git here
+    ):
         return None
     return finish(box, "\n".join(hits) or f"No matches for {pattern!r}")
 
@@ -809,10 +809,11 @@ def finish(box, result: str) -> str:
     return box.act.said(result)
 
 
+# NEEDLE_: 3 files of 1,000; none in --repo
 PATTERNS = {
     "rare": r"NEEDLE_\d+",
     "common, capped at 300": r"return \w+",
-}  # NEEDLE_: 3 files of 1,000; none in --repo
+}
 
 
 def search_rows(root: Path, where: str, n: int) -> None:
@@ -821,9 +822,8 @@ def search_rows(root: Path, where: str, n: int) -> None:
         today = box.execute("search_files", json.dumps({"pattern": pattern}))
         same = "same output ✓" if search_git(box, pattern) == today else "OUTPUT DIFFERS ✗"
         scan, grep = [], []
-        for _ in range(
-            2 * n if n > 1 else 2
-        ):  # interleaved, so load from elsewhere falls on both alike
+        # interleaved, so load from elsewhere falls on both alike
+        for _ in range(2 * n if n > 1 else 2):
             scan += timed_ms(
                 lambda p=pattern: box.execute("search_files", json.dumps({"pattern": p})), 1
             )
@@ -1120,9 +1120,8 @@ def browser_tree(config, args, url, n, env=None):
         for _ in range(n):
             if not alone():
                 CONTENDED.append(args)
-            page = web.Browser(
-                config, lambda url: None
-            )  # as amas runs it: page navigations routed to its gate
+            # as amas runs it: page navigations routed to its gate
+            page = web.Browser(config, lambda url: None)
             try:
                 t0 = time.perf_counter()
                 text = page.navigate(url)
@@ -1130,9 +1129,8 @@ def browser_tree(config, args, url, n, env=None):
                 if text.startswith("Error") or "Bench page" not in text:
                     raise RuntimeError(text[:500])
                 time.sleep(1)
-                kids = psutil.Process().children(
-                    recursive=True
-                )  # Playwright's node driver and Chromium's processes
+                # Playwright's node driver and Chromium's processes
+                kids = psutil.Process().children(recursive=True)
                 pss.append(memory(kids, pss=True))
                 if others():
                     CONTENDED.append(args)
@@ -1457,9 +1455,8 @@ def main():
         v for v in os.environ if v.startswith("AMAS_") or v.endswith(("_API_KEY", "_API_BASE"))
     ]:
         del os.environ[var]
-    os.environ.pop(
-        "PYTHONDONTWRITEBYTECODE", None
-    )  # measured as installed: bytecode cached (~35 ms of start here)
+    # measured as installed: bytecode cached (~35 ms of start here)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     llm = TimedLLM()
     os.environ.update(
         HOME=str(home),
@@ -1507,9 +1504,8 @@ def main():
         llm.close()
         shutil.rmtree(tmp, ignore_errors=True)
     out = table(n, load)
-    if (
-        not args.only and args.tool_calls == 3
-    ):  # only a full, standard run replaces the recorded table
+    # only a full, standard run replaces the recorded table
+    if not args.only and args.tool_calls == 3:
         (ROOT / "bench" / "latest.md").write_text(out)
     print(f"\n{out}\n(total {time.perf_counter() - began:.0f} s)")
 

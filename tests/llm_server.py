@@ -127,9 +127,8 @@ class ScriptedLLM:
                 )
                 llm.requests.append(body)
                 llm.authorizations.append(self.headers.get("Authorization"))
-                if llm.probe is not None and not body.get(
-                    "stream"
-                ):  # the ask after an empty stream
+                # the ask after an empty stream
+                if llm.probe is not None and not body.get("stream"):
                     step, llm.probe = llm.probe, None
                 else:
                     step = (

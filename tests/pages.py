@@ -97,9 +97,8 @@ class Pages:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.server.handle_error = lambda *args: (
-            None
-        )  # a client that hung up early is expected here
+        # a client that hung up early is expected here
+        self.server.handle_error = lambda *args: None
         self.port = self.server.server_port
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
@@ -111,9 +110,8 @@ class Pages:
             return self.send(h, 302, "text/plain", b"", {"Location": parse_qs(query)["to"][0]})
         if path == "/loop":  # a redirect to itself, for ever
             return self.send(h, 307, "text/plain", b"", {"Location": "/loop"})
-        if (
-            path == "/socket"
-        ):  # a page that opens a WebSocket to the port in ?port= and says how it went
+        # a page that opens a WebSocket to the port in ?port= and says how it went
+        if path == "/socket":
             return self.send(
                 h, 200, "text/html", SOCKET.replace("PORT", parse_qs(query)["port"][0]).encode()
             )
@@ -128,9 +126,8 @@ class Pages:
         if path == "/slow":  # answers only when the tests are over
             self.stop.wait(10)
             return self.send(h, 200, "text/plain", b"finally")
-        if (
-            path == "/trickle"
-        ):  # headers at once, then a byte every 0.1 s: only a total deadline stops it
+        # headers at once, then a byte every 0.1 s: only a total deadline stops it
+        if path == "/trickle":
             h.send_response(200)
             h.send_header("Content-Type", "text/plain")
             h.end_headers()

@@ -60,9 +60,8 @@ def test_prompt_stays_under_budget_with_a_huge_map(agent, project, llm):
     agent.turn("look at pkg/module_599.py please")
     prompt = system(llm.requests[0])
     assert count_tokens(prompt) <= PROMPT_BUDGET
-    assert (
-        "pkg/module_599.py\n  def function_599_" in prompt
-    )  # the file the user mentioned is ranked first
+    # the file the user mentioned is ranked first
+    assert "pkg/module_599.py\n  def function_599_" in prompt
 
 
 def test_compact_summarizes_and_next_request_is_smaller(agent, llm):
@@ -172,12 +171,13 @@ def test_repeated_identical_calls_are_pointed_out_then_end_the_turn(agent, llm, 
 
 
 def test_near_identical_calls_count_as_repeats_but_different_ones_do_not(agent, llm, capsys):
+    # the same up to case and spaces: the model is stuck
     for pattern in (
         "TODO",
         " TODO",
         "todo ",
         "./TODO",
-    ):  # the same up to case and spaces: the model is stuck
+    ):
         llm.reply(tool="search_files", pattern=pattern)
     agent.turn("search")
     assert len(llm.requests) == 4 and "turn ended" in capsys.readouterr().err

@@ -80,9 +80,8 @@ def test_edit_file_not_found_in_a_big_file_finds_lines_indented_otherwise(run, p
     assert "The closest region (lines 20001-20003)" in out
 
 
-@pytest.mark.parametrize(
-    "pattern", ["needle here", r"needle\s+here"]
-)  # git grep finds; or every file
+# git grep finds; or every file
+@pytest.mark.parametrize("pattern", ["needle here", r"needle\s+here"])
 def test_search_files_searches_a_big_text_file(run, project, pattern):
     with open(project / "big.log", "w") as f:
         f.writelines(f"ordinary line {i}\n" for i in range(120_000))  # 2.4 MB

@@ -123,9 +123,8 @@ def test_what_the_box_refused_is_named():
     )
     assert sandbox.read_only_repository("/p/.git/x: Read-only file system\n[exit code 0]") is None
     said = "sh: 1: cannot create .amas/rules.md: Read-only file system\n[exit code 2]"
-    assert (
-        sandbox.refused(said, Path("/p"), sandbox.Box()) == []
-    )  # what steers amas: its edit tools, asked every time
+    # what steers amas: its edit tools, asked every time
+    assert sandbox.refused(said, Path("/p"), sandbox.Box()) == []
 
 
 def test_sandbox_read_is_the_users_own(layout):

@@ -355,9 +355,10 @@ def test_without_a_filter_a_session_bus_is_not_there(monkeypatch, tmp_path):
             dataclasses.replace(command, env=dict(os.environ)), tmp_path, sandbox.Box()
         )
         assert "FileNotFoundError" in result
+        # unboxed
         assert "[exit code 0]" in sandbox.run(
             dataclasses.replace(command, env=dict(os.environ)), tmp_path
-        )  # unboxed
+        )
     finally:
         server.close()
         shutil.rmtree(base)

@@ -69,16 +69,13 @@ def test_chromium_lookup_order(monkeypatch, tmp_path):
         (bin_dir / name).write_text("#!/bin/sh\n")
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setenv(
-        "PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "none")
-    )  # no Playwright-installed browser
+    # no Playwright-installed browser
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "none"))
     assert browser.find({"browser_path": "/bin/sh"}) == "/bin/sh"  # the user's choice wins
-    assert browser.find({}) == str(
-        bin_dir / "chromium-headless-shell"
-    )  # headless: the lighter shell
-    assert browser.find({"browser_headless": False}) == str(
-        bin_dir / "chromium"
-    )  # a window needs the full one
+    # headless: the lighter shell
+    assert browser.find({}) == str(bin_dir / "chromium-headless-shell")
+    # a window needs the full one
+    assert browser.find({"browser_headless": False}) == str(bin_dir / "chromium")
     (bin_dir / "chromium-headless-shell").unlink()
     assert browser.find({}) == str(bin_dir / "chromium")
     (bin_dir / "chromium").unlink()
@@ -90,9 +87,8 @@ def test_no_browser_says_what_to_install(shared, monkeypatch, tmp_path):
     before = processes()
     b = Browser(make_config(browser_path=str(tmp_path / "no-such-chrome")))
     assert answered(b.navigate, "about:blank") == f"Error: {browser.INSTALL}"
-    assert (
-        "sudo apt install chromium-headless-shell" in browser.INSTALL
-    )  # the lighter package first
+    # the lighter package first
+    assert "sudo apt install chromium-headless-shell" in browser.INSTALL
     psutil.wait_procs([p for pid, p in processes().items() if pid not in before], timeout=10)
     assert set(processes()) <= set(before)  # Playwright's driver was stopped too
 
@@ -207,12 +203,13 @@ def test_close_leaves_no_process(shared, pages):
     shared.close()  # idempotent
     _, alive = psutil.wait_procs(started, timeout=10)
     assert alive == []
+    # used again: starts again, on a blank page
     assert (
         answered(
             shared.get_text,
         )
         == "(no visible text in body)"
-    )  # used again: starts again, on a blank page
+    )
 
 
 @needs_chromium

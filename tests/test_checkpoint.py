@@ -94,10 +94,11 @@ def user_state(root: Path, skip: tuple = ()) -> dict:
         "outside": walk(root.parent / "outside"),
     }
     if (root / ".git").exists():
+        # reading status must not refresh the user's index
         env = {
             **os.environ,
             "GIT_OPTIONAL_LOCKS": "0",
-        }  # reading status must not refresh the user's index
+        }
         for name, args in {
             "stages": ["ls-files", "-s"],
             "head": ["rev-parse", "HEAD"],
@@ -145,9 +146,8 @@ def round_trip(root: Path, actions: list, skip: tuple = ()) -> Checkpoint:
         assert "Error" not in result and "checkpoint failed" not in result, result
         assert "[checkpoint:" in result, result
     after = user_state(root, skip)
-    assert repo_part(after) == repo_part(
-        before
-    )  # HEAD, refs, index, .git untouched while the agent worked
+    # HEAD, refs, index, .git untouched while the agent worked
+    assert repo_part(after) == repo_part(before)
     assert after["files"] != before["files"]
     cp = Checkpoint(root, box.config["ignore"], "other-session")  # a new amas process undoes it
     assert len(cp.history()) == len(actions)
@@ -390,9 +390,8 @@ def symlinks(root):
             "rm l && ln -s b.txt l2 && ln -s sub newdirlink && rm out && echo replaced > out "
             "&& ln -sfn b.txt dl"
         ),
-        sh(
-            "rm a.txt && ln -s ../outside/secret.txt a.txt"
-        ),  # undo must replace this link, not write through it
+        # undo must replace this link, not write through it
+        sh("rm a.txt && ln -s ../outside/secret.txt a.txt"),
     ]
 
 
@@ -442,15 +441,15 @@ def unignored_by_the_command(root):
     )
     git(root, "add", ".gitignore")
     git(root, "commit", "-qm", "ignore")
-    return [
-        sh("sed -i '/^.env$/d;/^venv/d' .gitignore")
-    ]  # they were there before: undo must not delete them
+    # they were there before: undo must not delete them
+    return [sh("sed -i '/^.env$/d;/^venv/d' .gitignore")]
 
 
+# an agent's `cp .env.example .env` over the user's only copy
 @scenario()
 def ignored_files_overwritten_or_removed(
     root,
-):  # an agent's `cp .env.example .env` over the user's only copy
+):
     files(
         root,
         {
@@ -464,10 +463,11 @@ def ignored_files_overwritten_or_removed(
     return [sh("cp .env.example .env && rm run.log && echo x >> README.md")]
 
 
+# no shadow index yet: dist/ is not "ignored" here
 @scenario()
 def ignored_but_tracked_moved_by_the_first_command(
     root,
-):  # no shadow index yet: dist/ is not "ignored" here
+):
     files(root, {".gitignore": "dist/\n", "dist/app.js": "v1\n"})
     git(root, "add", "-f", ".gitignore", "dist/app.js")
     git(root, "commit", "-qm", "build output committed")
@@ -481,10 +481,11 @@ def a_folder_of_small_ignored_files_removed(root):  # every file of logs/ is kep
     return [sh("rm -rf logs && echo agent > new.py")]
 
 
+# the user's index still names conf/x, beyond the link
 @scenario()
 def a_tracked_folder_the_user_made_a_link(
     root,
-):  # the user's index still names conf/x, beyond the link
+):
     files(root, {"conf/x": "x\n", "a.txt": "a\n"})
     commit(root)
     subprocess.run("mv conf conf.real && ln -s conf.real conf", shell=True, cwd=root, check=True)
@@ -492,10 +493,11 @@ def a_tracked_folder_the_user_made_a_link(
     return [sh("rm notes.txt && echo agent > a.txt")]
 
 
+# amas's own ignore list: build/ is kept out, dist a file
 @scenario(git_repo=False)
 def ignored_files_overwritten_without_git(
     root,
-):  # amas's own ignore list: build/ is kept out, dist a file
+):
     files(root, {"app.py": "a\n", "build/out.o": "built\n", "dist": "the user's notes\n"})
     return [sh("echo new > dist && echo b >> app.py")]
 
@@ -505,9 +507,8 @@ def folders_named_like_build_output(root):
     files(
         root, {"docs/build/chapter1.md": "user's uncommitted chapter\n", "dist": "user's notes\n"}
     )
-    return [
-        sh("rm -rf docs/build dist")
-    ]  # not ignored by git: amas's own ignore list must not hide them
+    # not ignored by git: amas's own ignore list must not hide them
+    return [sh("rm -rf docs/build dist")]
 
 
 @scenario()
@@ -692,9 +693,8 @@ def test_undo_never_writes_through_a_linked_folder(project):
     box = toolbox(project, checkpoint=True, auto_accept=True)
     box.execute("shell_command", json.dumps({"command": "mkdir d && echo agent > d/f"}))
     shutil.rmtree(project / "d")
-    os.symlink(
-        outside, project / "d"
-    )  # the user (or a later change) puts a link where the folder was
+    # the user (or a later change) puts a link where the folder was
+    os.symlink(outside, project / "d")
     with pytest.raises(CheckpointError, match="symlink; nothing changed"):
         box.checkpoint.undo(1, lambda q: True)
     assert (outside / "f").read_text() == "outside\n" and os.path.islink(project / "d")
@@ -715,9 +715,8 @@ def test_a_file_the_user_tracks_later_is_checkpointed_though_ignored(project):
     (project / ".gitignore").write_text("config.local\nbuild/\n")
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
-    box.execute(
-        "shell_command", json.dumps({"command": "echo first > first.txt"})
-    )  # the shadow exists now
+    # the shadow exists now
+    box.execute("shell_command", json.dumps({"command": "echo first > first.txt"}))
     files(project, {"config.local": "v1\n", "build/gen.c": "v1\n"})
     git(project, "add", "-f", "config.local", "build/gen.c")
     git(project, "commit", "-qm", "track them")
@@ -746,9 +745,8 @@ def test_git_commands_of_the_agent_are_named_as_what_undo_does_not_put_back(proj
         "shell_command",
         json.dumps({"command": "git -c user.name=a -c user.email=a@b commit -qam wip"}),
     )
-    assert (
-        result.endswith(f"[{moved}]") and len(box.checkpoint.history()) == 1
-    )  # no file changed: no checkpoint
+    # no file changed: no checkpoint
+    assert result.endswith(f"[{moved}]") and len(box.checkpoint.history()) == 1
     capsys.readouterr()
     box.checkpoint.undo(1, lambda q: True)
     assert (
@@ -764,9 +762,8 @@ def test_an_undo_stopped_part_way_says_so_and_can_be_run_again(project):
     commit(project)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     box.execute("shell_command", json.dumps({"command": "rm a longer.txt"}))
-    files(
-        project, {"longer.txt/mine": "the user's\n"}
-    )  # a folder of the user's where a file comes back
+    # a folder of the user's where a file comes back
+    files(project, {"longer.txt/mine": "the user's\n"})
     with pytest.raises(
         CheckpointError, match="stopped part way .*Directory not empty.*running it again goes on"
     ):
@@ -804,9 +801,8 @@ def test_no_program_of_a_nested_repository_runs(project, registered):
     marker.unlink(missing_ok=True)
     box = toolbox(project, checkpoint=True, auto_accept=True)
     for n in range(3):
-        os.utime(
-            lib / "lib.c", (n, n)
-        )  # stat-dirty in the nested index: a status there would run its filter
+        # stat-dirty in the nested index: a status there would run its filter
+        os.utime(lib / "lib.c", (n, n))
         assert "checkpoint: 1 file" in box.execute(
             "shell_command", json.dumps({"command": f"echo {n} > a{n}.txt"})
         )
@@ -861,9 +857,8 @@ print(json.dumps({"said": said, "undone": box.checkpoint.undo(1, lambda q: False
 def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, language):
     """Unreadable before the command, git could not snapshot it; readable after, it looked new, and
     /undo deleted it. Root reads anything: as root the scenario runs as nobody."""
-    base = Path(
-        tempfile.mkdtemp(prefix="amas-unread-")
-    )  # where nobody can go: tmp_path's parents are private
+    # where nobody can go: tmp_path's parents are private
+    base = Path(tempfile.mkdtemp(prefix="amas-unread-"))
     root, home = base / "proj", base / "home"
     try:
         for folder in (base, root, home):
@@ -898,12 +893,10 @@ def test_a_file_a_command_only_made_readable_is_never_deleted_by_undo(tmp_path, 
         )
         assert done.returncode == 0, done.stderr[-2000:]
         out = json.loads(done.stdout.strip().splitlines()[-1])
-        assert out["said"][0].endswith(
-            "[checkpoint: 1 file; /undo takes it back]"
-        )  # one unreadable file: still on
-        assert "checkpoint" not in out["said"][1] and out["undone"] == [
-            "made.txt"
-        ]  # nothing looked new
+        # one unreadable file: still on
+        assert out["said"][0].endswith("[checkpoint: 1 file; /undo takes it back]")
+        # nothing looked new
+        assert "checkpoint" not in out["said"][1] and out["undone"] == ["made.txt"]
         assert (root / "private.txt").read_text() == "only copy\n" and (
             root / "vault/notes.txt"
         ).exists()
@@ -1006,18 +999,16 @@ def test_a_command_that_removes_the_users_git_still_gets_what_can_be_kept(projec
     files(project, {"src/app.py": "committed app\n", "src/lib.py": "lib\n"})
     commit(project)
     files(project, {"src/app.py": "committed app\nthe user's uncommitted line\n"})
-    box = toolbox(
-        project, checkpoint=True, auto_accept=True, sandbox="off"
-    )  # the box keeps .git/hooks
+    # the box keeps .git/hooks
+    box = toolbox(project, checkpoint=True, auto_accept=True, sandbox="off")
     box.execute("shell_command", json.dumps({"command": "echo warm > warm.txt"}))
     box.checkpoint.undo(1, refuse)
     said = box.execute(
         "shell_command", json.dumps({"command": "rm -rf .git src && echo new > README.md"})
     )
     assert "checkpoint failed" not in said and "/undo takes it back" in said, said
-    assert (
-        "src/lib.py" in said and "README.md" in said and "cannot bring back" in said
-    )  # their content is gone
+    # their content is gone
+    assert "src/lib.py" in said and "README.md" in said and "cannot bring back" in said
     assert Checkpoint(project, [], "other").undo(1, refuse) == ["src/app.py"]
     assert (project / "src/app.py").read_text() == "committed app\nthe user's uncommitted line\n"
 
@@ -1142,9 +1133,8 @@ def test_what_another_amas_put_back_is_covered_by_the_next_change(project):
     git(project, "add", "-f", ".gitignore", "build/gen.c")
     commit(project)
     files(project, {"build/gen.c": "committed\nthe user's edit\n"})
-    first, second = (
-        toolbox(project, checkpoint=True, auto_accept=True) for _ in range(2)
-    )  # two windows
+    # two windows
+    first, second = (toolbox(project, checkpoint=True, auto_accept=True) for _ in range(2))
     sh_box(second, "echo warm > w.txt")
     sh_box(first, "rm -rf build")
     first.checkpoint.undo(1, refuse)

@@ -36,9 +36,8 @@ def test_undo_arguments_are_checked_and_a_refusal_changes_nothing(agent, project
     ]:
         repl.command(agent, f"/undo {arg}")
         shown = said(capsys)
-        assert (
-            message in shown and "taking back" not in shown
-        )  # what is not taken back is not announced
+        # what is not taken back is not announced
+        assert message in shown and "taking back" not in shown
         assert user_state(project) == before
     repl.command(agent, "/redo")
     assert "nothing to redo" in said(capsys)
@@ -85,9 +84,8 @@ def test_checkpoint_lists_and_restores(agent, project, capsys):
 def test_diff_shows_what_the_agent_changed_this_session(agent, project, capsys):
     repl.command(agent, "/diff")
     assert "the agent changed nothing in this session" in said(capsys)
-    other = toolbox(
-        project, checkpoint=True, auto_accept=True
-    )  # another session's change is not shown
+    # another session's change is not shown
+    other = toolbox(project, checkpoint=True, auto_accept=True)
     other.execute("create_file", json.dumps({"path": "theirs.txt", "content": "other session\n"}))
     edit(agent, "README.md", "demo", "first")
     edit(agent, "README.md", "first", "second")
@@ -120,9 +118,8 @@ def test_undo_redo_and_restore_across_restarts(project):
     fresh().redo(refuse)
     fresh().redo(refuse)
     assert user_state(project) == states[3]
-    edit(
-        box, "README.md", "demo", "demo five"
-    )  # a new change: what was undone can no longer be redone
+    # a new change: what was undone can no longer be redone
+    edit(box, "README.md", "demo", "demo five")
     assert len(fresh().history()) == 4
     fresh().undo(4, refuse)
     assert user_state(project) == states[0]

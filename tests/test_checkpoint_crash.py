@@ -89,9 +89,8 @@ def test_kill_while_recording(work, calls, point, changed):
     kill_when_paused(amas_process(work, calls, point), point)
     assert (user_state(work)["files"] != before["files"]) == changed
     assert user_state(work)["dotgit"] == before["dotgit"]
-    cp = Checkpoint(
-        work, toolbox(work).config["ignore"], "next"
-    )  # the next amas, with no lock in its way
+    # the next amas, with no lock in its way
+    cp = Checkpoint(work, toolbox(work).config["ignore"], "next")
     box = toolbox(work, checkpoint=True, auto_accept=True)
     box.execute("create_file", json.dumps({"path": "later.txt", "content": "later\n"}))
     history = cp.history()
@@ -171,9 +170,8 @@ def test_the_user_committing_meanwhile_moves_nothing_of_the_agents(work):
     out, err = agent.communicate(timeout=120)
     assert user.returncode == 0, user.stderr
     assert agent.returncode == 0 and out.count("[checkpoint:") == rounds, err
-    assert set(git(work, "log", "--format=", "--name-only", "-20").split()) == {
-        "u.txt"
-    }  # only the user's file
+    # only the user's file
+    assert set(git(work, "log", "--format=", "--name-only", "-20").split()) == {"u.txt"}
     head = git(work, "rev-parse", "HEAD")
     cp = Checkpoint(work, toolbox(work).config["ignore"], "next")
     assert len(cp.history()) == rounds

@@ -16,9 +16,8 @@ def test_edge_01_no_git_directory(bare, home, llm, amas):
     llm.reply(tool="create_file", path="n.txt", content="n\n").reply(text="made")
     assert amas("-y", "make n.txt").exit_code == 0
     assert (bare / "n.txt").exists() and not (bare / ".git").exists()
-    shadows = [
-        p for p in (home / ".amas/checkpoints").iterdir() if p.is_dir()
-    ]  # checkpoints still work
+    # checkpoints still work
+    shadows = [p for p in (home / ".amas/checkpoints").iterdir() if p.is_dir()]
     assert len(shadows) == 1 and shadows[0].name.startswith("proj-")
 
 
@@ -103,19 +102,16 @@ def test_edge_11_path_traversal(bare, tmp_path):
         "no terminal to ask the user on"
     )
     assert secret.read_text() == "s\n"
-    assert (
-        call(box, "read_file", path="../secret.txt") == "     1\ts"
-    )  # reading asks; --yes accepts it
+    # reading asks; --yes accepts it
+    assert call(box, "read_file", path="../secret.txt") == "     1\ts"
 
 
 def test_edge_12_circular_tool_calls(agent, llm, capsys):
     for n in range(21):
-        llm.reply(
-            tool="read_file", path="README.md", offset=n % 2, limit=n
-        )  # busy, but never the same call
+        # busy, but never the same call
+        llm.reply(tool="read_file", path="README.md", offset=n % 2, limit=n)
     llm.reply(text="stopped")
     agent.turn("loop forever")
     assert "20 tool rounds in this turn" in capsys.readouterr().err
-    assert (
-        agent.messages[-1]["content"] == "stopped" and len(llm.requests) == 22
-    )  # warned, never capped
+    # warned, never capped
+    assert agent.messages[-1]["content"] == "stopped" and len(llm.requests) == 22

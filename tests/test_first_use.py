@@ -256,9 +256,10 @@ def test_the_json_result_has_one_shape_whatever_the_error(project, llm):
     results.append(run_amas("--output-format", "json", "hello", llm=llm))  # from the provider
     results.append(run_amas("--output-format", "json", llm=llm, input=""))  # nothing to do
     missing = {"AMAS_API_KEY": "", "AMAS_API_BASE": ""}
+    # no key: before the model library loads
     results.append(
         run_amas("--output-format", "json", "-m", "anthropic/claude-3-5-haiku", "hi", env=missing)
-    )  # no key: before the model library loads
+    )
     (project / ".amas").mkdir()
     (project / ".amas/config.yaml").write_text("shell_timeout: soon\n")
     results.append(run_amas("--output-format", "json", "hello", llm=llm))  # a bad config

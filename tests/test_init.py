@@ -219,11 +219,12 @@ EXPECTED = {
         "  - L9 count(): number",
         "- L14 function makeUser(id: number): User",
     ],
+    # name's line
     "util.c": [
         "- L3 struct point",
         "- L9 typedef struct pair",
         "- L14 static int add(int a, int b)",
-    ],  # name's line
+    ],
     "web.js": [
         "- L3 function load(path)",
         "- L7 class Store",
@@ -338,9 +339,8 @@ def test_bad_files_are_skipped_and_counted(bare, capsys, monkeypatch):
             "main.go": "package main\n\nfunc main() {}\n",
         },
     )
-    os.symlink(
-        "loop.py", bare / "loop.py"
-    )  # reading it fails with "too many levels of symbolic links"
+    # reading it fails with "too many levels of symbolic links"
+    os.symlink("loop.py", bare / "loop.py")
     os.mkfifo(bare / "pipe.rs")  # reading a FIFO would block forever
     monkeypatch.setitem(sys.modules, "tree_sitter_go", None)  # its grammar fails to import
     repomap._parser.cache_clear()
@@ -587,10 +587,11 @@ class Shape {
     ),
     "shapes.ts": (
         "interface Shape {\n  area(): number;\n  name: string;\n}\n",
+        # its methods, as Go's and Java's interfaces list theirs
         [
             "- L1 interface Shape",
             "  - L2 area(): number",
-        ],  # its methods, as Go's and Java's interfaces list theirs
+        ],
     ),
     "point.h": ("struct point {\n    int x;\n};\n", ["- L1 struct point"]),  # a C header stays C
     "join.c": (

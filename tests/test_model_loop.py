@@ -59,9 +59,8 @@ def test_tools_go_out_with_tool_choice_auto_and_max_tokens(agent, llm):
     llm.reply(text="hello")
     agent.turn("hi")
     (sent,) = llm.requests
-    assert (
-        sent["tools"] and sent["tool_choice"] == "auto"
-    )  # llama-cpp-python reads a missing one as "none"
+    # llama-cpp-python reads a missing one as "none"
+    assert sent["tools"] and sent["tool_choice"] == "auto"
     assert sent["max_tokens"] == 8192  # the default cap on one reply
 
 
@@ -70,9 +69,8 @@ def test_a_turn_that_only_called_tools_goes_back_with_empty_string_content(agent
     agent.turn("what is this?")
     call = llm.requests[1]["messages"][-2]
     assert call["role"] == "assistant" and call["tool_calls"]
-    assert (
-        "content" in call and call["content"] == ""
-    )  # some chat templates reject a null or missing content
+    # some chat templates reject a null or missing content
+    assert "content" in call and call["content"] == ""
 
 
 # -- servers that refuse tools ---------------------------------------------------------------------
@@ -106,9 +104,8 @@ def test_a_server_that_refuses_tools_gets_text_tool_calls(project, llm, amas, ca
     )
     refused, *text_mode = llm.requests
     assert refused["tools"] and refused["tool_choice"] == "auto"
-    assert (
-        len(text_mode) == 2
-    )  # the refusal was not retried: the next request already went without tools
+    # the refusal was not retried: the next request already went without tools
+    assert len(text_mode) == 2
     assert all("tools" not in r and "tool_choice" not in r for r in text_mode)
     assert toolcalls.EXAMPLE in system(text_mode[0])
     assert text_mode[1]["messages"][-1] == {"role": "user", "content": README_RESPONSE}
@@ -126,9 +123,8 @@ def test_text_tools_true_writes_calls_as_text_from_the_first_request(project, ll
     first, second = llm.requests
     assert "tools" not in first and "tool_choice" not in first
     prompt = system(first)
-    example = prompt[prompt.index("<tool_call>") :].split("\n", 1)[
-        0
-    ]  # one concrete call, as the model should write it
+    # one concrete call, as the model should write it
+    example = prompt[prompt.index("<tool_call>") :].split("\n", 1)[0]
     assert example == toolcalls.EXAMPLE
     call = json.loads(example.removeprefix("<tool_call>").removesuffix("</tool_call>"))
     assert f"- {call['name']}(" in prompt and call["arguments"] == {}  # works in any project
@@ -147,9 +143,8 @@ def test_text_tools_false_makes_a_refusal_an_error(project, llm, amas):
         "tools param requires --jinja flag" in result.output
         and "using text tool calls" not in result.output
     )
-    assert (
-        len(llm.requests) == 1 and llm.requests[0]["tools"]
-    )  # not retried, never re-sent without tools
+    # not retried, never re-sent without tools
+    assert len(llm.requests) == 1 and llm.requests[0]["tools"]
 
 
 def test_text_tools_takes_only_auto_true_or_false(project, amas):
@@ -337,9 +332,8 @@ def test_max_tokens_is_sent_and_a_cut_answer_says_so(project, llm, amas):
 
 
 def test_llama_cpp_context_from_props_compacts_before_the_server_refuses(agent, llm, capsys):
-    llm.props = {
-        "default_generation_settings": {"n_ctx": 4096}
-    }  # smaller than max_context_tokens (32000)
+    # smaller than max_context_tokens (32000)
+    llm.props = {"default_generation_settings": {"n_ctx": 4096}}
     first = "first answer " + words(600)
     second = "second answer " + words(600, 1)
     llm.reply(text=first, piece=1024).reply(text=second, piece=1024)  # long: in big chunks
@@ -446,9 +440,8 @@ def test_compact_command_after_two_long_turns(agent, llm, capsys):
         "Summarize this conversation" in system(summary) and summary["max_tokens"] == SUMMARY_TOKENS
     )
     assert "first answer" in summary["messages"][1]["content"]
-    assert (
-        "second answer" not in summary["messages"][1]["content"]
-    )  # the latest turn stays verbatim
+    # the latest turn stays verbatim
+    assert "second answer" not in summary["messages"][1]["content"]
     assert "compacted 2 messages" in capsys.readouterr().err
     assert agent.messages[0]["content"].endswith("SUMMARY: the first question was answered.")
     assert agent.messages[-2]["content"] == "second question"

@@ -19,12 +19,10 @@ def test_create_file_with_yes(project, llm, amas):
     assert result.exit_code == 0, result.output
     assert (project / "hello.py").read_text() == "print('hello')\n"
     assert "Created **hello.py**." in result.output  # the answer as the model wrote it
-    assert (
-        "● create_file hello.py" in result.output and "+print('hello')" in result.output
-    )  # the call, its diff
-    assert (
-        git(project, "log", "--format=%s") == "initial\n"
-    )  # checkpoints never land on the user's branch
+    # the call, its diff
+    assert "● create_file hello.py" in result.output and "+print('hello')" in result.output
+    # checkpoints never land on the user's branch
+    assert git(project, "log", "--format=%s") == "initial\n"
     first, second = llm.requests
     assert first["stream"] is True
     assert (

@@ -108,9 +108,8 @@ def test_shell_output_is_shown_as_an_excerpt_and_the_model_gets_its_tail(term, p
     child.expect(QUESTION)
     child.sendline("y")
     seen = upto(child, "It failed.")
-    assert (
-        "row1\n" in seen and "row20" not in seen and "more lines" in seen
-    )  # an excerpt, not the whole
+    # an excerpt, not the whole
+    assert "row1\n" in seen and "row20" not in seen and "more lines" in seen
     assert "fatal-oops" in seen and "[exit code 3]" in seen  # where it went wrong, and how it ended
     result = llm.requests[1]["messages"][-1]["content"]
     assert len(result) <= 60_100 and "characters cut" in result
@@ -178,9 +177,8 @@ def test_a_one_line_edit_in_a_file_of_repeated_lines_shows_one_line_changed(term
     child.expect(pexpect.EOF)
     seen = screen(child.before)
     assert "@@ -150,5 +150,5 @@" in seen and "-7,7" in seen and "+8,8" in seen
-    assert (
-        len([ln for ln in seen.splitlines() if re.match(r"[-+]\d", ln)]) == 2
-    )  # not 600 lines of - and +
+    # not 600 lines of - and +
+    assert len([ln for ln in seen.splitlines() if re.match(r"[-+]\d", ln)]) == 2
 
 
 def test_resume_help_and_model_say_it_plainly(term, project, llm):
@@ -205,17 +203,17 @@ def test_resume_help_and_model_say_it_plainly(term, project, llm):
     assert "unknown model 'nonsense'" in line and "LLM Provider" not in line
     child.sendline("/model")
     child.expect(f"model: openai/test-model at {re.escape(llm.url)}")  # unchanged
-    child.sendline(
-        "/model anthropic/claude-3-5-haiku-latest"
-    )  # another provider: not our local server
+    # another provider: not our local server
+    child.sendline("/model anthropic/claude-3-5-haiku-latest")
     line = upto(child, "model: anthropic/claude-3-5-haiku-latest[^\n]*\n")
     assert "127.0.0.1" not in line
 
 
 def test_attach_says_what_happened_and_caps_what_it_sends(term, project, home, tmp_path, llm):
+    # 5 MB
     (project / "big.log").write_text(
         "".join(f"log line {i} " + "y" * 80 + "\n" for i in range(60_000))
-    )  # 5 MB
+    )
     (project / "docs").mkdir()
     (home / ".bashrc").write_text("alias ll='ls -l'  # bashrc-marker\n")
     (tmp_path / "outside.txt").write_text("outside-marker\n")
@@ -482,9 +480,8 @@ def test_binary_piped_in_is_read_as_text_not_blamed_on_the_server(project, llm):
 
 def test_a_huge_log_piped_in_keeps_its_head_and_its_end(project, llm):
     llm.reply(text="The disk is full.")
-    log = (
-        b"first line of the log\n" + b"INFO all is well\n" * 600_000 + b"ERROR disk full\n"
-    )  # 10 MB
+    # 10 MB
+    log = b"first line of the log\n" + b"INFO all is well\n" * 600_000 + b"ERROR disk full\n"
     done = run_amas("why did it fail?", llm=llm, input=log)
     assert done.returncode == 0 and done.stdout == "The disk is full.\n"
     sent = llm.requests[0]["messages"][-1]["content"]

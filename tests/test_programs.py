@@ -57,9 +57,8 @@ def test_browser_path_in_the_project_or_relative_is_not_run(planted_path, tmp_pa
 
 
 def test_playwright_browsers_in_the_project_are_not_run(planted_path, monkeypatch, tmp_path):
-    monkeypatch.setenv(
-        "PATH", str(tmp_path)
-    )  # no system Chromium: only Playwright's would be found
+    # no system Chromium: only Playwright's would be found
+    monkeypatch.setenv("PATH", str(tmp_path))
     shell = planted_path / "pw/chromium_headless_shell-1/chrome-linux/headless_shell"
     shell.parent.mkdir(parents=True)
     shell.write_text("#!/bin/sh\n")

@@ -114,9 +114,8 @@ class Ollama(WireServer):
         "application/x-ndjson",
     )
 
-    def __init__(
-        self, key: str | None = None, tools: bool = True
-    ):  # a local Ollama asks for no key
+    # a local Ollama asks for no key
+    def __init__(self, key: str | None = None, tools: bool = True):
         super().__init__(key, tools)
 
     def answer(self, path, headers, body):
@@ -130,9 +129,8 @@ class Ollama(WireServer):
             )
         return super().answer(path, headers, body)
 
-    def authorized(
-        self, headers
-    ) -> bool:  # an Ollama behind a reverse proxy that wants a bearer token
+    # an Ollama behind a reverse proxy that wants a bearer token
+    def authorized(self, headers) -> bool:
         return headers.get("Authorization") == f"Bearer {self.key}"
 
     def unauthorized(self):
@@ -362,9 +360,8 @@ def test_ollama_tool_call_round_trip_with_num_ctx(serve, project):
     assert "Created hello.py for you." in result.output
     first, second = ollama.chats
     assert first["model"] == "qwen2.5-coder" and first["stream"] is True
-    assert (
-        first["options"]["num_ctx"] == second["options"]["num_ctx"] == 8192
-    )  # from max_context_tokens
+    # from max_context_tokens
+    assert first["options"]["num_ctx"] == second["options"]["num_ctx"] == 8192
     assert {t["function"]["name"] for t in first["tools"]} >= {
         "create_file",
         "read_file",
@@ -385,9 +382,8 @@ def test_ollama_tool_call_round_trip_with_num_ctx(serve, project):
         }
     ]
     assert fed_back["role"] == "tool" and "hello.py" in fed_back["content"]
-    shows = [
-        r["body"] for r in ollama.requests if r["path"] == "/api/show"
-    ]  # litellm asks only at times
+    # litellm asks only at times
+    shows = [r["body"] for r in ollama.requests if r["path"] == "/api/show"]
     assert all(body == {"name": "qwen2.5-coder"} for body in shows)
 
 
@@ -478,9 +474,8 @@ def test_anthropic_tool_use_round_trip(serve, project):
     (block,) = fed_back["content"]
     assert fed_back["role"] == "user" and block["type"] == "tool_result"
     assert block["tool_use_id"] == "toolu_01read_file1" and "# demo" in json.dumps(block["content"])
-    call, fed_back = third["messages"][
-        -2:
-    ]  # a call with no text: no placeholder text block is made up
+    # a call with no text: no placeholder text block is made up
+    call, fed_back = third["messages"][-2:]
     assert call["content"] == [
         {"type": "tool_use", "id": "toolu_01list_files0", "name": "list_files", "input": {}}
     ]
@@ -500,9 +495,8 @@ def test_gemini_function_call_round_trip(serve, project):
     assert result.exit_code == 0, result.output
     assert (project / "notes/todo.md").read_text() == "- ship it\n"
     assert "Wrote notes/todo.md." in result.output
-    first, second = (
-        gemini.chats
-    )  # the base URL override reached: {api_base}/models/{model}:streamGenerateContent
+    # the base URL override reached: {api_base}/models/{model}:streamGenerateContent
+    first, second = gemini.chats
     assert all(r["headers"]["x-goog-api-key"] == KEY for r in gemini.requests)
     assert "You are Amas Code" in first["system_instruction"]["parts"][0]["text"]
     assert {f["name"] for f in first["tools"][0]["function_declarations"]} >= {
@@ -510,9 +504,8 @@ def test_gemini_function_call_round_trip(serve, project):
         "read_file",
     }
     call, fed_back = second["contents"][-2:]
-    assert (
-        call["role"] == "model"
-    )  # no empty text part beside the call: Gemini rejects {"text": ""} with a 400
+    # no empty text part beside the call: Gemini rejects {"text": ""} with a 400
+    assert call["role"] == "model"
     assert [p.get("functionCall") or p.get("function_call") for p in call["parts"]] == [
         {"name": "create_file", "args": {"path": "notes/todo.md", "content": "- ship it\n"}}
     ]
@@ -552,9 +545,8 @@ def test_an_answer_leaves_no_response_open_in_the_shared_pool(serve, cls):
 
 
 def test_openai_compatible_server_needs_no_key(project, llm, monkeypatch):
-    monkeypatch.setenv(
-        "AMAS_MODEL", "openai/qwen2.5-coder"
-    )  # llama.cpp's server: api_base, no key at all
+    # llama.cpp's server: api_base, no key at all
+    monkeypatch.setenv("AMAS_MODEL", "openai/qwen2.5-coder")
     monkeypatch.setenv("AMAS_API_BASE", llm.url)
     llm.reply(tool="read_file", path="README.md").reply(text="A demo project.")
     result = amas("what is this project?")
@@ -630,14 +622,12 @@ def test_auth_error_is_one_clear_line(serve, case):
     server = serve(cls, sent=None if fail else "wrong-key", **options)
     server.fail = fail
     result = amas("hello")
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (
-        result.output
-    )  # not a crash
+    # not a crash
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert line in result.output and detail in result.output
     assert "Traceback" not in result.output and "litellm." not in result.output
-    chats = [
-        r for r in server.requests if r["path"] == server.chat_path
-    ]  # the provider's own endpoint
+    # the provider's own endpoint
+    chats = [r for r in server.requests if r["path"] == server.chat_path]
     assert chats and all(r["status"] in (400, 401, 403) for r in chats)
 
 

@@ -11,9 +11,8 @@ def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
     llm.reply(text="Left it alone.")
     child = repl()
     child.sendline("rename the title")
-    child.expect(
-        r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways.*instead:"
-    )  # \S*: a style
+    # \S*: a style
+    child.expect(r"Apply edit to README\.md\?\S* \[y\]es/\[n\]o/\[a\]lways.*instead:")
     child.sendline("y")
     child.expect("Renamed the title.")
     child.expect("›")
@@ -47,9 +46,8 @@ def test_edit_yes_edit_no_help_undo_quit(repl, project, llm):
     child.close()
     assert child.exitstatus == 0
     assert (project / "README.md").read_text() == "# Demo Project\n"
-    assert (
-        git(project, "log", "--format=%s") == "initial\n"
-    )  # checkpoints live outside the user's repository
+    # checkpoints live outside the user's repository
+    assert git(project, "log", "--format=%s") == "initial\n"
 
 
 def test_always_accepts_rest_of_session_and_ctrl_d_quits(repl, project, llm):
@@ -114,9 +112,8 @@ def test_other_commands_multiline_and_completion(repl, project, llm):
     )
     llm.reply(text="Got both lines.").reply(text="after clear")
     child = repl()
-    child.send(
-        "/he\t"
-    )  # Tab completes the slash command (drawn in pieces, with cursor codes between)
+    # Tab completes the slash command (drawn in pieces, with cursor codes between)
+    child.send("/he\t")
     child.expect(r"/he(\x1b\[[0-9;?]*[a-zA-Z])*lp")
     child.sendline("")
     child.expect("/attach")

@@ -64,9 +64,8 @@ def test_connection_reset_mid_stream_keeps_the_partial_answer(agent, llm, capsys
         providers.ProviderError, match="closed the connection in the middle of the answer"
     ):
         agent.turn("explain")
-    assert (
-        capsys.readouterr().out == "The first half of a long answer\n"
-    )  # the answer, and no error, on stdout
+    # the answer, and no error, on stdout
+    assert capsys.readouterr().out == "The first half of a long answer\n"
     assert agent.messages[-1]["content"].startswith(
         "The first half of a long answer\n\n[connection lost mid-answer"
     )

@@ -31,11 +31,12 @@ def test_allow_rule_runs_without_asking_and_others_are_declined_without_a_termin
     assert not (bare / "made.txt").exists()
     (bare / "src").mkdir()
     (bare / "src/a.py").write_text("")
+    # a glob that stays in the project still runs
     for line in (
         "echo src/*.py",
         "echo -n src/?.py",
         "echo *",
-    ):  # a glob that stays in the project still runs
+    ):
         assert "[exit code 0]" in shell(box, line), line
 
 
@@ -83,9 +84,8 @@ def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-abcdef123456")
     monkeypatch.setenv("SHORT_KEY", "abc")  # under 6 characters: left alone
     llm.reply(tool="shell_command", command="cat token.txt").reply(text="done")
-    (project / "token.txt").write_text(
-        f"tok-abcdef123456 abc {API_KEY}"
-    )  # children never see them: a file does
+    # children never see them: a file does
+    (project / "token.txt").write_text(f"tok-abcdef123456 abc {API_KEY}")
     result = amas("-y", "show the env")
     assert result.exit_code == 0
     fed_back = llm.requests[1]["messages"][-1]["content"]
@@ -148,9 +148,8 @@ def test_secrets_are_redacted_before_the_model_the_screen_and_the_history(
     ),
 )
 def test_fuzzed_dispatcher_always_returns_a_string(bare, name, args):
-    box = toolbox(
-        bare, permissions={"allow": [], "deny": ["*"], "env": []}
-    )  # no fuzzed command ever runs
+    # no fuzzed command ever runs
+    box = toolbox(bare, permissions={"allow": [], "deny": ["*"], "env": []})
     raw = args["__raw__"] if "__raw__" in args else json.dumps(args)
     try:
         result = box.execute(name, raw)
@@ -207,21 +206,24 @@ def test_config_secrets_from_every_layer_are_known(bare):
             "//registry.npmjs.org/:_authToken=abc123def456",
             "//registry.npmjs.org/:_authToken=[REDACTED]",
         ),
+        # docker
         (
             '{"auths": {"r": {"auth": "ZGV2dXNlcjpTM2NyZXQ="}}}',
             '{"auths": {"r": {"auth": "[REDACTED]"}}}',
-        ),  # docker
+        ),
         ("<password>CorrectHorseBattery</password>", "<password>[REDACTED]</password>"),  # maven
         ("  password: hunter2", "  password: [REDACTED]"),
         ("DB_PASS = 'correcthorse'", "DB_PASS = '[REDACTED]'"),
+        # not `password [REDACTED] correct9horse`
         (
             "password = correct9horse",
             "password = [REDACTED]",
-        ),  # not `password [REDACTED] correct9horse`
+        ),
+        # code and config that hold no secret stay
         (
             "primary_key = id_column",
             "primary_key = id_column",
-        ),  # code and config that hold no secret stay
+        ),
         ('"author": "JaneDoe", "compass": "north"', '"author": "JaneDoe", "compass": "north"'),
         ("self.token = token_from_env()", "self.token = token_from_env()"),
         ("max_tokens = 8192", "max_tokens = 8192"),
@@ -299,9 +301,8 @@ def test_search_files_is_no_oracle_on_a_hidden_secret(bare, git_repo):
         )
     )
     shown = box.execute("search_files", json.dumps({"pattern": "DEBUG|PASSWORD", "path": ".env"}))
-    assert (
-        shown == ".env:1: DEBUG=true\n.env:2: DB_PASSWORD=[REDACTED]"
-    )  # a file matching elsewhere shows it redacted
+    # a file matching elsewhere shows it redacted
+    assert shown == ".env:1: DEBUG=true\n.env:2: DB_PASSWORD=[REDACTED]"
 
 
 @pytest.mark.parametrize(

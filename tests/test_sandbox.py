@@ -111,9 +111,8 @@ def test_a_write_outside_the_project_fails_and_says_why(user, place):
     assert sandbox.refused(result, place, sandbox.Box()) == ["folder"]
     result = boxed(user, place, "git config user.name someone", box={})
     assert "someone" not in (place / ".git" / "config").read_text()
-    assert (
-        sandbox.refused(result, place, sandbox.Box()) == []
-    )  # git's config stays read-only in every grant
+    # git's config stays read-only in every grant
+    assert sandbox.refused(result, place, sandbox.Box()) == []
 
 
 def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
@@ -139,9 +138,8 @@ def test_no_repository_of_the_project_takes_a_planted_hook(user, place):
         assert (place / where / "config").read_text() == before
     result = boxed(user, place, "echo 'touch pwned' >> .githooks/pre-commit", box={})
     assert (place / ".githooks" / "pre-commit").read_text() == "#!/bin/sh\n", result
-    assert (
-        sandbox.refused(result, place, sandbox.Box()) == []
-    )  # a hook folder is never granted: the model edits it
+    # a hook folder is never granted: the model edits it
+    assert sandbox.refused(result, place, sandbox.Box()) == []
     # the box leaves nothing behind: the whole .git is read-only, no hooks folder is made
     assert set(os.listdir(place / ".git")) == names
 

@@ -60,9 +60,8 @@ def term(project, llm):
     def start(*args, wait=True, argv=None):
         from amas_code import home as amas_home
 
-        amas_home.set_trust(
-            project, True
-        )  # a folder the person trusted before: no first-use question
+        # a folder the person trusted before: no first-use question
+        amas_home.set_trust(project, True)
         env = amas_env(llm, PROMPT_TOOLKIT_NO_CPR="1", TERM="xterm-256color", COLUMNS="120")
         env.pop("NO_COLOR", None)
         argv = argv or amas_argv(*args, env=env)

@@ -66,9 +66,8 @@ def test_corpus_case(case):
     calls, left, unreadable = toolcalls.read(case["raw"], names_for(case))
     if case["kind"] == "plain":  # shown whole, never run
         assert (calls, left, unreadable) == ([], case["raw"], None)
-    elif (
-        case["kind"] == "example"
-    ):  # shown whole, never run; it may have been meant: the model told
+    # shown whole, never run; it may have been meant: the model told
+    elif case["kind"] == "example":
         assert (calls, left, unreadable) == ([], case["raw"], toolcalls.EXAMPLE_LINE)
     elif case["kind"] == "broken":  # never run as written, the model asked again
         assert calls == [] and unreadable == toolcalls.BROKEN_LINE

@@ -160,12 +160,10 @@ def test_shell_timeout_kills_background_children(run):
 
 
 def test_a_finished_command_does_not_wait_for_what_it_left_running(run):
-    out = run(
-        "shell_command", command="sleep 302 & echo started", timeout=5
-    )  # the sleep holds its output open
-    assert (
-        out == "$ sleep 302 & echo started\nstarted\n[exit code 0]"
-    )  # returned when the shell did, not at 5 s (shell_timeout, the most a call may ask)
+    # the sleep holds its output open
+    out = run("shell_command", command="sleep 302 & echo started", timeout=5)
+    # returned when the shell did, not at 5 s (shell_timeout, the most a call may ask)
+    assert out == "$ sleep 302 & echo started\nstarted\n[exit code 0]"
     assert still_running(["sleep", "302"]) == []
 
 
@@ -189,9 +187,8 @@ def test_search_files_respects_ignore_and_gitignore(run, bare):
 
 
 def test_search_in_git_finds_what_python_regex_finds_in_any_language(project):
-    (project / "notes.py").write_text(
-        "prix = 'café'\nnaïve = True\nx = '٣'\n"
-    )  # git grep sees bytes
+    # git grep sees bytes
+    (project / "notes.py").write_text("prix = 'café'\nnaïve = True\nx = '٣'\n")
     box = toolbox(project)
     assert (
         box.execute("search_files", json.dumps({"pattern": r"caf\w'"}))
@@ -278,11 +275,12 @@ def test_search_and_list_say_when_the_path_is_not_there(project):
 @pytest.mark.parametrize(
     "name, args, said",
     [
+        # the walk of a folder without git meets it
         (
             "search_files",
             {"pattern": "hello"},
             "a.txt:1: hello",
-        ),  # the walk of a folder without git meets it
+        ),
         ("search_files", {"pattern": "hello", "path": "pipe"}, "Error: pipe is not a regular file"),
         ("read_file", {"path": "pipe"}, "Error: pipe is not a regular file"),
         (
@@ -355,9 +353,8 @@ def test_writes_to_a_folder_or_a_long_name_leave_no_stray_file(run, bare):
         run("write_file", path="d", content="x")
         == "Error: d is a folder; list_files shows what it holds"
     )
-    long = (
-        "n" * 250 + ".txt"
-    )  # the file system's limit is 255 bytes: a temporary name must be shorter
+    # the file system's limit is 255 bytes: a temporary name must be shorter
+    long = "n" * 250 + ".txt"
     assert run("write_file", path=long, content="x\n") == f"Write {long}: 1 line"
     assert run("edit_file", path=long, old_str="x", new_str="y") == f"Edit {long}: 1 line"
     assert (

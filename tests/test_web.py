@@ -296,9 +296,8 @@ def test_duckduckgo_failure_and_no_results(monkeypatch):
 
 
 def test_duckduckgo_not_installed(monkeypatch):
-    monkeypatch.setitem(
-        sys.modules, "ddgs", None
-    )  # what `import ddgs` meets when it is not installed
+    # what `import ddgs` meets when it is not installed
+    monkeypatch.setitem(sys.modules, "ddgs", None)
     out = answered(browser.search, "q", 5, {"search_backend": "duckduckgo"})
     assert "pip install 'amas-code[duckduckgo]'" in out and out.startswith(
         "Error: duckduckgo search failed"
