@@ -6,6 +6,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+HELD = 30  # seconds at most a reply waits for its test's event (see ScriptedLLM.reply)
+
 
 class ScriptedLLM:
     """Enqueue replies with reply()/error(); read what the model received from .requests.
@@ -18,6 +20,7 @@ class ScriptedLLM:
         self.props, self.gets, self.authorizations = None, [], []  # Authorization header per POST
         self.models = [{"id": "test-model", "object": "model"}]
         self.lm_studio = None  # a list: LM Studio's GET /api/v0/models data
+        self.events = []  # what replies wait for, all set at close: no handler is left waiting
         self.probe = None  # what an unstreamed request right after an empty stream gets
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -32,17 +35,21 @@ class ScriptedLLM:
         raw_args: str | None = None,
         calls=None,
         delay: float = 0,
-        wait: float = 0,
+        wait: "float | threading.Event" = 0,
         finish: str | None = None,
         usage: bool = True,
         piece: int = 7,
+        hold: threading.Event | None = None,
         **args,
     ):
         """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
-        `delay` seconds before each chunk makes a slow model, `wait` seconds before any answer a
-        hung one; `finish` overrides the finish_reason ("length": cut at max_tokens); `usage=False`
-        sends no token counts (llama-cpp-python sends none); `piece` is how many characters of text
-        each chunk carries (a long text in big pieces spares litellm's per-chunk work)."""
+        `delay` seconds before each chunk makes a slow model, `wait` seconds (or until the test
+        sets that event) before any answer a hung one, `hold` an answer paused after its first
+        chunk until the test sets that event (what a person types meanwhile, with no time guessed);
+        `finish` overrides the finish_reason ("length": cut at max_tokens); `usage=False` sends no
+        token counts (llama-cpp-python sends none); `piece` is how many characters of text each
+        chunk carries (a long text in big pieces spares litellm's per-chunk work)."""
+        self.events += [e for e in (wait, hold) if isinstance(e, threading.Event)]
         calls = list(calls or [])
         if tool:
             calls.append((tool, raw_args if raw_args is not None else json.dumps(args)))
@@ -55,6 +62,7 @@ class ScriptedLLM:
                 "finish": finish,
                 "usage": usage,
                 "piece": piece,
+                "hold": hold,
             }
         )
         return self
@@ -101,6 +109,8 @@ class ScriptedLLM:
         return self
 
     def close(self):
+        for event in self.events:
+            event.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -140,9 +150,8 @@ class ScriptedLLM:
                 if "fn" in step:
                     name, args = step["fn"](body)
                     step = {"text": "", "calls": [(name, json.dumps(args))]}
-                time.sleep(
-                    step.get("wait", 0) + (step.get("delay", 0) if step.get("status") else 0)
-                )
+                _pause(step.get("wait", 0))
+                time.sleep(step.get("delay", 0) if step.get("status") else 0)
                 if step.get("status") and not step.get("cut_after"):
                     said = {
                         "message": step.get("message"),
@@ -176,7 +185,7 @@ class ScriptedLLM:
                     self._send(b"")
                     self.close_connection = True
                     return
-                for chunk in (
+                for n, chunk in enumerate(
                     chunks(cut, [])[:-2]
                     if cut
                     else chunks(
@@ -188,6 +197,8 @@ class ScriptedLLM:
                 ):
                     time.sleep(step.get("delay", 0))
                     self._send(f"data: {json.dumps(chunk)}\n\n".encode())
+                    if n == 1 and step.get("hold"):  # the role's chunk, then the first text
+                        _pause(step["hold"])
                 if step.get("cut_after"):  # a connection reset mid-answer: no end of body
                     self.close_connection = True
                     self.connection.shutdown(2)
@@ -204,6 +215,14 @@ class ScriptedLLM:
                     pass
 
         return Handler
+
+
+def _pause(wait: "float | threading.Event") -> None:
+    """Seconds slept, or an event waited for (at most HELD seconds)."""
+    if isinstance(wait, threading.Event):
+        wait.wait(HELD)
+    else:
+        time.sleep(wait)
 
 
 def _chunk(delta: dict, finish=None) -> dict:

@@ -2,6 +2,8 @@
 checkpoints across amas processes: what each says, and that a refused command changes nothing."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 import time
@@ -288,7 +290,6 @@ def test_undo_names_the_ignored_file_it_leaves(agent, project, llm, capsys):
 
 def test_a_second_amas_waiting_for_the_checkpoint_lock_says_so(project, llm):
     import fcntl
-    import os
     import threading
 
     from conftest import run_amas
@@ -298,11 +299,22 @@ def test_a_second_amas_waiting_for_the_checkpoint_lock_says_so(project, llm):
     lock = home.private_dir(Checkpoint(project, []).dir) / "amas.lock"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)  # another amas is running a command
-    threading.Timer(3, os.close, [fd]).start()
+    threading.Thread(target=release_once_waited_for, args=[fd], daemon=True).start()
     llm.reply(tool="write_file", path="w.txt", content="x\n").reply(text="Written.")
     result = run_amas("-y", "write it", llm=llm)
     assert result.returncode == 0 and (project / "w.txt").exists()
     assert "waiting for another amas working in this project" in result.stderr
+
+
+def release_once_waited_for(fd: int) -> None:
+    """The lock on fd released once a process waits for it (the kernel lists a waiter in /proc/locks
+    with "->", by the file's inode), or after 30 s."""
+    waiter = re.compile(rf"->.*:{os.fstat(fd).st_ino} ")
+    for _ in range(300):
+        if waiter.search(Path("/proc/locks").read_text()):
+            break
+        time.sleep(0.1)
+    os.close(fd)
 
 
 def test_a_cache_a_command_makes_is_one_short_note_and_no_checkpoint(agent, project, llm):

@@ -368,7 +368,7 @@ def test_a_fork_bomb_is_stopped_by_the_limit(user, place):
     command = "for i in $(seq 80); do sleep 30 & echo $i > started; done"
     result = boxed(user, place, command, timeout=10, box={"procs": 32})
     assert "Cannot fork" in result and int((place / "started").read_text()) < 32
-    bomb = boxed(user, place, "f() { f | f & }; f; sleep 2", timeout=4, box={"procs": 32})
+    bomb = boxed(user, place, "f() { f | f & }; f; sleep 1", timeout=4, box={"procs": 32})
     assert "Cannot fork" in bomb or "Resource temporarily unavailable" in bomb
 
 

@@ -5,6 +5,7 @@ import json
 import re
 import shlex
 import sys
+import threading
 
 import pexpect
 import pytest
@@ -115,7 +116,7 @@ def test_a_piped_answer_is_plain_text(project, llm):
 
 def test_with_stdout_redirected_the_file_gets_plain_text_and_the_screen_no_copy(term, project, llm):
     answer = ANSWER + "\n".join(f"- item {n}" for n in range(30))  # taller than the live tail
-    llm.reply(text=answer, delay=0.06)
+    llm.reply(text=answer, delay=0.06, piece=35)  # a second or so: the live tail is drawn
     amas = f"{shlex.join(amas_argv())} explain > out.txt"
     child = term(argv=["bash", "-c", amas], wait=False)
     child.expect(pexpect.EOF)
@@ -138,11 +139,15 @@ def test_markdown_keeps_names_and_leaves_emphasis_and_code_alone():
 
 
 def test_text_typed_during_the_spinner_does_not_answer_the_question(term, project, llm):
-    llm.reply(tool="create_file", path="typed.txt", content="x\n", wait=2).reply(text="Fine.")
+    answer = threading.Event()
+    llm.reply(tool="create_file", path="typed.txt", content="x\n", wait=answer)
+    llm.reply(text="Fine.")
     child = term()
     child.sendline("make a file")
     child.expect("thinking")
     child.sendline("yes")  # meant for something else: the question is not asked yet
+    child.expect("queued › yes")
+    answer.set()
     child.expect(QUESTION)
     child.sendline("n")
     child.expect("Fine.")
@@ -234,7 +239,7 @@ def run_amas_python(code: str, input: str):
 
 
 def test_a_slow_command_shows_its_first_line_before_its_last(term, llm):
-    command = "for i in 1 2 3; do echo $i; sleep 1; done"
+    command = "echo 1; sleep 1; echo 2; echo 3"
     llm.reply(tool="shell_command", command=command).reply(text="Counted.")
     child = term()
     child.sendline("count")

@@ -3,7 +3,7 @@ waiting says how long, and Ctrl+C keeps what was shown."""
 
 import io
 import re
-import time
+import threading
 
 import pexpect
 import pytest
@@ -13,20 +13,23 @@ term = test_terminal.term  # the 120-column terminal, in colour
 
 
 def test_a_line_typed_during_a_turn_is_the_next_message(term, llm):
-    llm.reply(text="First answer.", wait=3).reply(text="Kept it.")
+    answer = threading.Event()  # the model answers once the line is typed
+    llm.reply(text="First answer.", wait=answer).reply(text="Kept it.")
     child = term()
     child.sendline("start")
     child.expect("thinking")
-    time.sleep(1.5)
     child.sendline("actually, keep the README")
     child.expect("queued › actually, keep the README")
+    answer.set()
     child.expect("Kept it.")
     assert llm.requests[1]["messages"][-1]["content"] == "actually, keep the README"
     assert llm.requests[1]["messages"][-2]["content"] == "First answer."
 
 
 def test_a_queued_line_never_answers_a_question_and_can_be_taken_back(term, project, llm):
-    llm.reply(tool="create_file", path="typed.txt", content="x\n", wait=2).reply(text="Fine.")
+    answer = threading.Event()
+    llm.reply(tool="create_file", path="typed.txt", content="x\n", wait=answer)
+    llm.reply(text="Fine.")
     child = term()
     child.sendline("make a file")
     child.expect("thinking")
@@ -34,6 +37,7 @@ def test_a_queued_line_never_answers_a_question_and_can_be_taken_back(term, proj
     child.expect("queued › yes")
     child.send("\x7f\x7f\x7fah")  # Backspace on an empty line takes it back to edit
     child.expect(r"› yah")
+    answer.set()
     child.expect(r"\[y\]es/\[n\]o")
     child.sendline("n")
     child.expect("Fine.")
@@ -84,7 +88,8 @@ def test_ctrl_c_cancels_a_turn_even_when_amas_was_started_with_it_ignored(term, 
 
 
 def test_waiting_says_how_long_and_how_to_stop(term, llm):
-    llm.reply(text="Late answer " * 40, wait=2.5, delay=0.05)
+    answer, rest = threading.Event(), threading.Event()
+    llm.reply(text="Late answer " * 40, wait=answer, hold=rest)
     child = term()
     child.sendline("slow one")
     seconds = set()
@@ -94,7 +99,9 @@ def test_waiting_says_how_long_and_how_to_stop(term, llm):
         if len(seconds) > 1:
             break
     assert len(seconds) > 1  # two screens, two different counts
-    child.expect(r"answering… \(\d+ s · \d+ tokens · Esc to interrupt\)")
+    answer.set()
+    child.expect(r"answering… \(\d+ s · 1 token · Esc to interrupt\)")  # held after it
+    rest.set()
     child.expect("›")
     child.sendeof()  # Ctrl+D: how to come back
     child.expect(r"resume this conversation with `amas -c`")
@@ -102,7 +109,8 @@ def test_waiting_says_how_long_and_how_to_stop(term, llm):
 
 def test_ctrl_c_keeps_the_answer_shown_once(term, llm):
     paragraphs = [f"Paragraph {n} says something about the code." for n in range(30)]
-    llm.reply(text="\n\n".join(paragraphs), delay=0.03)
+    # the answer pauses after its first 700 characters (to Paragraph 14): Ctrl+C comes meanwhile
+    llm.reply(text="\n\n".join(paragraphs), piece=700, hold=threading.Event())
     child = term()
     child.logfile_read = log = io.StringIO()  # the whole screen, to read what stays
     child.sendline("explain")
@@ -115,7 +123,7 @@ def test_ctrl_c_keeps_the_answer_shown_once(term, llm):
 
 
 def test_ctrl_c_on_a_command_keeps_its_output_for_the_screen_and_the_model(term, llm):
-    command = "for i in 1 2 3 4 5 6 7 8 9; do echo line-$i; sleep 0.4; done"
+    command = "for i in 1 2 3; do echo line-$i; done; sleep 30; echo line-4"
     llm.reply(tool="shell_command", command=command).reply(text="Stopped, I see.")
     child = term()
     child.logfile_read = log = io.StringIO()
@@ -131,7 +139,7 @@ def test_ctrl_c_on_a_command_keeps_its_output_for_the_screen_and_the_model(term,
     child.sendline("what happened?")
     child.expect("Stopped, I see.")
     result = [m for m in llm.requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
-    assert "line-1\nline-2\nline-3" in result
+    assert "line-1\nline-2\nline-3" in result and "line-4" not in result
     assert re.search(r"\[stopped by the user after [0-9.]+ s\]", result), result
 
 
