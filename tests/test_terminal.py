@@ -5,7 +5,6 @@ import json
 import re
 import shlex
 import sys
-import threading
 
 import pexpect
 import pytest
@@ -136,23 +135,6 @@ def test_markdown_keeps_names_and_leaves_emphasis_and_code_alone():
 
 
 # -- questions -------------------------------------------------------------------------------------
-
-
-def test_text_typed_during_the_spinner_does_not_answer_the_question(term, project, llm):
-    answer = threading.Event()
-    llm.reply(tool="create_file", path="typed.txt", content="x\n", wait=answer)
-    llm.reply(text="Fine.")
-    child = term()
-    child.sendline("make a file")
-    child.expect("thinking")
-    child.sendline("yes")  # meant for something else: the question is not asked yet
-    child.expect("queued › yes")
-    answer.set()
-    child.expect(QUESTION)
-    child.sendline("n")
-    child.expect("Fine.")
-    assert not (project / "typed.txt").exists()
-    assert llm.requests[1]["messages"][-1]["content"].startswith("Edit declined")
 
 
 def test_a_sentence_at_a_question_that_starts_with_yes_is_asked_again(term, project, llm):

@@ -44,6 +44,7 @@ def test_a_queued_line_never_answers_a_question_and_can_be_taken_back(term, proj
     child.expect("› yah")  # not sent: back in the prompt, to edit or send
     assert not (project / "typed.txt").exists()
     assert len(llm.requests) == 2
+    assert llm.requests[1]["messages"][-1]["content"].startswith("Edit declined")
     child.sendline("")
     child.expect("no scripted reply left")
     assert llm.requests[2]["messages"][-1]["content"] == "yah"
