@@ -481,10 +481,7 @@ def history(agent):
     try:
         home.private_dir(path.parent)
         return PrivateHistory(str(path)) if not path.is_symlink() else InMemoryHistory()
-    except (
-        OSError,
-        home.ConfigError,
-    ) as e:  # one warning: the agent will not try to log either
+    except (OSError, home.ConfigError) as e:
         ui.warning(f"nothing is kept in .amas/ (no input history, no --continue): {e}")
         agent.history.path = None  # the agent will not try to log either
         return InMemoryHistory()

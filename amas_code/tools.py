@@ -110,9 +110,8 @@ class Tools:
     def schema(self, name: str) -> dict:
         params = inspect.signature(getattr(self, name)).parameters.values()
         props = {p.name: {"type": JSON_TYPES[p.annotation]} for p in params}
-        for (
-            p
-        ) in params:  # a name that says it all needs no description (tokens a small model reads)
+        # a name that says it all needs no description (tokens a small model reads)
+        for p in params:
             if p.name in PARAMS:
                 props[p.name]["description"] = PARAMS[p.name]
         required = [p.name for p in params if p.default is p.empty]

@@ -308,9 +308,8 @@ def test_rerun_parses_only_changed_files_and_drops_removed_ones(project, capsys,
     init(project, capsys)
     with (project / "pkg0/m5.py").open("a") as f:
         f.write("\n\ndef added():\n    pass\n")
-    (
-        project / "pkg0/m6.js"
-    ).unlink()  # still tracked: git ls-files lists it until the deletion is staged
+    # still tracked: git ls-files lists it until the deletion is staged
+    (project / "pkg0/m6.js").unlink()
     parsed = []
     monkeypatch.setattr(
         repomap, "symbols", lambda source, language: parsed.append(source) or [[0, 1, "f", "stub"]]

@@ -32,9 +32,8 @@ class WireServer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.api_base = f"http://127.0.0.1:{self.server.server_port}{self.suffix}"
-        threading.Thread(
-            target=self.server.serve_forever, args=(0.02,), daemon=True
-        ).start()  # quick shutdown
+        # polls for shutdown every 20 ms: a quick shutdown
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
     def reply(self, text: str = "", tool: str | None = None, calls=(), **args):
         """One streamed answer: text, then one tool call (`tool` with **args) or several `calls`."""
