@@ -292,6 +292,8 @@ def _value(value, kind: str | None):
     if kind in (None, "string"):
         return str(value)
     raw = value.strip()
+    if raw == "null":  # no value, as JSON writes it, for any type but a string
+        return None
     if kind == "boolean":
         raw = raw.lower()
     guess = _lenient(raw)
@@ -671,20 +673,25 @@ def _json_calls(text: str, at: int):
 
 def _tagged_body(text: str, at: int, match=None):
     """A <tool_call> body: JSON, the Qwen3-Coder XML <function=…>, GLM's name and <arg_key>s (or a
-    name alone), or a Python call."""
+    name alone), a name then its JSON arguments (Laguna, GLM-4), or a Python call."""
     xml = FUNCTION.match(text, BLANKS_OR_ESCAPED.match(text, at).end())
     if xml:
         return _function_body(text, xml.end(), xml)
     glm = GLM_NAME.match(text, at)
     if glm:
         return _glm_body(text, glm)
+    named = NAMED_JSON.match(text, at)
+    if named:
+        return _functionary_body(text, named.end(), named)
     if PY_CALL.match(text, at):  # name(a='v'), name()
         return _pythonic_lines(text, at, closing="</tool_call>")
     return _with_code(text, _json_body(text, at))
 
 
 BLANKS_OR_ESCAPED = re.compile(r"(?:\s|\\n)*")  # newlines written as the two characters \n, too
-GLM_NAME = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>|</tool_call>)")
+# the closing tag is the one its row opened: </tool_call>, Laguna's </user>, </longcat_tool_call>
+GLM_NAME = re.compile(r"\s*([\w.-]+)\s*(?=<arg_key>|</\w+>)")
+NAMED_JSON = re.compile(r"\s*([\w.-]+)\s*(?=\{)")
 PY_CALL = re.compile(r"\s*[A-Za-z_][\w.]*\(")
 
 
@@ -874,7 +881,7 @@ def _glm_body(text: str, match):
 # a value may hold </arg_value>: it ends at the one the next key or the call's end follows
 GLM_PAIR = re.compile(
     r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>"
-    r"(?=\s*(?:<arg_key>|</tool_call>|\Z))",
+    r"(?=\s*(?:<arg_key>|</\w+>|\Z))",
     re.S,
 )
 
@@ -1068,6 +1075,8 @@ FORMATS = [  # one row a family; the first to start a span reads it (a tag's bod
     Weak(r"(?=(?:\[\s*)?\{\s*[\"'](?:name|function|type)[\"'])", _json_body),
     # the markup of one family each
     Row(r"<longcat_tool_call>", _tagged_body, r"</longcat_tool_call>", families=["longcat"]),
+    # Laguna writes <user> for <tool_call> (a tag prose may hold too: <user>hello</user>)
+    Weak(r"<user>", _tagged_body, r"</user>", families=["glm"]),
     Row(GEMMA, _gemma_body, r"<tool_call\|>|<end_function_call>", families=["gemma"]),
     Row(KIMI, _functionary_body, r"<\|tool_call_end\|>", families=["kimi"]),
     Row(DEEPSEEK, _functionary_body, DEEPSEEK_END, families=["deepseek"]),  # R1, V3, V3.1

@@ -1,5 +1,5 @@
-"""Scratch: amas's faults seen in the task bench, as tests
-(not committed; they go into the report)."""
+"""amas's faults seen in the task bench with a real small model (Qwen2.5-Coder-1.5B), and in the
+held-out corpus of real model outputs, as tests: each failed before its fix."""
 
 import pytest
 from conftest import run_amas
@@ -426,3 +426,15 @@ def test_a_reply_that_only_repeats_what_amas_told_it_is_asked_again_once(project
     run_amas("-y", "add a currency parameter to format_row", llm=llm)
     assert len(llm.requests) == 4
     assert llm.requests[3]["messages"][-1]["content"].startswith("[Your reply only repeated")
+
+
+def test_a_parameter_written_null_in_xml_is_no_value(project, llm):
+    """Qwen3.5's parser tests write <parameter=misc>null</parameter>: the reader passed the text
+    "null" on, and an integer parameter refused it; null is no value (the default applies)."""
+    xml = "<function=read_file>\n<parameter=path>\nREADME.md\n</parameter>\n"
+    xml += "<parameter=limit>\nnull\n</parameter>\n</function>"
+    llm.reply(text=f"<tool_call>\n{xml}\n</tool_call>").reply(text="It is a demo.")
+    done = run_amas("-y", "read the README", llm=llm)
+    said = llm.requests[1]["messages"][-1]["content"]
+    assert "# demo" in said and "Error" not in said
+    assert done.returncode == 0

@@ -103,6 +103,39 @@ def test_most_held_out_calls_are_read():
     assert len(real) >= 50 and len(read) / len(real) >= 0.9
 
 
+def test_a_name_then_its_json_arguments_in_a_tool_call_tag_is_read():
+    """Laguna and GLM-4 write the tool's name on a line, then its arguments as JSON."""
+    text = 'Reading it.\n<tool_call>read_file\n{"path": "a.py"}</tool_call>'
+    calls, left, unreadable = toolcalls.read(text, NAMES)
+    assert calls_of(calls) == [["read_file", {"path": "a.py"}]]
+    assert (left, unreadable) == ("Reading it.", None)
+
+
+LAGUNA = "<user>read_file\n<arg_key>path</arg_key>\n<arg_value>a.py</arg_value>\n</user>"
+
+
+@pytest.mark.parametrize("model", ["", "ollama/laguna-xs.2"])
+def test_lagunas_user_tag_around_a_call_is_read(model):
+    """Laguna writes <user> where <tool_call> belongs; the call inside is read, its markup gone."""
+    calls, left, unreadable = toolcalls.read(f"I'll read it.\n{LAGUNA}", NAMES, model=model)
+    assert calls_of(calls) == [["read_file", {"path": "a.py"}]]
+    assert (left, unreadable) == ("I'll read it.", None)
+
+
+def test_a_user_tag_is_no_call_for_a_model_of_another_family():
+    """As another family's markup is: not run, shown whole, and the model told it ran nothing."""
+    calls, left, said = toolcalls.read(LAGUNA, NAMES, model="qwen2.5-coder:1.5b")
+    assert (calls, left, said) == ([], LAGUNA, toolcalls.EXAMPLE_LINE)
+
+
+def test_an_xml_value_written_null_is_no_value_whatever_its_type():
+    body = "<function=read_file>\n<parameter=path>\na.py\n</parameter>\n"
+    body += "<parameter=limit>\nnull\n</parameter>\n</function>"
+    typed = {"read_file": {"parameters": {"properties": {"limit": {"type": "integer"}}}}}
+    calls, _, _ = toolcalls.read(f"<tool_call>{body}</tool_call>", typed)
+    assert calls_of(calls) == [["read_file", {"path": "a.py", "limit": None}]]
+
+
 # -- example or call: by where it stands, and in whose format --------------------------------------
 
 CALL = '<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>'
