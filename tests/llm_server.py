@@ -35,7 +35,7 @@ class ScriptedLLM:
         raw_args: str | None = None,
         calls=None,
         delay: float = 0,
-        wait: "float | threading.Event" = 0,
+        wait: float | threading.Event = 0,
         finish: str | None = None,
         usage: bool = True,
         piece: int = 7,
@@ -44,8 +44,8 @@ class ScriptedLLM:
     ):
         """A streamed answer: text, and/or one tool call (`tool` with **args), or several `calls`;
         `delay` seconds before each chunk makes a slow model, `wait` seconds (or until the test
-        sets that event) before any answer a hung one, `hold` an answer paused after its first
-        chunk until the test sets that event (what a person types meanwhile, with no time guessed);
+        sets that event) before any answer a hung one, `hold` an answer paused after its first piece
+        of text until the test sets that event (what a person types meanwhile, no time guessed);
         `finish` overrides the finish_reason ("length": cut at max_tokens); `usage=False` sends no
         token counts (llama-cpp-python sends none); `piece` is how many characters of text each
         chunk carries (a long text in big pieces spares litellm's per-chunk work)."""
@@ -217,7 +217,7 @@ class ScriptedLLM:
         return Handler
 
 
-def _pause(wait: "float | threading.Event") -> None:
+def _pause(wait: float | threading.Event) -> None:
     """Seconds slept, or an event waited for (at most HELD seconds)."""
     if isinstance(wait, threading.Event):
         wait.wait(HELD)

@@ -91,7 +91,7 @@ def test_the_models_store_is_shown_and_asked_in_a_terminal(repl, project, llm):
     child = repl("--yes")
     child.sendline("remember how we deploy")
     child.expect("Keep this note for later sessions")
-    child.expect("y")
+    child.expect(r"\[y\]es/\[n\]o")  # its question, never by --yes
     child.sendline("y")
     child.expect("noted")
     assert "- deploys go through make deploy\n" in memory_file(project).read_text()
