@@ -681,8 +681,8 @@ def _tagged_body(text: str, at: int, match=None):
     if glm:
         return _glm_body(text, glm)
     named = NAMED_JSON.match(text, at)
-    if named:
-        return _functionary_body(text, named.end(), named)
+    if named:  # a word before a whole call object is a label (`json`), not the tool's name
+        return _json_body(text, named.end()) or _functionary_body(text, named.end(), named)
     if PY_CALL.match(text, at):  # name(a='v'), name()
         return _pythonic_lines(text, at, closing="</tool_call>")
     return _with_code(text, _json_body(text, at))

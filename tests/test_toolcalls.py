@@ -111,6 +111,13 @@ def test_a_name_then_its_json_arguments_in_a_tool_call_tag_is_read():
     assert (left, unreadable) == ("Reading it.", None)
 
 
+def test_a_label_before_a_call_object_in_a_tool_call_tag_is_not_left_on_screen():
+    text = '<tool_call>json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+    calls, left, unreadable = toolcalls.read(text, NAMES)
+    assert calls_of(calls) == [["read_file", {"path": "a.py"}]]
+    assert (left, unreadable) == ("", None)
+
+
 LAGUNA = "<user>read_file\n<arg_key>path</arg_key>\n<arg_value>a.py</arg_value>\n</user>"
 
 
