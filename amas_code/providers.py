@@ -346,6 +346,8 @@ class Model:
         self.name = config["model"]
         self.text_tools = config.get("text_tools") is True
         self.context = None
+        self.asked = 0  # times the server was asked its context size (see context_limit)
+        self.unloaded = False  # Ollama listed the model as not loaded yet (see reply)
         # the tools offered in this request, by name: the text reader reads only these
         self.names = {}
         self.known = {} if known is None else known
@@ -524,7 +526,10 @@ class Model:
         return self.wire.count_tokens(self.name, messages)
 
     def reply(self, answer: dict, messages: list[dict], partial) -> dict:
-        """The reply as the agent takes it, from what the wire put together."""
+        """The reply as the agent takes it, from what the wire put together. Ollama lists a model's
+        context in /api/ps only once a request has loaded it: asked once more after the first."""
+        if self.unloaded and self.asked == 1:
+            self.context = None
         self.count(answer, messages)
         calls = answer["calls"]
         content = answer["content"]
@@ -568,6 +573,7 @@ class Model:
         """Tokens the conversation may use:
         max_context_tokens, or less if the server says its window is smaller."""
         if self.context is None:
+            self.asked += 1
             said = self.learned or self.server_context() or 10**9
             self.context = min(self.config["max_context_tokens"], said)
         return self.context
@@ -603,21 +609,30 @@ class Model:
     def listed_context(self, base: str) -> int | None:
         """The model's entry in the server's model list, where it says its context: vLLM's
         max_model_len in /v1/models, LM Studio's loaded_context_length or max_context_length in its
-        /api/v0/models (llama-cpp-python says none)."""
+        /api/v0/models, the context_length Ollama loaded a model with in /api/ps (llama-cpp-python
+        says none)."""
         root = base.removesuffix("/v1")
-        for url in (root + "/v1/models", root + "/api/v0/models"):
+        for url in (root + "/v1/models", root + "/api/v0/models", root + "/api/ps"):
             with contextlib.suppress(Exception):  # not a list this server has
-                size = self.listed_size(_get_json(url).get("data") or [])
+                answer = _get_json(url)
+                size = self.listed_size(answer)
                 if size:
                     return size
+                self.unloaded = self.unloaded or "models" in answer
         return None
 
-    def listed_size(self, listed: list[dict]) -> int | None:
-        """The context size in this model's entry (the only entry, if none has its name)."""
+    def listed_size(self, answer: dict) -> int | None:
+        """The context size in this model's entry of a list: OpenAI's `data` (its only entry, if
+        none has its name) or Ollama's running `models` (by name: `qwen2.5-coder` is loaded as
+        `qwen2.5-coder:latest`)."""
         wanted = self.name.split("/", 1)[1]
+        listed = answer.get("data") or []
         entry = next((m for m in listed if m.get("id") == wanted), {})
         if not entry and len(listed) == 1:
             entry = listed[0]
+        running = answer.get("models") or []
+        names = (wanted, f"{wanted}:latest")
+        entry = entry or next((m for m in running if m.get("name") in names), {})
         for key in LISTED:
             if isinstance(entry.get(key), int):
                 return entry[key]

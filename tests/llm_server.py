@@ -12,14 +12,16 @@ HELD = 30  # seconds at most a reply waits for its test's event (see ScriptedLLM
 class ScriptedLLM:
     """Enqueue replies with reply()/error(); read what the model received from .requests.
     Set .props to a dict to answer GET /props as llama.cpp's server does, .models to a list for the
-    data of GET /v1/models (vLLM's metadata), .lm_studio for LM Studio's GET /api/v0/models; .gets
-    lists the GET paths asked for."""
+    data of GET /v1/models (vLLM's metadata), .lm_studio for LM Studio's GET /api/v0/models, .loaded
+    for Ollama's GET /api/ps; .gets lists the GET paths asked for."""
 
     def __init__(self):
         self.script, self.requests = [], []
         self.props, self.gets, self.authorizations = None, [], []  # Authorization header per POST
         self.models = [{"id": "test-model", "object": "model"}]
         self.lm_studio = None  # a list: LM Studio's GET /api/v0/models data
+        # a list: Ollama's GET /api/ps models, listed once a chat request came (a model loads then)
+        self.loaded = None
         self.events = []  # what replies wait for, all set at close: no handler is left waiting
         self.probe = None  # what an unstreamed request right after an empty stream gets
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -129,6 +131,8 @@ class ScriptedLLM:
                     return self._json(200, llm.props)
                 if self.path.startswith("/api/v0/models"):  # LM Studio's own list, when given
                     return self._json(200 if llm.lm_studio else 404, {"data": llm.lm_studio or []})
+                if self.path == "/api/ps" and llm.loaded is not None:  # Ollama's running models
+                    return self._json(200, {"models": llm.loaded if llm.requests else []})
                 self._json(200, {"object": "list", "data": llm.models})
 
             def do_POST(self):

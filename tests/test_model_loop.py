@@ -351,6 +351,29 @@ def test_llama_cpp_context_from_props_compacts_before_the_server_refuses(agent, 
     assert "compacted 4 messages" in capsys.readouterr().err
 
 
+def test_ollamas_openai_api_says_its_context_once_a_request_loaded_the_model(repl, llm):
+    """Ollama's /v1 takes no context size per request and silently cuts a longer prompt; its /api/ps
+    lists the context a model was loaded with, but only once a request has loaded it: amas asks
+    again after the first reply, and plans for that size from then on."""
+    loaded = {"name": "test-model:latest", "model": "test-model:latest", "context_length": 4096}
+    llm.loaded = [loaded]
+    llm.reply(text="Hello there.")
+    child = repl()
+    child.sendline("hi")
+    child.expect("Hello there.")
+    child.sendline("/tokens")
+    child.expect(r"\(the context is (\d+);")
+    assert child.match[1] == "4096"  # not max_context_tokens (32000)
+    assert llm.gets.count("/api/ps") == 2  # before the first request, and once after it
+
+
+def test_a_server_that_says_no_context_is_asked_once(agent, llm):
+    llm.reply(text="one").reply(text="two")
+    agent.turn("first")
+    agent.turn("second")
+    assert llm.gets.count("/props") == llm.gets.count("/api/ps") == 1
+
+
 def test_ollama_context_from_api_show_becomes_num_ctx(project, monkeypatch):
     from click.testing import CliRunner
     from test_providers import Ollama
