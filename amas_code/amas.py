@@ -77,7 +77,9 @@ def cli(prompt, model, api_base, yes, resume, trust, pick, output_format, plan, 
     if not text and not sys.stdin.isatty():
         nothing_to_do(report)
     if pick and not text:
-        resume = choose(root)
+        from amas_code import repl
+
+        resume = repl.choose(root) or False
     fail_fast(config, report, text)
     from amas_code.agent import Agent
 
@@ -269,13 +271,6 @@ def _instructions(root: Path) -> list[tuple[str, str, bool]]:
         listed = f".amas/skills: {ui.plural(len(names), 'skill')} ({', '.join(names)})"
         found.append((listed, "the model follows them when they match", False))
     return found
-
-
-def choose(root: Path) -> str | bool:
-    """--resume: the recent conversations, numbered; the one the user picks (or a new one)."""
-    from amas_code import history, repl
-
-    return repl.choose(history.Log(root).conversations()) or False
 
 
 def converse(agent, text: str, typed: str = "") -> int:

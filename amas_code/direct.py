@@ -79,9 +79,9 @@ class Direct:
         return len(encoding.encode(json.dumps(messages), disallowed_special=()))
 
     def stream(self, request: dict, on_text) -> dict:
-        """One streamed reply, its text shown as it comes (see Answer)."""
+        """One streamed reply, its text shown as it comes (see Streamed)."""
         streamed = self.post(request)
-        answer = Answer(on_text)
+        answer = Streamed(on_text)
         try:
             for chunk in streamed:
                 if not answer.add(chunk):
@@ -130,7 +130,7 @@ def _encoding():
         return None
 
 
-class Answer:
+class Streamed:
     """A streamed reply put together as it comes: its text shown as it grows, its calls joined by
     index (id and name as last given, the arguments' pieces in order, as litellm's builder joins
     them). value() is what both paths return: content, calls, finish, usage, carried, cost."""

@@ -644,9 +644,10 @@ def _sandbox_line(agent) -> None:
         ui.warning(agent.sandbox.line)
 
 
-def choose(conversations: list[dict]) -> str | None:
-    """The conversation the user picks from a numbered list (Enter: the newest; none: a new one)."""
-    shown = conversations[:RECENT]
+def choose(root: Path) -> str | None:
+    """--resume: the project's recent conversations, numbered; the one the user picks (Enter: the
+    newest; none: a new one)."""
+    shown = chat_log.Log(root).conversations()[:RECENT]
     if not shown:
         ui.info("no earlier conversation in this project; starting a new one")
         return None

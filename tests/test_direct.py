@@ -72,7 +72,7 @@ CASES = {  # name: (chunks, content, calls as (id, name, arguments), finish)
 def test_chunks_make_the_reply(case):
     chunks, content, calls, finish = CASES[case]
     shown = []
-    answer = direct.Answer(shown.append)
+    answer = direct.Streamed(shown.append)
     assert all(answer.add(c) for c in chunks)
     value = answer.value()
     assert (value["content"], value["finish"], value["carried"]) == (content, finish, True)
@@ -82,16 +82,16 @@ def test_chunks_make_the_reply(case):
 
 
 def test_counts_alone_carry_and_nothing_at_all_does_not():
-    counted = direct.Answer(print)
+    counted = direct.Streamed(print)
     counted.add(chunk(usage={"prompt_tokens": 3, "completion_tokens": 1}))
     assert counted.value()["carried"] and counted.value()["usage"]["prompt_tokens"] == 3
-    assert direct.Answer(print).value()["carried"] is False  # an empty stream: probed, then said
+    assert direct.Streamed(print).value()["carried"] is False  # an empty stream: probed, then said
 
 
 def test_a_call_past_the_cap_stops_the_reading_and_is_kept():
     """One more than MAX_CALLS is kept, so the agent sees the reply held more; nothing after it is
     read (bounded time and memory)."""
-    answer = direct.Answer(print)
+    answer = direct.Streamed(print)
     for i in range(toolcalls.MAX_CALLS):
         assert answer.add(chunk(call(i, f"c{i}", "list_files", "{}")))
     assert not answer.add(chunk(call(toolcalls.MAX_CALLS, "over", "list_files", "{}")))
