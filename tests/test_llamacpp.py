@@ -368,11 +368,15 @@ def user(project, home):
     return project
 
 
-def test_tools_go_with_tool_choice_auto_to_llama_cpp_python(user, llama_cpp_python, proxy):
+def test_tools_go_with_tool_choice_auto_to_llama_cpp_python(user, home, llama_cpp_python, proxy):
     """Item 1: without tool_choice llama-cpp-python's chatml-function-calling never shows the model
     the tools. (With tool_choice "auto" and stream, a model that picks a tool makes that handler
     raise "Automatic streaming tool choice is not supported" inside the stream: the 200 then carries
     only ": ping" comments, and no data.)"""
+    # the server's n_ctx, which llama-cpp-python does not say: the web's tools are left out, and
+    # each of the turn's three requests is read on one thread
+    with (home / ".amas" / "config.yaml").open("a") as config:
+        config.write("max_context_tokens: 4096\n")
     p = proxy(llama_cpp_python)
     amas(p)
     first = p.chats[0]
