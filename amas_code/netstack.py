@@ -6,7 +6,6 @@ the host: the host's services on its LAN address would answer). Where the host r
 its own loopback, the box is given slirp4netns's resolver."""
 
 import contextlib
-import functools
 import json
 import os
 import re
@@ -120,7 +119,7 @@ def _start_stack(pid: int, owner: int, told: int) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         pass_fds=(owner, told),
-        preexec_fn=functools.partial(cgroups.child, []),
+        preexec_fn=cgroups.dies_with_amas,
     )
 
 

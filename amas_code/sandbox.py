@@ -451,12 +451,10 @@ def _planted(root: Path, started: int, box: Box) -> str:
 def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.Popen:
     """The shell line started, boxed or not, in its own session:
     a timeout or Ctrl+C kills all it started."""
-    argv = ["/bin/sh", "-c", command]
-    groups = cgroups.limited(box.procs, _memory(box)) if box else []
     given, kept = _descriptors(box)
     try:
         proc = subprocess.Popen(
-            _bwrap(root, box, given) + _limits(box) + argv if box else argv,
+            _boxed(root, box, given) + ["/bin/sh", "-c", command],
             cwd=root,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -464,13 +462,23 @@ def _start(command: str, root: Path, env: dict, box: Box | None) -> subprocess.P
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=tuple(given.values()),
-            preexec_fn=functools.partial(cgroups.child, groups),
+            # unboxed, the command dies with amas by a step in its child; boxed, by bwrap's own
+            preexec_fn=None if box else cgroups.dies_with_amas,
         )
     finally:  # the box's ends are the box's alone; amas's start the network (or see bwrap fail)
         for fd in given.values():
             os.close(fd)
         netstack.start(kept, bool(box and box.lan))
     return proc
+
+
+def _boxed(root: Path, box: Box | None, fds: dict[str, int]) -> list[str]:
+    """What runs the shell line in the box: in its cgroups (as root), bubblewrap, prlimit; nothing
+    without a box."""
+    if not box:
+        return []
+    groups = cgroups.limited(box.procs, _memory(box))
+    return cgroups.joined(groups) + _bwrap(root, box, fds) + _limits(box)
 
 
 def _bwrap(root: Path, box: Box, fds: dict[str, int]) -> list[str]:

@@ -364,6 +364,15 @@ def test_an_unboxed_command_dies_when_amas_is_killed(place):
         amas.kill()
 
 
+def test_a_boxed_command_is_in_the_boxs_cgroups_from_its_start(user, place):
+    """As root (whom prlimit's process limit does not hold) the command runs in amas's cgroups: a
+    shell joins them and becomes bubblewrap, so nothing in the box starts outside them. As another
+    user amas makes none (prlimit holds there)."""
+    said = boxed(user, place, "cat /proc/self/cgroup", box={})
+    joined = {line.split(":")[1] for line in said.splitlines() if "/amas-" in line}
+    assert joined == ({"pids", "memory"} if user == "root" else set()), said
+
+
 def test_a_fork_bomb_is_stopped_by_the_limit(user, place):
     command = "for i in $(seq 80); do sleep 30 & echo $i > started; done"
     result = boxed(user, place, command, timeout=10, box={"procs": 32})
