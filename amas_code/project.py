@@ -216,6 +216,9 @@ def mentioned(line: str, cwd: Path) -> list[tuple[str, Path]]:
 
 def shown(root: Path, path: Path | str) -> str:
     """A path as the user thinks of it: relative inside the project, whole outside it."""
+    text, top = str(path), str(root)
+    if text.startswith(top + os.sep) and os.path.isabs(top):  # a search names thousands: no relpath
+        return os.path.normpath(text[len(top) + 1 :])
     inside = os.path.isabs(path) and os.path.commonpath((path, root)) == str(root)
     if inside:
         return os.path.relpath(path, root)

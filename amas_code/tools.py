@@ -379,13 +379,15 @@ class Tools:
         """A file's text in blocks of whole lines as the model may see it (secrets redacted, so a
         pattern never runs on one); nothing for a link out of the project or a file that is not a
         regular one."""
+        if not os.path.isfile(f):  # git lists a file deleted since it was staged
+            return
         # a link out of the project is never followed, on the way either:
         # a clone can ship lnk -> ~/.ssh
         real = os.path.realpath(f)
         inside = any(
             os.path.commonpath((real, folder)) == str(folder) for folder in (self.root, base)
         )
-        if not inside or not os.path.isfile(f):
+        if not inside:
             return
         with open(f, "rb") as raw:
             for block in _blocks(raw):
