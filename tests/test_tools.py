@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -470,3 +471,22 @@ def test_old_str_not_found_in_a_file_never_read_shows_it_or_says_to_read_it(run,
     run("read_file", path="small.py")  # read: the closest region, as before
     said = run("edit_file", path="small.py", old_str="return 0", new_str="return 2")
     assert said.startswith("Error: old_str not found in small.py. The closest region (lines 2-2)")
+
+
+@pytest.mark.parametrize(
+    "path, seen",
+    [
+        ("/p/proj/a/b.py", "a/b.py"),
+        ("/p/proj/a/./b.py", "a/b.py"),
+        ("/p/proj/../x", "../x"),
+        ("/p/project2/y", "/p/project2/y"),  # a sibling whose name starts like the project's
+        ("/p/proj", "."),
+        ("/p/proj/", "."),
+        ("/elsewhere/z", "/elsewhere/z"),
+        ("rel/p", "rel/p"),
+    ],
+)
+def test_a_path_is_shown_relative_inside_the_project_and_whole_outside(path, seen):
+    from amas_code import project
+
+    assert project.shown(Path("/p/proj"), path) == seen
