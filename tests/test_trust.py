@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -32,6 +31,7 @@ class Listener:
 
     def __init__(self):
         self.requests, listener = [], self
+        self.reached = threading.Event()  # set by the first request
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -41,6 +41,7 @@ class Listener:
                 listener.requests.append(
                     {"path": self.path, "headers": dict(self.headers), "body": ""}
                 )
+                listener.reached.set()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.end_headers()
@@ -483,8 +484,12 @@ def test_a_page_cannot_take_the_browser_to_a_new_host(project, llm, amas, listen
     # another host name, on 127.0.0.1 still
     elsewhere = listener.url.replace("127.0.0.1", "localhost")
     (project / "page.html").write_text(html.format(url=elsewhere))
-    attack(llm, amas, [("navigate", {"url": (project / "page.html").as_uri()}), *calls], *flags)
-    time.sleep(0.5)  # a navigation that got through has reached the listener by now
+    for name, args in [("navigate", {"url": (project / "page.html").as_uri()}), *calls]:
+        llm.reply(tool=name, **args)
+    # a new tab navigates after the click returns: an allowed one is waited for before the run
+    # ends and its browser closes (a refused one is said in the click's result)
+    llm.reply(text="done", wait=listener.reached if flags else 0)
+    amas(*flags, "please tidy up the project")
     assert len(listener.requests) == (1 if flags else 0)
     if not flags:
         assert f"connecting to {elsewhere} was declined" in "".join(results(llm))
