@@ -357,7 +357,7 @@ class Browser:
                     self.page.context.route("**/*", self.guard)
                     self.page.context.route_web_socket(re.compile(""), self.socket)
                     self.hops(self.page)
-                    self.page.context.on("page", self.hops)  # a popup's redirects too
+                    self.page.context.on("page", self.popup)
             except Exception:
                 self.close()
                 raise
@@ -423,6 +423,16 @@ class Browser:
         cdp = page.context.new_cdp_session(page)
         cdp.on("Fetch.requestPaused", functools.partial(self.hop, cdp))
         cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+
+    def popup(self, page) -> None:
+        """A new tab's redirects judged as the first page's are; a tab whose cannot be (it closed
+        meanwhile, or the browser is closing) is closed, never left unguarded, and no error of
+        Playwright's event loop reaches the screen."""
+        try:
+            self.hops(page)
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.close()
 
     def hop(self, cdp, event: dict) -> None:
         """A paused request: a redirect's next hop (a navigation's or a resource's) passes visit

@@ -193,6 +193,24 @@ def test_with_the_host_gate_on_failures_are_still_one_error_line(shared, pages, 
 
 
 @needs_chromium
+def test_a_tab_that_closed_before_its_redirects_could_be_guarded_raises_nothing(shared, pages):
+    """A popup the page opened as the run ended: its DevTools session could not be made (the page
+    was gone), and Playwright's event loop printed the error and its traceback."""
+    shared.close()
+    guarded = Browser(make_config(), lambda url: None)
+    try:
+        assert answered(guarded.navigate, pages.url + "/other").startswith("Other page")
+        with guarded.page.expect_popup() as opened:  # guarded, through the context's page event
+            guarded.page.evaluate("window.open('about:blank')")
+        tab = opened.value
+        tab.close()
+        guarded.popup(tab)  # as when the event comes after the tab closed
+        assert tab.is_closed() and not guarded.page.is_closed()
+    finally:
+        guarded.close()
+
+
+@needs_chromium
 def test_close_leaves_no_process(shared, pages):
     shared.close()
     before = processes()
