@@ -425,9 +425,9 @@ class Browser:
         cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
 
     def popup(self, page) -> None:
-        """A new tab's redirects judged as the first page's are; a tab whose cannot be (it closed
-        meanwhile, or the browser is closing) is closed, never left unguarded, and no error of
-        Playwright's event loop reaches the screen."""
+        """A new tab's redirects judged as the first page's are; a tab whose redirects cannot be (it
+        closed meanwhile, or the browser is closing) is closed, never left unguarded, and no error
+        of Playwright's event loop reaches the screen."""
         try:
             self.hops(page)
         except Exception:
