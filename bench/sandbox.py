@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
-from amas_code import boxview, effects, sandbox  # noqa: E402
+from amas_code import boxview, effects, project, sandbox  # noqa: E402
 
 COMMANDS = ("true", "git status --short", "python3 -c pass")
 
@@ -34,7 +34,7 @@ def timed(command: str, root: Path, box) -> float:
 def computed(root: Path, grant: str) -> float:
     """Seconds computing the box's mounts takes (boxview.files),
     the repository's places asked anew."""
-    boxview._asked_places.cache_clear()
+    project._asked_places.cache_clear()
     boxview._gitlinks.cache_clear()
     start = time.perf_counter()
     boxview.files(root, grant=grant)

@@ -29,3 +29,18 @@ def test_the_benchmark_steps_that_reach_into_amas_run_and_report():
     assert "tool edit_file with its checkpoint, in-process" in rows
     assert "a streamed reply of 2,000 chunks: amas's CPU time" in rows
     assert any("same output ✓" in metric for metric in rows)
+
+
+def test_the_sandbox_benchmark_reaches_into_the_box_as_it_is():
+    """bench/sandbox.py cleared a cache that had moved from boxview to project, and stopped with
+    an AttributeError before its first row of grants."""
+    done = subprocess.run(
+        [sys.executable, "bench/sandbox.py", "--runs", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = dict(re.findall(r"^\| (.+?) \| ([\d.]+ ms) ", done.stdout, re.M))
+    assert "`true` boxed" in rows and "the box's mounts, grant: the repository" in rows
