@@ -770,14 +770,34 @@ class Stream:
             # rich's refresh thread draws under this lock; a print takes it only to place the
             # cursor, and a refresh between that and the print's text showed lines twice
             if settled > self.shown:
-                # counted first: a Ctrl+C inside the print must not print these lines again
                 start = self.shown
                 self.shown = settled
-                self.screen.print(_segment_lines(lines[start:settled]))
+                with held_interrupt():
+                    self.screen.print(_segment_lines(lines[start:settled]))
             if self.live and lines:
                 self.current = _segment_lines(lines[settled:])
         spent = time.monotonic() - began  # a long answer renders slower: draw it less often
         self.due = time.monotonic() + min(max(spent * 10, 0.05), 1)
+
+
+@contextlib.contextmanager
+def held_interrupt():
+    """Ctrl+C (or Esc) held until the block is done, then raised: rich keeps what a print had
+    buffered when it is interrupted halfway, and writes it again with the next print (an answer's
+    lines shown twice). Only the main thread takes signals; elsewhere the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed = []
+    before = signal.signal(signal.SIGINT, lambda *_: pressed.append(True))
+    try:
+        yield
+    finally:
+        if before is None:  # a handler set outside Python: Python's own stands in
+            before = signal.default_int_handler
+        signal.signal(signal.SIGINT, before)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def _how_to_stop() -> str:

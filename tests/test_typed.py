@@ -109,9 +109,12 @@ def test_waiting_says_how_long_and_how_to_stop(term, llm):
 
 
 def test_ctrl_c_keeps_the_answer_shown_once(term, llm):
-    paragraphs = [f"Paragraph {n} says something about the code." for n in range(30)]
-    # the answer pauses after its first 700 characters (to Paragraph 14): Ctrl+C comes meanwhile
-    llm.reply(text="\n\n".join(paragraphs), piece=700, hold=threading.Event())
+    """Ctrl+C while a long block of the answer is being written (more than the terminal takes at
+    once): rich kept what the interrupted print had buffered and wrote it again with the next one,
+    so every line of the block was shown twice."""
+    paragraphs = [f"Paragraph {n} says something about the code." for n in range(400)]
+    # the whole text in one piece, and nothing after it: Ctrl+C comes while it is written
+    llm.reply(text="\n\n".join(paragraphs), piece=40_000, hold=threading.Event())
     child = term()
     child.logfile_read = log = io.StringIO()  # the whole screen, to read what stays
     child.sendline("explain")
