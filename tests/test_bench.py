@@ -14,16 +14,21 @@ ROOT = Path(__file__).parents[1]
 pytestmark = pytest.mark.bench
 
 
-def test_the_benchmark_steps_that_reach_into_amas_run_and_report():
-    steps = ["oneshot", "tools", "search", "stream"]
+def bench(script: str, *args: str) -> subprocess.CompletedProcess:
+    """One of bench/'s scripts run as its README says, which must end well."""
     done = subprocess.run(
-        [sys.executable, "bench/run.py", "--only", *steps, "--runs", "1"],
+        [sys.executable, f"bench/{script}", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def test_the_benchmark_steps_that_reach_into_amas_run_and_report():
+    done = bench("run.py", "--only", "oneshot", "tools", "search", "stream", "--runs", "1")
     rows = dict(re.findall(r"^\| (.+?) \| ([\d.]+ (?:s|ms|MB)) \|", done.stdout, re.M))
     assert float(rows["one-shot, 3 tool calls: peak RSS"].split()[0]) > 25  # a Python with amas
     assert "tool edit_file with its checkpoint, in-process" in rows
@@ -34,13 +39,6 @@ def test_the_benchmark_steps_that_reach_into_amas_run_and_report():
 def test_the_sandbox_benchmark_reaches_into_the_box_as_it_is():
     """bench/sandbox.py cleared a cache that had moved from boxview to project, and stopped with
     an AttributeError before its first row of grants."""
-    done = subprocess.run(
-        [sys.executable, "bench/sandbox.py", "--runs", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = bench("sandbox.py", "--runs", "1")
     rows = dict(re.findall(r"^\| (.+?) \| ([\d.]+ ms) ", done.stdout, re.M))
     assert "`true` boxed" in rows and "the box's mounts, grant: the repository" in rows
